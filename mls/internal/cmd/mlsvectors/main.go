@@ -1,0 +1,68 @@
+// Command mlsvectors runs the IETF MLS test vectors found in a folder
+// against package mls and prints one summary line per file.
+//
+// Usage:
+//
+//	mlsvectors -dir DIR
+//
+// It exits with status 1 when any case fails or when DIR holds no vector
+// file that mls knows how to check.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/skytale-oss/skytale/mls"
+)
+
+func main() {
+	dir := flag.String("dir", ".", "folder holding the vector JSON files")
+	flag.Parse()
+	if err := run(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, "mlsvectors:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string) error {
+	found, failed := 0, false
+	for _, name := range mls.KnownVectorFiles() {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		found++
+		rep, err := mls.CheckVectorFile(name, data)
+		if err != nil {
+			fmt.Printf("%s: error: %v\n", name, err)
+			failed = true
+			continue
+		}
+		line := fmt.Sprintf("%s: %d passed, %d failed, %d skipped", name, rep.Passed, rep.Failed, rep.Skipped)
+		if len(rep.SkipReasons) > 0 {
+			line += " (" + strings.Join(rep.SkipReasons, "; ") + ")"
+		}
+		fmt.Println(line)
+		for _, f := range rep.Failures {
+			fmt.Println("  FAIL", f)
+		}
+		if rep.Failed > 0 {
+			failed = true
+		}
+	}
+	switch {
+	case found == 0:
+		return fmt.Errorf("no known vector files in %s", dir)
+	case failed:
+		return errors.New("some vectors failed")
+	}
+	return nil
+}

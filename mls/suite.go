@@ -1,0 +1,359 @@
+package mls
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/hpke"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"errors"
+	"fmt"
+	"hash"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// CipherSuite is the wire identifier of an MLS cipher suite (RFC 9420,
+// Sections 5.1 and 17.1).
+type CipherSuite uint16
+
+// The cipher suites registered by RFC 9420, Section 17.1. Suites 4 and 6
+// are listed for completeness but are not implemented.
+const (
+	MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519        CipherSuite = 0x0001
+	MLS_128_DHKEMP256_AES128GCM_SHA256_P256             CipherSuite = 0x0002
+	MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519 CipherSuite = 0x0003
+	MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448            CipherSuite = 0x0004
+	MLS_256_DHKEMP521_AES256GCM_SHA512_P521             CipherSuite = 0x0005
+	MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448     CipherSuite = 0x0006
+	MLS_256_DHKEMP384_AES256GCM_SHA384_P384             CipherSuite = 0x0007
+)
+
+var errUnsupportedSuite = errors.New("mls: unsupported cipher suite")
+
+// suite is the set of primitives of one cipher suite (Section 5.1). The
+// interface is sealed: the only implementation is cipherSuite below, so the
+// set of suites stays closed and reviewable.
+type suite interface {
+	id() CipherSuite
+	hashLen() int
+	aeadKeyLen() int
+	aeadNonceLen() int
+	hash(data []byte) []byte
+	mac(key, data []byte) []byte
+	extract(salt, ikm []byte) []byte
+	expand(prk, info []byte, n int) []byte
+	aeadSeal(key, nonce, aad, pt []byte) ([]byte, error)
+	aeadOpen(key, nonce, aad, ct []byte) ([]byte, error)
+	hpkeSeal(pub, info, aad, pt []byte) (kemOutput, ct []byte, err error)
+	hpkeOpen(priv, kemOutput, info, aad, ct []byte) ([]byte, error)
+	hpkeDeriveKeyPair(ikm []byte) (priv, pub []byte, err error)
+	hpkeGenerateKeyPair() (priv, pub []byte, err error)
+	hpkePublicFromPrivate(priv []byte) ([]byte, error)
+	signKeyPair() (priv, pub []byte, err error)
+	signPublicFromPrivate(priv []byte) ([]byte, error)
+	sign(priv, msg []byte) ([]byte, error)
+	verify(pub, msg, sig []byte) bool
+}
+
+// cipherSuite composes the primitives named by a suite identifier.
+type cipherSuite struct {
+	cs      CipherSuite
+	newHash func() hash.Hash
+	nh      int
+	// AEAD (Section 5.1): key and nonce sizes, and the constructor.
+	nk, nn  int
+	newAEAD func(key []byte) (cipher.AEAD, error)
+	// HPKE (RFC 9180) with the suite's KEM, KDF and AEAD.
+	kem      hpke.KEM
+	hpkeKDF  hpke.KDF
+	hpkeAEAD hpke.AEAD
+	// Signature scheme: Ed25519 when curve is nil, otherwise ECDSA over
+	// curve with sigHash as the message digest.
+	curve   elliptic.Curve
+	sigHash func() hash.Hash
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+var (
+	suiteX25519AES128 = &cipherSuite{
+		cs: MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, newHash: sha256.New, nh: 32,
+		nk: 16, nn: 12, newAEAD: newGCM,
+		kem: hpke.DHKEM(ecdh.X25519()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.AES128GCM(),
+	}
+	suiteP256AES128 = &cipherSuite{
+		cs: MLS_128_DHKEMP256_AES128GCM_SHA256_P256, newHash: sha256.New, nh: 32,
+		nk: 16, nn: 12, newAEAD: newGCM,
+		kem: hpke.DHKEM(ecdh.P256()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.AES128GCM(),
+		curve: elliptic.P256(), sigHash: sha256.New,
+	}
+	suiteX25519ChaCha = &cipherSuite{
+		cs: MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519, newHash: sha256.New, nh: 32,
+		nk: 32, nn: 12, newAEAD: chacha20poly1305.New,
+		kem: hpke.DHKEM(ecdh.X25519()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.ChaCha20Poly1305(),
+	}
+	suiteP521AES256 = &cipherSuite{
+		cs: MLS_256_DHKEMP521_AES256GCM_SHA512_P521, newHash: sha512.New, nh: 64,
+		nk: 32, nn: 12, newAEAD: newGCM,
+		kem: hpke.DHKEM(ecdh.P521()), hpkeKDF: hpke.HKDFSHA512(), hpkeAEAD: hpke.AES256GCM(),
+		curve: elliptic.P521(), sigHash: sha512.New,
+	}
+	suiteP384AES256 = &cipherSuite{
+		cs: MLS_256_DHKEMP384_AES256GCM_SHA384_P384, newHash: sha512.New384, nh: 48,
+		nk: 32, nn: 12, newAEAD: newGCM,
+		kem: hpke.DHKEM(ecdh.P384()), hpkeKDF: hpke.HKDFSHA384(), hpkeAEAD: hpke.AES256GCM(),
+		curve: elliptic.P384(), sigHash: sha512.New384,
+	}
+)
+
+// suiteFor returns the primitives of cs, or an error wrapping
+// errUnsupportedSuite for suites 4 and 6 and unknown identifiers.
+func suiteFor(cs CipherSuite) (suite, error) {
+	switch cs {
+	case MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519:
+		return suiteX25519AES128, nil
+	case MLS_128_DHKEMP256_AES128GCM_SHA256_P256:
+		return suiteP256AES128, nil
+	case MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519:
+		return suiteX25519ChaCha, nil
+	case MLS_256_DHKEMP521_AES256GCM_SHA512_P521:
+		return suiteP521AES256, nil
+	case MLS_256_DHKEMP384_AES256GCM_SHA384_P384:
+		return suiteP384AES256, nil
+	case MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448, MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448:
+		return nil, fmt.Errorf("%w 0x%04x: X448/Ed448 not implemented", errUnsupportedSuite, uint16(cs))
+	}
+	return nil, fmt.Errorf("%w 0x%04x", errUnsupportedSuite, uint16(cs))
+}
+
+func (s *cipherSuite) id() CipherSuite   { return s.cs }
+func (s *cipherSuite) hashLen() int      { return s.nh }
+func (s *cipherSuite) aeadKeyLen() int   { return s.nk }
+func (s *cipherSuite) aeadNonceLen() int { return s.nn }
+
+func (s *cipherSuite) hash(data []byte) []byte {
+	h := s.newHash()
+	h.Write(data)
+	return h.Sum(nil)
+}
+
+func (s *cipherSuite) mac(key, data []byte) []byte {
+	m := hmac.New(s.newHash, key)
+	m.Write(data)
+	return m.Sum(nil)
+}
+
+// extract is HKDF-Extract (RFC 5869, Section 2.2). An empty salt is the
+// same HMAC key as Nh zero bytes, as RFC 5869 requires.
+func (s *cipherSuite) extract(salt, ikm []byte) []byte {
+	return s.mac(salt, ikm)
+}
+
+// expand is HKDF-Expand (RFC 5869, Section 2.3). MLS only asks for
+// lengths fixed by the protocol; asking for more than 255*Nh bytes is a
+// programming error.
+func (s *cipherSuite) expand(prk, info []byte, n int) []byte {
+	if n < 0 || n > 255*s.nh {
+		panic("mls: internal error: HKDF-Expand length out of range")
+	}
+	out := make([]byte, 0, n+s.nh)
+	var t []byte
+	for i := byte(1); len(out) < n; i++ {
+		m := hmac.New(s.newHash, prk)
+		m.Write(t)
+		m.Write(info)
+		m.Write([]byte{i})
+		t = m.Sum(nil)
+		out = append(out, t...)
+	}
+	return out[:n:n]
+}
+
+func (s *cipherSuite) aead(key, nonce []byte) (cipher.AEAD, error) {
+	if len(key) != s.nk || len(nonce) != s.nn {
+		return nil, errors.New("mls: wrong AEAD key or nonce length")
+	}
+	return s.newAEAD(key)
+}
+
+func (s *cipherSuite) aeadSeal(key, nonce, aad, pt []byte) ([]byte, error) {
+	a, err := s.aead(key, nonce)
+	if err != nil {
+		return nil, err
+	}
+	return a.Seal(nil, nonce, pt, aad), nil
+}
+
+func (s *cipherSuite) aeadOpen(key, nonce, aad, ct []byte) ([]byte, error) {
+	a, err := s.aead(key, nonce)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := a.Open(nil, nonce, ct, aad)
+	if err != nil {
+		return nil, errors.New("mls: AEAD decryption failed")
+	}
+	return pt, nil
+}
+
+// hpkeSeal is SetupBaseS followed by one Seal (RFC 9180, Section 5.1).
+func (s *cipherSuite) hpkeSeal(pub, info, aad, pt []byte) (kemOutput, ct []byte, err error) {
+	pk, err := s.kem.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, errors.New("mls: invalid HPKE public key")
+	}
+	enc, sender, err := hpke.NewSender(pk, s.hpkeKDF, s.hpkeAEAD, info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mls: HPKE setup: %w", err)
+	}
+	ct, err = sender.Seal(aad, pt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mls: HPKE seal: %w", err)
+	}
+	return enc, ct, nil
+}
+
+// hpkeOpen is SetupBaseR followed by one Open (RFC 9180, Section 5.1).
+func (s *cipherSuite) hpkeOpen(priv, kemOutput, info, aad, ct []byte) ([]byte, error) {
+	sk, err := s.kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, errors.New("mls: invalid HPKE private key")
+	}
+	r, err := hpke.NewRecipient(kemOutput, sk, s.hpkeKDF, s.hpkeAEAD, info)
+	if err != nil {
+		return nil, errors.New("mls: HPKE decapsulation failed")
+	}
+	pt, err := r.Open(aad, ct)
+	if err != nil {
+		return nil, errors.New("mls: HPKE decryption failed")
+	}
+	return pt, nil
+}
+
+func hpkeKeyBytes(sk hpke.PrivateKey) (priv, pub []byte, err error) {
+	priv, err = sk.Bytes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("mls: HPKE private key: %w", err)
+	}
+	return priv, sk.PublicKey().Bytes(), nil
+}
+
+// hpkeDeriveKeyPair is DeriveKeyPair of RFC 9180, Section 7.1.3.
+func (s *cipherSuite) hpkeDeriveKeyPair(ikm []byte) (priv, pub []byte, err error) {
+	sk, err := s.kem.DeriveKeyPair(ikm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mls: HPKE DeriveKeyPair: %w", err)
+	}
+	return hpkeKeyBytes(sk)
+}
+
+func (s *cipherSuite) hpkeGenerateKeyPair() (priv, pub []byte, err error) {
+	sk, err := s.kem.GenerateKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("mls: HPKE key generation: %w", err)
+	}
+	return hpkeKeyBytes(sk)
+}
+
+func (s *cipherSuite) hpkePublicFromPrivate(priv []byte) ([]byte, error) {
+	sk, err := s.kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, errors.New("mls: invalid HPKE private key")
+	}
+	return sk.PublicKey().Bytes(), nil
+}
+
+// Signature keys. Ed25519 private keys are the 32-byte seed of RFC 8032;
+// ECDSA private keys are the scalar as a fixed-length big-endian string and
+// public keys the uncompressed point. ECDSA signatures are DER encoded
+// (RFC 9420, Section 5.1.2).
+
+func (s *cipherSuite) signKeyPair() (priv, pub []byte, err error) {
+	if s.curve == nil {
+		pk, sk, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sk.Seed(), pk, nil
+	}
+	sk, err := ecdsa.GenerateKey(s.curve, rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	priv, err = sk.Bytes()
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err = sk.PublicKey.Bytes()
+	if err != nil {
+		return nil, nil, err
+	}
+	return priv, pub, nil
+}
+
+func (s *cipherSuite) ecdsaKey(priv []byte) (*ecdsa.PrivateKey, error) {
+	sk, err := ecdsa.ParseRawPrivateKey(s.curve, priv)
+	if err != nil {
+		return nil, errors.New("mls: invalid signature private key")
+	}
+	return sk, nil
+}
+
+func (s *cipherSuite) signPublicFromPrivate(priv []byte) ([]byte, error) {
+	if s.curve == nil {
+		if len(priv) != ed25519.SeedSize {
+			return nil, errors.New("mls: invalid signature private key")
+		}
+		return ed25519.NewKeyFromSeed(priv).Public().(ed25519.PublicKey), nil
+	}
+	sk, err := s.ecdsaKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	return sk.PublicKey.Bytes()
+}
+
+func (s *cipherSuite) sign(priv, msg []byte) ([]byte, error) {
+	if s.curve == nil {
+		if len(priv) != ed25519.SeedSize {
+			return nil, errors.New("mls: invalid signature private key")
+		}
+		return ed25519.Sign(ed25519.NewKeyFromSeed(priv), msg), nil
+	}
+	sk, err := s.ecdsaKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	h := s.sigHash()
+	h.Write(msg)
+	return ecdsa.SignASN1(rand.Reader, sk, h.Sum(nil))
+}
+
+func (s *cipherSuite) verify(pub, msg, sig []byte) bool {
+	if s.curve == nil {
+		if len(pub) != ed25519.PublicKeySize {
+			return false
+		}
+		return ed25519.Verify(pub, msg, sig)
+	}
+	pk, err := ecdsa.ParseUncompressedPublicKey(s.curve, pub)
+	if err != nil {
+		return false
+	}
+	h := s.sigHash()
+	h.Write(msg)
+	return ecdsa.VerifyASN1(pk, h.Sum(nil), sig)
+}
