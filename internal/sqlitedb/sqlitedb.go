@@ -1,0 +1,87 @@
+// Package sqlitedb opens the pure-Go SQLite databases both planes and the
+// seat keep their state in, and applies versioned migrations.
+package sqlitedb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Open opens the database at path. An empty path opens a private in-memory
+// database that lives as long as the returned *sql.DB.
+//
+// File databases use WAL with synchronous=FULL, so a committed transaction
+// survives a crash of the process or the machine.
+func Open(path string) (*sql.DB, error) {
+	pragmas := []string{"busy_timeout(10000)", "foreign_keys(1)"}
+	var dsn string
+	if path == "" {
+		var name [8]byte
+		rand.Read(name[:])
+		// SQLite's memdb VFS with a name starting with "/" is shared by
+		// every connection of this process and keeps normal file locking,
+		// so concurrent transactions wait on busy_timeout instead of
+		// failing as shared-cache tables would. It vanishes with the last
+		// connection.
+		dsn = "file:/skytale-mem-" + hex.EncodeToString(name[:]) + "?vfs=memdb&_txlock=immediate"
+	} else {
+		pragmas = append(pragmas, "journal_mode(WAL)", "synchronous(FULL)")
+		dsn = "file:" + (&url.URL{Path: path}).EscapedPath() + "?_txlock=immediate"
+	}
+	for _, p := range pragmas {
+		dsn += "&_pragma=" + url.QueryEscape(p)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitedb: open: %w", err)
+	}
+	if path == "" {
+		// Keep one connection alive so the memory database is not dropped
+		// when the pool goes idle.
+		db.SetConnMaxIdleTime(0)
+		db.SetMaxIdleConns(4)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitedb: open: %w", err)
+	}
+	return db, nil
+}
+
+// Migrate brings db up to len(migrations). The schema version is kept in
+// PRAGMA user_version; migration i (0-based) moves version i to i+1 and runs
+// in its own transaction, so a crash never leaves a half-applied step.
+// A database newer than the code is an error.
+func Migrate(ctx context.Context, db *sql.DB, migrations []string) error {
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("sqlitedb: read schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("sqlitedb: schema version %d is newer than this build knows (%d)", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sqlitedb: migration %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlitedb: migration %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlitedb: migration %d: %w", i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sqlitedb: migration %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
