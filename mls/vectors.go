@@ -45,6 +45,7 @@ var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"crypto-basics.json":   checkCryptoBasics,
 	"deserialization.json": checkDeserialization,
 	"secret-tree.json":     checkSecretTree,
+	"tree-math.json":       checkTreeMath,
 }
 
 // VectorReport is the outcome of one vector file.
