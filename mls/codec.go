@@ -254,3 +254,75 @@ func (p *parser) vecList(elem func(*parser) bool) bool {
 		return true
 	})
 }
+
+// marshalList appends the elements of xs as a T list<V> (Section 2.1.2).
+func marshalList[T any, P interface {
+	*T
+	marshal(*builder)
+}](b *builder, xs []T) {
+	b.vecFunc(func(b *builder) {
+		for i := range xs {
+			P(&xs[i]).marshal(b)
+		}
+	})
+}
+
+// unmarshalList reads a T list<V> into out.
+func unmarshalList[T any, P interface {
+	*T
+	unmarshal(*parser) bool
+}](p *parser, out *[]T) bool {
+	*out = nil
+	return p.vecList(func(p *parser) bool {
+		var v T
+		if !P(&v).unmarshal(p) {
+			return false
+		}
+		*out = append(*out, v)
+		return true
+	})
+}
+
+// marshalU16List appends a uint16 list<V>.
+func marshalU16List[T ~uint16](b *builder, xs []T) {
+	b.vecFunc(func(b *builder) {
+		for _, x := range xs {
+			b.u16(uint16(x))
+		}
+	})
+}
+
+// unmarshalU16List reads a uint16 list<V>.
+func unmarshalU16List[T ~uint16](p *parser, out *[]T) bool {
+	*out = nil
+	return p.vecList(func(p *parser) bool {
+		var v uint16
+		if !p.u16(&v) {
+			return false
+		}
+		*out = append(*out, T(v))
+		return true
+	})
+}
+
+// marshalOpaqueList appends an opaque<V> list<V>.
+func marshalOpaqueList(b *builder, xs [][]byte) {
+	b.vecFunc(func(b *builder) {
+		for _, x := range xs {
+			b.vec(x)
+		}
+	})
+}
+
+// unmarshalOpaqueList reads an opaque<V> list<V>.
+func unmarshalOpaqueList(p *parser, out *[][]byte) bool {
+	*out = nil
+	return p.vecList(func(p *parser) bool {
+		var v []byte
+		if !p.vec(&v) {
+			return false
+		}
+		*out = append(*out, v)
+		return true
+	})
+}

@@ -44,6 +44,7 @@ var errSkip = errors.New("skipped")
 var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"crypto-basics.json":   checkCryptoBasics,
 	"deserialization.json": checkDeserialization,
+	"messages.json":        checkMessages,
 	"secret-tree.json":     checkSecretTree,
 	"tree-math.json":       checkTreeMath,
 }

@@ -1,0 +1,455 @@
+package mls
+
+// This file holds the message framing structures of RFC 9420, Section 6.
+// It only encodes and decodes; signing, MACs and encryption are elsewhere.
+
+// ProtocolVersion is the MLS version (Section 6).
+type ProtocolVersion uint16
+
+// ProtocolVersionMLS10 is mls10, the version defined by RFC 9420.
+const ProtocolVersionMLS10 ProtocolVersion = 1
+
+// WireFormat says which message an MLSMessage carries (Section 6 and the
+// "MLS Wire Formats" registry, Section 17.2).
+type WireFormat uint16
+
+const (
+	WireFormatPublicMessage  WireFormat = 0x0001
+	WireFormatPrivateMessage WireFormat = 0x0002
+	WireFormatWelcome        WireFormat = 0x0003
+	WireFormatGroupInfo      WireFormat = 0x0004
+	WireFormatKeyPackage     WireFormat = 0x0005
+)
+
+// ContentType is the kind of content in a FramedContent (Section 6).
+type ContentType uint8
+
+const (
+	ContentTypeApplication ContentType = 1
+	ContentTypeProposal    ContentType = 2
+	ContentTypeCommit      ContentType = 3
+)
+
+func (ct ContentType) valid() bool {
+	return ct >= ContentTypeApplication && ct <= ContentTypeCommit
+}
+
+func (p *parser) contentType(ct *ContentType) bool {
+	var v uint8
+	if !p.u8(&v) {
+		return false
+	}
+	*ct = ContentType(v)
+	return ct.valid()
+}
+
+// SenderType is the kind of sender of a message (Section 6).
+type SenderType uint8
+
+const (
+	SenderTypeMember            SenderType = 1
+	SenderTypeExternal          SenderType = 2
+	SenderTypeNewMemberProposal SenderType = 3
+	SenderTypeNewMemberCommit   SenderType = 4
+)
+
+// Sender identifies who sent a message (Section 6).
+//
+//	struct {
+//	    SenderType sender_type;
+//	    select (Sender.sender_type) {
+//	        case member:   uint32 leaf_index;
+//	        case external: uint32 sender_index;
+//	        case new_member_commit:
+//	        case new_member_proposal: struct{};
+//	    };
+//	} Sender;
+type Sender struct {
+	SenderType  SenderType
+	LeafIndex   uint32 // member
+	SenderIndex uint32 // external: index into external_senders
+}
+
+func (x *Sender) marshal(b *builder) {
+	b.u8(uint8(x.SenderType))
+	switch x.SenderType {
+	case SenderTypeMember:
+		b.u32(x.LeafIndex)
+	case SenderTypeExternal:
+		b.u32(x.SenderIndex)
+	}
+}
+
+func (x *Sender) unmarshal(p *parser) bool {
+	*x = Sender{}
+	var t uint8
+	if !p.u8(&t) {
+		return false
+	}
+	x.SenderType = SenderType(t)
+	switch x.SenderType {
+	case SenderTypeMember:
+		return p.u32(&x.LeafIndex)
+	case SenderTypeExternal:
+		return p.u32(&x.SenderIndex)
+	case SenderTypeNewMemberProposal, SenderTypeNewMemberCommit:
+		return true
+	}
+	return false
+}
+
+// marshalContent appends the select on content_type shared by
+// FramedContent and PrivateMessageContent.
+func marshalContent(b *builder, ct ContentType, app []byte, prop *Proposal, commit *Commit) {
+	switch ct {
+	case ContentTypeApplication:
+		b.vec(app)
+	case ContentTypeProposal:
+		orZero(prop).marshal(b)
+	case ContentTypeCommit:
+		orZero(commit).marshal(b)
+	}
+}
+
+func unmarshalContent(p *parser, ct ContentType, app *[]byte, prop **Proposal, commit **Commit) bool {
+	switch ct {
+	case ContentTypeApplication:
+		return p.vec(app)
+	case ContentTypeProposal:
+		*prop = new(Proposal)
+		return (*prop).unmarshal(p)
+	case ContentTypeCommit:
+		*commit = new(Commit)
+		return (*commit).unmarshal(p)
+	}
+	return false
+}
+
+// FramedContent is the content of a message with its framing (Section 6).
+// The field named by ContentType is used; a nil Proposal or Commit
+// encodes as its zero value.
+type FramedContent struct {
+	GroupID           []byte
+	Epoch             uint64
+	Sender            Sender
+	AuthenticatedData []byte
+	ContentType       ContentType
+	ApplicationData   []byte    // application
+	Proposal          *Proposal // proposal
+	Commit            *Commit   // commit
+}
+
+func (x *FramedContent) marshal(b *builder) {
+	b.vec(x.GroupID)
+	b.u64(x.Epoch)
+	x.Sender.marshal(b)
+	b.vec(x.AuthenticatedData)
+	b.u8(uint8(x.ContentType))
+	marshalContent(b, x.ContentType, x.ApplicationData, x.Proposal, x.Commit)
+}
+
+func (x *FramedContent) unmarshal(p *parser) bool {
+	*x = FramedContent{}
+	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && x.Sender.unmarshal(p) &&
+		p.vec(&x.AuthenticatedData) && p.contentType(&x.ContentType) &&
+		unmarshalContent(p, x.ContentType, &x.ApplicationData, &x.Proposal, &x.Commit)
+}
+
+// FramedContentTBS is the input to the signature over a FramedContent
+// (Section 6.1). Context is encoded only for member and new_member_commit
+// senders; a nil Context there encodes as the zero GroupContext.
+type FramedContentTBS struct {
+	Version    ProtocolVersion
+	WireFormat WireFormat
+	Content    FramedContent
+	Context    *GroupContext
+}
+
+func tbsHasContext(t SenderType) bool {
+	return t == SenderTypeMember || t == SenderTypeNewMemberCommit
+}
+
+func (x *FramedContentTBS) marshal(b *builder) {
+	b.u16(uint16(x.Version))
+	b.u16(uint16(x.WireFormat))
+	x.Content.marshal(b)
+	if tbsHasContext(x.Content.Sender.SenderType) {
+		orZero(x.Context).marshal(b)
+	}
+}
+
+func (x *FramedContentTBS) unmarshal(p *parser) bool {
+	*x = FramedContentTBS{}
+	var v, wf uint16
+	if !p.u16(&v) || !p.u16(&wf) || !x.Content.unmarshal(p) {
+		return false
+	}
+	x.Version, x.WireFormat = ProtocolVersion(v), WireFormat(wf)
+	if tbsHasContext(x.Content.Sender.SenderType) {
+		x.Context = new(GroupContext)
+		return x.Context.unmarshal(p)
+	}
+	return true
+}
+
+// FramedContentAuthData is the signature over a FramedContent and, for
+// commits, the confirmation tag (Section 6.1). Its encoding depends on the
+// content type of the enclosing content, so marshal and unmarshal take it.
+type FramedContentAuthData struct {
+	Signature       []byte
+	ConfirmationTag []byte // commit only: a MAC, opaque<V>
+}
+
+func (x *FramedContentAuthData) marshal(b *builder, ct ContentType) {
+	b.vec(x.Signature)
+	if ct == ContentTypeCommit {
+		b.vec(x.ConfirmationTag)
+	}
+}
+
+func (x *FramedContentAuthData) unmarshal(p *parser, ct ContentType) bool {
+	*x = FramedContentAuthData{}
+	if !p.vec(&x.Signature) {
+		return false
+	}
+	if ct == ContentTypeCommit {
+		return p.vec(&x.ConfirmationTag)
+	}
+	return true
+}
+
+// AuthenticatedContent is a FramedContent with its authentication and the
+// wire format it is sent in (Section 6).
+type AuthenticatedContent struct {
+	WireFormat WireFormat
+	Content    FramedContent
+	Auth       FramedContentAuthData
+}
+
+func (x *AuthenticatedContent) marshal(b *builder) {
+	b.u16(uint16(x.WireFormat))
+	x.Content.marshal(b)
+	x.Auth.marshal(b, x.Content.ContentType)
+}
+
+func (x *AuthenticatedContent) unmarshal(p *parser) bool {
+	*x = AuthenticatedContent{}
+	var wf uint16
+	if !p.u16(&wf) {
+		return false
+	}
+	x.WireFormat = WireFormat(wf)
+	return x.Content.unmarshal(p) && x.Auth.unmarshal(p, x.Content.ContentType)
+}
+
+// PublicMessage is an authenticated, unencrypted message (Section 6.2).
+// MembershipTag is present exactly when the sender is a member.
+type PublicMessage struct {
+	Content       FramedContent
+	Auth          FramedContentAuthData
+	MembershipTag []byte // member only: a MAC, opaque<V>
+}
+
+func (x *PublicMessage) marshal(b *builder) {
+	x.Content.marshal(b)
+	x.Auth.marshal(b, x.Content.ContentType)
+	if x.Content.Sender.SenderType == SenderTypeMember {
+		b.vec(x.MembershipTag)
+	}
+}
+
+func (x *PublicMessage) unmarshal(p *parser) bool {
+	*x = PublicMessage{}
+	if !x.Content.unmarshal(p) || !x.Auth.unmarshal(p, x.Content.ContentType) {
+		return false
+	}
+	if x.Content.Sender.SenderType == SenderTypeMember {
+		return p.vec(&x.MembershipTag)
+	}
+	return true
+}
+
+// PrivateMessage is an encrypted message (Section 6.3).
+type PrivateMessage struct {
+	GroupID             []byte
+	Epoch               uint64
+	ContentType         ContentType
+	AuthenticatedData   []byte
+	EncryptedSenderData []byte
+	Ciphertext          []byte
+}
+
+func (x *PrivateMessage) marshal(b *builder) {
+	b.vec(x.GroupID)
+	b.u64(x.Epoch)
+	b.u8(uint8(x.ContentType))
+	b.vec(x.AuthenticatedData)
+	b.vec(x.EncryptedSenderData)
+	b.vec(x.Ciphertext)
+}
+
+func (x *PrivateMessage) unmarshal(p *parser) bool {
+	*x = PrivateMessage{}
+	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType) &&
+		p.vec(&x.AuthenticatedData) && p.vec(&x.EncryptedSenderData) && p.vec(&x.Ciphertext)
+}
+
+// PrivateMessageContent is the plaintext of PrivateMessage.ciphertext
+// (Section 6.3.1). Its encoding depends on PrivateMessage.content_type, so
+// marshal and unmarshal take it. Padding is the number of zero bytes that
+// follow the auth field; unmarshal takes every remaining byte as padding
+// and rejects the content if any of them is not zero.
+type PrivateMessageContent struct {
+	ApplicationData []byte    // application
+	Proposal        *Proposal // proposal
+	Commit          *Commit   // commit
+	Auth            FramedContentAuthData
+	Padding         int
+}
+
+func (x *PrivateMessageContent) marshal(b *builder, ct ContentType) {
+	marshalContent(b, ct, x.ApplicationData, x.Proposal, x.Commit)
+	x.Auth.marshal(b, ct)
+	b.raw(make([]byte, x.Padding))
+}
+
+func (x *PrivateMessageContent) unmarshal(p *parser, ct ContentType) bool {
+	*x = PrivateMessageContent{}
+	if !unmarshalContent(p, ct, &x.ApplicationData, &x.Proposal, &x.Commit) ||
+		!x.Auth.unmarshal(p, ct) {
+		return false
+	}
+	// Section 6.3.1: the padding must be all zero. Its length is public
+	// (it is the plaintext length), so this check need not be constant time
+	// with respect to where a non-zero byte is.
+	var nonZero byte
+	for _, c := range p.s {
+		nonZero |= c
+	}
+	if nonZero != 0 {
+		return false
+	}
+	x.Padding = len(p.s)
+	p.s = p.s[len(p.s):]
+	return true
+}
+
+// SenderData identifies the sender and key generation of a PrivateMessage
+// (Section 6.3.2).
+type SenderData struct {
+	LeafIndex  uint32
+	Generation uint32
+	ReuseGuard [4]byte
+}
+
+func (x *SenderData) marshal(b *builder) {
+	b.u32(x.LeafIndex)
+	b.u32(x.Generation)
+	b.raw(x.ReuseGuard[:])
+}
+
+func (x *SenderData) unmarshal(p *parser) bool {
+	var g []byte
+	if !p.u32(&x.LeafIndex) || !p.u32(&x.Generation) || !p.raw(4, &g) {
+		return false
+	}
+	copy(x.ReuseGuard[:], g)
+	return true
+}
+
+// SenderDataAAD is the AAD of the sender data encryption (Section 6.3.2).
+type SenderDataAAD struct {
+	GroupID     []byte
+	Epoch       uint64
+	ContentType ContentType
+}
+
+func (x *SenderDataAAD) marshal(b *builder) {
+	b.vec(x.GroupID)
+	b.u64(x.Epoch)
+	b.u8(uint8(x.ContentType))
+}
+
+func (x *SenderDataAAD) unmarshal(p *parser) bool {
+	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType)
+}
+
+// PrivateContentAAD is the AAD of the content encryption (Section 6.3.1).
+type PrivateContentAAD struct {
+	GroupID           []byte
+	Epoch             uint64
+	ContentType       ContentType
+	AuthenticatedData []byte
+}
+
+func (x *PrivateContentAAD) marshal(b *builder) {
+	b.vec(x.GroupID)
+	b.u64(x.Epoch)
+	b.u8(uint8(x.ContentType))
+	b.vec(x.AuthenticatedData)
+}
+
+func (x *PrivateContentAAD) unmarshal(p *parser) bool {
+	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType) &&
+		p.vec(&x.AuthenticatedData)
+}
+
+// MLSMessage is the outer wrapper of every MLS message (Section 6). The
+// field named by WireFormat is used; a nil one encodes as its zero value.
+// Decoding rejects versions other than mls10 and unknown wire formats.
+type MLSMessage struct {
+	Version        ProtocolVersion
+	WireFormat     WireFormat
+	PublicMessage  *PublicMessage
+	PrivateMessage *PrivateMessage
+	Welcome        *Welcome
+	GroupInfo      *GroupInfo
+	KeyPackage     *KeyPackage
+}
+
+func (x *MLSMessage) marshal(b *builder) {
+	b.u16(uint16(x.Version))
+	b.u16(uint16(x.WireFormat))
+	switch x.WireFormat {
+	case WireFormatPublicMessage:
+		orZero(x.PublicMessage).marshal(b)
+	case WireFormatPrivateMessage:
+		orZero(x.PrivateMessage).marshal(b)
+	case WireFormatWelcome:
+		orZero(x.Welcome).marshal(b)
+	case WireFormatGroupInfo:
+		orZero(x.GroupInfo).marshal(b)
+	case WireFormatKeyPackage:
+		orZero(x.KeyPackage).marshal(b)
+	}
+}
+
+func (x *MLSMessage) unmarshal(p *parser) bool {
+	*x = MLSMessage{}
+	var v, wf uint16
+	if !p.u16(&v) || !p.u16(&wf) {
+		return false
+	}
+	x.Version, x.WireFormat = ProtocolVersion(v), WireFormat(wf)
+	if x.Version != ProtocolVersionMLS10 {
+		return false
+	}
+	switch x.WireFormat {
+	case WireFormatPublicMessage:
+		x.PublicMessage = new(PublicMessage)
+		return x.PublicMessage.unmarshal(p)
+	case WireFormatPrivateMessage:
+		x.PrivateMessage = new(PrivateMessage)
+		return x.PrivateMessage.unmarshal(p)
+	case WireFormatWelcome:
+		x.Welcome = new(Welcome)
+		return x.Welcome.unmarshal(p)
+	case WireFormatGroupInfo:
+		x.GroupInfo = new(GroupInfo)
+		return x.GroupInfo.unmarshal(p)
+	case WireFormatKeyPackage:
+		x.KeyPackage = new(KeyPackage)
+		return x.KeyPackage.unmarshal(p)
+	}
+	return false
+}
