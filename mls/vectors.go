@@ -44,7 +44,9 @@ var errSkip = errors.New("skipped")
 var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"crypto-basics.json":   checkCryptoBasics,
 	"deserialization.json": checkDeserialization,
+	"key-schedule.json":    checkKeySchedule,
 	"messages.json":        checkMessages,
+	"psk_secret.json":      checkPSKSecret,
 	"secret-tree.json":     checkSecretTree,
 	"tree-math.json":       checkTreeMath,
 }
