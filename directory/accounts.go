@@ -1,0 +1,219 @@
+package directory
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/internal/jwt"
+)
+
+// didPrefix is the DID method of account subs, used by revocation.
+const didPrefix = "did:skytale:"
+
+type createAccountRequest struct {
+	Email string `json:"email"`
+	Org   string `json:"org"`
+}
+
+type createAccountResponse struct {
+	AccountID string `json:"account_id"`
+	Org       string `json:"org"`
+	APIKey    string `json:"api_key"`
+}
+
+// POST /v1/accounts {email, org} → 201 {account_id, org, api_key}
+func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.OpenSignup && !s.isInternal(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "signup is closed: the internal secret is required")
+		return
+	}
+	var req createAccountRequest
+	if !decode(w, r, smallBody, &req) {
+		return
+	}
+	if !validEmail(req.Email) {
+		badRequest(w, "email is invalid")
+		return
+	}
+	if !validOrg(req.Org) {
+		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
+		return
+	}
+	id, err := s.newID()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	key, hash, err := s.newSecret(prefixAPIKey)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.store.createAccount(r.Context(), id, req.Email, req.Org, hash, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createAccountResponse{AccountID: id, Org: req.Org, APIKey: key})
+}
+
+func validEmail(e string) bool {
+	if len(e) < 3 || len(e) > 254 || !utf8.ValidString(e) {
+		return false
+	}
+	at := strings.LastIndexByte(e, '@')
+	if at <= 0 || at == len(e)-1 {
+		return false
+	}
+	for _, c := range e {
+		if c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validOrg accepts what can stand as the first part of a channel name.
+func validOrg(o string) bool {
+	if o == "" || len(o) > 128 || o == "." || o == ".." {
+		return false
+	}
+	for i := 0; i < len(o); i++ {
+		c := o[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+type tokenRequest struct {
+	TTLSeconds *int64  `json:"ttl_seconds"`
+	Audience   *string `json:"audience"`
+}
+
+type tokenResponse struct {
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// POST /v1/tokens (Bearer API key) {ttl_seconds?, audience?} → 201 {token, expires_at}
+//
+// Only an API key can mint: a JWT minting JWTs would let a token outlive
+// its 300 seconds forever.
+func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
+	tok, _ := httpx.Bearer(r)
+	if !strings.HasPrefix(tok, prefixAPIKey) && !strings.HasPrefix(tok, prefixChanKey) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "an API key is required")
+		return
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var req tokenRequest
+	if r.ContentLength != 0 && !decode(w, r, smallBody, &req) {
+		return
+	}
+	ttl := jwt.MaxTTL
+	if req.TTLSeconds != nil {
+		if *req.TTLSeconds < 1 || *req.TTLSeconds > int64(jwt.MaxTTL/time.Second) {
+			badRequest(w, "ttl_seconds must be 1 to 300")
+			return
+		}
+		ttl = time.Duration(*req.TTLSeconds) * time.Second
+	}
+	aud := jwt.AudienceAPI
+	if req.Audience != nil {
+		if *req.Audience != jwt.AudienceAPI && *req.Audience != jwt.AudienceRelay {
+			badRequest(w, "audience must be skytale-api or skytale-relay")
+			return
+		}
+		aud = *req.Audience
+	}
+	now := s.cfg.Now()
+	exp := now.Add(ttl)
+	token, err := jwt.Mint(s.cfg.JWTSecret, jwt.Claims{
+		Subject:   p.account,
+		Audience:  aud,
+		Channel:   p.channel,
+		IssuedAt:  now,
+		ExpiresAt: exp,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, tokenResponse{Token: token, ExpiresAt: rfc3339(exp)})
+}
+
+type revokeRequest struct {
+	DID string `json:"did"`
+}
+
+// POST /v1/revocations {did: "did:skytale:<sub>"} → 200 {revoked: true}
+//
+// An account may revoke itself; the internal secret may revoke any sub.
+func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	internal := s.isInternal(r)
+	var p principal
+	if !internal {
+		var ok bool
+		if p, ok = s.authenticate(w, r); !ok {
+			return
+		}
+		if p.channel != "" {
+			forbidScoped(w)
+			return
+		}
+	}
+	var req revokeRequest
+	if !decode(w, r, smallBody, &req) {
+		return
+	}
+	sub, ok := strings.CutPrefix(req.DID, didPrefix)
+	if !ok || sub == "" || len(sub) > 256 || strings.ContainsFunc(sub, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		badRequest(w, "did must be did:skytale:<sub>")
+		return
+	}
+	if !internal && sub != p.account {
+		writeError(w, http.StatusForbidden, "forbidden", "an account may only revoke itself")
+		return
+	}
+	if err := s.store.revoke(r.Context(), sub, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
+}
+
+// GET /v1/internal/revocations?after=N (Bearer internal secret) → 200 {subs, next}
+func (s *Server) handleInternalRevocations(w http.ResponseWriter, r *http.Request) {
+	if !s.isInternal(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "the internal secret is required")
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			badRequest(w, "after must be a non-negative integer")
+			return
+		}
+		after = n
+	}
+	subs, next, err := s.RevokedSince(r.Context(), after)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Subs []string `json:"subs"`
+		Next int64    `json:"next"`
+	}{subs, next})
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

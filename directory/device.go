@@ -1,0 +1,349 @@
+package directory
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/hmac"
+	"crypto/hpke"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
+)
+
+// GrantInfo is the HPKE info string binding a sealed device credential to
+// its purpose. The suite is DHKEM(X25519, HKDF-SHA256), HKDF-SHA256,
+// AES-128-GCM; sealed_credential is base64(enc || ciphertext).
+const GrantInfo = "skytale device grant v1"
+
+// userCodeAlphabet has no vowels (no words) and no look-alikes.
+const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+
+const (
+	userCodeLen   = 8
+	maxOpenGrants = 10000
+	maxLabel      = 128
+)
+
+// SealCredential seals an API key to a device's X25519 public key the way
+// the directory does for an approved device grant.
+func SealCredential(deviceKey *ecdh.PublicKey, credential string) ([]byte, error) {
+	pk, err := hpke.NewDHKEMPublicKey(deviceKey)
+	if err != nil {
+		return nil, err
+	}
+	return hpke.Seal(pk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(GrantInfo), []byte(credential))
+}
+
+// OpenCredential opens a sealed_credential (already base64-decoded) with the
+// device's X25519 private key.
+func OpenCredential(deviceKey *ecdh.PrivateKey, sealed []byte) (string, error) {
+	k, err := hpke.NewDHKEMPrivateKey(deviceKey)
+	if err != nil {
+		return "", err
+	}
+	pt, err := hpke.Open(k, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(GrantInfo), sealed)
+	if err != nil {
+		return "", errors.New("directory: sealed credential does not open with this key")
+	}
+	return string(pt), nil
+}
+
+// parseDeviceKey accepts a base64 X25519 public key that is not a low-order
+// point (a DH with it must not give the all-zero secret).
+func parseDeviceKey(s string, rand io.Reader) (*ecdh.PublicKey, bool) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != 32 {
+		return nil, false
+	}
+	pub, err := ecdh.X25519().NewPublicKey(b)
+	if err != nil {
+		return nil, false
+	}
+	probe, err := ecdh.X25519().GenerateKey(rand)
+	if err != nil {
+		return nil, false
+	}
+	if _, err := probe.ECDH(pub); err != nil {
+		return nil, false
+	}
+	return pub, true
+}
+
+func (s *Server) newUserCode() (string, error) {
+	var out [userCodeLen]byte
+	var b [1]byte
+	for i := 0; i < len(out); {
+		if _, err := io.ReadFull(s.cfg.Rand, b[:]); err != nil {
+			return "", fmt.Errorf("directory: read random: %w", err)
+		}
+		if b[0] >= 240 { // reject to keep the choice uniform over 20 letters
+			continue
+		}
+		out[i] = userCodeAlphabet[b[0]%20]
+		i++
+	}
+	return string(out[:4]) + "-" + string(out[4:]), nil
+}
+
+// normalizeUserCode accepts any case, with or without the hyphen.
+func normalizeUserCode(c string) (string, bool) {
+	c = strings.ToUpper(strings.NewReplacer("-", "", " ", "").Replace(c))
+	if len(c) != userCodeLen {
+		return "", false
+	}
+	for i := 0; i < len(c); i++ {
+		if strings.IndexByte(userCodeAlphabet, c[i]) < 0 {
+			return "", false
+		}
+	}
+	return c[:4] + "-" + c[4:], true
+}
+
+type createGrantRequest struct {
+	DeviceKey string `json:"device_key"`
+	Label     string `json:"label"`
+}
+
+type createGrantResponse struct {
+	GrantID   string `json:"grant_id"`
+	UserCode  string `json:"user_code"`
+	PollToken string `json:"poll_token"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// POST /v1/device/grants {device_key, label} (no auth) → 201 {grant_id, user_code, poll_token, expires_at}
+func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
+	var req createGrantRequest
+	if !decode(w, r, smallBody, &req) {
+		return
+	}
+	pub, ok := parseDeviceKey(req.DeviceKey, s.cfg.Rand)
+	if !ok {
+		badRequest(w, "device_key must be a base64 X25519 public key")
+		return
+	}
+	if !utf8.ValidString(req.Label) || utf8.RuneCountInString(req.Label) > maxLabel {
+		badRequest(w, "label must be at most 128 characters")
+		return
+	}
+	id, err := s.newID()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	poll, pollHash, err := s.newSecret(prefixPollToken)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.cfg.Now()
+	exp := now.Add(GrantLifetime)
+	code, err := s.store.createGrant(r.Context(), grantParams{
+		id:        id,
+		deviceKey: pub.Bytes(),
+		label:     req.Label,
+		pollHash:  pollHash,
+		newCode:   s.newUserCode,
+		expires:   exp,
+		now:       now,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createGrantResponse{GrantID: id, UserCode: code, PollToken: poll, ExpiresAt: rfc3339(exp)})
+}
+
+type approveGrantRequest struct {
+	UserCode string `json:"user_code"`
+}
+
+// POST /v1/device/grants/approve {user_code} → 200 {grant_id, status: "approved"}
+//
+// Mints a new API key of the caller's account, seals it to the device key
+// and keeps only the sealed form and the key's hash.
+func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p principal) {
+	if p.channel != "" {
+		forbidScoped(w)
+		return
+	}
+	var req approveGrantRequest
+	if !decode(w, r, smallBody, &req) {
+		return
+	}
+	code, ok := normalizeUserCode(req.UserCode)
+	if !ok {
+		badRequest(w, "user_code is malformed")
+		return
+	}
+	id, err := s.store.approveGrant(r.Context(), code, p.account, s.cfg.Now(), func(deviceKey []byte) ([]byte, []byte, error) {
+		pub, err := ecdh.X25519().NewPublicKey(deviceKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		key, hash, err := s.newSecret(prefixAPIKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		sealed, err := SealCredential(pub, key)
+		return sealed, hash, err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"grant_id": id, "status": "approved"})
+}
+
+// GET /v1/device/grants/{grant_id} (Bearer poll_token) → 200 {status, sealed_credential?}
+//
+// sealed_credential is answered exactly once; the directory forgets it as it
+// hands it out.
+func (s *Server) handlePollGrant(w http.ResponseWriter, r *http.Request) {
+	tok, ok := httpx.Bearer(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "the poll token is required")
+		return
+	}
+	status, sealed, err := s.store.pollGrant(r.Context(), r.PathValue("grant_id"), hashSecret(tok), s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp := map[string]string{"status": status}
+	if sealed != nil {
+		resp["sealed_credential"] = base64.StdEncoding.EncodeToString(sealed)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type grantParams struct {
+	id        string
+	deviceKey []byte
+	label     string
+	pollHash  []byte
+	newCode   func() (string, error)
+	expires   time.Time
+	now       time.Time
+}
+
+func (s *store) createGrant(ctx context.Context, g grantParams) (code string, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var open int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM device_grants WHERE status = 'pending' AND expires_at > ?`,
+			g.now.UnixNano()).Scan(&open); err != nil {
+			return err
+		}
+		if open >= maxOpenGrants {
+			return errTooManyGrants
+		}
+		for range 8 {
+			if code, err = g.newCode(); err != nil {
+				return err
+			}
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM device_grants WHERE user_code = ?`, code).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				_, err = tx.ExecContext(ctx,
+					`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at)
+					 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
+					g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano())
+				return err
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return errors.New("directory: no free user code")
+	})
+	return code, err
+}
+
+// approveGrant approves the pending, unexpired grant with userCode: seal
+// mints the credential for the device key, and only its sealed form and
+// hash are stored.
+func (s *store) approveGrant(ctx context.Context, userCode, account string, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id string, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var (
+			deviceKey []byte
+			status    string
+			expires   int64
+		)
+		err := tx.QueryRowContext(ctx,
+			`SELECT id, device_key, status, expires_at FROM device_grants WHERE user_code = ?`,
+			userCode).Scan(&id, &deviceKey, &status, &expires)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
+			return errNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if status != "pending" {
+			return errGrantNotPending
+		}
+		sealed, keyHash, err := seal(deviceKey)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (?, ?, '', ?)`,
+			keyHash, account, now.UnixNano()); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE device_grants SET status = 'approved', sealed = ?, key_hash = ?, approved_by = ? WHERE id = ?`,
+			sealed, keyHash, account, id)
+		return err
+	})
+	return id, err
+}
+
+// pollGrant answers a device's poll. The sealed credential comes back at
+// most once: it is cleared in the same transaction that reads it. A grant
+// approved but not collected before it expires loses its credential, and
+// the API key minted for it is deleted.
+func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now time.Time) (status string, sealed []byte, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var (
+			want    []byte
+			keyHash []byte
+			expires int64
+		)
+		err := tx.QueryRowContext(ctx,
+			`SELECT poll_hash, status, sealed, key_hash, expires_at FROM device_grants WHERE id = ?`,
+			id).Scan(&want, &status, &sealed, &keyHash, &expires)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && !hmac.Equal(want, pollHash) {
+			return errNotFound
+		}
+		if err != nil {
+			return err
+		}
+		expired := expires <= now.UnixNano()
+		switch {
+		case status == "pending" && expired:
+			status = "expired"
+			_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired' WHERE id = ?`, id)
+		case status == "approved" && sealed != nil && expired:
+			status, sealed = "expired", nil
+			if _, err = tx.ExecContext(ctx, `DELETE FROM api_keys WHERE hash = ?`, keyHash); err == nil {
+				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL WHERE id = ?`, id)
+			}
+		case status == "approved" && sealed != nil:
+			_, err = tx.ExecContext(ctx, `UPDATE device_grants SET sealed = NULL WHERE id = ?`, id)
+		}
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return status, sealed, nil
+}

@@ -1,0 +1,43 @@
+// Package directory implements the Skytale directory: the HTTP API that
+// holds accounts and API keys, mints short-lived JWTs, registers channels,
+// brokers the MLS join handshake (invites, key packages, Welcomes), runs the
+// device-grant flow, registers seats and records revocations.
+//
+// The directory never parses MLS bytes: key packages and Welcomes cross it as
+// opaque blobs. It stores secrets (API keys, invite and federation tokens,
+// device poll tokens) only as SHA-256 hashes, and a device-grant credential
+// only HPKE-sealed to the device's key.
+//
+// # Mounting
+//
+// [New] returns a [Server], an [http.Handler] that does not listen on its
+// own; mount it on any mux. [Server.Close] stops the background sweep and
+// closes the database.
+//
+// # Errors
+//
+// Every error answer is JSON, {"error": code, "message": text}, where code
+// is a stable machine-readable string. Codes worth knowing:
+//
+//   - invalid_json (400): malformed JSON, wrong types, unknown fields or
+//     trailing data.
+//   - body_too_large, payload_too_large (413): the request body, or a
+//     decoded key package (over 65,536 bytes) or Welcome (over 262,144
+//     bytes), is over its limit.
+//   - invalid_request, invalid_channel, invalid_base64 (400).
+//   - unauthorized (401): no credential, or one that is not valid.
+//   - forbidden (403), revoked (403), not_owner (403), wrong_org (403),
+//     invalid_invite (403), invalid_federation_token (403).
+//   - not_found, channel_not_found (404).
+//   - channel_taken, seat_exists, already_approved (409).
+//   - too_many_pending (429): a channel already holds 1000 pending join
+//     requests; the owner must admit or the requests must expire first.
+//
+// # Lifetimes
+//
+// Join requests are garbage-collected by a background sweep (every 24 hours
+// by default): completed requests 24 hours after completion, and pending
+// requests 24 hours after creation (they are then expired). Device grants
+// expire 10 minutes after creation; a credential not collected by then is
+// destroyed.
+package directory

@@ -1,0 +1,60 @@
+package directory
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) { httpx.WriteJSON(w, status, v) }
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	httpx.WriteError(w, status, code, message)
+}
+
+// decode reads a JSON body of at most max bytes into v. On failure it writes
+// the error answer and returns false.
+func decode(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
+	if err := httpx.DecodeJSON(w, r, max, v); err != nil {
+		httpx.WriteBodyError(w, err)
+		return false
+	}
+	return true
+}
+
+// fail writes the answer for an error from the store or a check. Errors not
+// in the table are internal: they are logged (database errors carry no
+// request values) and answered with a bare 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			writeError(w, e.status, e.code, e.msg)
+			return
+		}
+	}
+	s.log.Error("directory internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error")
+}
+
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+	msg    string
+}{
+	{errNotFound, http.StatusNotFound, "not_found", "not found"},
+	{errChannelNotFound, http.StatusNotFound, "channel_not_found", "channel not found"},
+	{errNotOwner, http.StatusForbidden, "not_owner", "caller does not own the channel"},
+	{errChannelTaken, http.StatusConflict, "channel_taken", "channel is registered by another account"},
+	{errInviteInvalid, http.StatusForbidden, "invalid_invite", "invite token is invalid, expired or used up"},
+	{errFederationDenied, http.StatusForbidden, "invalid_federation_token", "federation token is invalid, expired, used up or for another org"},
+	{errTooManyPending, http.StatusTooManyRequests, "too_many_pending", "channel already has 1000 pending join requests"},
+	{errSeatExists, http.StatusConflict, "seat_exists", "seat identity is already registered"},
+	{errGrantNotPending, http.StatusConflict, "already_approved", "device grant is already approved"},
+	{errTooManyGrants, http.StatusTooManyRequests, "too_many_grants", "too many open device grants"},
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, "invalid_request", msg)
+}

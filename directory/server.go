@@ -1,0 +1,274 @@
+package directory
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults for the zero values of [Config].
+const (
+	DefaultSweepInterval = 24 * time.Hour
+	DefaultRetention     = 24 * time.Hour
+)
+
+// Limits fixed by the wire contract. Sizes are decoded bytes, inclusive.
+const (
+	MaxKeyPackage = 64 << 10  // 65,536
+	MaxWelcome    = 256 << 10 // 262,144
+	MaxPending    = 1000      // pending join requests per channel
+	MaxIdentity   = 256       // characters
+	GrantLifetime = 10 * time.Minute
+)
+
+// Request body caps. A body over its cap is refused before it is parsed.
+const (
+	smallBody   = 16 << 10
+	joinBody    = 128 << 10 // a 64 KiB key package is 87,384 base64 characters
+	welcomeBody = 512 << 10 // a 256 KiB Welcome is 349,528 base64 characters
+)
+
+// Config configures a [Server]. A zero field means the documented default.
+// The Config must not be modified after it is passed to [New].
+type Config struct {
+	// DBPath is the SQLite database file; "" means a private in-memory
+	// database that is gone when the Server closes.
+	DBPath string
+
+	// JWTSecret is the HS256 key shared with the relay. Required.
+	JWTSecret []byte
+
+	// InternalSecret authenticates operator calls: account creation when
+	// OpenSignup is off, revoking any sub, and the internal revocation
+	// feed. Empty disables all of them.
+	InternalSecret []byte
+
+	// OpenSignup lets anyone create an account with POST /v1/accounts.
+	OpenSignup bool
+
+	// Logger receives one line per request (method, path, status,
+	// duration); never a credential or a body. nil discards.
+	Logger *slog.Logger
+
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+
+	// Rand is the source for keys, tokens and ids; nil means crypto/rand.
+	Rand io.Reader
+
+	// SweepInterval is how often completed and expired join requests are
+	// garbage-collected; 0 means DefaultSweepInterval.
+	SweepInterval time.Duration
+
+	// Retention is how long completed and expired join requests, invites
+	// and device grants are kept before the sweep deletes them; 0 means
+	// DefaultRetention.
+	Retention time.Duration
+}
+
+// Server is the directory HTTP API. It is an [http.Handler].
+type Server struct {
+	cfg     Config
+	store   *store
+	mux     *http.ServeMux
+	log     *slog.Logger
+	started time.Time
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens (and migrates) the database and starts the background sweep.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.JWTSecret) == 0 {
+		return nil, errors.New("directory: JWTSecret is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	st, err := openStore(context.Background(), cfg.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:     cfg,
+		store:   st,
+		log:     cfg.Logger,
+		started: cfg.Now(),
+		cancel:  cancel,
+	}
+	s.routes()
+	s.wg.Add(1)
+	go s.sweepLoop(ctx)
+	return s, nil
+}
+
+// Close stops the background sweep, waits for it, and closes the database.
+// If ctx ends first, Close returns its error without closing the database.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			s.closeErr = s.store.close()
+		case <-ctx.Done():
+			s.closeErr = ctx.Err()
+		}
+	})
+	return s.closeErr
+}
+
+// RevokedSince returns the subs revoked after the cursor and the cursor to
+// pass next time (unchanged when nothing new was revoked). A relay embedded
+// in the same process can poll it directly.
+func (s *Server) RevokedSince(ctx context.Context, after int64) (subs []string, next int64, err error) {
+	return s.store.revokedSince(ctx, after, revocationPage)
+}
+
+const revocationPage = 1000
+
+func (s *Server) sweepLoop(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := s.store.sweep(ctx, s.cfg.Now(), s.cfg.Retention)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("directory sweep failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("directory sweep", "deleted", n)
+			}
+		}
+	}
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /health", s.handleHealth)
+	m.HandleFunc("POST /v1/accounts", s.handleCreateAccount)
+	m.HandleFunc("POST /v1/tokens", s.handleToken)
+	m.HandleFunc("POST /v1/channels", s.authed(s.handleRegisterChannel))
+	m.HandleFunc("POST /v1/channels/invites", s.authed(s.handleCreateInvite))
+	m.HandleFunc("POST /v1/channels/join", s.authed(s.handleJoin))
+	m.HandleFunc("GET /v1/channels/pending", s.authed(s.handlePending))
+	m.HandleFunc("POST /v1/channels/welcome", s.authed(s.handlePublishWelcome))
+	m.HandleFunc("GET /v1/channels/welcome/{request_id}", s.authed(s.handlePollWelcome))
+	m.HandleFunc("POST /v1/channels/welcome/{request_id}/ack", s.authed(s.handleAck))
+	m.HandleFunc("POST /v1/federation/invites", s.authed(s.handleCreateFederationInvite))
+	m.HandleFunc("POST /v1/device/grants", s.handleCreateGrant)
+	m.HandleFunc("POST /v1/device/grants/approve", s.authed(s.handleApproveGrant))
+	m.HandleFunc("GET /v1/device/grants/{grant_id}", s.handlePollGrant)
+	m.HandleFunc("POST /v1/seats", s.authed(s.handleRegisterSeat))
+	m.HandleFunc("POST /v1/revocations", s.handleRevoke)
+	m.HandleFunc("GET /v1/internal/revocations", s.handleInternalRevocations)
+	s.mux = m
+}
+
+// ServeHTTP implements [http.Handler].
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusWriter{ResponseWriter: w}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		// No route: let the mux decide between 404 and 405 (and set
+		// Allow), then answer in the JSON error shape.
+		probe := &probeWriter{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			rec.Header().Set("Allow", allow)
+		}
+		if probe.status == http.StatusMethodNotAllowed {
+			writeError(rec, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed")
+		} else {
+			writeError(rec, http.StatusNotFound, "not_found", "no such endpoint")
+		}
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.code()),
+		slog.Duration("duration", time.Since(start)))
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status": "ok",
+		"uptime": int64(s.cfg.Now().Sub(s.started) / time.Second),
+	})
+}
+
+// statusWriter remembers the status code for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// probeWriter captures what the mux's fallback handler would answer.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.header }
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *probeWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
