@@ -1,0 +1,162 @@
+package directory
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newDevice(t *testing.T) (*ecdh.PrivateKey, string) {
+	t.Helper()
+	k, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, base64.StdEncoding.EncodeToString(k.PublicKey().Bytes())
+}
+
+func TestDeviceGrantRoundTrip(t *testing.T) {
+	e := newEnv(t, nil)
+	acct, key := e.account("acme")
+	priv, pub := newDevice(t)
+
+	// The new device asks, without any credential.
+	r := e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub, "label": "laptop"})
+	want(t, r, 201, "")
+	grant, code, poll := r.str("grant_id"), r.str("user_code"), r.str("poll_token")
+	if len(grant) != 36 || len(code) != 9 || code[4] != '-' || poll == "" {
+		t.Fatalf("grant = %s", r)
+	}
+	if exp, _ := time.Parse(time.RFC3339, r.str("expires_at")); !exp.Equal(e.clock.Now().Add(10 * time.Minute)) {
+		t.Fatalf("expires_at %q", r.str("expires_at"))
+	}
+	if strings.Contains(e.snapshot(), poll) {
+		t.Fatal("raw poll token stored")
+	}
+
+	path := "/v1/device/grants/" + grant
+	want(t, e.do("GET", path, "", nil), 401, "unauthorized")
+	want(t, e.do("GET", path, "skt_poll_wrong", nil), 404, "not_found")
+	want(t, e.do("GET", "/v1/device/grants/nope", poll, nil), 404, "not_found")
+	r = e.do("GET", path, poll, nil)
+	want(t, r, 200, "")
+	if r.str("status") != "pending" || r.body["sealed_credential"] != nil {
+		t.Fatalf("poll = %s", r)
+	}
+
+	// An authenticated device approves by user code (any case, hyphen optional).
+	want(t, e.do("POST", "/v1/device/grants/approve", "", map[string]string{"user_code": code}), 401, "unauthorized")
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": "BCDF-GHJK"}), 404, "not_found")
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": "AEIO-U123"}), 400, "invalid_request")
+	r = e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": strings.ToLower(strings.ReplaceAll(code, "-", ""))})
+	want(t, r, 200, "")
+	if r.str("grant_id") != grant || r.str("status") != "approved" {
+		t.Fatalf("approve = %s", r)
+	}
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": code}), 409, "already_approved")
+
+	// The credential is delivered sealed, exactly once.
+	r = e.do("GET", path, poll, nil)
+	want(t, r, 200, "")
+	if r.str("status") != "approved" {
+		t.Fatalf("poll = %s", r)
+	}
+	sealed, err := base64.StdEncoding.DecodeString(r.str("sealed_credential"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sealed) != 32+len("sk_live_")+43+16 {
+		t.Fatalf("sealed credential is %d bytes, want enc(32) || ciphertext", len(sealed))
+	}
+	again := e.do("GET", path, poll, nil)
+	if again.str("status") != "approved" || again.body["sealed_credential"] != nil {
+		t.Fatalf("second poll = %s", again)
+	}
+	if strings.Contains(e.snapshot(), r.str("sealed_credential")) {
+		t.Fatal("sealed credential kept after delivery")
+	}
+
+	// Another key cannot open it; the device key can, and the credential works.
+	other, _ := newDevice(t)
+	if _, err := OpenCredential(other, sealed); err == nil {
+		t.Fatal("opened with the wrong key")
+	}
+	cred, err := OpenCredential(priv, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cred, "sk_live_") || cred == key {
+		t.Fatalf("credential %q", cred)
+	}
+	if strings.Contains(e.snapshot(), cred) {
+		t.Fatal("raw device credential stored")
+	}
+	tok := e.jwt(cred, nil)
+	want(t, e.do("POST", "/v1/channels", tok, map[string]string{"name": "acme/from/device"}), 201, "")
+	var owner string
+	e.s.store.db.QueryRow(`SELECT owner_id FROM channels WHERE name = 'acme/from/device'`).Scan(&owner)
+	if owner != acct {
+		t.Fatalf("device credential acts for %q, want the approver %q", owner, acct)
+	}
+}
+
+func TestDeviceGrantExpiry(t *testing.T) {
+	e := newEnv(t, nil)
+	_, key := e.account("acme")
+
+	// Never approved.
+	_, pub := newDevice(t)
+	r := e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub, "label": ""})
+	want(t, r, 201, "")
+	e.clock.Advance(10 * time.Minute)
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": r.str("user_code")}), 404, "not_found")
+	if p := e.do("GET", "/v1/device/grants/"+r.str("grant_id"), r.str("poll_token"), nil); p.str("status") != "expired" {
+		t.Fatalf("poll = %s", p)
+	}
+
+	// Approved but never collected: the credential is destroyed.
+	_, pub = newDevice(t)
+	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub, "label": "phone"})
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": r.str("user_code")}), 200, "")
+	var keys int
+	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&keys)
+	e.clock.Advance(10*time.Minute + time.Second)
+	p := e.do("GET", "/v1/device/grants/"+r.str("grant_id"), r.str("poll_token"), nil)
+	if p.str("status") != "expired" || p.body["sealed_credential"] != nil {
+		t.Fatalf("poll = %s", p)
+	}
+	var after int
+	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&after)
+	if after != keys-1 {
+		t.Fatalf("api keys %d → %d: the uncollected credential survived", keys, after)
+	}
+}
+
+func TestDeviceGrantBadInput(t *testing.T) {
+	e := newEnv(t, nil)
+	_, pub := newDevice(t)
+	zero := base64.StdEncoding.EncodeToString(make([]byte, 32)) // a low-order point
+	short := base64.StdEncoding.EncodeToString(make([]byte, 31))
+	before := e.snapshot()
+	for _, b := range []struct {
+		body   any
+		status int
+		code   string
+	}{
+		{map[string]string{"device_key": zero}, 400, "invalid_request"},
+		{map[string]string{"device_key": short}, 400, "invalid_request"},
+		{map[string]string{"device_key": "not base64!"}, 400, "invalid_request"},
+		{map[string]string{"device_key": ""}, 400, "invalid_request"},
+		{map[string]string{"device_key": pub, "label": strings.Repeat("x", 129)}, 400, "invalid_request"},
+		{map[string]any{"device_key": pub, "label": 5}, 400, "invalid_json"},
+		{map[string]any{"device_key": pub, "account": "x"}, 400, "invalid_json"},
+	} {
+		want(t, e.do("POST", "/v1/device/grants", "", b.body), b.status, b.code)
+	}
+	if e.snapshot() != before {
+		t.Fatal("refused grant changed the store")
+	}
+}
