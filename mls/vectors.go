@@ -49,6 +49,9 @@ var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"psk_secret.json":      checkPSKSecret,
 	"secret-tree.json":     checkSecretTree,
 	"tree-math.json":       checkTreeMath,
+	"tree-operations.json": checkTreeOperations,
+	"tree-validation.json": checkTreeValidation,
+	"treekem.json":         checkTreeKEM,
 }
 
 // VectorReport is the outcome of one vector file.

@@ -1,0 +1,81 @@
+package mls
+
+import "slices"
+
+// Tree hashes (RFC 9420, §7.8).
+//
+// The hash of every node is cached in ratchetTree.hashes and dropped by
+// setNode along the direct path of a changed node only, so after a change
+// to one path the root hash costs O(log n) hash computations. The first
+// computation over a tree is O(n).
+
+// treeHash returns the tree hash of the whole tree: the hash of the root.
+func (t *ratchetTree) treeHash() []byte { return t.hash(t.rootIndex()) }
+
+// hash returns the tree hash of the subtree under x, from the cache when it
+// is there. The returned slice must not be modified.
+func (t *ratchetTree) hash(x nodeIndex) []byte {
+	if h := t.hashes[x]; h != nil {
+		return h
+	}
+	var h []byte
+	if x.isLeaf() {
+		h = t.s.hash(leafHashInput(x.leaf(), t.nodes[x].Leaf))
+	} else {
+		h = t.s.hash(parentHashInputForTree(t.nodes[x].Parent, t.hash(left(x)), t.hash(right(x))))
+	}
+	t.hashes[x] = h
+	return h
+}
+
+// leafHashInput encodes TreeHashInput for a leaf: node_type, leaf_index and
+// optional<LeafNode>.
+func leafHashInput(l leafIndex, leaf *LeafNode) []byte {
+	var b builder
+	b.u8(uint8(NodeTypeLeaf))
+	b.u32(uint32(l))
+	b.optional(leaf != nil, func(b *builder) { leaf.marshal(b) })
+	return b.bytes()
+}
+
+// parentHashInputForTree encodes TreeHashInput for a parent: node_type,
+// optional<ParentNode>, left_hash and right_hash. (It is named to keep it
+// apart from ParentHashInput of §7.9.)
+func parentHashInputForTree(p *ParentNode, leftHash, rightHash []byte) []byte {
+	var b builder
+	b.u8(uint8(NodeTypeParent))
+	b.optional(p != nil, func(b *builder) { p.marshal(b) })
+	b.vec(leftHash)
+	b.vec(rightHash)
+	return b.bytes()
+}
+
+// hashExcluding returns the tree hash of the subtree under x in the tree
+// changed as §7.9 asks for original_sibling_tree_hash: every leaf in
+// exclude (sorted) is blanked and removed from the unmerged_leaves of every
+// parent. Subtrees that hold no excluded leaf use the cache, so the cost is
+// O(len(exclude) * log n) hashes.
+func (t *ratchetTree) hashExcluding(x nodeIndex, exclude []leafIndex) []byte {
+	first, end := subtreeLeaves(x)
+	lo, _ := slices.BinarySearch(exclude, first)
+	hi, _ := slices.BinarySearch(exclude, end)
+	exclude = exclude[lo:hi]
+	if len(exclude) == 0 {
+		return t.hash(x)
+	}
+	if x.isLeaf() {
+		return t.s.hash(leafHashInput(x.leaf(), nil))
+	}
+	p := t.nodes[x].Parent
+	if p != nil {
+		np := *p
+		np.UnmergedLeaves = nil
+		for _, u := range p.UnmergedLeaves {
+			if _, found := slices.BinarySearch(exclude, leafIndex(u)); !found {
+				np.UnmergedLeaves = append(np.UnmergedLeaves, u)
+			}
+		}
+		p = &np
+	}
+	return t.s.hash(parentHashInputForTree(p, t.hashExcluding(left(x), exclude), t.hashExcluding(right(x), exclude)))
+}

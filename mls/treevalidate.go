@@ -1,0 +1,100 @@
+package mls
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Validating a ratchet tree received from others (RFC 9420, §12.4.3.1 and
+// §7.9.2).
+
+var errInvalidTree = errors.New("mls: invalid ratchet tree")
+
+// validate checks the tree as a new member must before using it
+// (§12.4.3.1, "Verify the integrity of the ratchet tree"), except for the
+// comparison of the tree hash with the GroupInfo and the per-leaf checks of
+// §7.3 that depend on the group (credentials, capabilities, lifetimes),
+// which the caller makes. It checks:
+//
+//   - every unmerged_leaves list is strictly increasing and names non-blank
+//     leaves below its node, which every non-blank node in between also
+//     lists;
+//   - HPKE encryption keys are unique across all nodes, and signature keys
+//     unique across leaves (§7.3);
+//   - every leaf's signature, with groupID and its leaf index as context
+//     where its source asks for them (§7.2);
+//   - every non-blank parent node is parent-hash valid (§7.9.2).
+func (t *ratchetTree) validate(groupID []byte) error {
+	if err := t.validateStructure(); err != nil {
+		return err
+	}
+	if err := t.validateLeafSignatures(groupID); err != nil {
+		return err
+	}
+	return t.verifyParentHashes()
+}
+
+// validateStructure makes the checks of validate that need no
+// cryptography.
+func (t *ratchetTree) validateStructure() error {
+	if t.memberCount() == 0 {
+		return fmt.Errorf("%w: no members", errInvalidTree)
+	}
+	encKeys := make(map[string]nodeIndex)
+	sigKeys := make(map[string]nodeIndex)
+	for i, n := range t.nodes {
+		x := nodeIndex(i)
+		if n.blank() {
+			continue
+		}
+		k := string(n.encryptionKey())
+		if y, dup := encKeys[k]; dup {
+			return fmt.Errorf("%w: nodes %d and %d share an encryption key", errInvalidTree, y, x)
+		}
+		encKeys[k] = x
+		if n.Leaf != nil {
+			k := string(n.Leaf.SignatureKey)
+			if y, dup := sigKeys[k]; dup {
+				return fmt.Errorf("%w: leaves %d and %d share a signature key", errInvalidTree, y.leaf(), x.leaf())
+			}
+			sigKeys[k] = x
+			continue
+		}
+		um := n.Parent.UnmergedLeaves
+		first, end := subtreeLeaves(x)
+		for j, u := range um {
+			if j > 0 && um[j-1] >= u {
+				return fmt.Errorf("%w: unmerged leaves of node %d not strictly increasing", errInvalidTree, x)
+			}
+			l := leafIndex(u)
+			if l < first || l >= end || t.nodes[l.node()].blank() {
+				return fmt.Errorf("%w: node %d lists unmerged leaf %d that is blank or not below it", errInvalidTree, x, u)
+			}
+			for y := parent(l.node()); y != x; y = parent(y) {
+				p := t.nodes[y].Parent
+				if p == nil {
+					continue
+				}
+				if _, found := slices.BinarySearch(p.UnmergedLeaves, u); !found {
+					return fmt.Errorf("%w: leaf %d unmerged at node %d but not at node %d", errInvalidTree, u, x, y)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validateLeafSignatures verifies the signature of every non-blank leaf.
+func (t *ratchetTree) validateLeafSignatures(groupID []byte) error {
+	for l := range leafIndex(t.size()) {
+		ln := t.nodes[l.node()].Leaf
+		if ln == nil {
+			continue
+		}
+		if !ln.verifySignature(t.s, groupID, uint32(l)) {
+			return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
+		}
+	}
+	return nil
+}
