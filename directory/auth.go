@@ -68,37 +68,31 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (principal
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing bearer credential")
 		return principal{}, false
 	}
-	var p principal
+	var (
+		p       principal
+		revoked bool
+		err     error
+	)
 	if strings.HasPrefix(tok, prefixAPIKey) || strings.HasPrefix(tok, prefixChanKey) {
-		var err error
-		p, err = s.store.lookupKey(r.Context(), hashSecret(tok))
+		p, revoked, err = s.store.lookupKey(r.Context(), hashSecret(tok))
 		if errors.Is(err, errNotFound) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "invalid API key")
 			return principal{}, false
 		}
-		if err != nil {
-			s.fail(w, r, err)
-			return principal{}, false
-		}
 	} else {
-		claims, err := jwt.Verify(s.cfg.JWTSecret, tok, s.cfg.Now(), jwt.AudienceAPI)
-		if err != nil {
+		claims, verr := jwt.Verify(s.cfg.JWTSecret, tok, s.cfg.Now(), jwt.AudienceAPI)
+		if verr != nil {
 			// Verify's errors are fixed phrases that never quote the token.
-			writeError(w, http.StatusUnauthorized, "unauthorized", err.Error())
+			writeError(w, http.StatusUnauthorized, "unauthorized", verr.Error())
 			return principal{}, false
 		}
-		org, err := s.store.accountOrg(r.Context(), claims.Subject)
+		p = principal{account: claims.Subject, channel: claims.Channel}
+		p.org, revoked, err = s.store.lookupAccount(r.Context(), claims.Subject)
 		if errors.Is(err, errNotFound) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown account")
 			return principal{}, false
 		}
-		if err != nil {
-			s.fail(w, r, err)
-			return principal{}, false
-		}
-		p = principal{account: claims.Subject, org: org, channel: claims.Channel}
 	}
-	revoked, err := s.store.isRevoked(r.Context(), p.account)
 	if err != nil {
 		s.fail(w, r, err)
 		return principal{}, false

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -58,7 +59,8 @@ type Config struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 
-	// Rand is the source for keys, tokens and ids; nil means crypto/rand.
+	// Rand is the source for keys, tokens, user codes and ids; nil means
+	// crypto/rand. (HPKE sealing always draws from crypto/rand.)
 	Rand io.Reader
 
 	// SweepInterval is how often completed and expired join requests are
@@ -125,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 
 // Close stops the background sweep, waits for it, and closes the database.
 // If ctx ends first, Close returns its error without closing the database.
+// Stop serving requests (http.Server.Shutdown) before calling Close.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.cancel()
@@ -213,9 +216,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", logPath(r.URL.Path)),
 		slog.Int("status", rec.code()),
 		slog.Duration("duration", time.Since(start)))
+}
+
+// logPath is the request path as logged: no query string, and any segment
+// that looks like one of our secrets (a client putting a key in the path)
+// replaced.
+func logPath(p string) string {
+	if !strings.Contains(p, "sk_") && !strings.Contains(p, "skt_") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if strings.Contains(s, "sk_") || strings.Contains(s, "skt_") {
+			segs[i] = "[redacted]"
+		}
+	}
+	return strings.Join(segs, "/")
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

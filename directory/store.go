@@ -121,6 +121,11 @@ var (
 type store struct {
 	db  *sql.DB
 	wmu sync.Mutex
+
+	// Every authenticated request runs one of these; preparing them once
+	// saves parsing the SQL per request.
+	keyStmt     *sql.Stmt
+	accountStmt *sql.Stmt
 }
 
 func openStore(ctx context.Context, path string) (*store, error) {
@@ -132,10 +137,26 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("directory: migrate database: %w", err)
 	}
-	return &store{db: db}, nil
+	st := &store{db: db}
+	if st.keyStmt, err = db.PrepareContext(ctx,
+		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id)
+		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("directory: prepare: %w", err)
+	}
+	if st.accountStmt, err = db.PrepareContext(ctx,
+		`SELECT org, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = a.id) FROM accounts a WHERE id = ?`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("directory: prepare: %w", err)
+	}
+	return st, nil
 }
 
-func (s *store) close() error { return s.db.Close() }
+func (s *store) close() error {
+	s.keyStmt.Close()
+	s.accountStmt.Close()
+	return s.db.Close()
+}
 
 // write runs fn in one write transaction, committed only if fn returns nil.
 func (s *store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -159,35 +180,23 @@ type principal struct {
 	channel string // non-empty for channel-scoped credentials
 }
 
-// lookupKey resolves an API key hash to its account.
-func (s *store) lookupKey(ctx context.Context, hash []byte) (principal, error) {
-	var p principal
-	err := s.db.QueryRowContext(ctx,
-		`SELECT k.account_id, a.org, k.channel FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
-		hash).Scan(&p.account, &p.org, &p.channel)
+// lookupKey resolves an API key hash to its account, and reports whether
+// the account is revoked.
+func (s *store) lookupKey(ctx context.Context, hash []byte) (p principal, revoked bool, err error) {
+	err = s.keyStmt.QueryRowContext(ctx, hash).Scan(&p.account, &p.org, &p.channel, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return p, errNotFound
+		return p, false, errNotFound
 	}
-	return p, err
+	return p, revoked, err
 }
 
-// accountOrg returns the org of an account.
-func (s *store) accountOrg(ctx context.Context, id string) (string, error) {
-	var org string
-	err := s.db.QueryRowContext(ctx, `SELECT org FROM accounts WHERE id = ?`, id).Scan(&org)
+// lookupAccount returns the org of an account, and whether it is revoked.
+func (s *store) lookupAccount(ctx context.Context, id string) (org string, revoked bool, err error) {
+	err = s.accountStmt.QueryRowContext(ctx, id).Scan(&org, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", errNotFound
+		return "", false, errNotFound
 	}
-	return org, err
-}
-
-func (s *store) isRevoked(ctx context.Context, sub string) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM revocations WHERE sub = ?`, sub).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return org, revoked, err
 }
 
 func (s *store) createAccount(ctx context.Context, id, email, org string, keyHash []byte, now time.Time) error {
