@@ -1,0 +1,37 @@
+package mls
+
+import "fmt"
+
+// This file protects application messages (RFC 9420, Section 6.3). They
+// are always PrivateMessages. Received application messages are handled by
+// [Group.Process], which accepts messages from the current epoch and from
+// a bounded window of past epochs ([Config.MaxPastEpochs]); within an
+// epoch, generations may arrive out of order up to [Config.MaxForwardSkip]
+// ahead, and every key is deleted once used (Section 9.2).
+
+// Protect encrypts application data for the group in the current epoch.
+// authenticatedData is sent in the clear but authenticated. The padding
+// follows [Config.Padding].
+func (g *Group) Protect(data, authenticatedData []byte) ([]byte, error) {
+	if err := g.checkCanSend(); err != nil {
+		return nil, err
+	}
+	// Section 12.4: a member that has seen proposals in the epoch must
+	// commit them before sending application data.
+	if len(g.proposals) > 0 {
+		return nil, fmt.Errorf("%w: proposals must be committed before sending", ErrInvalidProposal)
+	}
+	fc := &FramedContent{
+		GroupID:           g.cur.ctx.GroupID,
+		Epoch:             g.cur.ctx.Epoch,
+		Sender:            Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)},
+		AuthenticatedData: authenticatedData,
+		ContentType:       ContentTypeApplication,
+		ApplicationData:   data,
+	}
+	ac, err := signFramedContent(g.s, g.sigPriv, WireFormatPrivateMessage, fc, g.cur.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return g.encodeContent(ac)
+}

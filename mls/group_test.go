@@ -1,0 +1,178 @@
+package mls
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+const testSuite = MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
+
+func newTestBundle(t testing.TB, did string) *KeyPackageBundle {
+	t.Helper()
+	sk, err := GenerateSignatureKey(testSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewKeyPackage(testSuite, did, sk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// testGroup is a set of members of one group, driven in lock step as a
+// Delivery Service would: a commit is confirmed by its sender and
+// processed by everyone else.
+type testGroup struct {
+	t       testing.TB
+	members map[string]*Group
+	cfg     *Config
+}
+
+func newTestGroup(t testing.TB, owner string, cfg *Config) *testGroup {
+	t.Helper()
+	g, err := NewGroup(bytes.Repeat([]byte{7}, 32), newTestBundle(t, owner), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testGroup{t: t, members: map[string]*Group{owner: g}, cfg: cfg}
+}
+
+// fanOut confirms res for committer and has every other member process it.
+func (tg *testGroup) fanOut(committer string, res *CommitResult) {
+	tg.t.Helper()
+	if err := tg.members[committer].ConfirmCommit(); err != nil {
+		tg.t.Fatal(err)
+	}
+	for name, m := range tg.members {
+		if name == committer {
+			continue
+		}
+		rec, err := m.Process(res.Commit)
+		if err != nil {
+			tg.t.Fatalf("%s processing commit of %s: %v", name, committer, err)
+		}
+		if rec.Kind != KindCommit {
+			tg.t.Fatalf("kind %v", rec.Kind)
+		}
+		if rec.Removed {
+			delete(tg.members, name)
+		}
+	}
+}
+
+func (tg *testGroup) add(committer, joiner string) {
+	tg.t.Helper()
+	b := newTestBundle(tg.t, joiner)
+	res, err := tg.members[committer].AddMembers(b.Bytes())
+	if err != nil {
+		tg.t.Fatal(err)
+	}
+	tg.fanOut(committer, res)
+	g, err := Join(res.Welcome, b, nil, tg.cfg)
+	if err != nil {
+		tg.t.Fatalf("%s joining: %v", joiner, err)
+	}
+	tg.members[joiner] = g
+}
+
+func (tg *testGroup) check() {
+	tg.t.Helper()
+	var ref *Group
+	var refName string
+	for name, m := range tg.members {
+		if ref == nil {
+			ref, refName = m, name
+			continue
+		}
+		if m.Epoch() != ref.Epoch() {
+			tg.t.Fatalf("%s epoch %d, %s epoch %d", name, m.Epoch(), refName, ref.Epoch())
+		}
+		if !bytes.Equal(m.EpochAuthenticator(), ref.EpochAuthenticator()) {
+			tg.t.Fatalf("%s and %s disagree on the epoch authenticator", name, refName)
+		}
+		e1, _ := m.Export("test", []byte("ctx"), 32)
+		e2, _ := ref.Export("test", []byte("ctx"), 32)
+		if !bytes.Equal(e1, e2) {
+			tg.t.Fatalf("%s and %s disagree on the exporter", name, refName)
+		}
+		if len(m.Members()) != len(tg.members) {
+			tg.t.Fatalf("%s sees %d members, want %d", name, len(m.Members()), len(tg.members))
+		}
+	}
+	// Every member's message decrypts for every other member.
+	for name, m := range tg.members {
+		msg, err := m.Protect([]byte("hello from "+name), nil)
+		if err != nil {
+			tg.t.Fatal(err)
+		}
+		for other, o := range tg.members {
+			if other == name {
+				continue
+			}
+			rec, err := o.Process(msg)
+			if err != nil {
+				tg.t.Fatalf("%s reading %s: %v", other, name, err)
+			}
+			if rec.Kind != KindApplication || string(rec.Data) != "hello from "+name || rec.SenderIdentity != name {
+				tg.t.Fatalf("%s got %+v", other, rec)
+			}
+		}
+	}
+}
+
+func TestGroupTwoThree(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		t.Run(fmt.Sprintf("public=%v", public), func(t *testing.T) {
+			tg := newTestGroup(t, "did:key:alice", &Config{PublicHandshake: public})
+			tg.check()
+			tg.add("did:key:alice", "did:key:bob")
+			tg.check()
+			tg.add("did:key:bob", "did:key:carol")
+			tg.check()
+			res, err := tg.members["did:key:carol"].SelfUpdate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg.fanOut("did:key:carol", res)
+			tg.check()
+			bob, _ := tg.members["did:key:alice"].MemberByIdentity("did:key:bob")
+			res, err = tg.members["did:key:alice"].RemoveMembers(bob.LeafIndex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			removed := tg.members["did:key:bob"]
+			tg.fanOut("did:key:alice", res)
+			if removed.Active() {
+				t.Fatal("removed member still active")
+			}
+			tg.check()
+			msg, _ := tg.members["did:key:alice"].Protect([]byte("secret"), nil)
+			if _, err := removed.Process(msg); err == nil {
+				t.Fatal("removed member read a new message")
+			}
+		})
+	}
+}
+
+func TestPendingCommitDiscard(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", nil)
+	tg.add("did:key:alice", "did:key:bob")
+	alice, bob := tg.members["did:key:alice"], tg.members["did:key:bob"]
+	// Both commit in the same epoch; the relay accepts Bob's.
+	if _, err := alice.SelfUpdate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Protect([]byte("x"), nil); !errors.Is(err, ErrPendingCommit) {
+		t.Fatalf("got %v", err)
+	}
+	res, err := bob.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.DiscardCommit()
+	tg.fanOut("did:key:bob", res)
+	tg.check()
+}

@@ -1,0 +1,296 @@
+package mls
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// This file joins groups: from a Welcome (RFC 9420, Section 12.4.3.1) and
+// by external Commit (Section 12.4.3.2).
+
+// JoinOptions are the optional inputs of [Join].
+type JoinOptions struct {
+	// RatchetTree is the group's tree (the ratchet_tree extension
+	// encoding) when the Welcome does not carry it.
+	RatchetTree []byte
+}
+
+// Join processes a Welcome for the KeyPackage of bundle and returns the
+// member's group state (Section 12.4.3.1). opts may be nil.
+func Join(welcome []byte, bundle *KeyPackageBundle, opts *JoinOptions, cfg *Config) (*Group, error) {
+	var m MLSMessage
+	if err := unmarshal(welcome, &m); err != nil || m.WireFormat != WireFormatWelcome {
+		return nil, fmt.Errorf("%w: not a welcome message", ErrInvalidWelcome)
+	}
+	var tree []byte
+	if opts != nil {
+		tree = opts.RatchetTree
+	}
+	return joinWelcome(m.Welcome, bundle, tree, cfg)
+}
+
+func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, error) {
+	c := cfg.withDefaults()
+	s := bundle.s
+	if w.CipherSuite != s.id() {
+		return nil, fmt.Errorf("%w: cipher suite differs from the key package's", ErrNotForUs)
+	}
+	ref := bundle.Ref()
+	var egs *EncryptedGroupSecrets
+	for i := range w.Secrets {
+		if bytes.Equal(w.Secrets[i].NewMember, ref) {
+			egs = &w.Secrets[i]
+			break
+		}
+	}
+	if egs == nil {
+		return nil, ErrNotForUs
+	}
+	gsBytes, err := decryptWithLabel(s, bundle.initPriv, "Welcome", w.EncryptedGroupInfo,
+		egs.EncryptedGroupSecrets.KEMOutput, egs.EncryptedGroupSecrets.Ciphertext)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot decrypt group secrets", ErrInvalidWelcome)
+	}
+	var gs GroupSecrets
+	if err := unmarshal(gsBytes, &gs); err != nil {
+		return nil, fmt.Errorf("%w: malformed group secrets", ErrInvalidWelcome)
+	}
+	clear(gsBytes)
+
+	// PSKs (Section 8.4); only external PSKs can be known to a joiner
+	// here.
+	psks := make([][]byte, len(gs.PSKs))
+	for i, id := range gs.PSKs {
+		if id.PSKType != PSKTypeExternal {
+			return nil, fmt.Errorf("%w: resumption psk in welcome", ErrMissingPSK)
+		}
+		v, ok := c.ExternalPSKs[string(id.PSKID)]
+		if !ok {
+			return nil, fmt.Errorf("%w: %x", ErrMissingPSK, id.PSKID)
+		}
+		psks[i] = v
+	}
+	var pskSec []byte
+	if len(psks) > 0 {
+		if pskSec, err = pskSecret(s, gs.PSKs, psks); err != nil {
+			return nil, err
+		}
+	}
+	js, err := newJoinerSecret(s, gs.JoinerSecret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	}
+	ms, err := js.withPSK(pskSec)
+	if err != nil {
+		return nil, err
+	}
+	welcomeSecret, err := ms.welcomeSecret()
+	if err != nil {
+		return nil, err
+	}
+	key, nonce := welcomeKeyNonce(s, welcomeSecret)
+	clear(welcomeSecret)
+	giBytes, err := s.aeadOpen(key, nonce, nil, w.EncryptedGroupInfo)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot decrypt group info", ErrInvalidWelcome)
+	}
+	var gi GroupInfo
+	if err := unmarshal(giBytes, &gi); err != nil {
+		return nil, fmt.Errorf("%w: malformed group info", ErrInvalidWelcome)
+	}
+	g, tree, err := newGroupFromInfo(s, &gi, treeData, c)
+	if err != nil {
+		return nil, err
+	}
+
+	// Find our leaf: the one identical to the KeyPackage's leaf.
+	own, ok := findLeaf(tree, &bundle.kp.LeafNode)
+	if !ok {
+		return nil, fmt.Errorf("%w: own leaf not in the tree", ErrInvalidWelcome)
+	}
+	g.own = own
+	g.sigPriv = bytes.Clone(bundle.sigPriv)
+	g.priv = newPrivateTree(own, bytes.Clone(bundle.encPriv), bundle.kp.LeafNode.EncryptionKey)
+	if gs.PathSecret != nil {
+		signer := leafIndex(gi.Signer)
+		x := commonAncestor(own.node(), signer.node())
+		if err := g.priv.implantPathSecret(tree, signer, x, gs.PathSecret.PathSecret); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+		}
+	}
+
+	keys, err := ms.epoch(&gi.GroupContext)
+	if err != nil {
+		return nil, err
+	}
+	if !keys.verifyConfirmationTag(gi.GroupContext.ConfirmedTranscriptHash, gi.ConfirmationTag) {
+		return nil, ErrInvalidConfirmationTag
+	}
+	if err := g.installEpoch(gi.GroupContext, tree, keys, gi.ConfirmationTag); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// newGroupFromInfo checks a GroupInfo and the ratchet tree it describes
+// (Section 12.4.3.1, shared by joins from a Welcome and external joins)
+// and returns a Group with the common fields set.
+func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group, *ratchetTree, error) {
+	ctx := &gi.GroupContext
+	if ctx.Version != ProtocolVersionMLS10 || ctx.CipherSuite != s.id() {
+		return nil, nil, fmt.Errorf("%w: group version or cipher suite differs", ErrInvalidWelcome)
+	}
+	if data, ok := findExtension(gi.Extensions, ExtensionTypeRatchetTree); ok {
+		treeData = data
+	}
+	if treeData == nil {
+		return nil, nil, fmt.Errorf("%w: no ratchet tree", ErrInvalidWelcome)
+	}
+	tree, err := decodeRatchetTree(s, treeData)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	}
+	signer := tree.leafNode(leafIndex(gi.Signer))
+	if signer == nil || !gi.verifySignature(s, signer.SignatureKey) {
+		return nil, nil, fmt.Errorf("%w: group info signature", ErrInvalidSignature)
+	}
+	if !bytes.Equal(tree.treeHash(), ctx.TreeHash) {
+		return nil, nil, fmt.Errorf("%w: tree hash mismatch", ErrInvalidWelcome)
+	}
+	if hasDuplicateExtensions(ctx.Extensions) {
+		return nil, nil, fmt.Errorf("%w: duplicate group extensions", ErrInvalidWelcome)
+	}
+	if err := tree.validate(ctx.GroupID); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	}
+	g := &Group{cfg: c, s: s}
+	// Section 7.3 for every leaf: group compatibility and lifetimes.
+	g.cur = &epochKeys{ctx: ctx, tree: tree}
+	for l := leafIndex(0); uint32(l) < tree.size(); l++ {
+		ln := tree.leafNode(l)
+		if ln == nil {
+			continue
+		}
+		if err := g.checkLeafCompat(ln, ctx.Extensions); err != nil {
+			return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
+		}
+		if ln.LeafNodeSource == LeafNodeSourceKeyPackage && !c.SkipLifetimeCheck {
+			if err := checkLifetime(ln, c.now().Unix()); err != nil {
+				return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
+			}
+		}
+	}
+	g.cur = nil
+	return g, tree, nil
+}
+
+// findLeaf returns the leaf of t whose LeafNode is identical to ln.
+func findLeaf(t *ratchetTree, ln *LeafNode) (leafIndex, bool) {
+	want := marshal(ln)
+	for l := leafIndex(0); uint32(l) < t.size(); l++ {
+		if n := t.leafNode(l); n != nil && bytes.Equal(n.SignatureKey, ln.SignatureKey) && bytes.Equal(marshal(n), want) {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// JoinExternal joins a group by external Commit (Section 12.4.3.2) from a
+// GroupInfo MLSMessage carrying external_pub. The member's identity and
+// keys come from bundle (its init key is not used). It returns the
+// member's group state, already in the new epoch, and the Commit to send;
+// if the Delivery Service rejects the Commit, drop the returned Group.
+// treeData is the ratchet tree when the GroupInfo does not carry it.
+func JoinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, []byte, error) {
+	c := cfg.withDefaults()
+	s := bundle.s
+	var m MLSMessage
+	if err := unmarshal(groupInfo, &m); err != nil || m.WireFormat != WireFormatGroupInfo {
+		return nil, nil, fmt.Errorf("%w: not a group info message", ErrInvalidWelcome)
+	}
+	gi := m.GroupInfo
+	g, tree, err := newGroupFromInfo(s, gi, treeData, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	extData, ok := findExtension(gi.Extensions, ExtensionTypeExternalPub)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: no external_pub", ErrInvalidWelcome)
+	}
+	var ep ExternalPub
+	if err := unmarshal(extData, &ep); err != nil {
+		return nil, nil, fmt.Errorf("%w: malformed external_pub", ErrInvalidWelcome)
+	}
+	kemOutput, init, err := externalInitSender(s, ep.ExternalPub)
+	if err != nil {
+		return nil, nil, err
+	}
+	oldCtx := gi.GroupContext
+	interim := interimTranscriptHash(s, oldCtx.ConfirmedTranscriptHash, gi.ConfirmationTag)
+
+	ctx := oldCtx
+	ctx.Extensions = slices.Clone(ctx.Extensions)
+	ctx.Epoch++
+	props := []ProposalOrRef{{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+		ProposalType: ProposalTypeExternalInit, ExternalInit: &ExternalInit{KEMOutput: kemOutput}}}}
+	// Resync: replace an old appearance of the same identity.
+	ownLeaf := bundle.kp.LeafNode
+	for l := leafIndex(0); uint32(l) < tree.size(); l++ {
+		if ln := tree.leafNode(l); ln != nil && ln.Credential.CredentialType == ownLeaf.Credential.CredentialType &&
+			bytes.Equal(ln.Credential.Identity, ownLeaf.Credential.Identity) {
+			props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+				ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: uint32(l)}}})
+			if err := tree.removeLeaf(l); err != nil {
+				return nil, nil, err
+			}
+			break
+		}
+	}
+	// The joiner takes the leftmost blank leaf; its leaf content comes
+	// from the KeyPackage (the path overwrites key, source and signature).
+	placeholder := ownLeaf
+	own := tree.addLeaf(&placeholder)
+	priv := newPrivateTree(own, bytes.Clone(bundle.encPriv), ownLeaf.EncryptionKey)
+	path, err := tree.generateUpdatePath(priv, &ownLeaf, bundle.sigPriv, ctx.GroupID, nil, func(treeHash []byte) ([]byte, error) {
+		pc := ctx
+		pc.TreeHash = treeHash
+		return marshal(&pc), nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx.TreeHash = bytes.Clone(tree.treeHash())
+	commit := &Commit{Proposals: props, Path: path.path}
+	fc := &FramedContent{
+		GroupID:     ctx.GroupID,
+		Epoch:       oldCtx.Epoch,
+		Sender:      Sender{SenderType: SenderTypeNewMemberCommit},
+		ContentType: ContentTypeCommit,
+		Commit:      commit,
+	}
+	ac, err := signFramedContent(s, bundle.sigPriv, WireFormatPublicMessage, fc, &oldCtx)
+	if err != nil {
+		return nil, nil, err
+	}
+	confirmed, err := confirmedTranscriptHash(s, interim, ac)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx.ConfirmedTranscriptHash = confirmed
+	keys, err := deriveEpoch(s, init, path.commitSecret, nil, &ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ac.Auth.ConfirmationTag = keys.confirmationTag(confirmed)
+	pm := &PublicMessage{Content: ac.Content, Auth: ac.Auth}
+	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
+
+	g.own = own
+	g.sigPriv = bytes.Clone(bundle.sigPriv)
+	g.priv = path.priv
+	if err := g.installEpoch(ctx, tree, keys, ac.Auth.ConfirmationTag); err != nil {
+		return nil, nil, err
+	}
+	return g, msg, nil
+}
