@@ -176,3 +176,55 @@ func TestPendingCommitDiscard(t *testing.T) {
 	tg.fanOut("did:key:bob", res)
 	tg.check()
 }
+
+func TestStateRoundTrip(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	tg.add("did:key:alice", "did:key:carol")
+	// Leave some state behind: a skipped generation and a cached proposal.
+	m1, _ := alice.Protect([]byte("1"), nil)
+	m2, _ := alice.Protect([]byte("2"), nil)
+	if _, err := bob.Process(m2); err != nil {
+		t.Fatal(err)
+	}
+	prop, err := tg.members["did:key:carol"].ProposeUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Process(prop); err != nil {
+		t.Fatal(err)
+	}
+	st, err := bob.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob2, err := RestoreGroup(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, _ := bob2.MarshalBinary()
+	if !bytes.Equal(st, st2) {
+		t.Fatal("state does not re-encode identically")
+	}
+	tg.members["did:key:bob"] = bob2
+	if rec, err := bob2.Process(m1); err != nil || string(rec.Data) != "1" {
+		t.Fatal(rec, err)
+	}
+	if _, err := bob2.Process(m1); !errors.Is(err, ErrReplay) {
+		t.Fatalf("consumed key survived a restore: %v", err)
+	}
+	if _, err := alice.Process(prop); err != nil {
+		t.Fatal(err)
+	}
+	// A restored member can commit the cached proposal.
+	res, err := bob2.Commit(CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:bob", res)
+	tg.check()
+	for _, bad := range [][]byte{nil, {9}, st[:len(st)-1], append(bytes.Clone(st), 0)} {
+		if _, err := RestoreGroup(bad, nil); err == nil {
+			t.Fatalf("restored from %d bad bytes", len(bad))
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package mls
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// fingerprint summarizes the state that a rejected message must not
+// change.
+func fingerprint(t *testing.T, g *Group) []byte {
+	t.Helper()
+	st, err := g.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func expectUnchanged(t *testing.T, g *Group, before []byte) {
+	t.Helper()
+	if after := fingerprint(t, g); !bytes.Equal(before, after) {
+		t.Fatal("group state changed by a rejected message")
+	}
+}
+
+// twoMembers returns a group of alice and bob sending public handshakes,
+// so that tests can tamper with commits.
+func twoMembers(t *testing.T, cfg *Config) (*testGroup, *Group, *Group) {
+	tg := newTestGroup(t, "did:key:alice", cfg)
+	tg.add("did:key:alice", "did:key:bob")
+	return tg, tg.members["did:key:alice"], tg.members["did:key:bob"]
+}
+
+// resealPublic re-encodes a PublicMessage after f changed it, with a fresh
+// membership tag from the epoch keys of g (as an insider could).
+func resealPublic(t *testing.T, g *Group, msg []byte, f func(pm *PublicMessage)) []byte {
+	t.Helper()
+	var m MLSMessage
+	if err := unmarshal(msg, &m); err != nil || m.PublicMessage == nil {
+		t.Fatalf("not a public message: %v", err)
+	}
+	f(m.PublicMessage)
+	tag, err := g.cur.prot.membershipTag(&m.PublicMessage.Content, &m.PublicMessage.Auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PublicMessage.MembershipTag = tag
+	return marshal(&m)
+}
+
+func TestRejectCommitFromNonMember(t *testing.T) {
+	_, alice, bob := twoMembers(t, &Config{PublicHandshake: true})
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outsider, _ := GenerateSignatureKey(testSuite)
+	forged := resealPublic(t, bob, res.Commit, func(pm *PublicMessage) {
+		ac, err := signFramedContent(bob.s, outsider, WireFormatPublicMessage, &pm.Content, bob.cur.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pm.Auth.Signature = ac.Auth.Signature
+	})
+	before := fingerprint(t, bob)
+	if _, err := bob.Process(forged); !errors.Is(err, ErrInvalidSignature) {
+		t.Fatalf("got %v, want ErrInvalidSignature", err)
+	}
+	expectUnchanged(t, bob, before)
+
+	// A sender index that names no member.
+	forged = resealPublic(t, bob, res.Commit, func(pm *PublicMessage) { pm.Content.Sender.LeafIndex = 5 })
+	if _, err := bob.Process(forged); !errors.Is(err, ErrUnknownSender) {
+		t.Fatalf("got %v, want ErrUnknownSender", err)
+	}
+	expectUnchanged(t, bob, before)
+
+	// Without the membership key an outsider cannot even get that far.
+	var m MLSMessage
+	_ = unmarshal(res.Commit, &m)
+	m.PublicMessage.MembershipTag[0] ^= 1
+	if _, err := bob.Process(marshal(&m)); !errors.Is(err, ErrInvalidMembershipTag) {
+		t.Fatalf("got %v, want ErrInvalidMembershipTag", err)
+	}
+	expectUnchanged(t, bob, before)
+
+	// The genuine commit still applies.
+	if err := alice.ConfirmCommit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Process(res.Commit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRejectWrongConfirmationTag(t *testing.T) {
+	_, alice, bob := twoMembers(t, &Config{PublicHandshake: true})
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := resealPublic(t, bob, res.Commit, func(pm *PublicMessage) { pm.Auth.ConfirmationTag[3] ^= 0x40 })
+	before := fingerprint(t, bob)
+	if _, err := bob.Process(forged); !errors.Is(err, ErrInvalidConfirmationTag) {
+		t.Fatalf("got %v, want ErrInvalidConfirmationTag", err)
+	}
+	expectUnchanged(t, bob, before)
+}
+
+func TestRejectInvalidProposalList(t *testing.T) {
+	tg, alice, _ := twoMembers(t, &Config{PublicHandshake: true})
+	tg.add("did:key:alice", "did:key:carol")
+	bob := tg.members["did:key:bob"]
+	carol, _ := alice.MemberByIdentity("did:key:carol")
+	// The committer refuses to build it...
+	if _, err := alice.RemoveMembers(carol.LeafIndex, carol.LeafIndex); !errors.Is(err, ErrInvalidProposal) {
+		t.Fatalf("got %v, want ErrInvalidProposal", err)
+	}
+	// ...and a receiver rejects one built by hand: two removes of the same
+	// leaf, and a remove of the committer.
+	for _, props := range [][]ProposalOrRef{
+		{removeRef(carol.LeafIndex), removeRef(carol.LeafIndex)},
+		{removeRef(alice.LeafIndex())},
+	} {
+		fc := &FramedContent{
+			GroupID:     alice.cur.ctx.GroupID,
+			Epoch:       alice.cur.ctx.Epoch,
+			Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: alice.LeafIndex()},
+			ContentType: ContentTypeCommit,
+			Commit:      &Commit{Proposals: props},
+		}
+		ac, err := signFramedContent(alice.s, alice.sigPriv, WireFormatPublicMessage, fc, alice.cur.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac.Auth.ConfirmationTag = make([]byte, 32)
+		msg, err := alice.encodeContent(ac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := fingerprint(t, bob)
+		if _, err := bob.Process(msg); !errors.Is(err, ErrInvalidProposal) {
+			t.Fatalf("got %v, want ErrInvalidProposal", err)
+		}
+		expectUnchanged(t, bob, before)
+	}
+}
+
+func removeRef(l uint32) ProposalOrRef {
+	return ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: l}}}
+}
+
+func TestRejectWelcomeForSomeoneElse(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", nil)
+	bob := newTestBundle(t, "did:key:bob")
+	res, err := tg.members["did:key:alice"].AddMembers(bob.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eve := newTestBundle(t, "did:key:eve")
+	if _, err := Join(res.Welcome, eve, nil, nil); !errors.Is(err, ErrNotForUs) {
+		t.Fatalf("got %v, want ErrNotForUs", err)
+	}
+	if _, err := Join(res.Welcome, bob, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRejectReplay(t *testing.T) {
+	_, alice, bob := twoMembers(t, nil)
+	msg, err := alice.Protect([]byte("once"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Process(msg); err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, bob)
+	if _, err := bob.Process(msg); !errors.Is(err, ErrReplay) {
+		t.Fatalf("got %v, want ErrReplay", err)
+	}
+	expectUnchanged(t, bob, before)
+}
+
+func TestLateMessagesWindow(t *testing.T) {
+	tg, alice, bob := twoMembers(t, &Config{MaxPastEpochs: 1})
+	// Out of order within an epoch.
+	m1, _ := alice.Protect([]byte("1"), nil)
+	m2, _ := alice.Protect([]byte("2"), nil)
+	if rec, err := bob.Process(m2); err != nil || string(rec.Data) != "2" {
+		t.Fatal(rec, err)
+	}
+	old, _ := alice.Protect([]byte("old"), nil)
+	older, _ := alice.Protect([]byte("older"), nil)
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	// One epoch back is inside the window.
+	if rec, err := bob.Process(m1); err != nil || string(rec.Data) != "1" {
+		t.Fatal(rec, err)
+	}
+	if rec, err := bob.Process(old); err != nil || string(rec.Data) != "old" {
+		t.Fatal(rec, err)
+	}
+	res, err = alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	// Two epochs back is outside it.
+	before := fingerprint(t, bob)
+	if _, err := bob.Process(older); !errors.Is(err, ErrWrongEpoch) {
+		t.Fatalf("got %v, want ErrWrongEpoch", err)
+	}
+	expectUnchanged(t, bob, before)
+}
+
+func TestRejectGarbage(t *testing.T) {
+	_, _, bob := twoMembers(t, nil)
+	before := fingerprint(t, bob)
+	for _, b := range [][]byte{nil, {0}, {0, 1, 0, 2}, bytes.Repeat([]byte{0xff}, 100)} {
+		if _, err := bob.Process(b); err == nil {
+			t.Fatalf("accepted %x", b)
+		}
+	}
+	expectUnchanged(t, bob, before)
+}
