@@ -54,6 +54,7 @@ var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"tree-operations.json":    checkTreeOperations,
 	"tree-validation.json":    checkTreeValidation,
 	"treekem.json":            checkTreeKEM,
+	"welcome.json":            checkWelcome,
 }
 
 // VectorReport is the outcome of one vector file.
