@@ -30,6 +30,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"math"
 	mrand "math/rand/v2"
 	"sort"
 	"sync"
@@ -177,7 +178,11 @@ func (s *Scheduler) nextInterval() time.Duration {
 	s.mu.Lock()
 	x := s.rnd.ExpFloat64()
 	s.mu.Unlock()
-	return time.Duration(min(x, 50) * float64(s.mean))
+	d := min(x, 50) * float64(s.mean)
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
 }
 
 // nextSize draws a block size in proportion to the observed sizes, or from

@@ -200,6 +200,15 @@ func TestObserveBounded(t *testing.T) {
 	}
 }
 
+func TestHugeMeanDoesNotOverflow(t *testing.T) {
+	s := New(Config{MeanInterval: math.MaxInt64, Rand: rand.NewPCG(1, 1)}, nil)
+	for range 1000 {
+		if d := s.nextInterval(); d < 0 {
+			t.Fatalf("interval %v", d)
+		}
+	}
+}
+
 func BenchmarkNext(b *testing.B) {
 	s := New(Config{}, nil)
 	for _, sz := range padding.Buckets() {
@@ -209,4 +218,22 @@ func BenchmarkNext(b *testing.B) {
 		s.nextInterval()
 		s.nextSize()
 	}
+}
+
+// BenchmarkDefaultBandwidth reports the padded bytes per second the default
+// configuration asks for, on a connection with no real traffic yet, by
+// drawing a simulated day of intervals and sizes (the wire adds each frame's
+// encryption and framing overhead on top).
+func BenchmarkDefaultBandwidth(b *testing.B) {
+	var bytes, secs float64
+	for b.Loop() {
+		s := New(Config{}, nil)
+		bytes, secs = 0, 0
+		for secs < 24*3600 {
+			secs += s.nextInterval().Seconds()
+			bytes += float64(s.nextSize())
+		}
+	}
+	b.ReportMetric(bytes/secs, "B/s")
+	b.ReportMetric(bytes/secs*86400/(1<<20), "MiB/day")
 }

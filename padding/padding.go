@@ -135,12 +135,21 @@ func Unpad(b []byte) ([]byte, error) {
 	if int(n) > MaxPayload || Size(int(n)) != len(b) {
 		return nil, errSize
 	}
-	var acc byte
-	for _, c := range b[HeaderLen+int(n):] {
-		acc |= c
-	}
-	if acc != 0 {
+	if !allZero(b[HeaderLen+int(n):]) {
 		return nil, errNonzero
 	}
 	return b[HeaderLen : HeaderLen+int(n) : HeaderLen+int(n)], nil
+}
+
+// allZero reports whether every byte of b is zero, reading eight at a time.
+func allZero(b []byte) bool {
+	var acc uint64
+	for len(b) >= 8 {
+		acc |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for _, c := range b {
+		acc |= uint64(c)
+	}
+	return acc == 0
 }

@@ -163,6 +163,19 @@ func TestUnpadRejects(t *testing.T) {
 	}
 }
 
+func TestUnpadRejectsEveryPaddingByte(t *testing.T) {
+	for _, n := range []int{0, 5, 251, 1000, 40000} {
+		good := Pad(make([]byte, n))
+		for i := HeaderLen + n; i < len(good); i++ {
+			good[i] = 1
+			if _, err := Unpad(good); err == nil {
+				t.Fatalf("payload %d: nonzero padding at %d accepted", n, i)
+			}
+			good[i] = 0
+		}
+	}
+}
+
 func TestPadPanicsOnMisuse(t *testing.T) {
 	defer func() {
 		if recover() == nil {

@@ -122,6 +122,15 @@ func TestSealEdgeEntries(t *testing.T) {
 	}
 }
 
+func TestMaxPadded(t *testing.T) {
+	if !padding.Valid(maxPadded) || maxPadded+Overhead > MaxSealedLen {
+		t.Fatalf("maxPadded %d does not fit", maxPadded)
+	}
+	if next := padding.Size(maxPadded - padding.HeaderLen + 1); next+Overhead <= MaxSealedLen {
+		t.Fatalf("maxPadded %d is not the largest block that fits (next %d)", maxPadded, next)
+	}
+}
+
 func TestSealIsRandomized(t *testing.T) {
 	k := testKey(t)
 	es := testEntries(3)
