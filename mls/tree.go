@@ -129,8 +129,14 @@ type ratchetTree struct {
 
 var (
 	errTreeDecode = errors.New("mls: malformed ratchet tree")
-	errTreeIndex  = errors.New("mls: leaf index outside the tree")
+	errTreeFull   = errors.New("mls: ratchet tree too large")
 )
+
+// maxTreeLeaves caps the width of a ratchet tree. A blank node costs one
+// byte on the wire but about fifty in memory, so without a cap a 16 MiB
+// ratchet_tree extension could demand gigabytes. 2^18 leaves (about 25 MB
+// of tree state) is far above the group sizes MLS is used for.
+const maxTreeLeaves = 1 << 18
 
 // newRatchetTree returns a one-member tree holding leaf (§11).
 func newRatchetTree(s suite, leaf *LeafNode) *ratchetTree {
@@ -250,9 +256,12 @@ func (t *ratchetTree) blankDirectPath(l leafIndex) {
 // addLeaf adds a member (§12.1.1): it places leaf in the leftmost blank
 // leaf, extending the tree when there is none, and records the new leaf as
 // unmerged at each non-blank parent above it.
-func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
+func (t *ratchetTree) addLeaf(leaf *LeafNode) (leafIndex, error) {
 	l, ok := t.leftmostBlankLeaf()
 	if !ok {
+		if t.size() >= maxTreeLeaves {
+			return 0, errTreeFull
+		}
 		l = leafIndex(t.size())
 		t.resize(2 * t.size())
 	}
@@ -267,7 +276,7 @@ func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
 		t.setNode(x, Node{Parent: &np})
 	}
 	t.setNode(l.node(), Node{Leaf: leaf})
-	return l
+	return l, nil
 }
 
 // leftmostBlankLeaf finds the leftmost blank leaf in O(log n).
@@ -413,7 +422,7 @@ func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
 			return false
 		}
 		nodes = append(nodes, n)
-		return len(nodes) < 1<<31
+		return len(nodes) <= int(nodeWidth(maxTreeLeaves))
 	})
 	if !ok || !p.empty() {
 		return nil, errTreeDecode

@@ -59,6 +59,16 @@ func (p *privateTree) keyFor(t *ratchetTree, x nodeIndex) ([]byte, bool) {
 	return k.priv, true
 }
 
+// prune drops the keys that no longer match t, for nodes that were blanked
+// or replaced since they were learned.
+func (p *privateTree) prune(t *ratchetTree) {
+	for x := range p.keys {
+		if _, ok := p.keyFor(t, x); !ok {
+			delete(p.keys, x)
+		}
+	}
+}
+
 // consistent reports whether every key in p matches the public key at its
 // node in t (the check the treekem vectors ask for).
 func (p *privateTree) consistent(t *ratchetTree) error {
@@ -322,6 +332,7 @@ func (t *ratchetTree) decryptPath(priv *privateTree, sender leafIndex, path *Upd
 		}
 		newPriv.keys[fdp[k]] = kp
 	}
+	newPriv.prune(t)
 	d.commitSecret = nextPathSecret(s, secret)
 	d.priv = newPriv
 	return d, nil

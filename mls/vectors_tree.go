@@ -48,7 +48,7 @@ func checkTreeOperations(data []byte, r *vectorRun) error {
 			}
 			switch p.ProposalType {
 			case ProposalTypeAdd:
-				t.addLeaf(&p.Add.KeyPackage.LeafNode)
+				_, err = t.addLeaf(&p.Add.KeyPackage.LeafNode)
 			case ProposalTypeUpdate:
 				err = t.updateLeaf(leafIndex(c.ProposalSender), &p.Update.LeafNode)
 			case ProposalTypeRemove:

@@ -1,0 +1,206 @@
+package mls
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// Benchmarks of the ratchet tree at 2 to 10,000 leaves. The trees are built
+// from deterministic node secrets so that setup takes seconds, not minutes:
+// leaf and parent key pairs come from DeriveKeyPair over a counter, and all
+// leaves share one credential and signature key (nothing here verifies
+// them).
+
+var benchSizes = []uint32{2, 10, 100, 1000, 10000}
+
+// benchTree is a tree plus what the benchmarks need to use it.
+type benchTree struct {
+	tree    *ratchetTree
+	sigPriv []byte
+	// keys holds the private key of every non-blank node, so any member's
+	// private tree can be assembled.
+	keys map[nodeIndex]hpkeKeyPair
+}
+
+var benchTrees sync.Map // "full/N" or "bare/N" -> *benchTree
+
+// benchSecret returns a distinct deterministic secret for node x.
+func benchSecret(s suite, x nodeIndex) []byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(x))
+	return s.hash(append([]byte("bench node "), b[:]...))
+}
+
+// getBenchTree returns a tree with n members in leaves 0..n-1. When full is
+// set, every parent node above at least one member holds a key pair.
+func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
+	key := fmt.Sprintf("%v/%d", full, n)
+	if bt, ok := benchTrees.Load(key); ok {
+		return bt.(*benchTree)
+	}
+	if n >= 10000 && testing.Short() {
+		b.Skip("10,000-leaf tree skipped in -short mode")
+	}
+	s := testSuite(b)
+	tmpl, sigPriv, _ := newTestLeaf(b, s, "bench")
+	bt := &benchTree{sigPriv: sigPriv, keys: make(map[nodeIndex]hpkeKeyPair)}
+	derive := func(x nodeIndex) hpkeKeyPair {
+		kp, err := nodeKeyPair(s, benchSecret(s, x))
+		if err != nil {
+			b.Fatal(err)
+		}
+		bt.keys[x] = kp
+		return kp
+	}
+	leaf0 := *tmpl
+	leaf0.EncryptionKey = derive(0).pub
+	t := newRatchetTree(s, &leaf0)
+	for i := uint32(1); i < n; i++ {
+		ln := *tmpl
+		ln.EncryptionKey = derive(leafIndex(i).node()).pub
+		if _, err := t.addLeaf(&ln); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if full {
+		for x := nodeIndex(1); int(x) < len(t.nodes); x += 2 {
+			if t.leaves[x] > 0 {
+				t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: derive(x).pub}})
+			}
+		}
+	}
+	t.treeHash()
+	bt.tree = t
+	benchTrees.Store(key, bt)
+	return bt
+}
+
+// privateFor assembles the private tree of the member at leaf l: its leaf
+// key and the keys of the non-blank nodes on its direct path.
+func (bt *benchTree) privateFor(l leafIndex) *privateTree {
+	p := &privateTree{self: l, keys: map[nodeIndex]hpkeKeyPair{l.node(): bt.keys[l.node()]}}
+	for _, x := range directPath(l.node(), bt.tree.size()) {
+		if kp, ok := bt.keys[x]; ok && !bt.tree.nodes[x].blank() {
+			p.keys[x] = kp
+		}
+	}
+	return p
+}
+
+func benchGroupContext(treeHash []byte) ([]byte, error) {
+	return marshal(&GroupContext{
+		Version: ProtocolVersionMLS10, CipherSuite: MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519,
+		GroupID: []byte("bench group"), Epoch: 1, TreeHash: treeHash, ConfirmedTranscriptHash: make([]byte, 32),
+	}), nil
+}
+
+// BenchmarkUpdatePathGenerate measures generateUpdatePath from leaf 0: in a
+// full tree (one encryption per level) and in a bare tree (all parents
+// blank, one encryption per other member).
+func BenchmarkUpdatePathGenerate(b *testing.B) {
+	for _, full := range []bool{true, false} {
+		for _, n := range benchSizes {
+			name := fmt.Sprintf("bare/leaves=%d", n)
+			if full {
+				name = fmt.Sprintf("full/leaves=%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				bt := getBenchTree(b, n, full)
+				t := bt.tree.clone()
+				priv := bt.privateFor(0)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := t.generateUpdatePath(priv, nil, bt.sigPriv, []byte("bench group"), nil, benchGroupContext); err != nil {
+						b.Fatal(err)
+					}
+					if !full {
+						// Put the tree back to bare for the next round.
+						b.StopTimer()
+						t.blankDirectPath(0)
+						t.treeHash()
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkUpdatePathApply measures a receiver merging and decrypting an
+// UpdatePath from leaf 0 (§7.5). The receiver is leaf 1, the worst case: it
+// decrypts at the lowest level and derives every key above. The tree hash
+// for the GroupContext is included.
+func BenchmarkUpdatePathApply(b *testing.B) {
+	for _, full := range []bool{true, false} {
+		for _, n := range benchSizes {
+			name := fmt.Sprintf("bare/leaves=%d", n)
+			if full {
+				name = fmt.Sprintf("full/leaves=%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				bt := getBenchTree(b, n, full)
+				gen := bt.tree.clone()
+				res, err := gen.generateUpdatePath(bt.privateFor(0), nil, bt.sigPriv, []byte("bench group"), nil, benchGroupContext)
+				if err != nil {
+					b.Fatal(err)
+				}
+				priv := bt.privateFor(1)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					b.StopTimer()
+					t := bt.tree.clone()
+					b.StartTimer()
+					if err := t.mergeUpdatePath(0, res.path); err != nil {
+						b.Fatal(err)
+					}
+					ctx, _ := benchGroupContext(t.treeHash())
+					cs, _, err := t.decryptUpdatePath(priv, 0, res.path, nil, ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if string(cs) != string(res.commitSecret) {
+						b.Fatal("commit secret mismatch")
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkTreeHash measures the root tree hash after one leaf changes
+// (only its path is rehashed) and from scratch.
+func BenchmarkTreeHash(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("one-path/leaves=%d", n), func(b *testing.B) {
+			bt := getBenchTree(b, n, true)
+			t := bt.tree.clone()
+			l := leafIndex(n / 2)
+			a := t.leafNode(l)
+			alt := *a
+			alt.Signature = append([]byte{1}, a.Signature...)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i++; i%2 == 0 {
+					t.setNode(l.node(), Node{Leaf: a})
+				} else {
+					t.setNode(l.node(), Node{Leaf: &alt})
+				}
+				t.treeHash()
+			}
+		})
+		b.Run(fmt.Sprintf("scratch/leaves=%d", n), func(b *testing.B) {
+			bt := getBenchTree(b, n, true)
+			t := bt.tree.clone()
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(t.hashes)
+				t.treeHash()
+			}
+		})
+	}
+}
