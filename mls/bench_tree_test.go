@@ -43,8 +43,8 @@ func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
 	if n >= 10000 && testing.Short() {
 		b.Skip("10,000-leaf tree skipped in -short mode")
 	}
-	s := testSuite(b)
-	tmpl, sigPriv, _ := newTestLeaf(b, s, "bench")
+	s := treeTestSuite(b)
+	tmpl, sigPriv, _ := newTreeTestLeaf(b, s, "bench")
 	bt := &benchTree{sigPriv: sigPriv, keys: make(map[nodeIndex]hpkeKeyPair)}
 	derive := func(x nodeIndex) hpkeKeyPair {
 		kp, err := nodeKeyPair(s, benchSecret(s, x))
@@ -60,9 +60,7 @@ func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
 	for i := uint32(1); i < n; i++ {
 		ln := *tmpl
 		ln.EncryptionKey = derive(leafIndex(i).node()).pub
-		if _, err := t.addLeaf(&ln); err != nil {
-			b.Fatal(err)
-		}
+		t.addLeaf(&ln)
 	}
 	if full {
 		for x := nodeIndex(1); int(x) < len(t.nodes); x += 2 {

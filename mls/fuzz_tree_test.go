@@ -13,7 +13,7 @@ import (
 // joiner runs on an untrusted tree (hashing, resolutions, validation) do not
 // panic either.
 func FuzzRatchetTree(f *testing.F) {
-	s := testSuite(f)
+	s := treeTestSuite(f)
 	for _, seed := range ratchetTreeSeeds(f) {
 		f.Add(seed)
 	}
@@ -41,7 +41,7 @@ func FuzzRatchetTree(f *testing.F) {
 // ratchetTreeSeeds returns trees from the tree-validation vectors when
 // they are around, and a small generated tree in any case.
 func ratchetTreeSeeds(f *testing.F) [][]byte {
-	g := newTestGroup(f, 5)
+	g := newTreeSim(f, 5)
 	g.commit(0, nil, nil, 4, true)
 	g.commit(2, nil, []leafIndex{1}, 1, false)
 	seeds := [][]byte{g.tree.encode()}

@@ -127,12 +127,9 @@ type ratchetTree struct {
 	leaves []uint32 // non-blank leaves in the subtree under each node
 }
 
-var (
-	errTreeDecode = errors.New("mls: malformed ratchet tree")
-	errTreeFull   = errors.New("mls: ratchet tree too large")
-)
+var errTreeDecode = errors.New("mls: malformed ratchet tree")
 
-// maxTreeLeaves caps the width of a ratchet tree. A blank node costs one
+// maxTreeLeaves caps the width of a decoded ratchet tree. A blank node costs one
 // byte on the wire but about fifty in memory, so without a cap a 16 MiB
 // ratchet_tree extension could demand gigabytes. 2^18 leaves (about 25 MB
 // of tree state) is far above the group sizes MLS is used for.
@@ -256,12 +253,12 @@ func (t *ratchetTree) blankDirectPath(l leafIndex) {
 // addLeaf adds a member (§12.1.1): it places leaf in the leftmost blank
 // leaf, extending the tree when there is none, and records the new leaf as
 // unmerged at each non-blank parent above it.
-func (t *ratchetTree) addLeaf(leaf *LeafNode) (leafIndex, error) {
+//
+// Unlike decoding, adding has no width cap: every new leaf carries a whole
+// LeafNode, so memory grows with what the group really holds.
+func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
 	l, ok := t.leftmostBlankLeaf()
 	if !ok {
-		if t.size() >= maxTreeLeaves {
-			return 0, errTreeFull
-		}
 		l = leafIndex(t.size())
 		t.resize(2 * t.size())
 	}
@@ -276,7 +273,7 @@ func (t *ratchetTree) addLeaf(leaf *LeafNode) (leafIndex, error) {
 		t.setNode(x, Node{Parent: &np})
 	}
 	t.setNode(l.node(), Node{Leaf: leaf})
-	return l, nil
+	return l
 }
 
 // leftmostBlankLeaf finds the leftmost blank leaf in O(log n).

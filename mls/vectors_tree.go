@@ -48,7 +48,7 @@ func checkTreeOperations(data []byte, r *vectorRun) error {
 			}
 			switch p.ProposalType {
 			case ProposalTypeAdd:
-				_, err = t.addLeaf(&p.Add.KeyPackage.LeafNode)
+				t.addLeaf(&p.Add.KeyPackage.LeafNode)
 			case ProposalTypeUpdate:
 				err = t.updateLeaf(leafIndex(c.ProposalSender), &p.Update.LeafNode)
 			case ProposalTypeRemove:
