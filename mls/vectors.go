@@ -42,19 +42,22 @@ var errSkip = errors.New("skipped")
 // vectorCheckers maps a vector file name to its checker. Keep one line per
 // file, sorted by name.
 var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
-	"crypto-basics.json":      checkCryptoBasics,
-	"deserialization.json":    checkDeserialization,
-	"key-schedule.json":       checkKeySchedule,
-	"message-protection.json": checkMessageProtection,
-	"messages.json":           checkMessages,
-	"psk_secret.json":         checkPSKSecret,
-	"secret-tree.json":        checkSecretTree,
-	"transcript-hashes.json":  checkTranscriptHashes,
-	"tree-math.json":          checkTreeMath,
-	"tree-operations.json":    checkTreeOperations,
-	"tree-validation.json":    checkTreeValidation,
-	"treekem.json":            checkTreeKEM,
-	"welcome.json":            checkWelcome,
+	"crypto-basics.json":                  checkCryptoBasics,
+	"deserialization.json":                checkDeserialization,
+	"key-schedule.json":                   checkKeySchedule,
+	"message-protection.json":             checkMessageProtection,
+	"messages.json":                       checkMessages,
+	"passive-client-handling-commit.json": checkPassiveClient,
+	"passive-client-random.json":          checkPassiveClient,
+	"passive-client-welcome.json":         checkPassiveClient,
+	"psk_secret.json":                     checkPSKSecret,
+	"secret-tree.json":                    checkSecretTree,
+	"transcript-hashes.json":              checkTranscriptHashes,
+	"tree-math.json":                      checkTreeMath,
+	"tree-operations.json":                checkTreeOperations,
+	"tree-validation.json":                checkTreeValidation,
+	"treekem.json":                        checkTreeKEM,
+	"welcome.json":                        checkWelcome,
 }
 
 // VectorReport is the outcome of one vector file.
