@@ -115,7 +115,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req tokenRequest
-	if r.ContentLength != 0 && !decode(w, r, smallBody, &req) {
+	if hasBody(r) && !decode(w, r, smallBody, &req) {
 		return
 	}
 	ttl := jwt.MaxTTL

@@ -1,7 +1,9 @@
 package directory
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -20,6 +22,23 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 		httpx.WriteBodyError(w, err)
 		return false
 	}
+	return true
+}
+
+// hasBody reports whether the request has a non-empty body, for endpoints
+// where the whole body is optional. It leaves the body readable.
+func hasBody(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return false
+	}
+	br := bufio.NewReaderSize(r.Body, 16)
+	if _, err := br.Peek(1); err != nil {
+		return false
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
 	return true
 }
 

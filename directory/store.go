@@ -97,7 +97,7 @@ CREATE TABLE revocations (
 }
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
-// status and a stable error code (see errorFor in errors.go).
+// status and a stable error code (see errorTable in errors.go).
 var (
 	errNotFound         = errors.New("directory: not found")
 	errChannelNotFound  = errors.New("directory: channel not found")
@@ -113,11 +113,12 @@ var (
 
 // store is the directory's persistent state over SQLite.
 //
-// SQLite allows one writer at a time. Rather than letting concurrent write
-// transactions race for the lock and fail with SQLITE_BUSY when a read
-// transaction tries to upgrade, every write transaction runs under wmu, so
-// writers queue in Go and each multi-step change (check, consume, insert)
-// is one serialized, atomic transaction.
+// SQLite allows one writer at a time. Write transactions begin IMMEDIATE
+// (see sqlitedb.Open), so each takes the write lock before its first read
+// and a check-then-consume sequence can never be interleaved with another
+// writer's. On top of that every write transaction runs under wmu, so
+// writers queue in Go instead of polling in SQLite's busy handler. Each
+// multi-step change (check, consume, insert) is one such transaction.
 type store struct {
 	db  *sql.DB
 	wmu sync.Mutex
