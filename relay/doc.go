@@ -1,0 +1,34 @@
+// Package relay is the message plane: a zero-knowledge store-and-forward
+// service for opaque MLS ciphertext.
+//
+// A [Server] is an [net/http.Handler]; mount it on any mux. It serves
+//
+//   - the WebSocket at /ws and /ws/{org}/{ns}/{svc}: JSON frames (auth
+//     first, then subscribe, unsubscribe, publish; server push of every
+//     message on a subscribed channel),
+//   - GET /v1/messages (application entries) and GET /v1/sync (every entry)
+//     for catch-up from the archive,
+//   - GET /health.
+//
+// # Archive
+//
+// Every accepted publish is stored in SQLite under a per-channel sequence
+// number that starts at 1 and is never reused, not after eviction (each
+// channel keeps ArchiveCap entries for ArchiveTTL) and not after a restart.
+// One writer goroutine commits many publishes per transaction; a publish is
+// acknowledged only once its transaction is durable.
+//
+// # Entry types and commit fencing
+//
+// The relay reads only the cleartext MLSMessage header (RFC 9420 §6): a
+// commit or proposal is entry type 1, a Welcome type 2, anything else 0.
+// Per channel it remembers the epoch it expects the next commit for; a
+// commit for any other epoch is refused with a stale_epoch error and is
+// neither archived nor delivered.
+//
+// # Slow consumers
+//
+// Each connection has a bounded send queue. A connection whose queue fills
+// is closed (status 1013) instead of slowing down the publisher or the
+// other subscribers.
+package relay

@@ -1,0 +1,193 @@
+package relay
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// frame is a client-to-relay WebSocket frame. The byte slices alias the
+// buffer the frame was decoded from and are valid until it is reused.
+type frame struct {
+	Type    []byte
+	Token   []byte
+	Channel []byte
+	Payload []byte
+}
+
+var errBadFrame = errors.New("relay: frame is not a JSON object with string fields")
+
+// decodeFrame decodes a client frame. The common shape, a flat object of
+// ASCII strings without escapes and with only the known keys, is decoded in
+// place without allocating; anything else goes through encoding/json, so
+// both paths accept exactly what encoding/json accepts for this struct.
+func decodeFrame(b []byte) (frame, error) {
+	if f, ok := decodeFlat(b); ok {
+		return f, nil
+	}
+	var v struct {
+		Type    *string `json:"type"`
+		Token   *string `json:"token"`
+		Channel *string `json:"channel"`
+		Payload *string `json:"payload"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return frame{}, errBadFrame
+	}
+	var f frame
+	for _, p := range []struct {
+		dst **string
+		out *[]byte
+	}{{&v.Type, &f.Type}, {&v.Token, &f.Token}, {&v.Channel, &f.Channel}, {&v.Payload, &f.Payload}} {
+		if *p.dst != nil {
+			*p.out = []byte(**p.dst)
+		}
+	}
+	return f, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// decodeFlat is the allocation-free fast path of decodeFrame. It reports
+// false for anything it does not fully understand.
+func decodeFlat(b []byte) (frame, bool) {
+	var f frame
+	i := 0
+	skip := func() {
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+	}
+	str := func() ([]byte, bool) {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		i++
+		start := i
+		for i < len(b) {
+			c := b[i]
+			if c == '"' {
+				s := b[start:i]
+				i++
+				return s, true
+			}
+			if c < 0x20 || c == '\\' || c >= 0x80 {
+				return nil, false
+			}
+			i++
+		}
+		return nil, false
+	}
+	skip()
+	if i >= len(b) || b[i] != '{' {
+		return f, false
+	}
+	i++
+	skip()
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			skip()
+			key, ok := str()
+			if !ok {
+				return f, false
+			}
+			skip()
+			if i >= len(b) || b[i] != ':' {
+				return f, false
+			}
+			i++
+			skip()
+			val, ok := str()
+			if !ok {
+				return f, false
+			}
+			if val == nil {
+				val = []byte{}
+			}
+			switch string(key) {
+			case "type":
+				f.Type = val
+			case "token":
+				f.Token = val
+			case "channel":
+				f.Channel = val
+			case "payload":
+				f.Payload = val
+			default:
+				return f, false
+			}
+			skip()
+			if i >= len(b) {
+				return f, false
+			}
+			if b[i] == ',' {
+				i++
+				continue
+			}
+			if b[i] == '}' {
+				i++
+				break
+			}
+			return f, false
+		}
+	}
+	skip()
+	return f, i == len(b)
+}
+
+// Relay-to-client frames. Push frames are built once per message and shared
+// by every subscriber; replies are small and built per connection.
+
+func okFrame(message string) []byte {
+	b := append([]byte(`{"type":"ok","message":`), strconv.Quote(message)...)
+	return append(b, '}')
+}
+
+func ackFrame(seq uint64) []byte {
+	b := make([]byte, 0, 56)
+	b = append(b, `{"type":"ok","message":"published","seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	return append(b, '}')
+}
+
+func errorFrame(code, message string) []byte {
+	b, _ := json.Marshal(struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{"error", code, message})
+	return b
+}
+
+func staleEpochFrame(expected uint64) []byte {
+	b, _ := json.Marshal(struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Epoch   uint64 `json:"epoch"`
+		Message string `json:"message"`
+	}{"error", "stale_epoch", expected, "commit is not for the epoch the channel expects; sync and retry"})
+	return b
+}
+
+// pushPrefix starts a push frame: everything up to and including the
+// payload. The archive appends the rest once the sequence number is known.
+// Channel names and base64 need no JSON escaping.
+func pushPrefix(channel string, b64len int) []byte {
+	b := make([]byte, 0, 48+len(channel)+b64len+64)
+	b = append(b, `{"type":"message","channel":"`...)
+	b = append(b, channel...)
+	b = append(b, `","payload":"`...)
+	return b
+}
+
+func pushSuffix(b []byte, seq uint64, entryType uint8, ts int64) []byte {
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"entry_type":`...)
+	b = strconv.AppendUint(b, uint64(entryType), 10)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	return append(b, '}')
+}

@@ -1,0 +1,128 @@
+package relay
+
+import (
+	"sync"
+)
+
+// hub maps channels to their live subscribers. Fan-out takes a snapshot of a
+// channel's subscriber list under a read lock and hands the same encoded
+// frame to every subscriber's bounded queue; it never blocks on a
+// connection.
+type hub struct {
+	mu    sync.RWMutex // guards the following fields
+	chans map[string][]*conn
+	bySub map[string]map[*conn]struct{}
+	conns map[*conn]struct{}
+}
+
+func newHub() *hub {
+	return &hub{
+		chans: make(map[string][]*conn),
+		bySub: make(map[string]map[*conn]struct{}),
+		conns: make(map[*conn]struct{}),
+	}
+}
+
+// register adds a new, not yet authenticated connection.
+func (h *hub) register(c *conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.conns[c] = struct{}{}
+}
+
+// authenticated makes c findable by its subject.
+func (h *hub) authenticated(c *conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.bySub[c.sub]
+	if m == nil {
+		m = make(map[*conn]struct{})
+		h.bySub[c.sub] = m
+	}
+	m[c] = struct{}{}
+}
+
+// remove drops c and all its subscriptions.
+func (h *hub) remove(c *conn, channels map[string]struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range channels {
+		h.unsubscribeLocked(ch, c)
+	}
+	delete(h.conns, c)
+	if m := h.bySub[c.sub]; m != nil {
+		delete(m, c)
+		if len(m) == 0 {
+			delete(h.bySub, c.sub)
+		}
+	}
+}
+
+// subscribe adds c to channel's subscribers. The slice is copied on write so
+// fan-out can iterate a snapshot without holding the lock.
+func (h *hub) subscribe(ch string, c *conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.chans[ch]
+	next := make([]*conn, len(old), len(old)+1)
+	copy(next, old)
+	h.chans[ch] = append(next, c)
+}
+
+func (h *hub) unsubscribe(ch string, c *conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unsubscribeLocked(ch, c)
+}
+
+func (h *hub) unsubscribeLocked(ch string, c *conn) {
+	old := h.chans[ch]
+	for i, x := range old {
+		if x == c {
+			if len(old) == 1 {
+				delete(h.chans, ch)
+				return
+			}
+			next := make([]*conn, 0, len(old)-1)
+			next = append(next, old[:i]...)
+			h.chans[ch] = append(next, old[i+1:]...)
+			return
+		}
+	}
+}
+
+// fanout queues the encoded push frame on every subscriber of ch except
+// origin (a publisher does not get its own message back). Subscribers whose
+// queue is full are disconnected as slow consumers.
+func (h *hub) fanout(ch string, frame []byte, origin *conn) {
+	h.mu.RLock()
+	subs := h.chans[ch]
+	h.mu.RUnlock()
+	for _, c := range subs {
+		if c != origin {
+			c.push(frame)
+		}
+	}
+}
+
+// connsOf returns the live connections of a subject.
+func (h *hub) connsOf(sub string) []*conn {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*conn, 0, len(h.bySub[sub]))
+	for c := range h.bySub[sub] {
+		out = append(out, c)
+	}
+	return out
+}
+
+// all returns every live connection.
+func (h *hub) all() []*conn {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,348 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// Defaults of the zero Config fields.
+const (
+	DefaultArchiveCap     = 1000
+	DefaultArchiveTTL     = 7 * 24 * time.Hour
+	DefaultRevocationPoll = time.Second
+	DefaultSendQueue      = 1024
+	DefaultAuthTimeout    = 10 * time.Second
+)
+
+// Paging limits of GET /v1/messages and GET /v1/sync.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 500
+)
+
+// Config configures a relay. A zero field means its documented default. The
+// Config must not be modified after it is passed to New.
+type Config struct {
+	// DBPath is the SQLite file of the archive; "" keeps it in memory.
+	DBPath string
+	// JWTSecret verifies the HS256 tokens the directory mints. Required.
+	JWTSecret []byte
+	// ArchiveCap is how many entries each channel keeps (default 1000).
+	ArchiveCap int
+	// ArchiveTTL is how long entries are kept (default 7 days).
+	ArchiveTTL time.Duration
+	// Revocations, if set, is polled for revoked subjects.
+	Revocations RevocationSource
+	// RevocationPoll is the polling interval (default 1 s).
+	RevocationPoll time.Duration
+	// SendQueue bounds the frames queued for one connection (default 1024).
+	// A connection whose queue is full is disconnected as a slow consumer.
+	SendQueue int
+	// AuthTimeout is how long a new WebSocket has to authenticate
+	// (default 10 s).
+	AuthTimeout time.Duration
+	// Logger receives one line per connection event and request; nil
+	// discards. Tokens, payloads and secrets are never logged.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NoSync turns off fsync of the archive. For tests only: an
+	// acknowledged publish may then be lost in a crash.
+	NoSync bool
+}
+
+// Server is a relay: an http.Handler serving the WebSocket at /ws and
+// /ws/{org}/{ns}/{svc}, GET /v1/messages, GET /v1/sync and GET /health.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	db    *sql.DB
+	arch  *archive
+	hub   *hub
+	mux   *http.ServeMux
+	start time.Time
+
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // the archive writer and the revocation poller
+
+	revMu    sync.RWMutex // guards revoked
+	revoked  map[string]struct{}
+	revAfter int64 // owned by the poller
+
+	mu     sync.Mutex // guards closed and adding to active
+	closed bool
+	active sync.WaitGroup // requests and connections in progress
+}
+
+// New opens the archive and starts the relay's background goroutines.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.JWTSecret) == 0 {
+		return nil, errors.New("relay: JWTSecret is required")
+	}
+	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 {
+		return nil, errors.New("relay: negative limit in Config")
+	}
+	if cfg.ArchiveCap == 0 {
+		cfg.ArchiveCap = DefaultArchiveCap
+	}
+	if cfg.ArchiveTTL == 0 {
+		cfg.ArchiveTTL = DefaultArchiveTTL
+	}
+	if cfg.RevocationPoll == 0 {
+		cfg.RevocationPoll = DefaultRevocationPoll
+	}
+	if cfg.SendQueue == 0 {
+		cfg.SendQueue = DefaultSendQueue
+	}
+	if cfg.AuthTimeout == 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
+
+	db, err := sqlitedb.Open(cfg.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	s := &Server{
+		cfg:     cfg,
+		log:     log,
+		db:      db,
+		hub:     newHub(),
+		start:   cfg.Now(),
+		revoked: make(map[string]struct{}),
+	}
+	s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadRevoked(ctx); err != nil {
+		s.arch.close()
+		db.Close()
+		return nil, err
+	}
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, true) })
+	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
+	s.mux.HandleFunc("GET /ws", s.handleWS)
+	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.logRequest(r, http.StatusNotFound)
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+
+	bgCtx, cancel := context.WithCancel(context.Background())
+	s.bgCancel = cancel
+	s.bg.Go(func() { s.arch.run(bgCtx) })
+	if cfg.Revocations != nil {
+		s.bg.Go(func() { s.pollRevocations(bgCtx) })
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
+		return
+	}
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.active.Done()
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops accepting requests, closes every connection (with a close
+// handshake while ctx allows, then abruptly), lets the archive writer commit
+// what it holds, and waits for every goroutine the relay started.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	for _, c := range s.hub.all() {
+		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, false)
+	}
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		for _, c := range s.hub.all() {
+			c.ws.CloseNow()
+		}
+		<-done
+	}
+	// No connection is left to submit, so the writer can drain and stop.
+	close(s.arch.reqs)
+	s.bgCancel()
+	s.bg.Wait()
+	s.arch.close()
+	if cerr := s.db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	s.log.Info("relay: closed")
+	return err
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.logRequest(r, http.StatusOK)
+	httpx.WriteJSON(w, http.StatusOK, struct {
+		Status string `json:"status"`
+		Uptime int64  `json:"uptime"`
+	}{"ok", int64(s.cfg.Now().Sub(s.start).Seconds())})
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	httpx.WriteError(w, status, code, message)
+}
+
+func (s *Server) logRequest(r *http.Request, status int) {
+	s.log.Info("relay: request", "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr)
+}
+
+// authorize checks the bearer token of an HTTP request, answering 401 or
+// 403 itself when it fails.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (jwt.Claims, bool) {
+	tok, ok := httpx.Bearer(r)
+	if !ok {
+		s.logRequest(r, http.StatusUnauthorized)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing bearer token")
+		return jwt.Claims{}, false
+	}
+	claims, err := jwt.Verify(s.cfg.JWTSecret, tok, s.cfg.Now(), jwt.AudienceAPI, jwt.AudienceRelay)
+	if err != nil {
+		s.logRequest(r, http.StatusUnauthorized)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "invalid or expired token")
+		return jwt.Claims{}, false
+	}
+	if s.isRevoked(claims.Subject) {
+		s.logRequest(r, http.StatusForbidden)
+		writeError(w, http.StatusForbidden, "forbidden", "subject is revoked")
+		return jwt.Claims{}, false
+	}
+	return claims, true
+}
+
+// handleRead serves GET /v1/messages (appOnly) and GET /v1/sync.
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool) {
+	claims, ok := s.authorize(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	bad := func(code, msg string) {
+		s.logRequest(r, http.StatusBadRequest)
+		writeError(w, http.StatusBadRequest, code, msg)
+	}
+	name := q.Get("channel")
+	if err := channel.Valid(name); err != nil {
+		bad("invalid_channel", "channel must be org/namespace/service")
+		return
+	}
+	if claims.Channel != "" && claims.Channel != name {
+		s.logRequest(r, http.StatusForbidden)
+		writeError(w, http.StatusForbidden, "forbidden", "token is scoped to another channel")
+		return
+	}
+	var since uint64
+	if v := q.Get("since_seq"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			bad("invalid_since_seq", "since_seq must be a non-negative integer")
+			return
+		}
+		since = n
+	}
+	limit := DefaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			bad("invalid_limit", "limit must be a positive integer")
+			return
+		}
+		limit = int(min(n, MaxLimit))
+	}
+	entries, more, err := s.arch.read(r.Context(), name, since, limit, appOnly)
+	if err != nil {
+		s.log.Error("relay: archive read failed", "err", err)
+		s.logRequest(r, http.StatusInternalServerError)
+		writeError(w, http.StatusInternalServerError, "internal", "archive read failed")
+		return
+	}
+	size := 32
+	for _, e := range entries {
+		size += base64.StdEncoding.EncodedLen(len(e.payload)) + 80
+	}
+	b := make([]byte, 0, size)
+	if appOnly {
+		b = append(b, `{"messages":[`...)
+	} else {
+		b = append(b, `{"entries":[`...)
+	}
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"seq":`...)
+		b = strconv.AppendUint(b, e.seq, 10)
+		if !appOnly {
+			b = append(b, `,"entry_type":`...)
+			b = strconv.AppendUint(b, uint64(e.entryType), 10)
+		}
+		b = append(b, `,"payload":"`...)
+		b = base64.StdEncoding.AppendEncode(b, e.payload)
+		b = append(b, `","ts":`...)
+		b = strconv.AppendInt(b, e.ts, 10)
+		b = append(b, '}')
+	}
+	b = append(b, `],"has_more":`...)
+	b = strconv.AppendBool(b, more)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+	s.logRequest(r, http.StatusOK)
+}

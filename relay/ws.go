@@ -1,0 +1,535 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/internal/jwt"
+)
+
+// Limits of the WebSocket protocol (the seeds' API reference and DESIGN.md).
+const (
+	// MaxPayload is the largest decoded publish payload, inclusive.
+	MaxPayload = 1 << 20
+	// MaxSubscriptions is the number of channels one connection may join.
+	MaxSubscriptions = 50
+
+	// readLimit caps one client frame: the base64 of a MaxPayload payload
+	// plus room for the JSON around it (type, a 256-byte channel name).
+	readLimit = (MaxPayload+2)/3*4 + 4096
+
+	// writeTimeout bounds one socket write; a peer that accepts nothing for
+	// this long is cut off.
+	writeTimeout = 10 * time.Second
+)
+
+var maxB64 = base64.StdEncoding.EncodedLen(MaxPayload)
+
+// conn is one WebSocket client. Its reader goroutine handles frames in
+// order; its writer goroutine drains the bounded send queue, writing every
+// frame queued since its last wakeup with a single socket write.
+type conn struct {
+	srv    *Server
+	ws     *websocket.Conn
+	cc     *corkConn
+	remote string
+
+	authed atomic.Bool
+	sub    string // set once at authentication, before the conn is findable by subject
+	scope  string // the token's chan claim, "" for an unscoped token
+
+	// subs is owned by the reader goroutine.
+	subs map[string]struct{}
+
+	// pending counts requests of this conn queued in the archive writer.
+	// While it is non-zero, replies go through the writer too, so replies
+	// and acks leave in the order the frames arrived.
+	pending atomic.Int64
+
+	wake chan struct{} // capacity 1
+
+	mu          sync.Mutex // guards the following fields
+	q           [][]byte
+	spare       [][]byte
+	closing     bool
+	closeCode   websocket.StatusCode
+	closeReason string
+	final       []byte // sent before the close frame
+}
+
+// push queues a frame; the frame is shared and must not be modified. A full
+// queue disconnects the connection as a slow consumer, without blocking.
+func (c *conn) push(f []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.q) >= c.srv.cfg.SendQueue {
+		c.closing = true
+		c.closeCode = websocket.StatusTryAgainLater
+		c.closeReason = "slow consumer: send queue full"
+		c.q = nil
+		c.mu.Unlock()
+		c.srv.log.Info("relay: slow consumer disconnected", "remote", c.remote, "sub", c.sub)
+		c.signal()
+		return
+	}
+	c.q = append(c.q, f)
+	first := len(c.q) == 1
+	c.mu.Unlock()
+	if first {
+		c.signal()
+	}
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith starts closing the connection: final (if any) is sent, then a
+// close frame with code and reason. With drop, frames still queued are
+// discarded instead of sent first.
+func (c *conn) closeWith(code websocket.StatusCode, reason string, final []byte, drop bool) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.closeCode = code
+	c.closeReason = reason
+	c.final = final
+	if drop {
+		c.q = nil
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *conn) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+// reply sends a reply frame in order with the acks of earlier publishes.
+func (c *conn) reply(f []byte) {
+	if c.pending.Load() > 0 {
+		c.pending.Add(1)
+		c.srv.arch.submit(&pubReq{c: c, reply: f})
+		return
+	}
+	c.push(f)
+}
+
+func (c *conn) writeLoop() {
+	for range c.wake {
+		c.mu.Lock()
+		batch := c.q
+		c.q = c.spare[:0]
+		c.spare = nil
+		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
+		c.mu.Unlock()
+
+		if len(batch) > 0 {
+			err := c.writeBatch(batch)
+			clear(batch)
+			c.mu.Lock()
+			if cap(batch) <= 4*c.srv.cfg.SendQueue {
+				c.spare = batch[:0]
+			}
+			c.mu.Unlock()
+			if err != nil {
+				c.closeWith(websocket.StatusInternalError, "write failed", nil, true)
+				c.ws.CloseNow()
+				return
+			}
+		}
+		if closing {
+			if final != nil {
+				c.writeBatch([][]byte{final})
+			}
+			c.ws.Close(code, reason)
+			return
+		}
+	}
+}
+
+// writeBatch writes frames with one socket write (the cork holds the
+// encoded frames until all are framed).
+func (c *conn) writeBatch(frames [][]byte) error {
+	c.cc.cork()
+	var err error
+	for _, f := range frames {
+		if err = c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			break
+		}
+	}
+	if ferr := c.cc.uncork(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// readLoop reads and handles frames until the peer goes away or the
+// connection is closing.
+func (c *conn) readLoop(pathChannel string) {
+	var buf []byte
+	for {
+		typ, r, err := c.ws.Reader(context.Background())
+		if err != nil {
+			c.logReadEnd(err)
+			return
+		}
+		buf, err = readAll(r, buf[:0])
+		if err != nil {
+			c.logReadEnd(err)
+			return
+		}
+		if c.isClosing() {
+			return
+		}
+		if typ != websocket.MessageText {
+			c.fail("binary_frame", "frames must be JSON text frames")
+		} else if !c.handle(buf, pathChannel) {
+			return
+		}
+		if cap(buf) > 64<<10 {
+			buf = nil
+		}
+	}
+}
+
+func (c *conn) logReadEnd(err error) {
+	switch {
+	case websocket.CloseStatus(err) != -1:
+		c.srv.log.Info("relay: connection closed by peer", "remote", c.remote, "sub", c.sub, "code", int(websocket.CloseStatus(err)))
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		c.srv.log.Info("relay: frame over the read limit, closing", "remote", c.remote, "sub", c.sub)
+	default:
+		c.srv.log.Debug("relay: connection read ended", "remote", c.remote, "sub", c.sub)
+	}
+}
+
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// fail replies with an error frame and keeps the connection open.
+func (c *conn) fail(code, message string) {
+	c.reply(errorFrame(code, message))
+}
+
+// handle processes one text frame; false ends the connection.
+func (c *conn) handle(b []byte, pathChannel string) bool {
+	f, err := decodeFrame(b)
+	if err != nil {
+		if !c.authed.Load() {
+			c.closeWith(websocket.StatusPolicyViolation, "authentication required",
+				errorFrame("auth_required", "the first frame must be an auth frame"), true)
+			return false
+		}
+		c.fail("bad_frame", "frame is not a JSON object with string fields")
+		return true
+	}
+	typ := string(f.Type)
+	if !c.authed.Load() {
+		if typ != "auth" {
+			c.closeWith(websocket.StatusPolicyViolation, "authentication required",
+				errorFrame("auth_required", "the first frame must be an auth frame"), true)
+			return false
+		}
+		return c.authenticate(string(f.Token), pathChannel)
+	}
+	switch typ {
+	case "auth":
+		c.fail("already_authenticated", "connection is already authenticated")
+	case "subscribe":
+		c.subscribe(string(f.Channel))
+	case "unsubscribe":
+		c.unsubscribe(string(f.Channel))
+	case "publish":
+		c.publish(f.Channel, f.Payload)
+	case "":
+		c.fail("bad_frame", "frame has no type")
+	default:
+		c.fail("unknown_type", "unknown frame type")
+	}
+	return true
+}
+
+func (c *conn) authenticate(token, pathChannel string) bool {
+	s := c.srv
+	claims, err := jwt.Verify(s.cfg.JWTSecret, token, s.cfg.Now(), jwt.AudienceAPI, jwt.AudienceRelay)
+	if err != nil {
+		s.log.Info("relay: authentication failed", "remote", c.remote)
+		c.closeWith(websocket.StatusPolicyViolation, "authentication failed",
+			errorFrame("unauthorized", "invalid or expired token"), true)
+		return false
+	}
+	if pathChannel != "" && claims.Channel != "" && claims.Channel != pathChannel {
+		s.log.Info("relay: token scoped to another channel", "remote", c.remote, "sub", claims.Subject)
+		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
+			errorFrame("forbidden", "token is scoped to another channel"), true)
+		return false
+	}
+	c.sub = claims.Subject
+	c.scope = claims.Channel
+	// Register for revocation before checking it, so a concurrent
+	// revocation either sees this conn or is seen here.
+	s.hub.authenticated(c)
+	c.authed.Store(true)
+	if s.isRevoked(c.sub) {
+		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
+		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
+			errorFrame("forbidden", "subject is revoked"), true)
+		return false
+	}
+	if pathChannel != "" {
+		c.subs[pathChannel] = struct{}{}
+		s.hub.subscribe(pathChannel, c)
+	}
+	s.log.Info("relay: authenticated", "remote", c.remote, "sub", c.sub)
+	c.push(okFrame("authenticated"))
+	return true
+}
+
+// checkChannel validates a channel name against the name rules and the
+// token's scope, replying with an error frame when it fails.
+func (c *conn) checkChannel(name string) bool {
+	if err := channel.Valid(name); err != nil {
+		c.fail("invalid_channel", "channel must be org/namespace/service: "+err.Error())
+		return false
+	}
+	if c.scope != "" && c.scope != name {
+		c.fail("forbidden", "token is scoped to another channel")
+		return false
+	}
+	return true
+}
+
+func (c *conn) subscribe(name string) {
+	if !c.checkChannel(name) {
+		return
+	}
+	if _, ok := c.subs[name]; !ok {
+		if len(c.subs) >= MaxSubscriptions {
+			c.fail("too_many_subscriptions", "at most 50 channels per connection")
+			return
+		}
+		c.subs[name] = struct{}{}
+		c.srv.hub.subscribe(name, c)
+	}
+	c.reply(okFrame("subscribed to " + name))
+}
+
+func (c *conn) unsubscribe(name string) {
+	if !c.checkChannel(name) {
+		return
+	}
+	if _, ok := c.subs[name]; !ok {
+		c.fail("not_subscribed", "not subscribed to "+name)
+		return
+	}
+	delete(c.subs, name)
+	c.srv.hub.unsubscribe(name, c)
+	c.reply(okFrame("unsubscribed from " + name))
+}
+
+func (c *conn) publish(name, b64 []byte) {
+	if _, ok := c.subs[string(name)]; !ok {
+		if c.checkChannel(string(name)) {
+			c.fail("not_subscribed", "subscribe to the channel before publishing to it")
+		}
+		return
+	}
+	if len(b64) == 0 {
+		c.fail("bad_payload", "payload is empty")
+		return
+	}
+	if len(b64) > maxB64 {
+		c.fail("payload_too_large", "payload is over 1 MiB decoded")
+		return
+	}
+	payload := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Strict().Decode(payload, b64)
+	// Rejecting anything but canonical base64 (no line breaks) lets the
+	// push frame carry the client's encoding unchanged.
+	if err != nil || base64.StdEncoding.EncodedLen(n) != len(b64) {
+		c.fail("bad_payload", "payload is not standard padded base64")
+		return
+	}
+	payload = payload[:n]
+	if n > MaxPayload {
+		c.fail("payload_too_large", "payload is over 1 MiB decoded")
+		return
+	}
+	ch := string(name)
+	f := pushPrefix(ch, len(b64))
+	f = append(f, b64...)
+	c.pending.Add(1)
+	c.srv.arch.submit(&pubReq{c: c, channel: ch, payload: payload, hdr: classify(payload), frame: f})
+}
+
+// handleWS serves /ws and /ws/{org}/{ns}/{svc}.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	var pathChannel string
+	if org := r.PathValue("org"); org != "" {
+		pathChannel = org + "/" + r.PathValue("ns") + "/" + r.PathValue("svc")
+		if err := channel.Valid(pathChannel); err != nil {
+			s.logRequest(r, http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, "invalid_channel", "channel must be org/namespace/service")
+			return
+		}
+	}
+	hw := &hijackWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
+		// Authentication is a token in the first frame, never an ambient
+		// credential such as a cookie, so cross-origin pages gain nothing.
+		InsecureSkipVerify: true,
+		// Ciphertext does not compress.
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		s.log.Info("relay: websocket upgrade failed", "remote", r.RemoteAddr)
+		return
+	}
+	ws.SetReadLimit(readLimit)
+	c := &conn{
+		srv:    s,
+		ws:     ws,
+		cc:     hw.cc,
+		remote: r.RemoteAddr,
+		subs:   make(map[string]struct{}),
+		wake:   make(chan struct{}, 1),
+	}
+	s.log.Info("relay: connection opened", "remote", c.remote, "path", r.URL.Path)
+	s.hub.register(c)
+	if s.isClosed() {
+		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)
+	}
+	timer := time.AfterFunc(s.cfg.AuthTimeout, func() {
+		if !c.authed.Load() {
+			s.log.Info("relay: authentication timeout", "remote", c.remote)
+			c.closeWith(websocket.StatusPolicyViolation, "authentication timeout",
+				errorFrame("auth_timeout", "no auth frame within the time limit"), true)
+		}
+	})
+	var wg sync.WaitGroup
+	wg.Go(c.writeLoop)
+	c.readLoop(pathChannel)
+	timer.Stop()
+	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
+	wg.Wait()
+	c.ws.CloseNow()
+	s.hub.remove(c, c.subs)
+	s.log.Info("relay: connection ended", "remote", c.remote, "sub", c.sub)
+}
+
+// hijackWriter hands the WebSocket library a corked connection, so the
+// writer goroutine can frame many messages and send them with one write.
+type hijackWriter struct {
+	http.ResponseWriter
+	cc *corkConn
+}
+
+func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	h.cc = &corkConn{Conn: nc}
+	return h.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(h.cc, 512)), nil
+}
+
+// corkConn is a net.Conn whose writes can be held in memory between cork
+// and uncork and then sent as one write. Every socket write has a deadline.
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex // guards the following fields
+	corked bool
+	buf    *[]byte
+}
+
+var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const corkFlushAt = 256 << 10
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return c.writeRaw(p)
+	}
+	*c.buf = append(*c.buf, p...)
+	if len(*c.buf) >= corkFlushAt {
+		if err := c.flushLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (c *corkConn) writeRaw(p []byte) (int, error) {
+	c.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) flushLocked() error {
+	if len(*c.buf) == 0 {
+		return nil
+	}
+	_, err := c.writeRaw(*c.buf)
+	*c.buf = (*c.buf)[:0]
+	return err
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.buf = corkPool.Get().(*[]byte)
+	c.mu.Unlock()
+}
+
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.flushLocked()
+	c.corked = false
+	if cap(*c.buf) <= 1<<20 {
+		corkPool.Put(c.buf)
+	}
+	c.buf = nil
+	return err
+}
