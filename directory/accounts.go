@@ -1,6 +1,8 @@
 package directory
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,21 +45,40 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
 		return
 	}
-	id, err := s.newID()
+	id, key, err := s.createAccount(r.Context(), req.Email, req.Org)
 	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	key, hash, err := s.newSecret(prefixAPIKey)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.store.createAccount(r.Context(), id, req.Email, req.Org, hash, s.cfg.Now()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, createAccountResponse{AccountID: id, Org: req.Org, APIKey: key})
+}
+
+// CreateAccount creates an account in process, as POST /v1/accounts does
+// over HTTP (whatever OpenSignup says), and returns its id and its API key.
+// It is meant for embedders and test stacks that provision accounts
+// without going through the network.
+func (s *Server) CreateAccount(ctx context.Context, email, org string) (accountID, apiKey string, err error) {
+	if !validEmail(email) {
+		return "", "", errors.New("directory: email is invalid")
+	}
+	if !validOrg(org) {
+		return "", "", errors.New("directory: org is invalid")
+	}
+	return s.createAccount(ctx, email, org)
+}
+
+func (s *Server) createAccount(ctx context.Context, email, org string) (id, key string, err error) {
+	if id, err = s.newID(); err != nil {
+		return "", "", err
+	}
+	key, hash, err := s.newSecret(prefixAPIKey)
+	if err != nil {
+		return "", "", err
+	}
+	if err := s.store.createAccount(ctx, id, email, org, hash, s.cfg.Now()); err != nil {
+		return "", "", err
+	}
+	return id, key, nil
 }
 
 func validEmail(e string) bool {

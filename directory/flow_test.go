@@ -62,6 +62,25 @@ func TestAccountsAndKeys(t *testing.T) {
 	}
 }
 
+func TestCreateAccountInProcess(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.OpenSignup = false })
+	id, key, err := e.s.CreateAccount(t.Context(), "ops@acme.example", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := e.jwt(key, nil)
+	c, err := jwt.Verify(testJWTSecret, tok, e.clock.Now(), jwt.AudienceAPI)
+	if err != nil || c.Subject != id {
+		t.Fatalf("claims %+v, %v", c, err)
+	}
+	if _, _, err := e.s.CreateAccount(t.Context(), "ops@acme.example", "a/b"); err == nil {
+		t.Fatal("bad org accepted")
+	}
+	if _, _, err := e.s.CreateAccount(t.Context(), "nope", "acme"); err == nil {
+		t.Fatal("bad email accepted")
+	}
+}
+
 func TestClosedSignup(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.OpenSignup = false })
 	body := map[string]string{"email": "a@example.com", "org": "acme"}
