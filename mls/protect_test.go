@@ -287,3 +287,47 @@ func TestPublicMessage(t *testing.T) {
 		t.Error("proposal from a new_member_commit sender accepted")
 	}
 }
+
+// FuzzUnprotect feeds arbitrary MLSMessages to both unprotect paths: they
+// must fail cleanly, never panic, and never move a ratchet on failure.
+func FuzzUnprotect(f *testing.F) {
+	fx := newProtectFixture(f, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
+	// Fuzz workers rebuild the fixture, so its signature key must not be
+	// random.
+	fx.sigPriv = bytes.Repeat([]byte{6}, 32)
+	fx.sigPub, _ = fx.s.signPublicFromPrivate(fx.sigPriv)
+	for _, ct := range []ContentType{ContentTypeApplication, ContentTypeProposal, ContentTypeCommit} {
+		pm := fx.protect(f, fx.content(ct, []byte("seed")))
+		f.Add(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm}))
+	}
+	ac, err := signFramedContent(fx.s, fx.sigPriv, WireFormatPublicMessage, fx.content(ContentTypeProposal, nil), fx.gc)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, err := fx.sender.protectPublic(ac)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pub}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var msg MLSMessage
+		if unmarshal(data, &msg) != nil {
+			return
+		}
+		receiver := fx.newProtection(t)
+		switch msg.WireFormat {
+		case WireFormatPrivateMessage:
+			// A message that does not decrypt consumes nothing (§9.2).
+			_, err := receiver.unprotectPrivate(msg.PrivateMessage, fx.signer)
+			if err != nil && !errors.Is(err, errBadSignature) && !errors.Is(err, errMalformedContent) {
+				for _, lr := range receiver.tree.leaves {
+					if lr.application.gen != 0 || lr.handshake.gen != 0 {
+						t.Fatalf("failed message (%v) moved a ratchet", err)
+					}
+				}
+			}
+		case WireFormatPublicMessage:
+			receiver.unprotectPublic(msg.PublicMessage, fx.signer)
+		}
+	})
+}
