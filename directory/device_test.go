@@ -2,6 +2,7 @@ package directory
 
 import (
 	"crypto/ecdh"
+	"crypto/hpke"
 	"crypto/rand"
 	"encoding/base64"
 	"strings"
@@ -87,6 +88,21 @@ func TestDeviceGrantRoundTrip(t *testing.T) {
 	cred, err := OpenCredential(priv, sealed)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The wire format, checked with crypto/hpke directly: DHKEM(X25519,
+	// HKDF-SHA256), HKDF-SHA256, AES-128-GCM, the fixed info string, and
+	// enc (32 bytes) followed by the ciphertext.
+	hk, err := hpke.NewDHKEMPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := hpke.NewRecipient(sealed[:32], hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte("skytale device grant v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := r2.Open(nil, sealed[32:])
+	if err != nil || string(pt) != cred {
+		t.Fatalf("direct HPKE open: %q, %v", pt, err)
 	}
 	if !strings.HasPrefix(cred, "sk_live_") || cred == key {
 		t.Fatalf("credential %q", cred)

@@ -14,6 +14,17 @@
 // own; mount it on any mux. [Server.Close] stops the background sweep and
 // closes the database.
 //
+// # Authentication
+//
+// Directory endpoints take an "Authorization: Bearer" credential: an
+// account API key (sk_live_…), a channel-scoped key (sk_chan_…, issued to
+// seats), or a JWT with audience skytale-api minted from either by
+// POST /v1/tokens. A channel-scoped credential, or a JWT carrying a "chan"
+// claim, acts only on that channel and cannot register seats, approve
+// device grants or revoke. A revoked account's credentials get 403.
+// Account creation (when signup is closed), revoking any sub, and
+// GET /v1/internal/revocations take the internal secret instead.
+//
 // # Errors
 //
 // Every error answer is JSON, {"error": code, "message": text}, where code
@@ -28,10 +39,13 @@
 //   - unauthorized (401): no credential, or one that is not valid.
 //   - forbidden (403), revoked (403), not_owner (403), wrong_org (403),
 //     invalid_invite (403), invalid_federation_token (403).
-//   - not_found, channel_not_found (404).
+//   - not_found, channel_not_found (404); method_not_allowed (405).
 //   - channel_taken, seat_exists, already_approved (409).
 //   - too_many_pending (429): a channel already holds 1000 pending join
 //     requests; the owner must admit or the requests must expire first.
+//     too_many_grants (429): 10,000 device grants are already open.
+//   - internal (500): a storage failure; nothing is half-applied, since
+//     every change is one transaction.
 //
 // # Lifetimes
 //
