@@ -517,3 +517,56 @@ func TestFilteredDirectPath(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdatePathRejects checks that a receiver refuses malformed
+// UpdatePaths (§7.5, §7.6, §7.9.2).
+func TestUpdatePathRejects(t *testing.T) {
+	g := newTreeSim(t, 13)
+	g.commit(0, nil, nil, 7, true) // eight members, a full tree
+	sender, receiver := leafIndex(0), leafIndex(7)
+	gen := g.tree.clone()
+	res, err := gen.generateUpdatePath(g.members[sender].priv, nil, g.members[sender].sigPriv, g.groupID, nil, g.groupContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := g.groupContext(gen.treeHash())
+	try := func(name string, change func(p *UpdatePath), wantMergeErr bool) {
+		wantOK := name == "unchanged"
+		t.Helper()
+		var p UpdatePath
+		if err := unmarshal(marshal(res.path), &p); err != nil {
+			t.Fatal(err)
+		}
+		change(&p)
+		tr := g.tree.clone()
+		err := tr.mergeUpdatePath(sender, &p)
+		if wantMergeErr {
+			if err == nil {
+				t.Errorf("%s: merged", name)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: merge: %v", name, err)
+		}
+		_, _, err = tr.decryptUpdatePath(g.members[receiver].priv, sender, &p, nil, ctx)
+		if wantOK && err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !wantOK && err == nil {
+			t.Errorf("%s: decrypted", name)
+		}
+	}
+	try("unchanged", func(*UpdatePath) {}, false) // sanity: must decrypt
+	try("node missing", func(p *UpdatePath) { p.Nodes = p.Nodes[:len(p.Nodes)-1] }, true)
+	try("leaf parent hash", func(p *UpdatePath) { p.LeafNode.ParentHash[0] ^= 1 }, true)
+	try("node key", func(p *UpdatePath) { p.Nodes[0].EncryptionKey[0] ^= 1 }, true)
+	try("ciphertext missing at another level", func(p *UpdatePath) {
+		p.Nodes[0].EncryptedPathSecret = nil
+	}, false)
+	try("ciphertext corrupted", func(p *UpdatePath) {
+		for _, c := range p.Nodes[len(p.Nodes)-1].EncryptedPathSecret {
+			c.Ciphertext[len(c.Ciphertext)-1] ^= 1
+		}
+	}, false)
+}

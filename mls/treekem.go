@@ -293,11 +293,20 @@ func (t *ratchetTree) decryptPath(priv *privateTree, sender leafIndex, path *Upd
 	if i < 0 {
 		return nil, fmt.Errorf("%w: leaf %d is not below the sender's path", errPathDecrypt, me)
 	}
-	r := t.resolution(cp[i], exclude)
-	cts := path.Nodes[i].EncryptedPathSecret
-	if len(cts) != len(r) {
-		return nil, fmt.Errorf("mls: update path node has %d ciphertexts for a resolution of %d", len(cts), len(r))
+	// §7.6: every node must carry one ciphertext per member of its copath
+	// resolution, not only the one we decrypt, or members would disagree
+	// about whether the Commit is valid.
+	var r []nodeIndex
+	for k := range fdp {
+		res := t.resolution(cp[k], exclude)
+		if n := len(path.Nodes[k].EncryptedPathSecret); n != len(res) {
+			return nil, fmt.Errorf("mls: update path node %d has %d ciphertexts for a resolution of %d", fdp[k], n, len(res))
+		}
+		if k == i {
+			r = res
+		}
 	}
+	cts := path.Nodes[i].EncryptedPathSecret
 	var secret []byte
 	var err error
 	for j, y := range r {
