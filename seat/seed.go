@@ -26,6 +26,10 @@ const (
 // entropy plus an 8-bit checksum, 11 bits per word).
 const PhraseWords = 24
 
+// maxPhraseInput bounds what ParsePhrase reads: 24 words of at most 8
+// letters leave plenty of room for any spacing a person types.
+const maxPhraseInput = 4096
+
 const redacted = "REDACTED"
 
 var (
@@ -61,6 +65,9 @@ func NewPhrase(r io.Reader) (*Phrase, error) {
 // and letter case, exactly 24 words from the BIP-39 English list, valid
 // checksum. Its errors never include the words.
 func ParsePhrase(s string) (*Phrase, error) {
+	if len(s) > maxPhraseInput {
+		return nil, fmt.Errorf("seat: recovery phrase input longer than %d bytes", maxPhraseInput)
+	}
 	fields := strings.Fields(strings.ToLower(s))
 	if len(fields) != PhraseWords {
 		return nil, fmt.Errorf("%w, got %d", errPhraseLen, len(fields))

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -86,6 +87,7 @@ func TestParsePhrase(t *testing.T) {
 		"unknown word": strings.Replace(testPhrase, "art", "zzzsecret", 1),
 		"checksum":     strings.Replace(testPhrase, "art", "zoo", 1),
 		"empty":        "",
+		"huge":         testPhrase + strings.Repeat(" ", 5000),
 	}
 	for name, s := range bad {
 		_, err := ParsePhrase(s)
@@ -128,6 +130,17 @@ func TestSecretsNeverPrint(t *testing.T) {
 				if strings.Contains(strings.ToLower(out), strings.ToLower(s)) {
 					t.Errorf("Sprintf(%q, %T) = %q reveals a secret", verb, v, out)
 				}
+			}
+		}
+	}
+	for _, v := range values {
+		j, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		for _, sec := range secrets {
+			if strings.Contains(strings.ToLower(string(j)), strings.ToLower(sec)) {
+				t.Errorf("json.Marshal(%T) = %s reveals a secret", v, j)
 			}
 		}
 	}
@@ -190,6 +203,22 @@ func FuzzParseDIDKey(f *testing.F) {
 		}
 		if DIDKey(pub) != s {
 			t.Fatalf("ParseDIDKey accepted non-canonical %q", s)
+		}
+	})
+}
+
+func FuzzParsePhrase(f *testing.F) {
+	f.Add(testPhrase)
+	f.Add(strings.ToUpper(testPhrase))
+	f.Add("abandon")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePhrase(s)
+		if err != nil {
+			return
+		}
+		q, err := ParsePhrase(strings.Join(p.Words(), " "))
+		if err != nil || q.words != p.words || len(p.Words()) != PhraseWords {
+			t.Fatalf("accepted phrase does not parse back: %v", err)
 		}
 	})
 }
