@@ -230,6 +230,8 @@ func (k *SyncKey) Open(ch string, sealed []byte) (Batch, error) {
 	if err != nil {
 		return Batch{}, ErrOpen
 	}
+	// Padding and batch are parsed only after authentication, so their
+	// errors reveal nothing to anyone without the key (no padding oracle).
 	plain, err := padding.Unpad(block)
 	if err != nil {
 		return Batch{}, fmt.Errorf("%w: %v", errMalformed, err)
