@@ -58,6 +58,7 @@ type suite interface {
 	hpkePublicFromPrivate(priv []byte) ([]byte, error)
 	signKeyPair() (priv, pub []byte, err error)
 	signPublicFromPrivate(priv []byte) ([]byte, error)
+	signKey(priv []byte) (signingKey, error)
 	sign(priv, msg []byte) ([]byte, error)
 	verify(pub, msg, sig []byte) bool
 }
@@ -304,42 +305,67 @@ func (s *cipherSuite) signKeyPair() (priv, pub []byte, err error) {
 	return priv, pub, nil
 }
 
-func (s *cipherSuite) ecdsaKey(priv []byte) (*ecdsa.PrivateKey, error) {
+// signingKey is a parsed signature private key. Parsing costs a scalar
+// multiplication (Ed25519 expands its seed, ECDSA checks the scalar), so a
+// caller that signs several messages with one key parses it once.
+type signingKey interface {
+	public() []byte
+	sign(msg []byte) ([]byte, error)
+}
+
+type ed25519Key struct{ k ed25519.PrivateKey }
+
+func (k ed25519Key) public() []byte { return k.k.Public().(ed25519.PublicKey) }
+
+func (k ed25519Key) sign(msg []byte) ([]byte, error) { return ed25519.Sign(k.k, msg), nil }
+
+type ecdsaKey struct {
+	k       *ecdsa.PrivateKey
+	sigHash func() hash.Hash
+}
+
+func (k ecdsaKey) public() []byte {
+	pub, err := k.k.PublicKey.Bytes()
+	if err != nil {
+		panic("mls: internal error: encoding a valid ECDSA public key failed")
+	}
+	return pub
+}
+
+func (k ecdsaKey) sign(msg []byte) ([]byte, error) {
+	h := k.sigHash()
+	h.Write(msg)
+	return ecdsa.SignASN1(rand.Reader, k.k, h.Sum(nil))
+}
+
+func (s *cipherSuite) signKey(priv []byte) (signingKey, error) {
+	if s.curve == nil {
+		if len(priv) != ed25519.SeedSize {
+			return nil, errors.New("mls: invalid signature private key")
+		}
+		return ed25519Key{ed25519.NewKeyFromSeed(priv)}, nil
+	}
 	sk, err := ecdsa.ParseRawPrivateKey(s.curve, priv)
 	if err != nil {
 		return nil, errors.New("mls: invalid signature private key")
 	}
-	return sk, nil
+	return ecdsaKey{sk, s.sigHash}, nil
 }
 
 func (s *cipherSuite) signPublicFromPrivate(priv []byte) ([]byte, error) {
-	if s.curve == nil {
-		if len(priv) != ed25519.SeedSize {
-			return nil, errors.New("mls: invalid signature private key")
-		}
-		return ed25519.NewKeyFromSeed(priv).Public().(ed25519.PublicKey), nil
-	}
-	sk, err := s.ecdsaKey(priv)
+	k, err := s.signKey(priv)
 	if err != nil {
 		return nil, err
 	}
-	return sk.PublicKey.Bytes()
+	return k.public(), nil
 }
 
 func (s *cipherSuite) sign(priv, msg []byte) ([]byte, error) {
-	if s.curve == nil {
-		if len(priv) != ed25519.SeedSize {
-			return nil, errors.New("mls: invalid signature private key")
-		}
-		return ed25519.Sign(ed25519.NewKeyFromSeed(priv), msg), nil
-	}
-	sk, err := s.ecdsaKey(priv)
+	k, err := s.signKey(priv)
 	if err != nil {
 		return nil, err
 	}
-	h := s.sigHash()
-	h.Write(msg)
-	return ecdsa.SignASN1(rand.Reader, sk, h.Sum(nil))
+	return k.sign(msg)
 }
 
 func (s *cipherSuite) verify(pub, msg, sig []byte) bool {

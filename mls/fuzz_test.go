@@ -1,0 +1,226 @@
+package mls
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The fuzz targets check two properties of every decoder: it never panics,
+// and whatever it accepts re-encodes to exactly the input bytes, so there
+// is only one encoding of each value (no malleability).
+
+// messageSeeds returns the messages.json values of the given fields, when
+// the vectors are available.
+func messageSeeds(f *testing.F, fields ...string) [][]byte {
+	dir := os.Getenv("MLS_VECTORS_DIR")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil
+		}
+		dir = filepath.Join(wd, "..", "..", "shared", "mls-vectors")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "messages.json"))
+	if err != nil {
+		return nil
+	}
+	var cases []map[string]hexBytes
+	if err := json.Unmarshal(data, &cases); err != nil {
+		f.Fatal(err)
+	}
+	var seeds [][]byte
+	for i, c := range cases {
+		if i >= 20 { // a handful of cases covers every shape
+			break
+		}
+		for _, name := range fields {
+			seeds = append(seeds, c[name])
+		}
+	}
+	return seeds
+}
+
+func fuzzRoundTrip[T any, P interface {
+	*T
+	marshal(*builder)
+	unmarshal(*parser) bool
+}](f *testing.F, seeds [][]byte) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		v := new(T)
+		if err := unmarshal(in, P(v)); err != nil {
+			return
+		}
+		if out := marshal(P(v)); !bytes.Equal(out, in) {
+			t.Fatalf("%T: re-encoding differs\n in: %x\nout: %x", v, in, out)
+		}
+	})
+}
+
+// handmade returns small encodings that reach the decoders' edge cases.
+func handmade() [][]byte {
+	leaf := LeafNode{
+		EncryptionKey: []byte{1}, SignatureKey: []byte{2},
+		Credential:     Credential{CredentialType: CredentialTypeX509, Certificates: [][]byte{{3}, {}}},
+		Capabilities:   Capabilities{Versions: []ProtocolVersion{1}, Extensions: []ExtensionType{0x0a0a}},
+		LeafNodeSource: LeafNodeSourceCommit, ParentHash: []byte{4},
+		Extensions: []Extension{{ExtensionType: 0x0a0a}}, Signature: []byte{5},
+	}
+	commit := Commit{
+		Proposals: []ProposalOrRef{
+			{Type: ProposalOrRefTypeReference, Reference: []byte{6}},
+			{Type: ProposalOrRefTypeProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: 7}}},
+		},
+		Path: &UpdatePath{LeafNode: leaf, Nodes: []UpdatePathNode{{EncryptionKey: []byte{8}, EncryptedPathSecret: []HPKECiphertext{{}}}}},
+	}
+	msg := MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
+		Content: FramedContent{Sender: Sender{SenderType: SenderTypeMember}, ContentType: ContentTypeCommit, Commit: &commit},
+		Auth:    FramedContentAuthData{Signature: []byte{9}, ConfirmationTag: []byte{10}},
+	}}
+	return [][]byte{nil, {0}, {0x40, 0x00}, marshal(&leaf), marshal(&commit), marshal(&msg)}
+}
+
+func FuzzMLSMessage(f *testing.F) {
+	seeds := messageSeeds(f, "mls_welcome", "mls_group_info", "mls_key_package",
+		"public_message_application", "public_message_proposal", "public_message_commit", "private_message")
+	fuzzRoundTrip[MLSMessage](f, append(seeds, handmade()...))
+}
+
+func FuzzKeyPackage(f *testing.F) {
+	var seeds [][]byte
+	for _, s := range messageSeeds(f, "mls_key_package") {
+		seeds = append(seeds, s[4:]) // strip version and wire_format
+	}
+	fuzzRoundTrip[KeyPackage](f, append(seeds, handmade()...))
+}
+
+func FuzzWelcome(f *testing.F) {
+	var seeds [][]byte
+	for _, s := range messageSeeds(f, "mls_welcome") {
+		seeds = append(seeds, s[4:])
+	}
+	fuzzRoundTrip[Welcome](f, append(seeds, handmade()...))
+}
+
+func FuzzGroupInfo(f *testing.F) {
+	var seeds [][]byte
+	for _, s := range messageSeeds(f, "mls_group_info") {
+		seeds = append(seeds, s[4:])
+	}
+	fuzzRoundTrip[GroupInfo](f, append(seeds, handmade()...))
+}
+
+func FuzzCommit(f *testing.F) {
+	fuzzRoundTrip[Commit](f, append(messageSeeds(f, "commit"), handmade()...))
+}
+
+func FuzzProposal(f *testing.F) {
+	var seeds [][]byte
+	types := map[string]ProposalType{
+		"add_proposal": ProposalTypeAdd, "update_proposal": ProposalTypeUpdate,
+		"remove_proposal": ProposalTypeRemove, "pre_shared_key_proposal": ProposalTypePSK,
+		"re_init_proposal": ProposalTypeReInit, "external_init_proposal": ProposalTypeExternalInit,
+		"group_context_extensions_proposal": ProposalTypeGroupContextExtensions,
+	}
+	for name, t := range types {
+		for _, s := range messageSeeds(f, name) {
+			var b builder
+			b.u16(uint16(t))
+			b.raw(s)
+			seeds = append(seeds, b.bytes())
+		}
+	}
+	fuzzRoundTrip[Proposal](f, append(seeds, handmade()...))
+}
+
+func FuzzLeafNode(f *testing.F) {
+	var seeds [][]byte
+	for _, s := range messageSeeds(f, "update_proposal") {
+		seeds = append(seeds, s) // Update is exactly a LeafNode
+	}
+	fuzzRoundTrip[LeafNode](f, append(seeds, handmade()...))
+}
+
+func FuzzGroupSecrets(f *testing.F) {
+	fuzzRoundTrip[GroupSecrets](f, append(messageSeeds(f, "group_secrets"), handmade()...))
+}
+
+// FuzzPrivateMessageContent covers the content-type dependent decoders
+// and the padding rule.
+func FuzzPrivateMessageContent(f *testing.F) {
+	for _, s := range handmade() {
+		f.Add(uint8(3), s)
+	}
+	f.Add(uint8(1), []byte{0x01, 0xaa, 0x00, 0x00, 0x00})
+	f.Fuzz(func(t *testing.T, ct uint8, in []byte) {
+		var v PrivateMessageContent
+		p := newParser(in)
+		if !v.unmarshal(p, ContentType(ct)) || !p.empty() {
+			return
+		}
+		var b builder
+		v.marshal(&b, ContentType(ct))
+		if !bytes.Equal(b.bytes(), in) {
+			t.Fatalf("re-encoding differs\n in: %x\nout: %x", in, b.bytes())
+		}
+	})
+}
+
+type wireStruct interface {
+	marshal(*builder)
+	unmarshal(*parser) bool
+}
+
+// allWireStructs makes one empty value of every context-free wire
+// structure.
+var allWireStructs = []func() wireStruct{
+	func() wireStruct { return new(Credential) },
+	func() wireStruct { return new(Extension) },
+	func() wireStruct { return new(ApplicationID) },
+	func() wireStruct { return new(RequiredCapabilities) },
+	func() wireStruct { return new(ExternalPub) },
+	func() wireStruct { return new(ExternalSenders) },
+	func() wireStruct { return new(Capabilities) },
+	func() wireStruct { return new(Lifetime) },
+	func() wireStruct { return new(PreSharedKeyID) },
+	func() wireStruct { return new(ProposalOrRef) },
+	func() wireStruct { return new(HPKECiphertext) },
+	func() wireStruct { return new(UpdatePathNode) },
+	func() wireStruct { return new(UpdatePath) },
+	func() wireStruct { return new(GroupContext) },
+	func() wireStruct { return new(PathSecret) },
+	func() wireStruct { return new(EncryptedGroupSecrets) },
+	func() wireStruct { return new(Sender) },
+	func() wireStruct { return new(FramedContent) },
+	func() wireStruct { return new(FramedContentTBS) },
+	func() wireStruct { return new(AuthenticatedContent) },
+	func() wireStruct { return new(PublicMessage) },
+	func() wireStruct { return new(PrivateMessage) },
+	func() wireStruct { return new(SenderData) },
+	func() wireStruct { return new(SenderDataAAD) },
+	func() wireStruct { return new(PrivateContentAAD) },
+}
+
+// FuzzWireStructs covers every other wire structure, chosen by the first
+// input.
+func FuzzWireStructs(f *testing.F) {
+	for i := range allWireStructs {
+		for _, s := range handmade() {
+			f.Add(uint8(i), s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, in []byte) {
+		v := allWireStructs[int(kind)%len(allWireStructs)]()
+		if err := unmarshal(in, v); err != nil {
+			return
+		}
+		if out := marshal(v); !bytes.Equal(out, in) {
+			t.Fatalf("%T: re-encoding differs\n in: %x\nout: %x", v, in, out)
+		}
+	})
+}

@@ -1,0 +1,263 @@
+package mls
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+func testLeaf() LeafNode {
+	return LeafNode{
+		EncryptionKey:  []byte("enc"),
+		SignatureKey:   []byte("sig"),
+		Credential:     Credential{CredentialType: CredentialTypeBasic, Identity: []byte("alice")},
+		Capabilities:   Capabilities{Versions: []ProtocolVersion{ProtocolVersionMLS10}, CipherSuites: []CipherSuite{1}},
+		LeafNodeSource: LeafNodeSourceKeyPackage,
+		Lifetime:       Lifetime{NotBefore: 1, NotAfter: 2},
+		Signature:      []byte("signature"),
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	leaf := testLeaf()
+	values := []interface {
+		marshal(*builder)
+		unmarshal(*parser) bool
+	}{
+		&leaf,
+		&Credential{CredentialType: CredentialTypeX509, Certificates: [][]byte{[]byte("a"), {}}},
+		&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
+			Content: FramedContent{
+				GroupID: []byte("g"), Epoch: 7, Sender: Sender{SenderType: SenderTypeExternal, SenderIndex: 3},
+				ContentType: ContentTypeProposal, Proposal: &Proposal{ProposalType: ProposalTypePSK, PreSharedKey: &PreSharedKey{PSK: PreSharedKeyID{
+					PSKType: PSKTypeResumption, Usage: ResumptionPSKUsageBranch, PSKGroupID: []byte("h"), PSKEpoch: 9, PSKNonce: []byte("n"),
+				}}},
+			},
+			Auth: FramedContentAuthData{Signature: []byte("s")},
+		}},
+		&GroupSecrets{JoinerSecret: []byte("j"), PathSecret: &PathSecret{PathSecret: []byte("p")}},
+		&FramedContentTBS{Version: 1, WireFormat: 1, Content: FramedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Epoch: 4}},
+		&AuthenticatedContent{WireFormat: 2, Content: FramedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &Commit{}}, Auth: FramedContentAuthData{ConfirmationTag: []byte("t")}},
+		&SenderData{LeafIndex: 1, Generation: 2, ReuseGuard: [4]byte{1, 2, 3, 4}},
+		&SenderDataAAD{GroupID: []byte("g"), ContentType: ContentTypeCommit},
+		&PrivateContentAAD{GroupID: []byte("g"), ContentType: ContentTypeApplication, AuthenticatedData: []byte("a")},
+		&RequiredCapabilities{ExtensionTypes: []ExtensionType{5}, ProposalTypes: []ProposalType{7}, CredentialTypes: []CredentialType{1}},
+		&ExternalSenders{Senders: []ExternalSender{{SignatureKey: []byte("k"), Credential: Credential{CredentialType: CredentialTypeBasic}}}},
+		&ExternalPub{ExternalPub: []byte("x")},
+		&ApplicationID{ApplicationID: []byte("app")},
+	}
+	for _, v := range values {
+		enc := marshal(v)
+		if err := unmarshal(enc, v); err != nil {
+			t.Errorf("%T: %v", v, err)
+			continue
+		}
+		if again := marshal(v); !bytes.Equal(again, enc) {
+			t.Errorf("%T: round trip differs", v)
+		}
+		if err := unmarshal(append(enc, 0), v); err == nil {
+			t.Errorf("%T: trailing byte accepted", v)
+		}
+		for n := range enc {
+			if err := unmarshal(enc[:n], v); err == nil {
+				t.Errorf("%T: truncation to %d bytes accepted", v, n)
+			}
+		}
+	}
+}
+
+// TestWireRejects checks the enum values decoding must refuse.
+func TestWireRejects(t *testing.T) {
+	msg := func(version, wf uint16, body ...byte) []byte {
+		var b builder
+		b.u16(version)
+		b.u16(wf)
+		b.raw(body)
+		return b.bytes()
+	}
+	priv := PrivateMessage{GroupID: []byte("g"), ContentType: ContentTypeApplication}
+	privBody := marshal(&priv)
+	if err := unmarshal(msg(1, 2, privBody...), new(MLSMessage)); err != nil {
+		t.Fatalf("valid private message rejected: %v", err)
+	}
+	badCT := bytes.Clone(privBody)
+	badCT[2+8] = 4 // content_type after group_id<V> and epoch
+	for name, in := range map[string][]byte{
+		"version 0":           msg(0, 2, privBody...),
+		"version 2":           msg(2, 2, privBody...),
+		"wire format 0":       msg(1, 0, privBody...),
+		"wire format 6":       msg(1, 6, privBody...),
+		"content type 4":      msg(1, 2, badCT...),
+		"unknown credential":  {0x00, 0x03, 0x00},
+		"reserved credential": {0x00, 0x00, 0x00},
+	} {
+		var err error
+		if name == "unknown credential" || name == "reserved credential" {
+			err = unmarshal(in, new(Credential))
+		} else {
+			err = unmarshal(in, new(MLSMessage))
+		}
+		if err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+
+	for name, in := range map[string][]byte{
+		"unknown proposal type": {0x00, 0x08, 0x00},
+		"grease proposal type":  {0x0a, 0x0a, 0x00},
+		"psk type 0":            {0x00, 0x04, 0x00, 0x00, 0x00},
+		"psk usage 4":           {0x00, 0x04, 0x02, 0x04, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0x00},
+	} {
+		if err := unmarshal(in, new(Proposal)); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+	if err := unmarshal([]byte{0x00, 0x04, 0x02, 0x03, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0x00}, new(Proposal)); err != nil {
+		t.Errorf("valid psk proposal rejected: %v", err)
+	}
+
+	leaf := testLeaf()
+	enc := marshal(&leaf)
+	srcAt := bytes.Index(enc, []byte{byte(LeafNodeSourceKeyPackage), 0, 0, 0, 0, 0, 0, 0, 1})
+	for _, src := range []byte{0, 4} {
+		bad := bytes.Clone(enc)
+		bad[srcAt] = src
+		if err := unmarshal(bad, new(LeafNode)); err == nil {
+			t.Errorf("leaf node source %d accepted", src)
+		}
+	}
+	if err := unmarshal([]byte{0x00, 0x02, 0x03}, new(ProposalOrRef)); err == nil {
+		t.Error("proposal-or-ref type 3 accepted")
+	}
+	if err := unmarshal([]byte{0x05}, new(Sender)); err == nil {
+		t.Error("sender type 5 accepted")
+	}
+	if err := unmarshal([]byte{0x00, 0x02}, new(Commit)); err == nil {
+		t.Error("optional flag 2 accepted")
+	}
+}
+
+func TestPrivateMessageContentPadding(t *testing.T) {
+	c := PrivateMessageContent{ApplicationData: []byte("hi"), Auth: FramedContentAuthData{Signature: []byte("s")}, Padding: 5}
+	var b builder
+	c.marshal(&b, ContentTypeApplication)
+	enc := b.bytes()
+
+	var got PrivateMessageContent
+	if p := newParser(enc); !got.unmarshal(p, ContentTypeApplication) || !p.empty() || got.Padding != 5 {
+		t.Fatalf("decode: %+v", got)
+	}
+	enc[len(enc)-2] = 1
+	if got.unmarshal(newParser(enc), ContentTypeApplication) {
+		t.Error("non-zero padding accepted")
+	}
+}
+
+func TestKeyPackageGenerateValidate(t *testing.T) {
+	for _, cs := range implementedSuites {
+		s, _ := suiteFor(cs)
+		priv, _, err := s.signKeyPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred := Credential{CredentialType: CredentialTypeBasic, Identity: []byte("alice")}
+		now := time.Unix(1000, 0)
+		kp, initPriv, encPriv, err := generateKeyPackage(s, cred, priv, Lifetime{NotBefore: 500, NotAfter: 2000}, nil,
+			[]Extension{{ExtensionType: ExtensionTypeApplicationID, ExtensionData: []byte{0}}, {ExtensionType: 0x0a0a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kp.validate(s, now); err != nil {
+			t.Fatalf("suite %d: %v", cs, err)
+		}
+		if pub, _ := s.hpkePublicFromPrivate(initPriv); !bytes.Equal(pub, kp.InitKey) {
+			t.Errorf("suite %d: init key mismatch", cs)
+		}
+		if pub, _ := s.hpkePublicFromPrivate(encPriv); !bytes.Equal(pub, kp.LeafNode.EncryptionKey) {
+			t.Errorf("suite %d: encryption key mismatch", cs)
+		}
+
+		// Through the wire and back, it still validates.
+		var got KeyPackage
+		if err := unmarshal(marshal(&MLSMessage{Version: 1, WireFormat: WireFormatKeyPackage, KeyPackage: kp})[4:], &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.validate(s, now); err != nil {
+			t.Fatalf("suite %d: decoded: %v", cs, err)
+		}
+		if len(kp.ref(s)) != s.hashLen() {
+			t.Errorf("suite %d: bad ref length", cs)
+		}
+
+		for name, mutate := range map[string]func(k *KeyPackage){
+			"version":      func(k *KeyPackage) { k.Version = 2 },
+			"suite":        func(k *KeyPackage) { k.CipherSuite ^= 0x10 },
+			"signature":    func(k *KeyPackage) { k.Signature = bytes.Clone(k.Signature); k.Signature[3] ^= 1 },
+			"leaf":         func(k *KeyPackage) { k.LeafNode.Lifetime.NotAfter++ },
+			"leaf source":  func(k *KeyPackage) { k.LeafNode.LeafNodeSource = LeafNodeSourceUpdate },
+			"init key":     func(k *KeyPackage) { k.InitKey = k.LeafNode.EncryptionKey },
+			"duplicates":   func(k *KeyPackage) { k.Extensions = []Extension{{ExtensionType: 9}, {ExtensionType: 9}} },
+			"unlisted ext": func(k *KeyPackage) { k.LeafNode.Capabilities.Extensions = nil },
+			"credential":   func(k *KeyPackage) { k.LeafNode.Capabilities.Credentials = nil },
+		} {
+			k := *kp
+			k.LeafNode.Capabilities = kp.LeafNode.Capabilities
+			mutate(&k)
+			if name != "signature" && name != "leaf" && name != "suite" && name != "version" {
+				// Re-sign so that only the mutated rule can fail.
+				if k.LeafNode.sign(s, priv, nil, 0) != nil || k.sign(s, priv) != nil {
+					t.Fatal("sign")
+				}
+			}
+			if err := k.validate(s, now); err == nil {
+				t.Errorf("suite %d: %s mutation accepted", cs, name)
+			}
+		}
+		if err := kp.validate(s, time.Unix(3000, 0)); err == nil {
+			t.Errorf("suite %d: expired key package accepted", cs)
+		}
+		if err := kp.validate(s, time.Unix(100, 0)); err == nil {
+			t.Errorf("suite %d: not yet valid key package accepted", cs)
+		}
+	}
+}
+
+func TestLeafNodeTBSBindsGroup(t *testing.T) {
+	s, _ := suiteFor(1)
+	priv, pub, _ := s.signKeyPair()
+	leaf := testLeaf()
+	leaf.SignatureKey = pub
+	leaf.LeafNodeSource = LeafNodeSourceUpdate
+	if err := leaf.sign(s, priv, []byte("group"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.verifySignature(s, []byte("group"), 3) {
+		t.Fatal("signature does not verify")
+	}
+	if leaf.verifySignature(s, []byte("group"), 4) || leaf.verifySignature(s, []byte("other"), 3) {
+		t.Error("update leaf signature not bound to group and leaf index")
+	}
+}
+
+func TestGroupInfoSignature(t *testing.T) {
+	s, _ := suiteFor(2)
+	priv, pub, _ := s.signKeyPair()
+	gi := GroupInfo{GroupContext: GroupContext{Version: 1, CipherSuite: 2, GroupID: []byte("g")}, ConfirmationTag: []byte("t"), Signer: 1}
+	if err := gi.sign(s, priv); err != nil {
+		t.Fatal(err)
+	}
+	if !gi.verifySignature(s, pub) {
+		t.Fatal("signature does not verify")
+	}
+	gi.Signer = 2
+	if gi.verifySignature(s, pub) {
+		t.Error("signature verifies after signer changed")
+	}
+}
+
+func TestUnsupportedSuiteKeyPackage(t *testing.T) {
+	if _, err := suiteFor(MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448); !errors.Is(err, errUnsupportedSuite) {
+		t.Fatal(err)
+	}
+}
