@@ -258,12 +258,6 @@ func (x *KeyPackage) ref(s suite) []byte {
 	return makeKeyPackageRef(s, marshal(x))
 }
 
-// isDefaultExtension reports whether t is one of the extension types every
-// client supports without listing it in its capabilities (Section 7.2).
-func isDefaultExtension(t ExtensionType) bool {
-	return t >= ExtensionTypeApplicationID && t <= ExtensionTypeExternalSenders
-}
-
 // generateKeyPackage creates a KeyPackage for suite s (Section 10): it
 // draws fresh HPKE key pairs for init_key and the leaf's encryption_key,
 // fills the capabilities with what this package supports plus the
