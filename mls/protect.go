@@ -400,7 +400,12 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 	if err != nil {
 		return nil, errDecryptionFailed
 	}
-	commit() // §9.2: the key and nonce were consumed by a successful decryption.
+	// §9.2: the key and nonce were consumed by a successful decryption.
+	// commit deletes a stored (skipped) key; a freshly derived one is
+	// wiped here.
+	commit()
+	clear(k.key)
+	clear(k.nonce)
 
 	// §6.3.1: the content, then auth, then padding that must be all zero;
 	// the decoder rejects the content otherwise.
