@@ -1,0 +1,204 @@
+package seat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DirectoryClient speaks the directory's HTTP API. Credential is the Bearer
+// credential sent with every call: an API key (sk_live_…, sk_chan_…) or a
+// JWT.
+type DirectoryClient struct {
+	BaseURL    string
+	Credential string
+	HTTP       *http.Client // nil means http.DefaultClient
+}
+
+// APIError is a non-2xx answer of either plane.
+type APIError struct {
+	Status  int
+	Code    string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("seat: server answered %d", e.Status)
+	}
+	return fmt.Sprintf("seat: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{Status: resp.StatusCode}
+		json.Unmarshal(b, e)
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("seat: bad answer from %s: %w", req.URL.Path, err)
+	}
+	return nil
+}
+
+func (c *DirectoryClient) call(ctx context.Context, method, path string, in, out any) error {
+	return doJSON(ctx, c.HTTP, method, strings.TrimRight(c.BaseURL, "/")+path, c.Credential, in, out)
+}
+
+// Account is the answer of account creation. APIKey is shown only once.
+type Account struct {
+	AccountID string `json:"account_id"`
+	Org       string `json:"org"`
+	APIKey    string `json:"api_key"`
+}
+
+// CreateAccount creates an account (open signup, or Credential is the
+// internal secret).
+func (c *DirectoryClient) CreateAccount(ctx context.Context, email, org string) (Account, error) {
+	var a Account
+	err := c.call(ctx, "POST", "/v1/accounts", map[string]string{"email": email, "org": org}, &a)
+	return a, err
+}
+
+// Token mints a JWT for the relay from Credential.
+func (c *DirectoryClient) Token(ctx context.Context) (string, time.Time, error) {
+	var out struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err := c.call(ctx, "POST", "/v1/tokens", map[string]any{"audience": "skytale-relay"}, &out)
+	return out.Token, out.ExpiresAt, err
+}
+
+// RegisterChannel registers name for the caller's account (idempotent).
+func (c *DirectoryClient) RegisterChannel(ctx context.Context, name string) error {
+	return c.call(ctx, "POST", "/v1/channels", map[string]string{"name": name}, nil)
+}
+
+// Invite mints an invite token for a channel the caller owns. Zero values
+// take the directory's defaults.
+func (c *DirectoryClient) Invite(ctx context.Context, channel string, maxUses, ttlSeconds int) (string, time.Time, error) {
+	in := map[string]any{"channel": channel}
+	if maxUses != 0 {
+		in["max_uses"] = maxUses
+	}
+	if ttlSeconds != 0 {
+		in["ttl_seconds"] = ttlSeconds
+	}
+	var out struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err := c.call(ctx, "POST", "/v1/channels/invites", in, &out)
+	return out.Token, out.ExpiresAt, err
+}
+
+// Join publishes a key package for channel with an invite token; it
+// returns the request id to poll.
+func (c *DirectoryClient) Join(ctx context.Context, channel, token, identity string, keyPackage []byte) (string, error) {
+	var out struct {
+		RequestID string `json:"request_id"`
+	}
+	err := c.call(ctx, "POST", "/v1/channels/join", map[string]any{
+		"channel": channel, "token": token, "identity": identity, "key_package": keyPackage,
+	}, &out)
+	return out.RequestID, err
+}
+
+// JoinRequest is one pending request as the owner sees it.
+type JoinRequest struct {
+	ID         string    `json:"id"`
+	Identity   string    `json:"identity"`
+	KeyPackage []byte    `json:"key_package"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Pending lists the channel's pending join requests, oldest first.
+func (c *DirectoryClient) Pending(ctx context.Context, channel string) ([]JoinRequest, error) {
+	var out struct {
+		Requests []JoinRequest `json:"requests"`
+	}
+	err := c.call(ctx, "GET", "/v1/channels/pending?channel="+url.QueryEscape(channel), nil, &out)
+	return out.Requests, err
+}
+
+// PublishWelcome hands the Welcome for a request to the joiner.
+func (c *DirectoryClient) PublishWelcome(ctx context.Context, requestID string, welcome []byte) error {
+	return c.call(ctx, "POST", "/v1/channels/welcome", map[string]any{"request_id": requestID, "welcome": welcome}, nil)
+}
+
+// PollWelcome returns the Welcome once the owner has published it, or nil
+// while the request is pending.
+func (c *DirectoryClient) PollWelcome(ctx context.Context, requestID string) ([]byte, error) {
+	var out struct {
+		Status  string `json:"status"`
+		Welcome []byte `json:"welcome"`
+	}
+	if err := c.call(ctx, "GET", "/v1/channels/welcome/"+url.PathEscape(requestID), nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Status != "completed" {
+		return nil, nil
+	}
+	return out.Welcome, nil
+}
+
+// AckWelcome drops a completed request.
+func (c *DirectoryClient) AckWelcome(ctx context.Context, requestID string) error {
+	return c.call(ctx, "POST", "/v1/channels/welcome/"+url.PathEscape(requestID)+"/ack", nil, nil)
+}
+
+// RegisterSeat registers the seat identity with its sync channel and
+// returns the seat id and its channel-scoped credential.
+func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel string) (seatID, credential string, err error) {
+	var out struct {
+		SeatID     string `json:"seat_id"`
+		Credential string `json:"credential"`
+	}
+	err = c.call(ctx, "POST", "/v1/seats", map[string]string{"identity": identity, "channel": channel}, &out)
+	return out.SeatID, out.Credential, err
+}
+
+// Revoke revokes did:skytale:<sub>.
+func (c *DirectoryClient) Revoke(ctx context.Context, sub string) error {
+	return c.call(ctx, "POST", "/v1/revocations", map[string]string{"did": "did:skytale:" + sub}, nil)
+}

@@ -1,0 +1,280 @@
+package seat
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+)
+
+// RelayClient speaks the relay's catch-up endpoints and opens WebSockets.
+// Token returns a fresh JWT for each request.
+type RelayClient struct {
+	BaseURL string
+	Token   func(ctx context.Context) (string, error)
+	HTTP    *http.Client
+}
+
+// RelayEntry is one archived relay entry.
+type RelayEntry struct {
+	Seq       uint64 `json:"seq"`
+	EntryType int    `json:"entry_type"`
+	Payload   []byte `json:"payload"`
+	TS        int64  `json:"ts"`
+}
+
+// Entry types, read by the relay from the cleartext MLS header.
+const (
+	EntryApp     = 0
+	EntryCommit  = 1
+	EntryWelcome = 2
+)
+
+// Sync returns one page of the channel's full log after since.
+func (c *RelayClient) Sync(ctx context.Context, channel string, since uint64, limit int) ([]RelayEntry, bool, error) {
+	var out struct {
+		Entries []RelayEntry `json:"entries"`
+		HasMore bool         `json:"has_more"`
+	}
+	err := c.get(ctx, "/v1/sync", channel, since, limit, &out)
+	return out.Entries, out.HasMore, err
+}
+
+// Messages returns one page of the channel's application messages after since.
+func (c *RelayClient) Messages(ctx context.Context, channel string, since uint64, limit int) ([]RelayEntry, bool, error) {
+	var out struct {
+		Messages []RelayEntry `json:"messages"`
+		HasMore  bool         `json:"has_more"`
+	}
+	err := c.get(ctx, "/v1/messages", channel, since, limit, &out)
+	return out.Messages, out.HasMore, err
+}
+
+func (c *RelayClient) get(ctx context.Context, path, channel string, since uint64, limit int, out any) error {
+	tok, err := c.Token(ctx)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"channel": {channel}, "since_seq": {fmt.Sprint(since)}}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	return doJSON(ctx, c.HTTP, "GET", strings.TrimRight(c.BaseURL, "/")+path+"?"+q.Encode(), tok, nil, out)
+}
+
+// SyncAll pages through the channel's log after since, calling f for every
+// entry in order, and returns the last seq seen.
+func (c *RelayClient) SyncAll(ctx context.Context, channel string, since uint64, f func(RelayEntry) error) (uint64, error) {
+	for {
+		entries, more, err := c.Sync(ctx, channel, since, 500)
+		if err != nil {
+			return since, err
+		}
+		for _, e := range entries {
+			if err := f(e); err != nil {
+				return since, err
+			}
+			since = e.Seq
+		}
+		if !more || len(entries) == 0 {
+			return since, nil
+		}
+	}
+}
+
+// wireFrame is a relay WebSocket frame in either direction.
+type wireFrame struct {
+	Type      string `json:"type"`
+	Token     string `json:"token,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	Payload   string `json:"payload,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
+	EntryType int    `json:"entry_type,omitempty"`
+	TS        int64  `json:"ts,omitempty"`
+	Epoch     uint64 `json:"epoch,omitempty"`
+}
+
+// FrameError is an error frame from the relay.
+type FrameError struct {
+	Code    string
+	Message string
+	Epoch   uint64 // for stale_epoch: the epoch the relay expects
+}
+
+func (e *FrameError) Error() string { return "seat: relay: " + e.Message + " (" + e.Code + ")" }
+
+// ErrStaleEpoch is wrapped by a FrameError with code stale_epoch.
+var ErrStaleEpoch = errors.New("stale epoch")
+
+func (e *FrameError) Is(target error) bool { return target == ErrStaleEpoch && e.Code == "stale_epoch" }
+
+// Push is a message the relay delivered on a subscribed channel.
+type Push struct {
+	Channel string
+	RelayEntry
+}
+
+// Conn is an authenticated relay WebSocket. Requests (subscribe, publish)
+// are answered in order; pushes arrive on Pushes.
+type Conn struct {
+	ws     *websocket.Conn
+	pushes chan Push
+	done   chan struct{}
+
+	wmu     sync.Mutex // serializes writes and the order of waiters
+	mu      sync.Mutex // guards the following fields
+	waiters []chan wireFrame
+	err     error
+}
+
+// Dial opens a WebSocket on /ws and authenticates.
+func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
+	tok, err := c.Token(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u := strings.TrimRight(c.BaseURL, "/") + "/ws"
+	u = "ws" + strings.TrimPrefix(u, "http")
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.HTTP, CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil, fmt.Errorf("seat: relay: %w", err)
+	}
+	ws.SetReadLimit(4 << 20)
+	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{})}
+	go conn.readLoop()
+	if _, err := conn.request(ctx, wireFrame{Type: "auth", Token: tok}); err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Pushes delivers messages from subscribed channels. It is closed when the
+// connection ends; Err then says why.
+func (c *Conn) Pushes() <-chan Push { return c.pushes }
+
+// Err returns why the connection ended, once Pushes is closed.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Subscribe subscribes to channel.
+func (c *Conn) Subscribe(ctx context.Context, channel string) error {
+	_, err := c.request(ctx, wireFrame{Type: "subscribe", Channel: channel})
+	return err
+}
+
+// Publish publishes payload and returns its seq once the relay has made it
+// durable.
+func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
+	f, err := c.request(ctx, wireFrame{Type: "publish", Channel: channel, Payload: base64.StdEncoding.EncodeToString(payload)})
+	return f.Seq, err
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return err
+}
+
+func (c *Conn) request(ctx context.Context, f wireFrame) (wireFrame, error) {
+	b, _ := json.Marshal(f)
+	ch := make(chan wireFrame, 1)
+	c.wmu.Lock()
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return wireFrame{}, err
+	}
+	c.waiters = append(c.waiters, ch)
+	c.mu.Unlock()
+	err := c.ws.Write(ctx, websocket.MessageText, b)
+	c.wmu.Unlock()
+	if err != nil {
+		c.ws.CloseNow()
+		return wireFrame{}, fmt.Errorf("seat: relay: %w", err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return wireFrame{}, c.Err()
+		}
+		if r.Type == "error" {
+			return r, &FrameError{Code: r.Code, Message: r.Message, Epoch: r.Epoch}
+		}
+		return r, nil
+	case <-ctx.Done():
+		// The answer can no longer be matched to its request.
+		c.ws.CloseNow()
+		return wireFrame{}, ctx.Err()
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	defer close(c.pushes)
+	var err error
+	for {
+		var typ websocket.MessageType
+		var b []byte
+		typ, b, err = c.ws.Read(context.Background())
+		if err != nil {
+			break
+		}
+		var f wireFrame
+		if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil {
+			err = errors.New("seat: relay sent an unreadable frame")
+			break
+		}
+		if f.Type == "message" {
+			p, derr := base64.StdEncoding.DecodeString(f.Payload)
+			if derr != nil {
+				err = errors.New("seat: relay sent bad base64")
+				break
+			}
+			c.pushes <- Push{Channel: f.Channel, RelayEntry: RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}}
+			continue
+		}
+		c.mu.Lock()
+		if len(c.waiters) == 0 {
+			c.mu.Unlock()
+			if f.Type == "error" {
+				err = &FrameError{Code: f.Code, Message: f.Message}
+				break
+			}
+			continue
+		}
+		w := c.waiters[0]
+		c.waiters = c.waiters[1:]
+		c.mu.Unlock()
+		w <- f
+	}
+	c.ws.CloseNow()
+	if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+		err = nil
+	}
+	c.mu.Lock()
+	if err == nil {
+		err = errors.New("seat: relay connection closed")
+	}
+	c.err = err
+	for _, w := range c.waiters {
+		close(w)
+	}
+	c.waiters = nil
+	c.mu.Unlock()
+}

@@ -1,0 +1,420 @@
+package seat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/channel"
+)
+
+// Config configures a seat. The zero value of each optional field means its
+// default.
+type Config struct {
+	// Home is the seat's folder: its SQLite file and its phrase. Required.
+	Home string
+	// APIURL and RelayURL are the directory and relay base URLs. Plain
+	// http is accepted only for loopback hosts.
+	APIURL   string
+	RelayURL string
+	// HTTPClient is used for every request; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Errors a caller can act on.
+var (
+	ErrNoSeed       = errors.New("seat: no seed in this home")
+	ErrSeedExists   = errors.New("seat: this home already has a seed")
+	ErrNotSignedIn  = errors.New("seat: not signed in")
+	ErrNotConnected = errors.New("seat: not connected")
+)
+
+// Seat is a client bound to one home folder. Its methods are safe for
+// concurrent use.
+type Seat struct {
+	cfg Config
+	st  *store
+
+	mu     sync.Mutex // guards the following fields
+	seed   *Seed
+	tokens map[string]cachedToken
+}
+
+type cachedToken struct {
+	token string
+	exp   time.Time
+}
+
+// Open opens (creating if needed) the seat in cfg.Home.
+func Open(ctx context.Context, cfg Config) (*Seat, error) {
+	if cfg.Home == "" {
+		return nil, errors.New("seat: no home folder")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	for _, u := range []string{cfg.APIURL, cfg.RelayURL} {
+		if u != "" {
+			if err := CheckURL(u); err != nil {
+				return nil, err
+			}
+		}
+	}
+	st, err := openStore(ctx, cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	s := &Seat{cfg: cfg, st: st, tokens: map[string]cachedToken{}}
+	if b, err := os.ReadFile(s.phrasePath()); err == nil {
+		p, err := ParsePhrase(strings.TrimSpace(string(b)))
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("seat: the phrase file in the home folder is damaged: %w", err)
+		}
+		s.seed = p.Seed()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		st.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// CheckURL accepts https URLs, and http URLs whose host is loopback.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("seat: %q is not a URL", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			return nil
+		}
+		return fmt.Errorf("seat: plain http is allowed only to loopback, not %s: use https", host)
+	default:
+		return fmt.Errorf("seat: %q: scheme must be https (or http to loopback)", raw)
+	}
+}
+
+// Close closes the seat's store.
+func (s *Seat) Close() error { return s.st.close() }
+
+func (s *Seat) phrasePath() string { return filepath.Join(s.cfg.Home, "phrase") }
+
+// Init creates a new 24-word phrase in the home folder and returns the
+// seat's identity (a did:key). The phrase is shown only by [Seat.Phrase].
+func (s *Seat) Init(ctx context.Context) (string, error) {
+	p, err := NewPhrase(nil)
+	if err != nil {
+		return "", err
+	}
+	return s.install(p)
+}
+
+// Restore installs an existing phrase (a second home, or a new device).
+func (s *Seat) Restore(ctx context.Context, phrase string) (string, error) {
+	p, err := ParsePhrase(phrase)
+	if err != nil {
+		return "", err
+	}
+	return s.install(p)
+}
+
+func (s *Seat) install(p *Phrase) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seed != nil {
+		return "", ErrSeedExists
+	}
+	f, err := os.OpenFile(s.phrasePath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return "", ErrSeedExists
+		}
+		return "", err
+	}
+	_, err = f.WriteString(strings.Join(p.Words(), " ") + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(s.phrasePath())
+		return "", err
+	}
+	s.seed = p.Seed()
+	return s.seed.Identity().DID(), nil
+}
+
+// Phrase returns the 24 words: the deliberate backup ceremony.
+func (s *Seat) Phrase() ([]string, error) {
+	b, err := os.ReadFile(s.phrasePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoSeed
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := ParsePhrase(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, err
+	}
+	return p.Words(), nil
+}
+
+func (s *Seat) getSeed() (*Seed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seed == nil {
+		return nil, ErrNoSeed
+	}
+	return s.seed, nil
+}
+
+// Identity returns the seat's did:key.
+func (s *Seat) Identity() (string, error) {
+	seed, err := s.getSeed()
+	if err != nil {
+		return "", err
+	}
+	return seed.Identity().DID(), nil
+}
+
+func (s *Seat) directory(cred string) *DirectoryClient {
+	return &DirectoryClient{BaseURL: s.cfg.APIURL, Credential: cred, HTTP: s.cfg.HTTPClient}
+}
+
+// SignIn creates an account on a directory with open signup and keeps its
+// API key in the home folder.
+func (s *Seat) SignIn(ctx context.Context, email, org string) (Account, error) {
+	if s.cfg.APIURL == "" {
+		return Account{}, errors.New("seat: no directory URL configured")
+	}
+	if _, err := s.st.meta(ctx, "api_key"); err == nil {
+		return Account{}, errors.New("seat: already signed in")
+	}
+	a, err := s.directory("").CreateAccount(ctx, email, org)
+	if err != nil {
+		return Account{}, err
+	}
+	if err := s.st.setMeta(ctx, "account_id", a.AccountID, "org", a.Org, "api_key", a.APIKey); err != nil {
+		return Account{}, err
+	}
+	return a, nil
+}
+
+// UseAccount stores an existing account's API key (as a device grant
+// delivers it).
+func (s *Seat) UseAccount(ctx context.Context, accountID, org, apiKey string) error {
+	return s.st.setMeta(ctx, "account_id", accountID, "org", org, "api_key", apiKey)
+}
+
+// Org returns the signed-in account's org.
+func (s *Seat) Org(ctx context.Context) (string, error) {
+	org, err := s.st.meta(ctx, "org")
+	if errors.Is(err, errNoValue) {
+		return "", ErrNotSignedIn
+	}
+	return org, err
+}
+
+func (s *Seat) apiKey(ctx context.Context) (string, error) {
+	k, err := s.st.meta(ctx, "api_key")
+	if errors.Is(err, errNoValue) {
+		return "", ErrNotSignedIn
+	}
+	return k, err
+}
+
+// SyncChannel is the seat's own channel: <org>/tally/<hex of the identity
+// public key>.
+func (s *Seat) SyncChannel(ctx context.Context) (string, error) {
+	seed, err := s.getSeed()
+	if err != nil {
+		return "", err
+	}
+	org, err := s.Org(ctx)
+	if err != nil {
+		return "", err
+	}
+	ch := fmt.Sprintf("%s/tally/%x", org, []byte(seed.Identity().PublicKey()))
+	return ch, channel.Valid(ch)
+}
+
+// Connect registers the seat identity and its sync channel with the
+// directory and keeps the channel-scoped transport credential.
+func (s *Seat) Connect(ctx context.Context) (string, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	ch, err := s.SyncChannel(ctx)
+	if err != nil {
+		return "", err
+	}
+	id, _ := s.Identity()
+	seatID, cred, err := s.directory(key).RegisterSeat(ctx, id, ch)
+	if err != nil {
+		return "", err
+	}
+	if err := s.st.setMeta(ctx, "seat_id", seatID, "seat_credential", cred); err != nil {
+		return "", err
+	}
+	return ch, nil
+}
+
+// syncCredential is the credential for the sync channel: the seat's
+// channel-scoped key once connected, else the account key.
+func (s *Seat) syncCredential(ctx context.Context) (string, error) {
+	if c, err := s.st.meta(ctx, "seat_credential"); err == nil {
+		return c, nil
+	}
+	return s.apiKey(ctx)
+}
+
+// relay returns a relay client whose tokens are minted from cred and
+// cached until shortly before they expire.
+func (s *Seat) relay(cred string) *RelayClient {
+	return &RelayClient{BaseURL: s.cfg.RelayURL, HTTP: s.cfg.HTTPClient, Token: func(ctx context.Context) (string, error) {
+		s.mu.Lock()
+		t, ok := s.tokens[cred]
+		s.mu.Unlock()
+		if ok && s.cfg.Now().Add(30*time.Second).Before(t.exp) {
+			return t.token, nil
+		}
+		tok, exp, err := s.directory(cred).Token(ctx)
+		if err != nil {
+			return "", err
+		}
+		s.mu.Lock()
+		s.tokens[cred] = cachedToken{tok, exp}
+		s.mu.Unlock()
+		return tok, nil
+	}}
+}
+
+// Add appends text to the local log.
+func (s *Seat) Add(ctx context.Context, text string) (Entry, error) {
+	if _, err := s.getSeed(); err != nil {
+		return Entry{}, err
+	}
+	if len(text) > MaxTextLen {
+		return Entry{}, fmt.Errorf("seat: entry longer than %d bytes", MaxTextLen)
+	}
+	e := NewEntry(text, s.cfg.Now())
+	return e, s.st.appendLog(ctx, e)
+}
+
+// Log returns the local log, oldest first.
+func (s *Seat) Log(ctx context.Context) ([]Entry, error) { return s.st.listLog(ctx) }
+
+// Push seals the entries added since the last push into padded batches and
+// publishes them on the sync channel. It returns how many entries it pushed.
+// An entry is marked pushed only after the relay acknowledged its batch.
+func (s *Seat) Push(ctx context.Context) (int, error) {
+	seed, err := s.getSeed()
+	if err != nil {
+		return 0, err
+	}
+	ch, err := s.SyncChannel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	entries, last, err := s.st.unpushed(ctx)
+	if err != nil || len(entries) == 0 {
+		return 0, err
+	}
+	batches, err := seed.SyncKey().SealAll(ch, entries)
+	if err != nil {
+		return 0, err
+	}
+	cred, err := s.syncCredential(ctx)
+	if err != nil {
+		return 0, err
+	}
+	conn, err := s.relay(cred).Dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if err := conn.Subscribe(ctx, ch); err != nil {
+		return 0, err
+	}
+	for _, b := range batches {
+		if _, err := conn.Publish(ctx, ch, b); err != nil {
+			return 0, err
+		}
+	}
+	return len(entries), s.st.markPushed(ctx, last)
+}
+
+// Pull fetches the sync channel since the last seen seq, opens every batch
+// and merges its entries. It returns how many entries were new here.
+// Progress, if set, is called after each page with the seq reached.
+func (s *Seat) Pull(ctx context.Context, progress func(seq uint64)) (int, error) {
+	seed, err := s.getSeed()
+	if err != nil {
+		return 0, err
+	}
+	ch, err := s.SyncChannel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	cred, err := s.syncCredential(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var since uint64
+	if v, err := s.st.meta(ctx, "pull_seq"); err == nil {
+		since, _ = strconv.ParseUint(v, 10, 64)
+	}
+	key := seed.SyncKey()
+	rc := s.relay(cred)
+	added := 0
+	for {
+		page, more, err := rc.Sync(ctx, ch, since, 500)
+		if err != nil {
+			return added, err
+		}
+		var entries []Entry
+		for _, e := range page {
+			b, err := key.Open(ch, e.Payload)
+			if err != nil {
+				// Something on our channel that we did not seal: skip it,
+				// it cannot be ours.
+				continue
+			}
+			entries = append(entries, b.Entries...)
+		}
+		if len(page) > 0 {
+			since = page[len(page)-1].Seq
+			n, err := s.st.merge(ctx, entries, "pull_seq", since)
+			if err != nil {
+				return added, err
+			}
+			added += n
+			if progress != nil {
+				progress(since)
+			}
+		}
+		if !more || len(page) == 0 {
+			return added, nil
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package seat
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// store is the seat's one SQLite file in its home folder.
+type store struct {
+	db *sql.DB
+}
+
+var storeMigrations = []string{
+	`CREATE TABLE meta (
+		key   TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	);
+	CREATE TABLE config (
+		key   TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	);
+	-- The personal log. id is random per entry so merging is idempotent;
+	-- pos orders entries as this home first saw them.
+	CREATE TABLE log (
+		pos        INTEGER PRIMARY KEY AUTOINCREMENT,
+		id         BLOB NOT NULL UNIQUE,
+		created_at INTEGER NOT NULL,
+		text       TEXT NOT NULL,
+		pushed     INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX log_unpushed ON log(pushed, pos);
+	-- One row per room: its MLS group state and the relay cursor that state
+	-- reflects. They are written in one transaction.
+	CREATE TABLE rooms (
+		channel    TEXT PRIMARY KEY,
+		state      BLOB,
+		last_seq   INTEGER NOT NULL DEFAULT 0,
+		role       TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	-- Key packages this seat published and whose private parts it keeps
+	-- until the Welcome arrives.
+	CREATE TABLE key_packages (
+		request_id TEXT PRIMARY KEY,
+		channel    TEXT NOT NULL,
+		private    BLOB NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE room_history (
+		channel TEXT NOT NULL,
+		seq     INTEGER NOT NULL,
+		sender  TEXT NOT NULL,
+		text    TEXT NOT NULL,
+		ts      INTEGER NOT NULL,
+		PRIMARY KEY (channel, seq)
+	);`,
+}
+
+func openStore(ctx context.Context, home string) (*store, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("seat: home folder: %w", err)
+	}
+	path := filepath.Join(home, "seat.db")
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	// The database holds credentials: keep it private to the user.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		os.Chmod(p, 0o600)
+	}
+	if err := sqlitedb.Migrate(ctx, db, storeMigrations); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &store{db: db}, nil
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+var errNoValue = errors.New("seat: no value")
+
+func (s *store) meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNoValue
+	}
+	return v, err
+}
+
+func (s *store) setMeta(ctx context.Context, kv ...string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, kv[i], kv[i+1]); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func (s *store) appendLog(ctx context.Context, e Entry) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO log(id, created_at, text) VALUES (?, ?, ?)`,
+		e.ID[:], e.CreatedAt.UnixMicro(), e.Text)
+	return err
+}
+
+func (s *store) listLog(ctx context.Context) ([]Entry, error) {
+	return s.queryLog(ctx, `SELECT pos, id, created_at, text FROM log ORDER BY created_at, pos`)
+}
+
+// unpushed returns the entries this home has not pushed yet, in the order
+// it saw them, with the position of the last one.
+func (s *store) unpushed(ctx context.Context) ([]Entry, int64, error) {
+	var last int64
+	es, err := s.queryLogPos(ctx, &last, `SELECT pos, id, created_at, text FROM log WHERE pushed = 0 ORDER BY pos`)
+	return es, last, err
+}
+
+func (s *store) markPushed(ctx context.Context, upTo int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE log SET pushed = 1 WHERE pushed = 0 AND pos <= ?`, upTo)
+	return err
+}
+
+func (s *store) queryLog(ctx context.Context, q string, args ...any) ([]Entry, error) {
+	var last int64
+	return s.queryLogPos(ctx, &last, q, args...)
+}
+
+func (s *store) queryLogPos(ctx context.Context, last *int64, q string, args ...any) ([]Entry, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var id []byte
+		var us int64
+		if err := rows.Scan(last, &id, &us, &e.Text); err != nil {
+			return nil, err
+		}
+		copy(e.ID[:], id)
+		e.CreatedAt = time.UnixMicro(us).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// merge adds pulled entries that this home does not have yet, marked as
+// pushed (they came from the relay), and advances the pull cursor, in one
+// transaction. It returns how many were new.
+func (s *store) merge(ctx context.Context, entries []Entry, cursorKey string, seq uint64) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	added := 0
+	for _, e := range entries {
+		res, err := tx.ExecContext(ctx, `INSERT INTO log(id, created_at, text, pushed) VALUES (?, ?, ?, 1)
+			ON CONFLICT(id) DO NOTHING`, e.ID[:], e.CreatedAt.UnixMicro(), e.Text)
+		if err != nil {
+			return 0, err
+		}
+		n, _ := res.RowsAffected()
+		added += int(n)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, cursorKey, strconv.FormatUint(seq, 10)); err != nil {
+		return 0, err
+	}
+	return added, tx.Commit()
+}
