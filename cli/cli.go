@@ -29,9 +29,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*ucli.Context, error) {}, // Run returns errors; main decides the exit code
-		Commands: []*ucli.Command{
-			serveCommand(),
-		},
+		Flags:                globalFlags(),
+		Commands:             append(seatCommands(), serveCommand()),
 	}
 	return app.RunContext(ctx, args)
 }

@@ -23,10 +23,6 @@ var storeMigrations = []string{
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);
-	CREATE TABLE config (
-		key   TEXT PRIMARY KEY,
-		value TEXT NOT NULL
-	);
 	-- The personal log. id is random per entry so merging is idempotent;
 	-- pos orders entries as this home first saw them.
 	CREATE TABLE log (

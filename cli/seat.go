@@ -1,0 +1,392 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skytale-oss/skytale/seat"
+)
+
+// Configuration keys of `tally config`.
+var configKeys = map[string]string{
+	"api_url":       "directory base URL (env SKYTALE_API_URL, flag --api-url)",
+	"relay_url":     "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)",
+	"cover_traffic": "on or off: cover frames while a connection is open",
+}
+
+func globalFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "home", Usage: "seat folder (default $TALLY_HOME or ~/.tally)"},
+		&ucli.StringFlag{Name: "api-url", Usage: "directory URL (beats SKYTALE_API_URL and the config file)"},
+		&ucli.StringFlag{Name: "relay-url", Usage: "relay URL (beats SKYTALE_RELAY_URL and the config file)"},
+		&ucli.BoolFlag{Name: "json", Usage: "print JSON for scripts"},
+	}
+}
+
+// env is what a seat command needs from the command line and environment.
+type env struct {
+	c    *ucli.Context
+	home string
+	json bool
+}
+
+func newEnv(c *ucli.Context) (*env, error) {
+	home := c.String("home")
+	if home == "" {
+		home = getenv(c, "TALLY_HOME")
+	}
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return nil, &usageError{"no home folder", "pass --home DIR or set TALLY_HOME"}
+		}
+		home = filepath.Join(h, ".tally")
+	}
+	return &env{c: c, home: home, json: c.Bool("json")}, nil
+}
+
+// getenv reads the process environment; tests set values with the
+// testOnlyEnv map instead.
+func getenv(_ *ucli.Context, key string) string {
+	if v, ok := testOnlyEnv[key]; ok {
+		return v
+	}
+	return os.Getenv(key)
+}
+
+var testOnlyEnv map[string]string
+
+func (e *env) configPath() string { return filepath.Join(e.home, "config.json") }
+
+func (e *env) readConfig() (map[string]string, error) {
+	cfg := map[string]string{}
+	b, err := os.ReadFile(e.configPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", e.configPath(), err)
+	}
+	return cfg, nil
+}
+
+func (e *env) writeConfig(cfg map[string]string) error {
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	tmp := e.configPath() + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, e.configPath())
+}
+
+// setting resolves a setting: flag beats environment beats config file.
+func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
+	if v := e.c.String(flag); v != "" {
+		return v, nil
+	}
+	if v := getenv(e.c, envKey); v != "" {
+		return v, nil
+	}
+	cfg, err := e.readConfig()
+	if err != nil {
+		return "", err
+	}
+	return cfg[cfgKey], nil
+}
+
+func (e *env) openSeat() (*seat.Seat, error) {
+	api, err := e.setting("api-url", "SKYTALE_API_URL", "api_url")
+	if err != nil {
+		return nil, err
+	}
+	rel, err := e.setting("relay-url", "SKYTALE_RELAY_URL", "relay_url")
+	if err != nil {
+		return nil, err
+	}
+	return seat.Open(e.c.Context, seat.Config{Home: e.home, APIURL: api, RelayURL: rel})
+}
+
+// out prints a human line, or v as one JSON line with --json.
+func (e *env) out(v any, format string, args ...any) {
+	w := e.c.App.Writer
+	if e.json {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(w, format+"\n", args...)
+}
+
+// withSeat runs f on an opened seat and turns seat errors into hints.
+func withSeat(f func(*env, *seat.Seat) error) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		s, err := e.openSeat()
+		if err != nil {
+			return hint(err)
+		}
+		defer s.Close()
+		return hint(f(e, s))
+	}
+}
+
+func hint(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, seat.ErrNoSeed):
+		return &usageError{"no seed in this home", "run `tally init` (or `tally signin --recover` on a new device)"}
+	case errors.Is(err, seat.ErrSeedExists):
+		return &usageError{"this home already has a seed", "use another --home, or `tally backup` to see it"}
+	case errors.Is(err, seat.ErrNotSignedIn):
+		return &usageError{"not signed in", "run `tally signin`"}
+	case errors.Is(err, seat.ErrNotConnected):
+		return &usageError{"not connected", "run `tally connect`"}
+	}
+	return err
+}
+
+func seatCommands() []*ucli.Command {
+	return []*ucli.Command{
+		{
+			Name:  "init",
+			Usage: "create the seed (prints the identity, never the words)",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				did, err := s.Init(e.c.Context)
+				if err != nil {
+					return err
+				}
+				e.out(map[string]string{"identity": did}, "identity: %s\nrun `tally backup` to write down your 24 words; losing them loses your data", did)
+				return nil
+			}),
+		},
+		{
+			Name:  "backup",
+			Usage: "show the 24 words",
+			Flags: []ucli.Flag{&ucli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation"}},
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				words, err := s.Phrase()
+				if err != nil {
+					return err
+				}
+				if !e.c.Bool("yes") {
+					fmt.Fprint(e.c.App.ErrWriter, "anyone who sees these words can read everything; show them? [y/N] ")
+					line, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
+					if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+						return errors.New("not shown")
+					}
+				}
+				e.out(map[string]any{"words": words}, "%s", strings.Join(words, " "))
+				return nil
+			}),
+		},
+		{
+			Name:  "signin",
+			Usage: "mint an account on an open-signup directory",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "email", Usage: "account e-mail (default: tally@localhost)"},
+				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>)"},
+			},
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				email, org := e.c.String("email"), e.c.String("org")
+				if email == "" {
+					email = "tally@localhost"
+				}
+				if org == "" {
+					did, err := s.Identity()
+					if err != nil {
+						return err
+					}
+					org = "seat-" + did[len(did)-8:]
+				}
+				a, err := s.SignIn(e.c.Context, email, org)
+				if err != nil {
+					return err
+				}
+				e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", a.Org, a.AccountID)
+				return nil
+			}),
+		},
+		{
+			Name:  "connect",
+			Usage: "register this seat and its sync channel",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				ch, err := s.Connect(e.c.Context)
+				if err != nil {
+					return err
+				}
+				e.out(map[string]string{"channel": ch}, "connected: sync channel %s", ch)
+				return nil
+			}),
+		},
+		{
+			Name:      "add",
+			Usage:     "append to the local log",
+			ArgsUsage: "TEXT…",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				text := strings.Join(e.c.Args().Slice(), " ")
+				if text == "" {
+					return &usageError{"nothing to add", "tally add TEXT…"}
+				}
+				en, err := s.Add(e.c.Context, text)
+				if err != nil {
+					return err
+				}
+				e.out(map[string]string{"id": hex.EncodeToString(en.ID[:])}, "added")
+				return nil
+			}),
+		},
+		{
+			Name:  "log",
+			Usage: "print the local log",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				es, err := s.Log(e.c.Context)
+				if err != nil {
+					return err
+				}
+				for _, en := range es {
+					e.out(map[string]any{"id": hex.EncodeToString(en.ID[:]), "created_at": en.CreatedAt, "text": en.Text},
+						"%s  %s", en.CreatedAt.Local().Format("2006-01-02 15:04:05"), en.Text)
+				}
+				return nil
+			}),
+		},
+		{
+			Name:  "push",
+			Usage: "seal and publish new log entries",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				n, err := s.Push(e.c.Context)
+				if err != nil {
+					return err
+				}
+				e.out(map[string]int{"pushed": n}, "pushed %d entries", n)
+				return nil
+			}),
+		},
+		{
+			Name:  "pull",
+			Usage: "fetch and merge log entries from the relay",
+			Action: withSeat(func(e *env, s *seat.Seat) error {
+				progress := func(seq uint64) {
+					if !e.json {
+						fmt.Fprintf(e.c.App.ErrWriter, "\rpulled up to seq %d", seq)
+					}
+				}
+				n, err := s.Pull(e.c.Context, progress)
+				if !e.json {
+					fmt.Fprint(e.c.App.ErrWriter, "\r\033[K")
+				}
+				if err != nil {
+					return err
+				}
+				e.out(map[string]int{"new": n}, "pulled %d new entries", n)
+				return nil
+			}),
+		},
+		configCommand(),
+	}
+}
+
+func configCommand() *ucli.Command {
+	action := func(f func(e *env, cfg map[string]string) error) ucli.ActionFunc {
+		return func(c *ucli.Context) error {
+			e, err := newEnv(c)
+			if err != nil {
+				return err
+			}
+			cfg, err := e.readConfig()
+			if err != nil {
+				return err
+			}
+			return f(e, cfg)
+		}
+	}
+	checkKey := func(k string) error {
+		if _, ok := configKeys[k]; !ok {
+			keys := make([]string, 0, len(configKeys))
+			for k := range configKeys {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			return &usageError{fmt.Sprintf("unknown setting %q", k), "settings are " + strings.Join(keys, ", ")}
+		}
+		return nil
+	}
+	return &ucli.Command{
+		Name:  "config",
+		Usage: "read and change settings",
+		Subcommands: []*ucli.Command{
+			{
+				Name: "set", ArgsUsage: "KEY VALUE",
+				Action: action(func(e *env, cfg map[string]string) error {
+					if e.c.NArg() != 2 {
+						return &usageError{"want a key and a value", "tally config set KEY VALUE"}
+					}
+					k, v := e.c.Args().Get(0), e.c.Args().Get(1)
+					if err := checkKey(k); err != nil {
+						return err
+					}
+					switch k {
+					case "api_url", "relay_url":
+						if err := seat.CheckURL(v); err != nil {
+							return err
+						}
+					case "cover_traffic":
+						if v != "on" && v != "off" {
+							return &usageError{"cover_traffic is on or off", ""}
+						}
+					}
+					cfg[k] = v
+					return e.writeConfig(cfg)
+				}),
+			},
+			{
+				Name: "get", ArgsUsage: "KEY",
+				Action: action(func(e *env, cfg map[string]string) error {
+					k := e.c.Args().First()
+					if err := checkKey(k); err != nil {
+						return err
+					}
+					e.out(map[string]string{k: cfg[k]}, "%s", cfg[k])
+					return nil
+				}),
+			},
+			{
+				Name: "list",
+				Action: action(func(e *env, cfg map[string]string) error {
+					if e.json {
+						e.out(cfg, "")
+						return nil
+					}
+					keys := make([]string, 0, len(cfg))
+					for k := range cfg {
+						keys = append(keys, k)
+					}
+					sort.Strings(keys)
+					for _, k := range keys {
+						fmt.Fprintf(e.c.App.Writer, "%s = %s\n", k, cfg[k])
+					}
+					return nil
+				}),
+			},
+		},
+	}
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// tally runs the command tree in-process and returns stdout.
+func tally(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errw bytes.Buffer
+	err := Run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
+	return out.String(), err
+}
+
+func mustTally(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := tally(t, "", args...)
+	if err != nil {
+		t.Fatalf("tally %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func TestCLILogSync(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	home := t.TempDir()
+	g := []string{"--home", home}
+	mustTally(t, append(g, "config", "set", "api_url", st.APIURL)...)
+	mustTally(t, append(g, "config", "set", "relay_url", st.RelayURL)...)
+
+	var id struct{ Identity string }
+	json.Unmarshal([]byte(mustTally(t, append(g, "--json", "init")...)), &id)
+	if !strings.HasPrefix(id.Identity, "did:key:z") {
+		t.Fatalf("init printed %+v", id)
+	}
+	if _, err := tally(t, "", append(g, "connect")...); err == nil || !strings.Contains(err.Error(), "tally signin") {
+		t.Fatalf("connect before signin: %v", err)
+	}
+	mustTally(t, append(g, "signin", "--org", "acme")...)
+	if out := mustTally(t, append(g, "connect")...); !strings.Contains(out, "acme/tally/") {
+		t.Fatalf("connect: %s", out)
+	}
+	mustTally(t, append(g, "add", "buy", "milk")...)
+	mustTally(t, append(g, "add", "call mum")...)
+	if out := mustTally(t, append(g, "push")...); !strings.Contains(out, "pushed 2 entries") {
+		t.Fatalf("push: %s", out)
+	}
+	out := mustTally(t, append(g, "log")...)
+	if !strings.Contains(out, "buy milk") || !strings.Contains(out, "call mum") {
+		t.Fatalf("log: %s", out)
+	}
+	if out := mustTally(t, append(g, "--json", "pull")...); strings.TrimSpace(out) != `{"new":0}` {
+		t.Fatalf("pull: %s", out)
+	}
+
+	// backup asks first.
+	if _, err := tally(t, "n\n", append(g, "backup")...); err == nil {
+		t.Fatal("backup without confirmation showed the words")
+	}
+	words := strings.Fields(mustTally(t, append(g, "backup", "--yes")...))
+	if len(words) != 24 {
+		t.Fatalf("backup printed %d words", len(words))
+	}
+	if out, err := tally(t, "yes\n", append(g, "backup")...); err != nil || len(strings.Fields(out)) != 24 {
+		t.Fatalf("confirmed backup: %v", err)
+	}
+}
+
+func TestCLIConfigPrecedence(t *testing.T) {
+	home := t.TempDir()
+	g := []string{"--home", home}
+	mustTally(t, append(g, "config", "set", "api_url", "http://127.0.0.1:1")...)
+	if out := mustTally(t, append(g, "config", "get", "api_url")...); strings.TrimSpace(out) != "http://127.0.0.1:1" {
+		t.Fatalf("get: %q", out)
+	}
+	for _, bad := range [][]string{
+		{"config", "set", "api_url", "http://example.com"},
+		{"config", "set", "nonsense", "x"},
+		{"config", "set", "cover_traffic", "maybe"},
+		{"config", "get", "nonsense"},
+	} {
+		if _, err := tally(t, "", append(g, bad...)...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	mustTally(t, append(g, "config", "set", "cover_traffic", "off")...)
+	out := mustTally(t, append(g, "config", "list")...)
+	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") {
+		t.Fatalf("list: %s", out)
+	}
+
+	// flag > env > config, observed through the URL a failing signin uses.
+	testOnlyEnv = map[string]string{"SKYTALE_API_URL": "http://127.0.0.1:2"}
+	defer func() { testOnlyEnv = nil }()
+	mustTally(t, append(g, "init")...)
+	_, err := tally(t, "", append(g, "signin")...)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Fatalf("env did not beat config: %v", err)
+	}
+	_, err = tally(t, "", append(g, "--api-url", "http://127.0.0.1:3", "signin")...)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:3") {
+		t.Fatalf("flag did not beat env: %v", err)
+	}
+	if _, err := tally(t, "", append(g, "--api-url", "http://example.com", "signin")...); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("plain http to a remote host: %v", err)
+	}
+}
