@@ -46,6 +46,8 @@ type Seat struct {
 	cfg Config
 	st  *store
 
+	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
+
 	mu     sync.Mutex // guards the following fields
 	seed   *Seed
 	tokens map[string]cachedToken

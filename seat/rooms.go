@@ -1,0 +1,649 @@
+package seat
+
+import (
+	"context"
+
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/mls"
+	"github.com/skytale-oss/skytale/padding"
+)
+
+// Rooms are MLS groups (RFC 9420) on relay channels, joined through the
+// directory's handshake: a joiner publishes a KeyPackage with an invite
+// token, the owner's admit loop adds it with a Commit published to the
+// relay and hands the Welcome back through the directory.
+
+// Suite is the MLS cipher suite of rooms.
+const Suite = mls.MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
+
+// Room message plaintexts start with a kind byte, so cover frames, which
+// are real encryptions, can be told apart after decryption only.
+const (
+	roomCover = 0x00
+	roomText  = 0x01
+)
+
+// Errors of room operations.
+var (
+	ErrNoRoom       = errors.New("seat: no such room in this home")
+	ErrRoomExists   = errors.New("seat: this home already has that room")
+	ErrNotOwner     = errors.New("seat: only the room's owner can do that")
+	ErrNotMember    = errors.New("seat: not a member of that room")
+	ErrWelcomeWait  = errors.New("seat: the owner has not admitted this seat yet")
+	ErrRemovedRoom  = errors.New("seat: this seat was removed from the room")
+	errStaleRetries = errors.New("seat: the room kept moving; try again")
+)
+
+// RoomMessage is one decrypted room message.
+type RoomMessage struct {
+	Room   string
+	Seq    uint64
+	Sender string // did: of the sender
+	Text   string
+	Time   time.Time
+}
+
+// RoomChannel turns a room name into its channel: a bare name means
+// <org>/rooms/<name>.
+func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
+	if !strings.Contains(name, "/") {
+		org, err := s.Org(ctx)
+		if err != nil {
+			return "", err
+		}
+		name = org + "/rooms/" + name
+	}
+	if err := channel.Valid(name); err != nil {
+		return "", fmt.Errorf("seat: %w", err)
+	}
+	return name, nil
+}
+
+// mlsConfig pads every room message's content to the seat's size buckets.
+func (s *Seat) mlsConfig() *mls.Config {
+	return &mls.Config{
+		Time: s.cfg.Now,
+		Padding: func(n int) int {
+			return padding.Size(n) - padding.HeaderLen - n
+		},
+	}
+}
+
+func (s *Seat) signatureKey() ([]byte, string, error) {
+	seed, err := s.getSeed()
+	if err != nil {
+		return nil, "", err
+	}
+	id := seed.Identity()
+	return id.PrivateKey().Seed(), id.DID(), nil
+}
+
+// room is a loaded room.
+type room struct {
+	channel string
+	role    string
+	lastSeq uint64
+	g       *mls.Group
+}
+
+func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
+	var state []byte
+	r := &room{channel: ch}
+	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoRoom
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.g, err = mls.RestoreGroup(state, s.mlsConfig()); err != nil {
+		return nil, fmt.Errorf("seat: room state: %w", err)
+	}
+	return r, nil
+}
+
+// saveRoom writes the group state, the cursor and any history in one
+// transaction, so a crash never skips or applies a relay entry twice.
+func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...RoomMessage) error {
+	state, err := r.g.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	tx, err := s.st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if insert {
+		_, err = tx.ExecContext(ctx, `INSERT INTO rooms(channel, state, last_seq, role, created_at) VALUES (?, ?, ?, ?, ?)`,
+			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli())
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ? WHERE channel = ?`, state, r.lastSeq, r.channel)
+	}
+	if err != nil {
+		return err
+	}
+	for _, m := range history {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_history(channel, seq, sender, text, ts) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.Room, m.Seq, m.Sender, m.Text, m.Time.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// RoomCreate registers the room's channel and creates its MLS group, with
+// this seat as owner and only member.
+func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.loadRoom(ctx, ch); err == nil {
+		return "", ErrRoomExists
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	sig, did, err := s.signatureKey()
+	if err != nil {
+		return "", err
+	}
+	if err := s.directory(key).RegisterChannel(ctx, ch); err != nil {
+		return "", err
+	}
+	kp, err := mls.NewKeyPackage(Suite, did, sig, s.mlsConfig())
+	if err != nil {
+		return "", err
+	}
+	gid := channel.GroupID(ch)
+	g, err := mls.NewGroup(gid[:], kp, s.mlsConfig())
+	if err != nil {
+		return "", err
+	}
+	// A room created over an existing channel starts after its history.
+	r := &room{channel: ch, role: "owner", g: g}
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return "", err
+	}
+	if r.lastSeq, err = rc.SyncAll(ctx, ch, 0, func(RelayEntry) error { return nil }); err != nil {
+		return "", err
+	}
+	return ch, s.saveRoom(ctx, r, true)
+}
+
+func (s *Seat) roomRelay(ctx context.Context) (*RelayClient, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.relay(key), nil
+}
+
+// RoomInvite mints an invite token for a room this seat owns. Zero values
+// take the directory's defaults (one use, one hour).
+func (s *Seat) RoomInvite(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	tok, _, err := s.directory(key).Invite(ctx, ch, uses, int(ttl/time.Second))
+	return tok, err
+}
+
+// RoomJoin publishes a KeyPackage for the room with an invite token, waits
+// up to wait for the owner to admit this seat, and joins from the Welcome.
+// If wait passes first it returns ErrWelcomeWait; calling RoomJoin again
+// with the same room resumes waiting on the same request.
+func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Duration) (string, error) {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.loadRoom(ctx, ch); err == nil {
+		return "", ErrRoomExists
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir := s.directory(key)
+	reqID, bundle, err := s.pendingJoin(ctx, ch)
+	if errors.Is(err, sql.ErrNoRows) {
+		sig, did, err := s.signatureKey()
+		if err != nil {
+			return "", err
+		}
+		if bundle, err = mls.NewKeyPackage(Suite, did, sig, s.mlsConfig()); err != nil {
+			return "", err
+		}
+		if reqID, err = dir.Join(ctx, ch, token, did, bundle.Bytes()); err != nil {
+			return "", err
+		}
+		priv, err := bundle.MarshalBinary()
+		if err != nil {
+			return "", err
+		}
+		if _, err := s.st.db.ExecContext(ctx, `INSERT INTO key_packages(request_id, channel, private, created_at) VALUES (?, ?, ?, ?)`,
+			reqID, ch, priv, s.cfg.Now().UnixMilli()); err != nil {
+			return "", err
+		}
+	} else if err != nil {
+		return "", err
+	}
+
+	deadline := time.Now().Add(wait)
+	var welcome []byte
+	for delay := 100 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		if welcome, err = dir.PollWelcome(ctx, reqID); err != nil {
+			return "", err
+		}
+		if welcome != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", ErrWelcomeWait
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+	g, err := mls.Join(welcome, bundle, nil, s.mlsConfig())
+	if err != nil {
+		return "", err
+	}
+	r := &room{channel: ch, role: "member", g: g}
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	if err := s.saveRoom(ctx, r, true); err != nil {
+		return "", err
+	}
+	// The private keys of the KeyPackage are spent (RFC 9420 §16.8).
+	s.st.db.ExecContext(ctx, `DELETE FROM key_packages WHERE request_id = ?`, reqID)
+	dir.AckWelcome(ctx, reqID)
+	return ch, nil
+}
+
+func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, *mls.KeyPackageBundle, error) {
+	var id string
+	var priv []byte
+	err := s.st.db.QueryRowContext(ctx, `SELECT request_id, private FROM key_packages WHERE channel = ?`, ch).Scan(&id, &priv)
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := mls.ParseKeyPackageBundle(priv)
+	return id, b, err
+}
+
+// catchUp processes the room's log since its cursor: commits advance the
+// epoch, application messages land in the history. Each entry is applied
+// and stored in one transaction.
+func (s *Seat) catchUp(ctx context.Context, r *room, onMsg func(RoomMessage)) error {
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = rc.SyncAll(ctx, r.channel, r.lastSeq, func(e RelayEntry) error {
+		return s.apply(ctx, r, e, onMsg)
+	})
+	return err
+}
+
+// apply processes one relay entry of the room and stores the result.
+// Entries this member cannot use (its own messages coming back, messages
+// from before it joined, cover) advance the cursor and change nothing else.
+func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(RoomMessage)) error {
+	if e.Seq <= r.lastSeq {
+		return nil
+	}
+	r.lastSeq = e.Seq
+	if e.EntryType == EntryWelcome {
+		return s.saveRoom(ctx, r, false)
+	}
+	rec, err := r.g.Process(e.Payload)
+	if err != nil {
+		if e.EntryType == EntryCommit && !errors.Is(err, mls.ErrWrongEpoch) {
+			// A commit for our epoch that does not verify is hostile or
+			// broken; skipping it keeps us on the epoch the relay fences.
+			return s.saveRoom(ctx, r, false)
+		}
+		return s.saveRoom(ctx, r, false)
+	}
+	var hist []RoomMessage
+	if rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomText {
+		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: rec.SenderIdentity, Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
+		hist = append(hist, m)
+	}
+	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
+		return err
+	}
+	for _, m := range hist {
+		if onMsg != nil {
+			onMsg(m)
+		}
+	}
+	return nil
+}
+
+// publishCommit publishes a commit of r's group, confirming it on success.
+// On stale_epoch it discards the commit, catches up and returns the
+// stale error so the caller rebuilds its commit on the new epoch.
+func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error {
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := rc.Dial(ctx)
+	if err != nil {
+		r.g.DiscardCommit()
+		return err
+	}
+	defer conn.Close()
+	if err := conn.Subscribe(ctx, r.channel); err != nil {
+		r.g.DiscardCommit()
+		return err
+	}
+	if testOnlyBeforeCommit != nil {
+		testOnlyBeforeCommit()
+	}
+	seq, err := conn.Publish(ctx, r.channel, commit)
+	if err != nil {
+		r.g.DiscardCommit()
+		if errors.Is(err, ErrStaleEpoch) {
+			if cerr := s.catchUp(ctx, r, nil); cerr != nil {
+				return cerr
+			}
+		}
+		return err
+	}
+	if err := r.g.ConfirmCommit(); err != nil {
+		return err
+	}
+	// Entries between our cursor and our own commit were published before
+	// it in the same epoch: catch up on them first (they are application
+	// messages of the old epoch, which the window still decrypts).
+	if err := s.catchUpTo(ctx, r, seq); err != nil {
+		return err
+	}
+	r.lastSeq = max(r.lastSeq, seq)
+	return s.saveRoom(ctx, r, false)
+}
+
+// catchUpTo applies entries up to (not including) seq.
+func (s *Seat) catchUpTo(ctx context.Context, r *room, seq uint64) error {
+	if r.lastSeq+1 >= seq {
+		return nil
+	}
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return err
+	}
+	for r.lastSeq+1 < seq {
+		page, _, err := rc.Sync(ctx, r.channel, r.lastSeq, 500)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, e := range page {
+			if e.Seq >= seq {
+				return nil
+			}
+			if err := s.apply(ctx, r, e, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// testOnlyBeforeCommit, when set by a test, runs before a commit is
+// published, so a test can make another member commit first.
+var testOnlyBeforeCommit func()
+
+// commitWithRetry builds a commit with build, publishes it, and on
+// stale_epoch catches up and rebuilds, a few times.
+func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.CommitResult, error)) (*mls.CommitResult, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		res, err := build()
+		if err != nil {
+			return nil, err
+		}
+		err = s.publishCommit(ctx, r, res.Commit)
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, ErrStaleEpoch) {
+			return nil, err
+		}
+	}
+	return nil, errStaleRetries
+}
+
+// Admitted is a join request the owner admitted.
+type Admitted struct {
+	RequestID string
+	Identity  string
+}
+
+// RoomAdmit admits every pending join request of a room this seat owns,
+// one add per commit, as the seeds' add-loop does: the commit goes to the
+// relay first, and the Welcome to the directory only once the relay
+// accepted it.
+func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.loadRoom(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := s.directory(key)
+	pending, err := dir.Pending(ctx, ch)
+	if err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && (ae.Status == 403 || ae.Status == 404) {
+			return nil, ErrNotOwner
+		}
+		return nil, err
+	}
+	if err := s.catchUp(ctx, r, nil); err != nil {
+		return nil, err
+	}
+	var done []Admitted
+	for _, req := range pending {
+		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(req.KeyPackage) })
+		if err != nil {
+			if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) {
+				continue // a bad key package: leave it for the sweep
+			}
+			return done, err
+		}
+		if err := dir.PublishWelcome(ctx, req.ID, res.Welcome); err != nil {
+			return done, err
+		}
+		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity})
+	}
+	return done, nil
+}
+
+// RoomSend sends text to a room and returns its seq.
+func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	r, err := s.loadRoom(ctx, ch)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.catchUp(ctx, r, nil); err != nil {
+		return 0, err
+	}
+	if !r.g.Active() {
+		return 0, ErrRemovedRoom
+	}
+	ct, err := r.g.Protect(append([]byte{roomText}, text...), nil)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return 0, err
+	}
+	conn, err := rc.Dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if err := conn.Subscribe(ctx, ch); err != nil {
+		return 0, err
+	}
+	seq, err := conn.Publish(ctx, ch, ct)
+	if err != nil {
+		return 0, err
+	}
+	_, did, _ := s.signatureKey()
+	r.lastSeq = max(r.lastSeq, seq)
+	return seq, s.saveRoom(ctx, r, false, RoomMessage{Room: ch, Seq: seq, Sender: did, Text: text, Time: s.cfg.Now()})
+}
+
+// RoomSync catches a room up with the relay and returns the new messages.
+func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error) {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.loadRoom(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	var out []RoomMessage
+	err = s.catchUp(ctx, r, func(m RoomMessage) { out = append(out, m) })
+	return out, err
+}
+
+// RoomHistory returns the room's stored messages, oldest first.
+func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, error) {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.st.db.QueryContext(ctx, `SELECT seq, sender, text, ts FROM room_history WHERE channel = ? ORDER BY seq`, ch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RoomMessage
+	for rows.Next() {
+		m := RoomMessage{Room: ch}
+		var ts int64
+		if err := rows.Scan(&m.Seq, &m.Sender, &m.Text, &ts); err != nil {
+			return nil, err
+		}
+		m.Time = time.UnixMilli(ts)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// RoomMember is one member of a room.
+type RoomMember struct {
+	Identity string
+	Leaf     uint32
+	Self     bool
+}
+
+// RoomMembers catches the room up and returns its roster.
+func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint64, error) {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	r, err := s.loadRoom(ctx, ch)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.catchUp(ctx, r, nil); err != nil {
+		return nil, 0, err
+	}
+	var out []RoomMember
+	for _, m := range r.g.Members() {
+		out = append(out, RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()})
+	}
+	return out, r.g.Epoch(), nil
+}
+
+// RoomRemove removes the member whose identity is did.
+func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return err
+	}
+	r, err := s.loadRoom(ctx, ch)
+	if err != nil {
+		return err
+	}
+	if err := s.catchUp(ctx, r, nil); err != nil {
+		return err
+	}
+	_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+		m, ok := r.g.MemberByIdentity(did)
+		if !ok {
+			return nil, fmt.Errorf("seat: %s is not a member of %s", did, ch)
+		}
+		return r.g.RemoveMembers(m.LeafIndex)
+	})
+	return err
+}
+
+// RoomLeave forgets a room on this seat. (MLS has no self-removal by
+// commit; another member removes the leaf.)
+func (s *Seat) RoomLeave(ctx context.Context, name string) error {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return err
+	}
+	res, err := s.st.db.ExecContext(ctx, `DELETE FROM rooms WHERE channel = ?`, ch)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNoRoom
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+package seat_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+
+	_ "modernc.org/sqlite"
+)
+
+type member struct {
+	*seat.Seat
+	did  string
+	acct seat.Account
+	home string
+}
+
+func newMember(t *testing.T, st *skytaletest.Stack, org string) *member {
+	t.Helper()
+	ctx := context.Background()
+	home := t.TempDir()
+	s := openSeat(t, st, home)
+	did, err := s.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.SignIn(ctx, org+"@example.test", org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &member{Seat: s, did: did, acct: a, home: home}
+}
+
+// join runs the joiner side without blocking: publish the KeyPackage,
+// let the owner admit, then finish the join from the Welcome.
+func join(t *testing.T, owner, joiner *member, room string) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := owner.RoomInvite(ctx, room, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := joiner.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+		t.Fatalf("join before admit: %v", err)
+	}
+	adm, err := owner.RoomAdmit(ctx, room)
+	if err != nil || len(adm) != 1 || adm[0].Identity != joiner.did {
+		t.Fatalf("admit: %+v %v", adm, err)
+	}
+	if _, err := joiner.RoomJoin(ctx, room, "", time.Minute); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+}
+
+func sendTo(t *testing.T, m *member, room, text string) {
+	t.Helper()
+	if _, err := m.RoomSend(context.Background(), room, text); err != nil {
+		t.Fatalf("send %q: %v", text, err)
+	}
+}
+
+func received(t *testing.T, m *member, room string) []string {
+	t.Helper()
+	msgs, err := m.RoomSync(context.Background(), room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range msgs {
+		out = append(out, x.Text)
+	}
+	return out
+}
+
+func expect(t *testing.T, who string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("%s received %q, want %q", who, got, want)
+	}
+}
+
+func TestRoomThreeMembers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{DBPath: filepath.Join(dir, "relay.db")},
+		Directory: skytale.DirectoryConfig{DBPath: filepath.Join(dir, "directory.db")},
+	})
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	carol := newMember(t, st, "carolco")
+
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if room != "acme/rooms/ops" {
+		t.Fatalf("room channel %q", room)
+	}
+	join(t, alice, bob, room)
+	sendTo(t, alice, room, "hello bob")
+	expect(t, "bob", received(t, bob, room), "hello bob")
+	sendTo(t, bob, room, "hi alice")
+	expect(t, "alice", received(t, alice, room), "hi alice")
+
+	join(t, alice, carol, room)
+	expect(t, "bob", received(t, bob, room)) // the add commit only
+	sendTo(t, carol, room, "carol here")
+	sendTo(t, bob, room, "welcome carol")
+	expect(t, "alice", received(t, alice, room), "carol here", "welcome carol")
+	expect(t, "carol", received(t, carol, room), "welcome carol")
+	// Bob caught up on "carol here" before sending; it is in his history.
+	expect(t, "bob", received(t, bob, room))
+	if h, _ := bob.RoomHistory(ctx, room); len(h) != 4 || h[2].Text != "carol here" || h[2].Sender != carol.did {
+		t.Fatalf("bob's history: %+v", h)
+	}
+
+	mem, epoch, err := carol.RoomMembers(ctx, room)
+	if err != nil || len(mem) != 3 || epoch != 2 {
+		t.Fatalf("members: %+v epoch %d %v", mem, epoch, err)
+	}
+
+	// Carol goes offline; two commits happen; she catches up via /v1/sync.
+	dave := newMember(t, st, "daveco")
+	join(t, alice, dave, room)
+	if err := alice.RoomRemove(ctx, room, dave.did); err != nil {
+		t.Fatal(err)
+	}
+	sendTo(t, alice, room, "after two commits")
+	expect(t, "carol", received(t, carol, room), "after two commits")
+	expect(t, "bob", received(t, bob, room), "after two commits")
+
+	// A removed member cannot read further messages.
+	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	sendTo(t, carol, room, "bob is gone")
+	expect(t, "bob", received(t, bob, room))
+	if _, err := bob.RoomSend(ctx, room, "let me in"); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("removed member sent: %v", err)
+	}
+	expect(t, "alice", received(t, alice, room), "bob is gone")
+	mem, _, _ = alice.RoomMembers(ctx, room)
+	if len(mem) != 2 {
+		t.Fatalf("after removals: %+v", mem)
+	}
+
+	// Racing committers: carol's view is stale when alice commits; her
+	// commit is refused with stale_epoch, she re-syncs and succeeds.
+	erin := newMember(t, st, "erinco")
+	join(t, alice, erin, room)
+	frank := newMember(t, st, "frankco")
+	tok, _ := alice.RoomInvite(ctx, room, 0, 0)
+	if _, err := frank.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+		t.Fatal(err)
+	}
+	attempts := 0
+	restore := seat.SetTestOnlyBeforeCommit(func() {
+		attempts++
+		if attempts == 1 {
+			// Alice commits (admits frank) after carol built her commit
+			// and before carol publishes it.
+			restoreInner := seat.SetTestOnlyBeforeCommit(nil)
+			defer restoreInner()
+			if adm, err := alice.RoomAdmit(ctx, room); err != nil || len(adm) != 1 {
+				t.Errorf("racing admit: %+v %v", adm, err)
+			}
+		}
+	})
+	err = carol.RoomRemove(ctx, room, erin.did)
+	restore()
+	if err != nil {
+		t.Fatalf("stale committer did not recover: %v", err)
+	}
+	if attempts != 2 {
+		t.Fatalf("carol published %d commits, want a refused one and a retry", attempts)
+	}
+	if _, err := frank.RoomJoin(ctx, room, "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sendTo(t, alice, room, "settled")
+	expect(t, "carol", received(t, carol, room), "settled")
+	expect(t, "frank", received(t, frank, room), "settled")
+	for _, m := range []*member{alice, carol, frank} {
+		mem, epoch, err := m.RoomMembers(ctx, room)
+		if err != nil || len(mem) != 3 || epoch != 8 {
+			t.Fatalf("roster after the race: %+v epoch %d %v", mem, epoch, err)
+		}
+	}
+
+	// History is kept per room.
+	h, err := carol.RoomHistory(ctx, room)
+	if err != nil || len(h) < 4 || h[len(h)-1].Text != "settled" || h[len(h)-1].Sender != alice.did {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+
+	// Neither plane holds any plaintext or secret of this test.
+	secrets := []string{"hello bob", "hi alice", "carol here", "welcome carol", "after two commits", "bob is gone", "settled"}
+	for _, m := range []*member{alice, bob, carol} {
+		words, _ := m.Phrase()
+		secrets = append(secrets, strings.Join(words, " "), m.acct.APIKey)
+	}
+	scanForSecrets(t, filepath.Join(dir, "relay.db"), secrets)
+	scanForSecrets(t, filepath.Join(dir, "directory.db"), secrets)
+}
+
+// scanForSecrets fails if any secret appears in the database file, its WAL,
+// or any text or blob value of any table.
+func scanForSecrets(t *testing.T, path string, secrets []string) {
+	t.Helper()
+	for _, f := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range secrets {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s contains %q", filepath.Base(f), s)
+			}
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tables, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tables.Next() {
+		var n string
+		tables.Scan(&n)
+		names = append(names, n)
+	}
+	tables.Close()
+	for _, n := range names {
+		rows, err := db.Query(fmt.Sprintf(`SELECT * FROM "%s"`, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			rows.Scan(ptrs...)
+			for _, v := range vals {
+				var b []byte
+				switch x := v.(type) {
+				case string:
+					b = []byte(x)
+				case []byte:
+					b = x
+				}
+				for _, s := range secrets {
+					if len(b) > 0 && bytes.Contains(b, []byte(s)) {
+						t.Errorf("%s table %s holds %q", filepath.Base(path), n, s)
+					}
+				}
+			}
+		}
+		rows.Close()
+	}
+}
