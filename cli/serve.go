@@ -187,27 +187,29 @@ func planeLogger(l *slog.Logger, name string) *slog.Logger {
 	return l.With("plane", name)
 }
 
-// loadSecret reads a hex secret from path, creating it (mode 0600) with 32
-// random bytes the first time.
+// loadSecret reads a secret from path, creating it (mode 0600) the first
+// time as 32 random bytes in hex. The secret is the hex text itself, so the
+// operator can paste it into an Authorization header.
 func loadSecret(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
-		s, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(s) < 32 {
+		s := strings.TrimSpace(string(b))
+		if raw, err := hex.DecodeString(s); err != nil || len(raw) < 32 {
 			return nil, fmt.Errorf("%s is not a 32-byte hex secret; remove it to generate a new one", path)
 		}
-		return s, nil
+		return []byte(s), nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	s := make([]byte, 32)
-	rand.Read(s)
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	s := []byte(hex.EncodeToString(raw))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.WriteString(hex.EncodeToString(s) + "\n"); err != nil {
+	if _, err := f.Write(append(s, '\n')); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -7,10 +7,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +43,8 @@ func NewStack(t testing.TB) *Stack { return NewStackWith(t, Options{}) }
 // NewStackWith starts a stack with opts.
 func NewStackWith(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	jwtSecret, internal := random(32), random(32)
+	// Hex text, as tally serve keeps them, so they fit in headers.
+	jwtSecret, internal := []byte(hex.EncodeToString(random(32))), []byte(hex.EncodeToString(random(32)))
 	dc := opts.Directory
 	dc.OpenSignup = !opts.ClosedSignup
 	st, err := skytale.NewStack(skytale.StackConfig{
@@ -118,4 +123,24 @@ func random(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
 	return b
+}
+
+// Subject returns the sub claim of a JWT without verifying it: for tests
+// that need the account id behind a credential.
+func Subject(token string) (string, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", errors.New("skytaletest: not a JWT")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", err
+	}
+	var c struct {
+		Sub string `json:"sub"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return "", err
+	}
+	return c.Sub, nil
 }
