@@ -25,18 +25,37 @@ func (m cpuMeter) report(b *testing.B) {
 }
 
 // BenchmarkPrivateMessageProtect measures sending a 1 KiB application
-// message with suite 1: sign the FramedContent (§6.1), encrypt it and the
-// sender data (§6.3), and encode the MLSMessage.
+// message with suite 1: sign the FramedContent (§6.1) with the sender's
+// parsed signature key, encrypt it and the sender data (§6.3), and encode
+// the MLSMessage.
 func BenchmarkPrivateMessageProtect(b *testing.B) {
 	f := newProtectFixture(b, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
-	f.sender.tree.limits.MaxForwardSkip = 1 << 31
+	sk, err := f.s.(*cipherSuite).signKey(f.sigPriv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkProtect(b, f, func(fc *FramedContent) (*AuthenticatedContent, error) {
+		return signFramedContentWithKey(sk, WireFormatPrivateMessage, fc, f.gc)
+	})
+}
+
+// BenchmarkPrivateMessageProtectSeedKey is BenchmarkPrivateMessageProtect
+// with the signature key given as its stored form (the Ed25519 seed), which
+// is expanded again for every message.
+func BenchmarkPrivateMessageProtectSeedKey(b *testing.B) {
+	f := newProtectFixture(b, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
+	benchmarkProtect(b, f, func(fc *FramedContent) (*AuthenticatedContent, error) {
+		return signFramedContent(f.s, f.sigPriv, WireFormatPrivateMessage, fc, f.gc)
+	})
+}
+
+func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*FramedContent) (*AuthenticatedContent, error)) {
 	data := bytes.Repeat([]byte{'m'}, 1024)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	cpu := startCPUMeter()
 	for b.Loop() {
-		fc := f.content(ContentTypeApplication, data)
-		ac, err := signFramedContent(f.s, f.sigPriv, WireFormatPrivateMessage, fc, f.gc)
+		ac, err := sign(f.content(ContentTypeApplication, data))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -246,10 +246,10 @@ func (e *epochSecrets) verifyConfirmationTag(confirmedTranscriptHash, tag []byte
 // externalInitLabel is the HPKE exporter context of §8.3.
 const externalInitLabel = "MLS 1.0 external init secret"
 
-// hpkeParams returns the HPKE algorithms of a suite, for the HPKE secret
-// export that external initialisation needs (§8.3) and that the suite
-// interface does not offer.
-func hpkeParams(s suite) (*cipherSuite, error) {
+// concreteSuite returns the implementation behind a suite, for what the
+// suite interface does not offer: the HPKE secret export of external
+// initialisation (§8.3) and parsed signature keys.
+func concreteSuite(s suite) (*cipherSuite, error) {
 	cs, ok := s.(*cipherSuite)
 	if !ok {
 		return nil, errUnsupportedSuite
@@ -264,7 +264,7 @@ func hpkeParams(s suite) (*cipherSuite, error) {
 //	kem_output, context = SetupBaseS(external_pub, "")
 //	init_secret = context.export("MLS 1.0 external init secret", KDF.Nh)
 func externalInitSender(s suite, externalPub []byte) (kemOutput []byte, init *initSecret, err error) {
-	cs, err := hpkeParams(s)
+	cs, err := concreteSuite(s)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,7 +290,7 @@ func externalInitSender(s suite, externalPub []byte) (kemOutput []byte, init *in
 //	context = SetupBaseR(kem_output, external_priv, "")
 //	init_secret = context.export("MLS 1.0 external init secret", KDF.Nh)
 func externalInitReceiver(s suite, externalPriv, kemOutput []byte) (*initSecret, error) {
-	cs, err := hpkeParams(s)
+	cs, err := concreteSuite(s)
 	if err != nil {
 		return nil, err
 	}

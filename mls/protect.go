@@ -53,12 +53,29 @@ func framedContentTBS(wf WireFormat, fc *FramedContent, gc *GroupContext) ([]byt
 // signFramedContent signs fc for sending with wire format wf (§6.1):
 // signature = SignWithLabel(priv, "FramedContentTBS", FramedContentTBS).
 // The confirmation tag of a Commit is left empty for the caller to fill in.
+// It parses priv on every call; a sender of many messages should parse its
+// key once and use signFramedContentWithKey.
 func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, gc *GroupContext) (*AuthenticatedContent, error) {
+	cs, err := concreteSuite(s)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := cs.signKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	return signFramedContentWithKey(sk, wf, fc, gc)
+}
+
+// signFramedContentWithKey is signFramedContent with an already parsed
+// signature key.
+func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, gc *GroupContext) (*AuthenticatedContent, error) {
 	tbs, err := framedContentTBS(wf, fc, gc)
 	if err != nil {
 		return nil, err
 	}
-	sig, err := signWithLabel(s, priv, "FramedContentTBS", tbs)
+	// SignWithLabel (§5.1.2) over the parsed key.
+	sig, err := sk.sign(signContent("FramedContentTBS", tbs))
 	if err != nil {
 		return nil, err
 	}
