@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
@@ -42,50 +44,61 @@ const (
 )
 
 // pubReq is one publish (or, with reply set, one reply that must leave in
-// order after the conn's earlier publishes) queued for the archive writer.
+// order after the conn's earlier publishes) queued for the archive.
 type pubReq struct {
 	c       *conn
 	channel string
 	payload []byte
 	hdr     header
-	frame   []byte // push frame up to the payload; completed by the writer
+	frame   []byte // push frame up to the payload; completed by the sequencer
 	reply   []byte
 
-	// done, when set, receives the result instead of a reply frame
-	// (in-process publishes).
-	done chan<- pubResult
-}
-
-type pubResult struct {
-	seq   uint64
-	err   error
-	epoch uint64 // expected epoch for errStaleEpoch
-}
-
-var errStaleEpoch = errors.New("relay: commit for a stale epoch")
-
-// chanState is the writer's view of one channel.
-type chanState struct {
-	seq      uint64 // last assigned
-	reserved uint64 // durable ceiling
+	// Set by the sequencer.
+	st       *chanState
+	seq      uint64
+	ts       int64
+	held     bool   // deliver only after the commit
+	stale    bool   // refused by the commit fence
+	expected uint64 // the epoch expected next, for stale
+	dirty    bool   // the channel row changes with this entry
+	reserved uint64 // the channel row after this entry
 	hasEpoch bool
 	epoch    uint64
-	dirty    bool // reserved or epoch changed in this batch
 }
 
-// archive is the SQLite store. A single writer goroutine owns every write:
-// it drains queued publishes, sequences them, fences commits, and commits
-// the whole batch in one transaction (one fsync), then sends the acks.
+// chanState is the archive's view of one channel. seq, reserved and the
+// epoch belong to the sequencer; durable and held are shared with the
+// committer.
+type chanState struct {
+	name     string
+	seq      uint64 // last assigned
+	reserved uint64 // ceiling promised to the committer
+	hasEpoch bool
+	epoch    uint64 // expected next
+
+	durable atomic.Uint64 // reserved ceiling known to be committed
+	held    atomic.Int64  // entries waiting for their commit before delivery
+}
+
+// archive is the SQLite store. The committer goroutine owns every write;
+// see runSequencer for the pipeline.
 type archive struct {
-	db     *sql.DB
-	w      *sql.Conn
-	hub    *hub
-	cap    uint64
-	ttl    time.Duration
-	now    func() time.Time
-	reqs   chan *pubReq
+	db   *sql.DB
+	w    *sql.Conn
+	hub  *hub
+	cap  uint64
+	ttl  time.Duration
+	now  func() time.Time
+	log  *slog.Logger
+	reqs chan *pubReq // to the sequencer
+	seqd chan *pubReq // from the sequencer to the committer
+
+	// Owned by the sequencer.
 	states map[string]*chanState
 	lastTS int64
+
+	// Owned by the committer.
+	failed error
 
 	insert, evict, upsert, load *sql.Stmt
 	readApp, readAll            *sql.Stmt
@@ -106,7 +119,9 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		cap:    uint64(cfg.ArchiveCap),
 		ttl:    cfg.ArchiveTTL,
 		now:    cfg.Now,
+		log:    cfg.Logger,
 		reqs:   make(chan *pubReq, maxBatch),
+		seqd:   make(chan *pubReq, maxBatch),
 		states: make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
@@ -128,7 +143,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ?`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
-		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, true},
+		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
 		{&a.readApp, `SELECT seq, entry_type, ts, payload FROM messages
 			WHERE channel = ? AND seq > ? AND ts >= ? AND entry_type = 0 ORDER BY seq LIMIT ?`, false},
 		{&a.readAll, `SELECT seq, entry_type, ts, payload FROM messages
@@ -164,16 +179,94 @@ func (a *archive) closeStmts() {
 // which is the backpressure a fast publisher feels.
 func (a *archive) submit(r *pubReq) { a.reqs <- r }
 
-// run is the writer goroutine. It returns once reqs is closed and drained.
-func (a *archive) run(ctx context.Context) {
-	sweepEvery := min(a.ttl, 30*time.Second)
-	sweep := time.NewTicker(sweepEvery)
+// The archive runs as a two-stage pipeline, each stage one goroutine:
+//
+//   - the sequencer takes publishes in arrival order, fences commits,
+//     assigns the channel's next seq and delivers app messages at once;
+//   - the committer writes what the sequencer passed on in large
+//     transactions (one fsync each), then delivers the entries that had to
+//     wait for durability and sends every answer, in arrival order.
+//
+// Live delivery may thus run ahead of the fsync, but only for app messages
+// whose seq is below a durably reserved ceiling, and only while nothing
+// held is pending on the channel (so per-channel order is kept). A crash
+// can therefore leave a gap in a channel's sequence but never reuses a
+// number a subscriber has seen, and a commit is never delivered before the
+// epoch it moves to is durable, so a crash cannot fork a group.
+// Acknowledgements always wait for the commit.
+func (a *archive) runSequencer() {
+	defer close(a.seqd)
+	for r := range a.reqs {
+		a.sequence(r)
+		a.seqd <- r
+	}
+}
+
+func (a *archive) sequence(r *pubReq) {
+	if r.reply != nil {
+		return
+	}
+	st := a.state(r.channel)
+	if st == nil {
+		return
+	}
+	r.st = st
+	if r.hdr.commit {
+		if st.hasEpoch && r.hdr.epoch != st.epoch {
+			r.stale, r.expected = true, st.epoch
+			return
+		}
+		st.hasEpoch, st.epoch, r.dirty = true, r.hdr.epoch+1, true
+	}
+	ts := a.now().UnixMilli()
+	if ts < a.lastTS {
+		ts = a.lastTS // ts grows with insertion order; the TTL sweep relies on it
+	}
+	a.lastTS = ts
+	st.seq++
+	if st.seq > st.reserved {
+		st.reserved, r.dirty = st.seq+reserveBlock-1, true
+	}
+	r.seq, r.ts = st.seq, ts
+	r.reserved, r.hasEpoch, r.epoch = st.reserved, st.hasEpoch, st.epoch
+	r.frame = pushSuffix(r.frame, r.seq, r.hdr.entryType, ts)
+	if r.hdr.entryType == EntryApp && r.seq <= st.durable.Load() && st.held.Load() == 0 {
+		a.hub.fanout(r.channel, r.frame, r.c)
+		r.frame = nil
+		return
+	}
+	r.held = true
+	st.held.Add(1)
+}
+
+// state returns the sequencer's view of a channel, loading it on first
+// use; after a restart the sequence continues above the durable ceiling.
+// It returns nil when the archive cannot be read.
+func (a *archive) state(name string) *chanState {
+	if st := a.states[name]; st != nil {
+		return st
+	}
+	var reserved int64
+	var epoch sql.NullInt64
+	err := a.load.QueryRowContext(context.Background(), name).Scan(&reserved, &epoch)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	st := &chanState{name: name, seq: uint64(reserved), reserved: uint64(reserved), hasEpoch: epoch.Valid, epoch: uint64(epoch.Int64)}
+	st.durable.Store(uint64(reserved))
+	a.states[name] = st
+	return st
+}
+
+// runCommitter is the committer goroutine; it returns when the sequencer
+// has stopped and everything it passed on is committed and answered.
+func (a *archive) runCommitter(ctx context.Context) {
+	sweep := time.NewTicker(min(a.ttl, 30*time.Second))
 	defer sweep.Stop()
 	batch := make([]*pubReq, 0, 64)
-	var post []postItem
 	for {
 		select {
-		case r, ok := <-a.reqs:
+		case r, ok := <-a.seqd:
 			if !ok {
 				a.finish(ctx)
 				return
@@ -182,7 +275,7 @@ func (a *archive) run(ctx context.Context) {
 		drain:
 			for len(batch) < maxBatch {
 				select {
-				case r, ok := <-a.reqs:
+				case r, ok := <-a.seqd:
 					if !ok {
 						break drain
 					}
@@ -191,7 +284,7 @@ func (a *archive) run(ctx context.Context) {
 					break drain
 				}
 			}
-			post = a.commitBatch(ctx, batch, post[:0])
+			a.commit(ctx, batch)
 			clear(batch)
 		case <-sweep.C:
 			a.sweepTTL(ctx)
@@ -199,164 +292,105 @@ func (a *archive) run(ctx context.Context) {
 	}
 }
 
-// postItem is something the writer does after its transaction committed:
-// deliver a held message, or answer a request.
-type postItem struct {
-	req     *pubReq
-	deliver []byte // a push frame to fan out
-	answer  []byte // a frame for req.c
-	result  pubResult
-}
-
-func (a *archive) commitBatch(ctx context.Context, batch []*pubReq, post []postItem) []postItem {
-	ts := a.now().UnixMilli()
-	if ts < a.lastTS {
-		ts = a.lastTS // keep ts monotonic with insertion order; the TTL sweep relies on it
+func (a *archive) commit(ctx context.Context, batch []*pubReq) {
+	err := a.failed
+	if err == nil {
+		if werr := a.write(ctx, batch); werr != nil {
+			// Fail-stop: the sequencer has moved past state that is not
+			// durable, so carrying on could reuse an epoch. Every further
+			// publish is refused until a restart reloads durable state.
+			a.failed = fmt.Errorf("relay: archive write: %w", werr)
+			a.log.Error("relay: archive write failed; refusing publishes until restart", "err", werr)
+			err = a.failed
+		}
 	}
-	a.lastTS = ts
-
-	touched := make(map[string]*chanState)
-	held := make(map[string]bool)
-	_, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if err == nil {
+		for _, r := range batch {
+			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
+				r.st.durable.Store(r.reserved)
+			}
+		}
+	}
 	for _, r := range batch {
-		if r.reply != nil {
-			post = append(post, postItem{req: r, answer: r.reply})
-			continue
-		}
-		if err != nil {
-			post = append(post, postItem{req: r, result: pubResult{err: err}})
-			continue
-		}
-		var st *chanState
-		st, err = a.state(ctx, r.channel)
-		if err != nil {
-			post = append(post, postItem{req: r, result: pubResult{err: err}})
-			continue
-		}
-		if r.hdr.commit {
-			if st.hasEpoch && r.hdr.epoch != st.epoch {
-				post = append(post, postItem{req: r, answer: staleEpochFrame(st.epoch),
-					result: pubResult{err: errStaleEpoch, epoch: st.epoch}})
-				continue
-			}
-			st.hasEpoch, st.epoch, st.dirty = true, r.hdr.epoch+1, true
-		}
-		touched[r.channel] = st
-		st.seq++
-		seq := st.seq
-		if seq > st.reserved {
-			st.reserved, st.dirty = seq+reserveBlock-1, true
-			held[r.channel] = true
-		}
-		push := pushSuffix(r.frame, seq, r.hdr.entryType, ts)
-		// App messages go out before the fsync: the seq is below the durable
-		// ceiling, and the publisher's ack still waits for the commit.
-		// Commits and Welcomes (and anything behind them on the channel) go
-		// out only once durable, so a crash can never fork a group.
-		if r.hdr.entryType == EntryApp && !held[r.channel] {
-			a.hub.fanout(r.channel, push, r.c)
-		} else {
-			held[r.channel] = true
-			post = append(post, postItem{req: r, deliver: push})
-		}
-		post = append(post, postItem{req: r, answer: nil, result: pubResult{seq: seq}})
-		_, err = a.insert.ExecContext(ctx, r.channel, int64(seq), int64(r.hdr.entryType), ts, r.payload)
-	}
-	if err == nil {
-		for name, st := range touched {
-			if st.dirty {
-				var epoch any
-				if st.hasEpoch {
-					epoch = int64(st.epoch)
-				}
-				if _, err = a.upsert.ExecContext(ctx, name, int64(st.reserved), epoch); err != nil {
-					break
-				}
-			}
-			if st.seq > a.cap {
-				if _, err = a.evict.ExecContext(ctx, name, int64(st.seq-a.cap)); err != nil {
-					break
-				}
-			}
-		}
-	}
-	if err == nil {
-		_, err = a.w.ExecContext(ctx, "COMMIT")
-	}
-	if err != nil {
-		a.w.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-		// Forget the in-memory view of the touched channels: the next batch
-		// reloads it, continuing above the durable ceiling so no number that
-		// went out live is reused.
-		for name := range touched {
-			delete(a.states, name)
-		}
-		err = fmt.Errorf("relay: archive write: %w", err)
-	} else {
-		for _, st := range touched {
-			st.dirty = false
-		}
-	}
-
-	for _, p := range post {
-		r := p.req
-		switch {
-		case p.deliver != nil:
+		if r.held {
 			if err == nil {
-				a.hub.fanout(r.channel, p.deliver, r.c)
+				a.hub.fanout(r.channel, r.frame, r.c)
 			}
-			continue
-		case r.reply != nil:
-		case err != nil && p.result.err == nil:
-			p.result = pubResult{err: err}
-			p.answer = nil
+			r.st.held.Add(-1)
 		}
-		a.answer(r, p)
+		a.answer(r, err)
 	}
-	clear(post)
-	return post
 }
 
-func (a *archive) answer(r *pubReq, p postItem) {
-	if r.done != nil {
-		r.done <- p.result
-		return
+// write stores a batch in one transaction.
+func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
+	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
 	}
+	defer func() {
+		if err != nil {
+			a.w.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	last := make(map[*chanState]*pubReq)
+	dirty := make(map[*chanState]bool)
+	for _, r := range batch {
+		if r.reply != nil || r.stale || r.st == nil {
+			continue
+		}
+		if _, err := a.insert.ExecContext(ctx, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload); err != nil {
+			return err
+		}
+		last[r.st] = r
+		if r.dirty {
+			dirty[r.st] = true
+		}
+	}
+	for st, r := range last {
+		if dirty[st] {
+			var epoch any
+			if r.hasEpoch {
+				epoch = int64(r.epoch)
+			}
+			if _, err := a.upsert.ExecContext(ctx, st.name, int64(r.reserved), epoch); err != nil {
+				return err
+			}
+		}
+		if r.seq > a.cap {
+			if _, err := a.evict.ExecContext(ctx, st.name, int64(r.seq-a.cap)); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = a.w.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+func (a *archive) answer(r *pubReq, err error) {
 	if r.c == nil {
 		return
 	}
-	f := p.answer
-	if f == nil {
-		if p.result.err != nil {
-			f = errorFrame("internal", "the archive could not store the message")
-		} else {
-			f = ackFrame(p.result.seq)
-		}
+	f := r.reply
+	switch {
+	case f != nil:
+	case r.stale:
+		f = staleEpochFrame(r.expected)
+	case err != nil || r.st == nil:
+		f = errorFrame("internal", "the archive could not store the message")
+	default:
+		f = ackFrame(r.seq)
 	}
 	r.c.push(f)
 	r.c.pending.Add(-1)
 }
 
-// state returns the writer's view of a channel, loading it on first use.
-// After a restart the sequence continues above the durable ceiling.
-func (a *archive) state(ctx context.Context, name string) (*chanState, error) {
-	if st := a.states[name]; st != nil {
-		return st, nil
-	}
-	var reserved int64
-	var epoch sql.NullInt64
-	err := a.load.QueryRowContext(ctx, name).Scan(&reserved, &epoch)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, err
-	}
-	st := &chanState{seq: uint64(reserved), reserved: uint64(reserved), hasEpoch: epoch.Valid, epoch: uint64(epoch.Int64)}
-	a.states[name] = st
-	return st, nil
-}
-
 // finish records the exact last sequence number of every channel, so a
-// clean restart continues without a gap.
+// clean restart continues without a gap. It runs after the sequencer has
+// stopped.
 func (a *archive) finish(ctx context.Context) {
+	if a.failed != nil {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return

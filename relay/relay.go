@@ -133,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		start:   cfg.Now(),
 		revoked: make(map[string]struct{}),
 	}
+	s.cfg.Logger = log
 	s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
 	if err != nil {
 		db.Close()
@@ -157,7 +158,8 @@ func New(cfg Config) (*Server, error) {
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bgCancel = cancel
-	s.bg.Go(func() { s.arch.run(bgCtx) })
+	s.bg.Go(s.arch.runSequencer)
+	s.bg.Go(func() { s.arch.runCommitter(bgCtx) })
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.pollRevocations(bgCtx) })
 	}
