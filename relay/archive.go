@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,9 @@ const (
 	// gap in a channel's sequence but can never reuse a number a subscriber
 	// has already seen.
 	reserveBlock = 1024
+	// insertRows is how many rows one multi-row INSERT carries; the
+	// per-statement overhead dominates the cost of a 1 KiB row otherwise.
+	insertRows = 32
 )
 
 // pubReq is one publish (or, with reply set, one reply that must leave in
@@ -100,8 +104,12 @@ type archive struct {
 	// Owned by the committer.
 	failed error
 
-	insert, evict, upsert, load *sql.Stmt
-	readApp, readAll            *sql.Stmt
+	args     []any
+	ckpt     *sql.Conn // nil for an in-memory archive
+	ckptWake chan struct{}
+
+	insert, insertN, evict, upsert, load *sql.Stmt
+	readApp, readAll                     *sql.Stmt
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -134,12 +142,29 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 			return fail(err)
 		}
 	}
+	// The writer keeps the hot end of every channel cached (the default
+	// cache is 2 MB). Checkpoints run on their own connection so the
+	// committer never stalls on one; the large automatic threshold is only
+	// a backstop.
+	for _, p := range []string{"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=16384"} {
+		if _, err := w.ExecContext(ctx, p); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.DBPath != "" {
+		if a.ckpt, err = db.Conn(ctx); err != nil {
+			return fail(err)
+		}
+		a.ckptWake = make(chan struct{}, 1)
+	}
 	for _, s := range []struct {
 		dst   **sql.Stmt
 		query string
 		conn  bool
 	}{
 		{&a.insert, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES (?, ?, ?, ?, ?)`, true},
+		{&a.insertN, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?),", insertRows), ","), true},
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ?`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
@@ -168,7 +193,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 }
 
 func (a *archive) closeStmts() {
-	for _, s := range []*sql.Stmt{a.insert, a.evict, a.upsert, a.load, a.readApp, a.readAll} {
+	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.upsert, a.load, a.readApp, a.readAll} {
 		if s != nil {
 			s.Close()
 		}
@@ -305,6 +330,12 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 		}
 	}
 	if err == nil {
+		if a.ckptWake != nil {
+			select {
+			case a.ckptWake <- struct{}{}:
+			default:
+			}
+		}
 		for _, r := range batch {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
 				r.st.durable.Store(r.reserved)
@@ -334,18 +365,30 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	}()
 	last := make(map[*chanState]*pubReq)
 	dirty := make(map[*chanState]bool)
+	args := a.args[:0]
 	for _, r := range batch {
 		if r.reply != nil || r.stale || r.st == nil {
 			continue
 		}
-		if _, err := a.insert.ExecContext(ctx, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload); err != nil {
-			return err
+		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload)
+		if len(args) == 5*insertRows {
+			if _, err := a.insertN.ExecContext(ctx, args...); err != nil {
+				return err
+			}
+			args = args[:0]
 		}
 		last[r.st] = r
 		if r.dirty {
 			dirty[r.st] = true
 		}
 	}
+	for i := 0; i < len(args); i += 5 {
+		if _, err := a.insert.ExecContext(ctx, args[i:i+5]...); err != nil {
+			return err
+		}
+	}
+	clear(args)
+	a.args = args[:0]
 	for st, r := range last {
 		if dirty[st] {
 			var epoch any
@@ -466,4 +509,31 @@ func (a *archive) read(ctx context.Context, name string, since uint64, limit int
 func (a *archive) close() {
 	a.closeStmts()
 	a.w.Close()
+	if a.ckpt != nil {
+		a.ckpt.Close()
+	}
+}
+
+// runCheckpointer copies committed WAL frames into the database file
+// (PRAGMA wal_checkpoint(PASSIVE), which never blocks the committer) after
+// commits, at most every 20 ms. It returns when ctx is done.
+func (a *archive) runCheckpointer(ctx context.Context) {
+	if a.ckpt == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.ckptWake:
+		}
+		if _, err := a.ckpt.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil && ctx.Err() == nil {
+			a.log.Warn("relay: checkpoint failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

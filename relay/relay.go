@@ -160,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	s.bgCancel = cancel
 	s.bg.Go(s.arch.runSequencer)
 	s.bg.Go(func() { s.arch.runCommitter(bgCtx) })
+	s.bg.Go(func() { s.arch.runCheckpointer(bgCtx) })
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.pollRevocations(bgCtx) })
 	}
