@@ -242,3 +242,77 @@ func BenchmarkTreeHash(b *testing.B) {
 		})
 	}
 }
+
+// buildCommittedTree returns an n-member tree in which every member has
+// committed once, in leaf order, so every parent above a member is
+// non-blank and parent-hash valid (each parent was last set by the
+// rightmost member below it, along with the whole chain down to it). Keys
+// are random bytes and leaves are unsigned: this is for the hash and
+// structure checks only, and costs O(n log n) hashes.
+func buildCommittedTree(tb testing.TB, n uint32) *ratchetTree {
+	s := treeTestSuite(tb)
+	tmpl, _, _ := newTreeTestLeaf(tb, s, "large")
+	key := func(i uint32, tag byte) []byte {
+		var b [5]byte
+		binary.BigEndian.PutUint32(b[:], i)
+		b[4] = tag
+		return s.hash(b[:])
+	}
+	leaf0 := *tmpl
+	leaf0.EncryptionKey = key(0, 'l')
+	t := newRatchetTree(s, &leaf0)
+	for i := uint32(1); i < n; i++ {
+		ln := *tmpl
+		ln.EncryptionKey = key(i, 'l')
+		ln.SignatureKey = key(i, 's')
+		t.addLeaf(&ln)
+	}
+	for i := range n {
+		l := leafIndex(i)
+		t.blankDirectPath(l)
+		fdp, cp := t.filteredDirectPath(l)
+		for _, x := range fdp {
+			t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: key(i<<8|uint32(level(x)), 'p')}})
+		}
+		ln := *t.leafNode(l)
+		ln.LeafNodeSource = LeafNodeSourceCommit
+		ln.ParentHash = t.setPathParentHashes(fdp, cp)
+		t.setNode(l.node(), Node{Leaf: &ln})
+	}
+	return t
+}
+
+// BenchmarkJoinTreeCheck measures what a joiner does with a received
+// ratchet_tree before trusting it, apart from leaf signatures: decode, tree
+// hash from scratch, structure checks and parent-hash verification of every
+// parent (§7.9.2, §12.4.3.1).
+func BenchmarkJoinTreeCheck(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("leaves=%d", n), func(b *testing.B) {
+			if n >= 10000 && testing.Short() {
+				b.Skip("10,000-leaf tree skipped in -short mode")
+			}
+			enc := buildCommittedTree(b, n).encode()
+			s := treeTestSuite(b)
+			var cpu treeCPUMeter
+			b.ReportAllocs()
+			b.SetBytes(int64(len(enc)))
+			cpu.start()
+			for b.Loop() {
+				t, err := decodeRatchetTree(s, enc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.treeHash()
+				if err := t.validateStructure(); err != nil {
+					b.Fatal(err)
+				}
+				if err := t.verifyParentHashes(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.stop()
+			cpu.report(b)
+		})
+	}
+}

@@ -570,3 +570,26 @@ func TestUpdatePathRejects(t *testing.T) {
 		}
 	}, false)
 }
+
+// TestLargeTreeParentHashes checks parent-hash verification on a large tree
+// where every parent is set, and that one altered parent is caught.
+func TestLargeTreeParentHashes(t *testing.T) {
+	n := uint32(10000)
+	if testing.Short() {
+		n = 1000
+	}
+	tr := buildCommittedTree(t, n)
+	if err := tr.validateStructure(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.verifyParentHashes(); err != nil {
+		t.Fatal(err)
+	}
+	x := parent(leafIndex(n / 3).node())
+	p := *tr.nodes[x].Parent
+	p.ParentHash = append([]byte{1}, p.ParentHash...)
+	tr.setNode(x, Node{Parent: &p})
+	if err := tr.verifyParentHashes(); !errors.Is(err, errParentHash) {
+		t.Fatalf("altered parent %d: got %v", x, err)
+	}
+}
