@@ -3,10 +3,12 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -463,47 +465,61 @@ func (a *archive) sweepTTL(ctx context.Context) {
 		(SELECT coalesce(max(id), 0) + 1 FROM messages))`, cutoff)
 }
 
-// entry is one archived message.
-type entry struct {
-	seq       uint64
-	entryType uint8
-	ts        int64
-	payload   []byte
-}
-
-// read returns up to limit entries of a channel after since, and whether
-// more follow.
-func (a *archive) read(ctx context.Context, name string, since uint64, limit int, appOnly bool) ([]entry, bool, error) {
-	if since >= math.MaxInt64 {
-		return nil, false, nil
-	}
-	stmt := a.readAll
+// readJSON appends the JSON body of GET /v1/messages (appOnly) or
+// GET /v1/sync to b: up to limit entries of a channel after since, and
+// has_more. Payloads are encoded straight from SQLite's row buffer.
+func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uint64, limit int, appOnly bool) ([]byte, error) {
+	key := `{"entries":[`
 	if appOnly {
-		stmt = a.readApp
+		key = `{"messages":[`
 	}
-	cutoff := a.now().Add(-a.ttl).UnixMilli()
-	rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("relay: archive read: %w", err)
-	}
-	defer rows.Close()
-	out := make([]entry, 0, min(limit, 128))
-	for rows.Next() {
-		var e entry
-		var seq, et int64
-		if err := rows.Scan(&seq, &et, &e.ts, &e.payload); err != nil {
-			return nil, false, fmt.Errorf("relay: archive read: %w", err)
+	b = append(b, key...)
+	more := false
+	if since < math.MaxInt64 {
+		stmt := a.readAll
+		if appOnly {
+			stmt = a.readApp
 		}
-		e.seq, e.entryType = uint64(seq), uint8(et)
-		out = append(out, e)
+		cutoff := a.now().Add(-a.ttl).UnixMilli()
+		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1)
+		if err != nil {
+			return nil, fmt.Errorf("relay: archive read: %w", err)
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			if n == limit {
+				more = true
+				break
+			}
+			var seq, et, ts int64
+			var payload sql.RawBytes
+			if err := rows.Scan(&seq, &et, &ts, &payload); err != nil {
+				return nil, fmt.Errorf("relay: archive read: %w", err)
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = append(b, `{"seq":`...)
+			b = strconv.AppendInt(b, seq, 10)
+			if !appOnly {
+				b = append(b, `,"entry_type":`...)
+				b = strconv.AppendInt(b, et, 10)
+			}
+			b = append(b, `,"payload":"`...)
+			b = base64.StdEncoding.AppendEncode(b, payload)
+			b = append(b, `","ts":`...)
+			b = strconv.AppendInt(b, ts, 10)
+			b = append(b, '}')
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("relay: archive read: %w", err)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("relay: archive read: %w", err)
-	}
-	if len(out) > limit {
-		return out[:limit], true, nil
-	}
-	return out, false, nil
+	b = append(b, `],"has_more":`...)
+	b = strconv.AppendBool(b, more)
+	return append(b, "}\n"...), nil
 }
 
 func (a *archive) close() {

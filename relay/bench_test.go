@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +109,46 @@ func drain(c *websocket.Conn, f func([]byte)) {
 
 var pushPrefixBytes = []byte(`{"type":"message"`)
 
+// cpuTime is the process's user+system CPU time so far. Clients and relay
+// share the process, so per-op CPU covers both sides.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rawReader counts the text frames of a bare-socket WebSocket client,
+// reading 64 KiB at a time; it returns when the connection ends or a close
+// frame arrives.
+func rawReader(c net.Conn, f func(payload []byte)) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	var hdr [8]byte
+	payload := make([]byte, 0, 4096)
+	for {
+		if _, err := io.ReadFull(r, hdr[:2]); err != nil {
+			return
+		}
+		n := int(hdr[1] & 0x7f)
+		switch n {
+		case 126:
+			if _, err := io.ReadFull(r, hdr[:2]); err != nil {
+				return
+			}
+			n = int(hdr[0])<<8 | int(hdr[1])
+		case 127:
+			if _, err := io.ReadFull(r, hdr[:8]); err != nil {
+				return
+			}
+			n = int(binary.BigEndian.Uint64(hdr[:]))
+		}
+		payload = slices.Grow(payload[:0], n)[:n]
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return
+		}
+		f(payload)
+	}
+}
+
 // BenchmarkFanout: one publisher, 100 subscribers on one channel, archive
 // on. The publisher keeps at most 256 messages outstanding for the slowest
 // subscriber. One op is one published message; delivered/s counts frames
@@ -118,13 +160,14 @@ func BenchmarkFanout(b *testing.B) {
 	counts := make([]atomic.Int64, subscribers)
 	progress := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	conns := make([]*websocket.Conn, subscribers)
+	conns := make([]net.Conn, subscribers)
+	addr := strings.TrimPrefix(tr.URL, "http://")
 	for i := range subscribers {
-		conns[i] = benchDial(b, tr.URL, "/ws/"+ch, fmt.Sprintf("sub-%d", i))
+		conns[i] = rawSubscriber(b, addr, "/ws/"+ch, mint(b, fmt.Sprintf("sub-%d", i), ""))
 	}
 	for i, c := range conns {
 		wg.Go(func() {
-			drain(c, func(f []byte) {
+			rawReader(c, func(f []byte) {
 				if bytes.HasPrefix(f, pushPrefixBytes) {
 					if n := counts[i].Add(1); n%16 == 0 {
 						select {
@@ -151,7 +194,7 @@ func BenchmarkFanout(b *testing.B) {
 
 	b.SetBytes(benchPayload)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	low := int64(0)
 	for i := int64(0); i < int64(b.N); i++ {
 		for i-low >= benchWindow {
@@ -173,12 +216,13 @@ func BenchmarkFanout(b *testing.B) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)*subscribers/elapsed.Seconds(), "delivered/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*subscribers), "cpu-ns/delivered")
 	pub.CloseNow()
 	for _, c := range conns {
-		c.CloseNow()
+		c.Close()
 	}
 	wg.Wait()
 }
@@ -246,7 +290,7 @@ func benchDurable(b *testing.B, publishers, window int) {
 	}
 	ctx := context.Background()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	var run sync.WaitGroup
 	for i, p := range ps {
 		n := b.N / publishers
@@ -271,9 +315,10 @@ func benchDurable(b *testing.B, publishers, window int) {
 		})
 	}
 	run.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/ack")
 	for _, p := range ps {
 		p.c.CloseNow()
 	}
@@ -305,7 +350,7 @@ func BenchmarkMessagesPage(b *testing.B) {
 	tok := "Bearer " + mint(b, "reader", "")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			req, _ := http.NewRequest("GET", url, nil)
@@ -323,6 +368,7 @@ func BenchmarkMessagesPage(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pages/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/page")
 }
 
 // rawSubscriber opens a WebSocket by hand on a bare TCP socket,

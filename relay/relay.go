@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -234,6 +233,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}{"ok", int64(s.cfg.Now().Sub(s.start).Seconds())})
 }
 
+var pagePool = sync.Pool{New: func() any { b := make([]byte, 0, 160<<10); return &b }}
+
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	httpx.WriteError(w, status, code, message)
 }
@@ -304,42 +305,18 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		}
 		limit = int(min(n, MaxLimit))
 	}
-	entries, more, err := s.arch.read(r.Context(), name, since, limit, appOnly)
+	bp := pagePool.Get().(*[]byte)
+	defer pagePool.Put(bp)
+	b, err := s.arch.readJSON(r.Context(), (*bp)[:0], name, since, limit, appOnly)
 	if err != nil {
 		s.log.Error("relay: archive read failed", "err", err)
 		s.logRequest(r, http.StatusInternalServerError)
 		writeError(w, http.StatusInternalServerError, "internal", "archive read failed")
 		return
 	}
-	size := 32
-	for _, e := range entries {
-		size += base64.StdEncoding.EncodedLen(len(e.payload)) + 80
+	if cap(b) <= 4<<20 {
+		*bp = b
 	}
-	b := make([]byte, 0, size)
-	if appOnly {
-		b = append(b, `{"messages":[`...)
-	} else {
-		b = append(b, `{"entries":[`...)
-	}
-	for i, e := range entries {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"seq":`...)
-		b = strconv.AppendUint(b, e.seq, 10)
-		if !appOnly {
-			b = append(b, `,"entry_type":`...)
-			b = strconv.AppendUint(b, uint64(e.entryType), 10)
-		}
-		b = append(b, `,"payload":"`...)
-		b = base64.StdEncoding.AppendEncode(b, e.payload)
-		b = append(b, `","ts":`...)
-		b = strconv.AppendInt(b, e.ts, 10)
-		b = append(b, '}')
-	}
-	b = append(b, `],"has_more":`...)
-	b = strconv.AppendBool(b, more)
-	b = append(b, "}\n"...)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -42,7 +43,7 @@ var maxB64 = base64.StdEncoding.EncodedLen(MaxPayload)
 type conn struct {
 	srv    *Server
 	ws     *websocket.Conn
-	cc     *corkConn
+	cc     *frameConn
 	remote string
 
 	authed atomic.Bool
@@ -170,20 +171,10 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// writeBatch writes frames with one socket write (the cork holds the
-// encoded frames until all are framed).
+// writeBatch writes frames as WebSocket text frames with one socket write
+// (or one per corkFlushAt bytes).
 func (c *conn) writeBatch(frames [][]byte) error {
-	c.cc.cork()
-	var err error
-	for _, f := range frames {
-		if err = c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
-			break
-		}
-	}
-	if ferr := c.cc.uncork(); err == nil {
-		err = ferr
-	}
-	return err
+	return c.cc.writeFrames(frames)
 }
 
 // readLoop reads and handles frames until the peer goes away or the
@@ -453,11 +444,11 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("relay: connection ended", "remote", c.remote, "sub", c.sub)
 }
 
-// hijackWriter hands the WebSocket library a corked connection, so the
-// writer goroutine can frame many messages and send them with one write.
+// hijackWriter hands the WebSocket library a frameConn, so the relay can
+// write its data frames itself, many per socket write.
 type hijackWriter struct {
 	http.ResponseWriter
-	cc *corkConn
+	cc *frameConn
 }
 
 func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -469,67 +460,70 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		nc.Close()
 		return nil, nil, err
 	}
-	h.cc = &corkConn{Conn: nc}
+	h.cc = &frameConn{Conn: nc}
 	return h.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(h.cc, 512)), nil
 }
 
-// corkConn is a net.Conn whose writes can be held in memory between cork
-// and uncork and then sent as one write. Every socket write has a deadline.
-type corkConn struct {
+// frameConn is the server side of a WebSocket connection. The library
+// writes its control frames (pong, close) through Write, each frame in one
+// call (they fit its 512-byte buffer); the relay's writer goroutine frames
+// its text messages itself in writeFrames and sends all that are queued
+// with one write, instead of one write per message. The mutex keeps the
+// two from interleaving, and every socket write has a deadline.
+type frameConn struct {
 	net.Conn
-	mu     sync.Mutex // guards the following fields
-	corked bool
-	buf    *[]byte
+	mu sync.Mutex // serializes writes
 }
 
-var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
+// corkFlushAt bounds how much one socket write carries.
 const corkFlushAt = 256 << 10
 
-func (c *corkConn) Write(p []byte) (int, error) {
+func (c *frameConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.corked {
-		return c.writeRaw(p)
-	}
-	*c.buf = append(*c.buf, p...)
-	if len(*c.buf) >= corkFlushAt {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
+	return c.writeRaw(p)
 }
 
-func (c *corkConn) writeRaw(p []byte) (int, error) {
+func (c *frameConn) writeRaw(p []byte) (int, error) {
 	c.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	return c.Conn.Write(p)
 }
 
-func (c *corkConn) flushLocked() error {
-	if len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.writeRaw(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	return err
-}
-
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	c.corked = true
-	c.buf = corkPool.Get().(*[]byte)
-	c.mu.Unlock()
-}
-
-func (c *corkConn) uncork() error {
+// writeFrames sends each message as one unmasked, final text frame
+// (RFC 6455 §5.2).
+func (c *frameConn) writeFrames(msgs [][]byte) error {
+	bp := framePool.Get().(*[]byte)
+	b := (*bp)[:0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.flushLocked()
-	c.corked = false
-	if cap(*c.buf) <= 1<<20 {
-		corkPool.Put(c.buf)
+	var err error
+	for _, m := range msgs {
+		n := len(m)
+		switch {
+		case n < 126:
+			b = append(b, 0x81, byte(n))
+		case n <= 0xffff:
+			b = append(b, 0x81, 126, byte(n>>8), byte(n))
+		default:
+			b = append(b, 0x81, 127)
+			b = binary.BigEndian.AppendUint64(b, uint64(n))
+		}
+		b = append(b, m...)
+		if len(b) >= corkFlushAt {
+			if _, err = c.writeRaw(b); err != nil {
+				break
+			}
+			b = b[:0]
+		}
 	}
-	c.buf = nil
+	if err == nil && len(b) > 0 {
+		_, err = c.writeRaw(b)
+	}
+	if cap(b) <= 1<<20 {
+		*bp = b[:0]
+		framePool.Put(bp)
+	}
 	return err
 }
