@@ -30,6 +30,9 @@ const (
 	userCodeLen   = 8
 	maxOpenGrants = 10000
 	maxLabel      = 128
+	// MaxSealedSeat bounds the optional sealed_seat box of an approval
+	// (decoded bytes).
+	MaxSealedSeat = 4096
 )
 
 // SealCredential seals an API key to a device's X25519 public key the way
@@ -162,11 +165,51 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, createGrantResponse{GrantID: id, UserCode: code, PollToken: poll, ExpiresAt: rfc3339(exp)})
 }
 
-type approveGrantRequest struct {
+type lookupGrantRequest struct {
 	UserCode string `json:"user_code"`
 }
 
-// POST /v1/device/grants/approve {user_code} → 200 {grant_id, status: "approved"}
+// POST /v1/device/grants/lookup {user_code} → 200 {grant_id, device_key, label, expires_at}
+//
+// Lets an authenticated device see which device it is about to approve, and
+// learn its public key so it can seal more for it than the directory can
+// (see sealed_seat in approve). Only pending, unexpired grants are found.
+func (s *Server) handleLookupGrant(w http.ResponseWriter, r *http.Request, p principal) {
+	if p.channel != "" {
+		forbidScoped(w)
+		return
+	}
+	var req lookupGrantRequest
+	if !decode(w, r, smallBody, &req) {
+		return
+	}
+	code, ok := normalizeUserCode(req.UserCode)
+	if !ok {
+		badRequest(w, "user_code is malformed")
+		return
+	}
+	g, err := s.store.lookupGrant(r.Context(), code, s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{
+		"grant_id":   g.id,
+		"device_key": base64.StdEncoding.EncodeToString(g.deviceKey),
+		"label":      g.label,
+		"expires_at": rfc3339(g.expires),
+	})
+}
+
+type approveGrantRequest struct {
+	UserCode string `json:"user_code"`
+	// SealedSeat is optional: base64 of a box the approving device sealed to
+	// the grant's device_key (from lookup). The directory stores it as is
+	// and delivers it once, with the credential.
+	SealedSeat string `json:"sealed_seat,omitempty"`
+}
+
+// POST /v1/device/grants/approve {user_code, sealed_seat?} → 200 {grant_id, status: "approved"}
 //
 // Mints a new API key of the caller's account, seals it to the device key
 // and keeps only the sealed form and the key's hash.
@@ -184,7 +227,18 @@ func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p pr
 		badRequest(w, "user_code is malformed")
 		return
 	}
-	id, err := s.store.approveGrant(r.Context(), code, p.account, s.cfg.Now(), func(deviceKey []byte) ([]byte, []byte, error) {
+	var seatBox []byte
+	if req.SealedSeat != "" {
+		if seatBox, ok = decodeB64(w, "sealed_seat", req.SealedSeat, MaxSealedSeat); !ok {
+			return
+		}
+		// An HPKE box is at least enc (32 bytes) and a tag (16 bytes).
+		if len(seatBox) < 48 {
+			badRequest(w, "sealed_seat is too short to be a sealed box")
+			return
+		}
+	}
+	id, err := s.store.approveGrant(r.Context(), code, p.account, seatBox, s.cfg.Now(), func(deviceKey []byte) ([]byte, []byte, error) {
 		pub, err := ecdh.X25519().NewPublicKey(deviceKey)
 		if err != nil {
 			return nil, nil, err
@@ -203,24 +257,29 @@ func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p pr
 	writeJSON(w, http.StatusOK, map[string]string{"grant_id": id, "status": "approved"})
 }
 
-// GET /v1/device/grants/{grant_id} (Bearer poll_token) → 200 {status, sealed_credential?}
+// GET /v1/device/grants/{grant_id} (Bearer poll_token) → 200 {status, sealed_credential?, sealed_seat?, account_id?, org?}
 //
 // sealed_credential is answered exactly once; the directory forgets it as it
-// hands it out.
+// hands it out. The same answer carries the approver's sealed_seat, if any,
+// and the account_id and org the credential acts for.
 func (s *Server) handlePollGrant(w http.ResponseWriter, r *http.Request) {
 	tok, ok := httpx.Bearer(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "the poll token is required")
 		return
 	}
-	status, sealed, err := s.store.pollGrant(r.Context(), r.PathValue("grant_id"), hashSecret(tok), s.cfg.Now())
+	d, err := s.store.pollGrant(r.Context(), r.PathValue("grant_id"), hashSecret(tok), s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	resp := map[string]string{"status": status}
-	if sealed != nil {
-		resp["sealed_credential"] = base64.StdEncoding.EncodeToString(sealed)
+	resp := map[string]string{"status": d.status}
+	if d.sealed != nil {
+		resp["sealed_credential"] = base64.StdEncoding.EncodeToString(d.sealed)
+		resp["account_id"], resp["org"] = d.account, d.org
+		if d.sealedSeat != nil {
+			resp["sealed_seat"] = base64.StdEncoding.EncodeToString(d.sealedSeat)
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -268,10 +327,40 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 	return code, err
 }
 
+type grantView struct {
+	id        string
+	deviceKey []byte
+	label     string
+	expires   time.Time
+}
+
+// lookupGrant finds the pending, unexpired grant with userCode.
+func (s *store) lookupGrant(ctx context.Context, userCode string, now time.Time) (grantView, error) {
+	var (
+		g       grantView
+		status  string
+		expires int64
+	)
+	err := s.db.QueryRowContext(ctx,
+		`SELECT id, device_key, label, status, expires_at FROM device_grants WHERE user_code = ?`,
+		userCode).Scan(&g.id, &g.deviceKey, &g.label, &status, &expires)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
+		return grantView{}, errNotFound
+	}
+	if err != nil {
+		return grantView{}, err
+	}
+	if status != "pending" {
+		return grantView{}, errGrantNotPending
+	}
+	g.expires = time.Unix(0, expires).UTC()
+	return g, nil
+}
+
 // approveGrant approves the pending, unexpired grant with userCode: seal
 // mints the credential for the device key, and only its sealed form and
-// hash are stored.
-func (s *store) approveGrant(ctx context.Context, userCode, account string, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id string, err error) {
+// hash are stored, with the approver's sealedSeat (nil for none).
+func (s *store) approveGrant(ctx context.Context, userCode, account string, sealedSeat []byte, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id string, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var (
 			deviceKey []byte
@@ -300,8 +389,8 @@ func (s *store) approveGrant(ctx context.Context, userCode, account string, now 
 			return err
 		}
 		_, err = tx.ExecContext(ctx,
-			`UPDATE device_grants SET status = 'approved', sealed = ?, key_hash = ?, approved_by = ? WHERE id = ?`,
-			sealed, keyHash, account, id)
+			`UPDATE device_grants SET status = 'approved', sealed = ?, sealed_seat = ?, key_hash = ?, approved_by = ? WHERE id = ?`,
+			sealed, sealedSeat, keyHash, account, id)
 		return err
 	})
 	return id, err
@@ -311,16 +400,26 @@ func (s *store) approveGrant(ctx context.Context, userCode, account string, now 
 // most once: it is cleared in the same transaction that reads it. A grant
 // approved but not collected before it expires loses its credential, and
 // the API key minted for it is deleted.
-func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now time.Time) (status string, sealed []byte, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+type grantDelivery struct {
+	status     string
+	sealed     []byte // the sealed credential, once
+	sealedSeat []byte // with it, the approver's box if any
+	account    string // with it, the account the credential acts for
+	org        string
+}
+
+func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now time.Time) (grantDelivery, error) {
+	var d grantDelivery
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var (
-			want    []byte
-			keyHash []byte
-			expires int64
+			want     []byte
+			keyHash  []byte
+			expires  int64
+			approver sql.NullString
 		)
 		err := tx.QueryRowContext(ctx,
-			`SELECT poll_hash, status, sealed, key_hash, expires_at FROM device_grants WHERE id = ?`,
-			id).Scan(&want, &status, &sealed, &keyHash, &expires)
+			`SELECT poll_hash, status, sealed, sealed_seat, key_hash, approved_by, expires_at FROM device_grants WHERE id = ?`,
+			id).Scan(&want, &d.status, &d.sealed, &d.sealedSeat, &keyHash, &approver, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && !hmac.Equal(want, pollHash) {
 			return errNotFound
 		}
@@ -329,21 +428,31 @@ func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now t
 		}
 		expired := expires <= now.UnixNano()
 		switch {
-		case status == "pending" && expired:
-			status = "expired"
+		case d.status == "pending" && expired:
+			d.status = "expired"
 			_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired' WHERE id = ?`, id)
-		case status == "approved" && sealed != nil && expired:
-			status, sealed = "expired", nil
+		case d.status == "approved" && d.sealed != nil && expired:
+			d.status, d.sealed = "expired", nil
 			if _, err = tx.ExecContext(ctx, `DELETE FROM api_keys WHERE hash = ?`, keyHash); err == nil {
-				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL WHERE id = ?`, id)
+				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
 			}
-		case status == "approved" && sealed != nil:
-			_, err = tx.ExecContext(ctx, `UPDATE device_grants SET sealed = NULL WHERE id = ?`, id)
+		case d.status == "approved" && d.sealed != nil:
+			d.account = approver.String
+			err = tx.QueryRowContext(ctx, `SELECT org FROM accounts WHERE id = ?`, d.account).Scan(&d.org)
+			if errors.Is(err, sql.ErrNoRows) { // the account is gone, and its keys with it
+				d.account, err = "", nil
+			}
+			if err == nil {
+				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
+			}
+		}
+		if d.sealed == nil {
+			d.sealedSeat = nil
 		}
 		return err
 	})
 	if err != nil {
-		return "", nil, err
+		return grantDelivery{}, err
 	}
-	return status, sealed, nil
+	return d, nil
 }

@@ -176,3 +176,82 @@ func TestDeviceGrantBadInput(t *testing.T) {
 		t.Fatal("refused grant changed the store")
 	}
 }
+
+// TestDeviceGrantSealedSeat follows the approver's side of the extended
+// flow: look the grant up by user code, seal a box to its device key, and
+// hand it over with the approval; the device gets it once, with the
+// credential and the account it acts for.
+func TestDeviceGrantSealedSeat(t *testing.T) {
+	e := newEnv(t, nil)
+	acct, key := e.account("acme")
+	priv, pub := newDevice(t)
+	r := e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub, "label": "second home"})
+	want(t, r, 201, "")
+	grant, code, poll := r.str("grant_id"), r.str("user_code"), r.str("poll_token")
+
+	// Lookup needs an unscoped credential and a well-formed, live code.
+	want(t, e.do("POST", "/v1/device/grants/lookup", "", map[string]string{"user_code": code}), 401, "unauthorized")
+	want(t, e.do("POST", "/v1/device/grants/lookup", key, map[string]string{"user_code": "nope"}), 400, "invalid_request")
+	want(t, e.do("POST", "/v1/device/grants/lookup", key, map[string]string{"user_code": "BCDF-GHJK"}), 404, "not_found")
+	r = e.do("POST", "/v1/device/grants/lookup", key, map[string]string{"user_code": strings.ToLower(code)})
+	want(t, r, 200, "")
+	if r.str("grant_id") != grant || r.str("device_key") != pub || r.str("label") != "second home" || r.str("expires_at") == "" {
+		t.Fatalf("lookup = %s", r)
+	}
+
+	// The box is opaque to the directory; only its size is checked.
+	dk, _ := base64.StdEncoding.DecodeString(r.str("device_key"))
+	devPub, err := ecdh.X25519().NewPublicKey(dk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "sk_chan_the-seat-transport-credential"
+	box, err := SealCredential(devPub, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	before := e.snapshot()
+	for _, bad := range []struct {
+		box    string
+		status int
+		code   string
+	}{
+		{"not base64!", 400, "invalid_base64"},
+		{b64(make([]byte, 47)), 400, "invalid_request"},
+		{b64(make([]byte, MaxSealedSeat+1)), 413, "payload_too_large"},
+	} {
+		want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": code, "sealed_seat": bad.box}), bad.status, bad.code)
+	}
+	if e.snapshot() != before {
+		t.Fatal("a refused approval changed the store")
+	}
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": code, "sealed_seat": b64(box)}), 200, "")
+	want(t, e.do("POST", "/v1/device/grants/lookup", key, map[string]string{"user_code": code}), 409, "already_approved")
+
+	r = e.do("GET", "/v1/device/grants/"+grant, poll, nil)
+	want(t, r, 200, "")
+	if r.str("account_id") != acct || r.str("org") != "acme" || r.str("sealed_seat") != b64(box) {
+		t.Fatalf("poll = %s", r)
+	}
+	sealed, _ := base64.StdEncoding.DecodeString(r.str("sealed_credential"))
+	if _, err := OpenCredential(priv, sealed); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenCredential(priv, box); err != nil || got != secret {
+		t.Fatalf("box opened to %q, %v", got, err)
+	}
+	if strings.Contains(e.snapshot(), b64(box)) {
+		t.Fatal("sealed_seat kept after delivery")
+	}
+	again := e.do("GET", "/v1/device/grants/"+grant, poll, nil)
+	if again.body["sealed_seat"] != nil || again.body["sealed_credential"] != nil || again.body["org"] != nil {
+		t.Fatalf("second poll = %s", again)
+	}
+
+	// A channel-scoped key may neither look up nor approve.
+	_, pub2 := newDevice(t)
+	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub2})
+	scoped := e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z6MkExample", "channel": "acme/seats/home"}).str("credential")
+	want(t, e.do("POST", "/v1/device/grants/lookup", scoped, map[string]string{"user_code": r.str("user_code")}), 403, "forbidden")
+}

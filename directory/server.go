@@ -186,6 +186,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/federation/invites", s.authed(s.handleCreateFederationInvite))
 	m.HandleFunc("POST /v1/device/grants", s.handleCreateGrant)
 	m.HandleFunc("POST /v1/device/grants/approve", s.authed(s.handleApproveGrant))
+	m.HandleFunc("POST /v1/device/grants/lookup", s.authed(s.handleLookupGrant))
 	m.HandleFunc("GET /v1/device/grants/{grant_id}", s.handlePollGrant)
 	m.HandleFunc("POST /v1/seats", s.authed(s.handleRegisterSeat))
 	m.HandleFunc("POST /v1/revocations", s.handleRevoke)

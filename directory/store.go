@@ -94,6 +94,10 @@ CREATE TABLE revocations (
 	created_at INTEGER NOT NULL
 );
 `,
+	// The approving device may hand the new device more than the API key
+	// (its seat's transport credential): a box sealed to device_key that the
+	// directory cannot open, kept until delivered with the credential.
+	`ALTER TABLE device_grants ADD COLUMN sealed_seat BLOB;`,
 }
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
@@ -517,7 +521,7 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 			{`DELETE FROM invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM federation_invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM api_keys WHERE hash IN (SELECT key_hash FROM device_grants WHERE status = 'approved' AND sealed IS NOT NULL AND expires_at <= ?)`, []any{now.UnixNano()}},
-			{`UPDATE device_grants SET status = 'expired', sealed = NULL WHERE status != 'expired' AND sealed IS NOT NULL AND expires_at <= ?`, []any{now.UnixNano()}},
+			{`UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE status != 'expired' AND sealed IS NOT NULL AND expires_at <= ?`, []any{now.UnixNano()}},
 			{`DELETE FROM device_grants WHERE expires_at < ?`, []any{cutoff}},
 		}
 		for _, st := range stmts {
