@@ -200,12 +200,15 @@ func seatCommands() []*ucli.Command {
 		},
 		{
 			Name:  "signin",
-			Usage: "mint an account on an open-signup directory",
-			Flags: []ucli.Flag{
+			Usage: "mint an account on an open-signup directory, or sign in a new device (--recover)",
+			Flags: append([]ucli.Flag{
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail (default: tally@localhost)"},
 				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>)"},
-			},
+			}, recoverFlags()...),
 			Action: withSeat(func(e *env, s *seat.Seat) error {
+				if e.c.Bool("recover") {
+					return signinRecover(e, s)
+				}
 				email, org := e.c.String("email"), e.c.String("org")
 				if email == "" {
 					email = "tally@localhost"
@@ -302,6 +305,7 @@ func seatCommands() []*ucli.Command {
 			}),
 		},
 		configCommand(),
+		devicesCommand(),
 	}
 }
 

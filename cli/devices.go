@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skytale-oss/skytale/seat"
+)
+
+func recoverFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.BoolFlag{Name: "recover", Usage: "new device: enter the phrase, then approve the user code on a signed-in device"},
+		&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "with --recover: how long to wait for the approval"},
+		&ucli.StringFlag{Name: "label", Usage: "with --recover: name of this device shown to the approver (default: the host name)"},
+	}
+}
+
+// readPhrase reads the recovery phrase: with a prompt on a terminal, else
+// the first line of stdin. The words are never echoed back by tally.
+func readPhrase(e *env) (string, error) {
+	in := e.c.App.Reader
+	if f, ok := in.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			fmt.Fprint(e.c.App.ErrWriter, "recovery phrase (24 words): ")
+		}
+	}
+	line, err := bufio.NewReaderSize(io.LimitReader(in, 8192), 8192).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	if strings.TrimSpace(line) == "" {
+		return "", &usageError{"no recovery phrase given", "type the 24 words, or pipe them on stdin"}
+	}
+	return line, nil
+}
+
+// signinRecover is `tally signin --recover`: restore the seed from the
+// phrase, ask the directory for a device grant, show the user code and
+// wait for a signed-in device to approve it.
+func signinRecover(e *env, s *seat.Seat) error {
+	ctx := e.c.Context
+	phrase, err := readPhrase(e)
+	if err != nil {
+		return err
+	}
+	did, err := s.Recover(ctx, phrase)
+	if err != nil {
+		return err
+	}
+	label := e.c.String("label")
+	if label == "" {
+		label, _ = os.Hostname()
+		if len(label) > 128 {
+			label = label[:128]
+		}
+	}
+	g, err := s.RequestDevice(ctx, label)
+	if err != nil {
+		return err
+	}
+	e.out(map[string]any{"user_code": g.UserCode, "expires_at": g.ExpiresAt, "device": g.Fingerprint, "identity": did},
+		"user code: %s", g.UserCode)
+	if !e.json {
+		fmt.Fprintf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(check it shows device %s; waiting up to %v, Ctrl-C to stop)\n",
+			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
+	defer cancel()
+	res, err := s.WaitDevice(wctx, g)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return &usageError{"not approved within " + e.c.Duration("wait").String(), "run `tally signin --recover` again"}
+	case errors.Is(err, seat.ErrGrantExpired):
+		return &usageError{"the user code expired before it was approved", "run `tally signin --recover` again"}
+	case err != nil:
+		return err
+	}
+	next := "run `tally connect`, then `tally pull`"
+	if res.Connected {
+		next = "sync is set up: run `tally pull`"
+	}
+	e.out(map[string]any{"account_id": res.AccountID, "org": res.Org, "connected": res.Connected},
+		"signed in: org %s (account %s); %s", res.Org, res.AccountID, next)
+	return nil
+}
+
+func devicesCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "devices",
+		Usage: "manage this account's devices",
+		Subcommands: []*ucli.Command{
+			{
+				Name:      "approve",
+				Usage:     "approve a new device by the user code it shows",
+				ArgsUsage: "CODE",
+				Action: withSeat(func(e *env, s *seat.Seat) error {
+					if e.c.NArg() != 1 {
+						return &usageError{"want the user code", "tally devices approve XXXX-XXXX"}
+					}
+					a, err := s.ApproveDevice(e.c.Context, e.c.Args().First())
+					var apiErr *seat.APIError
+					if errors.As(err, &apiErr) && apiErr.Status == 404 {
+						return &usageError{"no pending device with that code", "check the code, or start `tally signin --recover` again on the new device"}
+					}
+					if err != nil {
+						return err
+					}
+					also := ""
+					if a.SharedSeat {
+						also = "; it also received this seat's sync credential"
+					}
+					label := a.Label
+					if label == "" {
+						label = "device"
+					}
+					e.out(map[string]any{"grant_id": a.GrantID, "label": a.Label, "device": a.Fingerprint, "shared_seat": a.SharedSeat},
+						"approved %s (device %s)%s", label, a.Fingerprint, also)
+					return nil
+				}),
+			},
+		},
+	}
+}

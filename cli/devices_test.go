@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// TestCLIDeviceGrant: home A is set up and pushes; home B runs
+// `signin --recover` with A's phrase, A approves the code B shows, and B
+// pulls the whole log and pushes without ever running connect.
+func TestCLIDeviceGrant(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	urls := []string{"--api-url", st.APIURL, "--relay-url", st.RelayURL}
+	a := append([]string{"--home", t.TempDir()}, urls...)
+	b := append([]string{"--home", t.TempDir()}, urls...)
+
+	mustTally(t, append(a, "init")...)
+	mustTally(t, append(a, "signin", "--org", "acme")...)
+	mustTally(t, append(a, "connect")...)
+	mustTally(t, append(a, "add", "first")...)
+	mustTally(t, append(a, "add", "second")...)
+	mustTally(t, append(a, "push")...)
+	phrase := mustTally(t, append(a, "backup", "--yes")...)
+
+	// B waits in the background; its first JSON line carries the code.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := Run(ctx, append([]string{"tally", "--json"}, append(b, "signin", "--recover", "--label", "laptop")...),
+			strings.NewReader(phrase), pw, io.Discard)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("no first line: %v", lines.Err())
+	}
+	var first struct {
+		UserCode string `json:"user_code"`
+		Device   string `json:"device"`
+	}
+	if err := json.Unmarshal(lines.Bytes(), &first); err != nil || len(first.UserCode) != 9 {
+		t.Fatalf("first line %q: %v", lines.Text(), err)
+	}
+
+	if _, err := tally(t, "", append(a, "devices", "approve", "BCDF-GHJK")...); err == nil || !strings.Contains(err.Error(), "no pending device") {
+		t.Fatalf("approve of an unknown code: %v", err)
+	}
+	out := mustTally(t, append(a, "devices", "approve", first.UserCode)...)
+	if !strings.Contains(out, "approved laptop (device "+first.Device+")") || !strings.Contains(out, "sync credential") {
+		t.Fatalf("approve: %s", out)
+	}
+
+	if !lines.Scan() {
+		t.Fatalf("no result line: %v", lines.Err())
+	}
+	var res struct {
+		Org       string `json:"org"`
+		Connected bool   `json:"connected"`
+	}
+	if err := json.Unmarshal(lines.Bytes(), &res); err != nil || res.Org != "acme" || !res.Connected {
+		t.Fatalf("result line %q: %v", lines.Text(), err)
+	}
+	for lines.Scan() {
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	if out := mustTally(t, append(b, "pull")...); !strings.Contains(out, "pulled 2 new entries") {
+		t.Fatalf("pull on B: %s", out)
+	}
+	if out := mustTally(t, append(b, "log")...); !strings.Contains(out, "first") || !strings.Contains(out, "second") {
+		t.Fatalf("log on B: %s", out)
+	}
+	mustTally(t, append(b, "add", "from", "b")...)
+	if out := mustTally(t, append(b, "push")...); !strings.Contains(out, "pushed 1 entries") {
+		t.Fatalf("push on B: %s", out)
+	}
+	if out := mustTally(t, append(a, "pull")...); !strings.Contains(out, "pulled 1 new entries") {
+		t.Fatalf("pull on A: %s", out)
+	}
+}
+
+func TestCLIRecoverBadInput(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL}
+	if _, err := tally(t, "", append(g, "signin", "--recover")...); err == nil || !strings.Contains(err.Error(), "no recovery phrase") {
+		t.Fatalf("empty stdin: %v", err)
+	}
+	if _, err := tally(t, "not a phrase\n", append(g, "signin", "--recover")...); err == nil || !strings.Contains(err.Error(), "24 words") {
+		t.Fatalf("bad phrase: %v", err)
+	}
+	// A short wait ends with a clear message.
+	words := strings.Repeat("abandon ", 23) + "art\n"
+	_, err := tally(t, words, append(g, "signin", "--recover", "--wait", "300ms")...)
+	if err == nil || !strings.Contains(err.Error(), "not approved within 300ms") {
+		t.Fatalf("timeout: %v", err)
+	}
+	// Running it again with the same phrase is fine (and times out again).
+	_, err = tally(t, words, append(g, "signin", "--recover", "--wait", "100ms")...)
+	if err == nil || !strings.Contains(err.Error(), "not approved within") {
+		t.Fatalf("second try: %v", err)
+	}
+	if _, err := tally(t, "", append(g, "devices", "approve", "BCDF-GHJK")...); err == nil || !strings.Contains(err.Error(), "tally signin") {
+		t.Fatalf("approve while not signed in: %v", err)
+	}
+}

@@ -1,0 +1,327 @@
+package seat
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/hpke"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Device grants give a new device the account's credential without the
+// directory ever holding it in the clear: the device makes a random X25519
+// key, the directory shows a short user code, and a signed-in device
+// approves that code. The directory seals a fresh API key to the device key.
+//
+// A seat does more than that: the approving seat also seals its own
+// transport credential (the channel-scoped key from [Seat.Connect]) and the
+// account's coordinates to the device key, in a box the directory stores
+// and delivers but cannot open. A second home restored from the same phrase
+// then has the same identity and sync channel, and can pull and push at
+// once, without `connect` (which would be refused: the identity is taken)
+// and without copying any file.
+//
+// Handing the transport credential to the approved device gives it nothing
+// the account key it receives anyway could not obtain: the account owns the
+// sync channel. The box only saves the new device a registration that the
+// seat-uniqueness guard forbids.
+
+// grantInfo is the HPKE info of the credential the directory seals to the
+// device key (DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM).
+const grantInfo = "skytale device grant v1"
+
+// seatBoxInfo is the HPKE info prefix of the approver's box; the grant id
+// follows it, so a box made for one grant does not open for another.
+const seatBoxInfo = "skytale device seat v1 "
+
+// DefaultDevicePoll is how often [Seat.WaitDevice] polls when the grant
+// does not say otherwise.
+const DefaultDevicePoll = time.Second
+
+// GrantTicket is the directory's answer to a new device grant.
+type GrantTicket struct {
+	GrantID   string    `json:"grant_id"`
+	UserCode  string    `json:"user_code"`
+	PollToken string    `json:"poll_token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// GrantInfo describes a pending grant to the device about to approve it.
+type GrantInfo struct {
+	GrantID   string    `json:"grant_id"`
+	DeviceKey []byte    `json:"device_key"`
+	Label     string    `json:"label"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// GrantPoll is one answer to a device's poll. The sealed fields, AccountID
+// and Org come exactly once, after approval.
+type GrantPoll struct {
+	Status           string `json:"status"` // pending, approved or expired
+	SealedCredential []byte `json:"sealed_credential"`
+	SealedSeat       []byte `json:"sealed_seat"`
+	AccountID        string `json:"account_id"`
+	Org              string `json:"org"`
+}
+
+// CreateDeviceGrant asks for a credential for the X25519 public key
+// deviceKey (no credential needed).
+func (c *DirectoryClient) CreateDeviceGrant(ctx context.Context, deviceKey []byte, label string) (GrantTicket, error) {
+	var t GrantTicket
+	err := c.call(ctx, "POST", "/v1/device/grants", map[string]any{"device_key": deviceKey, "label": label}, &t)
+	return t, err
+}
+
+// LookupDeviceGrant returns the pending grant with userCode.
+func (c *DirectoryClient) LookupDeviceGrant(ctx context.Context, userCode string) (GrantInfo, error) {
+	var g GrantInfo
+	err := c.call(ctx, "POST", "/v1/device/grants/lookup", map[string]string{"user_code": userCode}, &g)
+	return g, err
+}
+
+// ApproveDeviceGrant approves the grant with userCode. sealedSeat, if not
+// nil, is delivered to the device with its credential.
+func (c *DirectoryClient) ApproveDeviceGrant(ctx context.Context, userCode string, sealedSeat []byte) (string, error) {
+	in := map[string]any{"user_code": userCode}
+	if sealedSeat != nil {
+		in["sealed_seat"] = sealedSeat
+	}
+	var out struct {
+		GrantID string `json:"grant_id"`
+	}
+	err := c.call(ctx, "POST", "/v1/device/grants/approve", in, &out)
+	return out.GrantID, err
+}
+
+// PollDeviceGrant polls a grant with its poll token (not Credential).
+func (c *DirectoryClient) PollDeviceGrant(ctx context.Context, grantID, pollToken string) (GrantPoll, error) {
+	var p GrantPoll
+	u := strings.TrimRight(c.BaseURL, "/") + "/v1/device/grants/" + url.PathEscape(grantID)
+	err := doJSON(ctx, c.HTTP, "GET", u, pollToken, nil, &p)
+	return p, err
+}
+
+// DeviceGrant is this device's pending request for a credential. Its
+// private key lives only in memory: an interrupted wait starts over.
+type DeviceGrant struct {
+	GrantTicket
+	// Fingerprint is a short digest of the device key, for the person to
+	// compare with what the approving device shows.
+	Fingerprint string
+	// PollInterval is the time between polls; zero means DefaultDevicePoll.
+	PollInterval time.Duration
+
+	key *ecdh.PrivateKey
+}
+
+// DeviceResult is what a new device received.
+type DeviceResult struct {
+	AccountID string
+	Org       string
+	// Connected says the approving seat handed over its transport
+	// credential for this seat's sync channel, so no `connect` is needed.
+	Connected bool
+}
+
+// DeviceApproval is what the approving device did.
+type DeviceApproval struct {
+	GrantID     string
+	Label       string
+	Fingerprint string
+	// SharedSeat says the seat's transport credential went along.
+	SharedSeat bool
+}
+
+// seatBox is the approver's plaintext, sealed to the device key.
+type seatBox struct {
+	AccountID  string `json:"account_id"`
+	Org        string `json:"org"`
+	Channel    string `json:"channel,omitempty"`
+	SeatID     string `json:"seat_id,omitempty"`
+	Credential string `json:"credential,omitempty"`
+}
+
+func fingerprint(deviceKey []byte) string {
+	h := sha256.Sum256(deviceKey)
+	x := hex.EncodeToString(h[:6])
+	return x[:4] + " " + x[4:8] + " " + x[8:]
+}
+
+// Recover installs phrase in this home, or, if the home already holds a
+// seed, checks that it is the same one (so an interrupted recovery can be
+// run again). It returns the identity.
+func (s *Seat) Recover(ctx context.Context, phrase string) (string, error) {
+	did, err := s.Restore(ctx, phrase)
+	if !errors.Is(err, ErrSeedExists) {
+		return did, err
+	}
+	p, perr := ParsePhrase(phrase)
+	if perr != nil {
+		return "", perr
+	}
+	have, _ := s.Identity()
+	if p.Seed().Identity().DID() != have {
+		return "", ErrSeedExists
+	}
+	return have, nil
+}
+
+// RequestDevice starts a device grant: a fresh X25519 device key, and a
+// user code to approve on a signed-in device with [Seat.ApproveDevice].
+func (s *Seat) RequestDevice(ctx context.Context, label string) (*DeviceGrant, error) {
+	if s.cfg.APIURL == "" {
+		return nil, errors.New("seat: no directory URL configured")
+	}
+	if _, err := s.getSeed(); err != nil {
+		return nil, err
+	}
+	if _, err := s.apiKey(ctx); err == nil {
+		return nil, errors.New("seat: already signed in")
+	}
+	key, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	pub := key.PublicKey().Bytes()
+	t, err := s.directory("").CreateDeviceGrant(ctx, pub, label)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceGrant{GrantTicket: t, Fingerprint: fingerprint(pub), key: key}, nil
+}
+
+// ErrGrantExpired means the device grant expired before it was approved
+// and collected.
+var ErrGrantExpired = errors.New("seat: the device grant expired")
+
+// WaitDevice polls until g is approved, then opens and keeps the account
+// credential and, when the approving seat sent it for this seat's sync
+// channel, the transport credential. It returns when ctx is done, with
+// ctx's error.
+func (s *Seat) WaitDevice(ctx context.Context, g *DeviceGrant) (DeviceResult, error) {
+	every := g.PollInterval
+	if every <= 0 {
+		every = DefaultDevicePoll
+	}
+	dc := s.directory("")
+	for {
+		p, err := dc.PollDeviceGrant(ctx, g.GrantID, g.PollToken)
+		if err != nil {
+			if ctx.Err() != nil {
+				return DeviceResult{}, ctx.Err()
+			}
+			return DeviceResult{}, err
+		}
+		switch p.Status {
+		case "expired":
+			return DeviceResult{}, ErrGrantExpired
+		case "approved":
+			if p.SealedCredential == nil {
+				// Approved, but collected before: not by us.
+				return DeviceResult{}, errors.New("seat: the device grant was already collected")
+			}
+			return s.finishDevice(ctx, g, p)
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return DeviceResult{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (DeviceResult, error) {
+	hk, err := hpke.NewDHKEMPrivateKey(g.key)
+	if err != nil {
+		return DeviceResult{}, err
+	}
+	open := func(info string, ct []byte) ([]byte, error) {
+		return hpke.Open(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(info), ct)
+	}
+	cred, err := open(grantInfo, p.SealedCredential)
+	if err != nil {
+		return DeviceResult{}, errors.New("seat: the delivered credential does not open with this device key")
+	}
+	apiKey := string(cred)
+	res := DeviceResult{AccountID: p.AccountID, Org: p.Org}
+	var box seatBox
+	if p.SealedSeat != nil {
+		pt, err := open(seatBoxInfo+g.GrantID, p.SealedSeat)
+		if err == nil && json.Unmarshal(pt, &box) == nil {
+			if res.AccountID == "" {
+				res.AccountID, res.Org = box.AccountID, box.Org
+			}
+		} else {
+			box = seatBox{} // not ours to read: go on with the account key alone
+		}
+		clear(pt)
+	}
+	if res.Org == "" {
+		return DeviceResult{}, errors.New("seat: the directory did not say which org the credential is for")
+	}
+	if err := s.UseAccount(ctx, res.AccountID, res.Org, apiKey); err != nil {
+		return DeviceResult{}, err
+	}
+	// Keep the transport credential only if it is for our own sync channel
+	// (the approver was restored from the same phrase) in the same org.
+	if own, err := s.SyncChannel(ctx); err == nil && box.Credential != "" && box.Org == res.Org && box.Channel == own {
+		if err := s.st.setMeta(ctx, "seat_id", box.SeatID, "seat_credential", box.Credential); err != nil {
+			return DeviceResult{}, err
+		}
+		res.Connected = true
+	}
+	return res, nil
+}
+
+// ApproveDevice approves the device grant with userCode for this seat's
+// account, and seals the seat's transport credential to the device.
+func (s *Seat) ApproveDevice(ctx context.Context, userCode string) (DeviceApproval, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	dc := s.directory(key)
+	g, err := dc.LookupDeviceGrant(ctx, userCode)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	pub, err := ecdh.X25519().NewPublicKey(g.DeviceKey)
+	if err != nil {
+		return DeviceApproval{}, fmt.Errorf("seat: the directory gave a bad device key: %w", err)
+	}
+	box := seatBox{}
+	box.AccountID, _ = s.st.meta(ctx, "account_id")
+	box.Org, _ = s.st.meta(ctx, "org")
+	if cred, err := s.st.meta(ctx, "seat_credential"); err == nil {
+		box.Credential = cred
+		box.SeatID, _ = s.st.meta(ctx, "seat_id")
+		box.Channel, _ = s.SyncChannel(ctx)
+	}
+	pt, err := json.Marshal(box)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	hk, err := hpke.NewDHKEMPublicKey(pub)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	sealed, err := hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+g.GrantID), pt)
+	clear(pt)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	id, err := dc.ApproveDeviceGrant(ctx, userCode, sealed)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
+	return DeviceApproval{GrantID: id, Label: g.Label, Fingerprint: fingerprint(g.DeviceKey), SharedSeat: box.Credential != ""}, nil
+}

@@ -1,0 +1,201 @@
+package seat_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// approveFrom runs the new device's side in a goroutine and approves its
+// user code from approver; it returns what each side got.
+func approveFrom(t *testing.T, approver, device *seat.Seat) (seat.DeviceApproval, seat.DeviceResult) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := device.RequestDevice(ctx, "second home")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.PollInterval = 20 * time.Millisecond
+	type result struct {
+		r   seat.DeviceResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := device.WaitDevice(ctx, g)
+		done <- result{r, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // let it poll while pending at least once
+	a, err := approver.ApproveDevice(ctx, strings.ToLower(g.UserCode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Label != "second home" || a.Fingerprint != g.Fingerprint {
+		t.Fatalf("approver saw %+v, device fingerprint %q", a, g.Fingerprint)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return a, res.r
+}
+
+// TestDeviceGrantSecondHome restores a second home from the phrase and
+// signs it in through a device grant: with the transport credential the
+// approving seat sealed for it, it pulls the whole log and pushes without
+// ever connecting.
+func TestDeviceGrantSecondHome(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	a := openSeat(t, st, t.TempDir())
+	if _, err := a.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := a.SignIn(ctx, "me@acme.test", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"one", "two", "three"} {
+		if _, err := a.Add(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	words, _ := a.Phrase()
+
+	b := openSeat(t, st, t.TempDir())
+	if _, err := b.RequestDevice(ctx, "x"); !errors.Is(err, seat.ErrNoSeed) {
+		t.Fatalf("grant before the phrase: %v", err)
+	}
+	did, err := b.Recover(ctx, strings.Join(words, " "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := b.Recover(ctx, strings.ToUpper(strings.Join(words, "  "))); err != nil || again != did {
+		t.Fatalf("recovering again with the same phrase: %q, %v", again, err)
+	}
+	approval, res := approveFrom(t, a, b)
+	if !approval.SharedSeat || !res.Connected || res.AccountID != acct.AccountID || res.Org != "acme" {
+		t.Fatalf("approval %+v, result %+v", approval, res)
+	}
+	chA, _ := a.SyncChannel(ctx)
+	chB, _ := b.SyncChannel(ctx)
+	if chA != chB {
+		t.Fatalf("sync channels differ: %s, %s", chA, chB)
+	}
+	if n, err := b.Pull(ctx, nil); err != nil || n != 3 {
+		t.Fatalf("pull on the second home: %d, %v", n, err)
+	}
+	if got := texts(t, b); !slices.Equal(got, []string{"one", "two", "three"}) {
+		t.Fatalf("second home log %q", got)
+	}
+	if _, err := b.Add(ctx, "from b"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Push(ctx); err != nil || n != 1 {
+		t.Fatalf("push from the second home: %d, %v", n, err)
+	}
+	if n, err := a.Pull(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("pull back on the first home: %d, %v", n, err)
+	}
+	if got := texts(t, a); !slices.Contains(got, "from b") {
+		t.Fatalf("first home log %q", got)
+	}
+	// The second home's own connect is refused (the identity is taken),
+	// which is exactly why the credential had to travel.
+	if _, err := b.Connect(ctx); err == nil {
+		t.Fatal("second connect of the same identity succeeded")
+	}
+	// The user code is spent.
+	if _, err := a.ApproveDevice(ctx, approval.GrantID[:8]); err == nil {
+		t.Fatal("approved a bogus code")
+	}
+}
+
+// TestDeviceGrantOtherSeed approves a device restored from another phrase:
+// it gets the account, but not the approver's transport credential, which
+// is for another sync channel.
+func TestDeviceGrantOtherSeed(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	a := openSeat(t, st, t.TempDir())
+	a.Init(ctx)
+	if _, err := a.SignIn(ctx, "me@acme.test", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := openSeat(t, st, t.TempDir())
+	b.Init(ctx)
+	approval, res := approveFrom(t, a, b)
+	if !approval.SharedSeat || res.Connected || res.Org != "acme" {
+		t.Fatalf("approval %+v, result %+v", approval, res)
+	}
+	// Signed in to the same account, it connects its own identity.
+	if _, err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Recover(ctx, strings.Repeat("abandon ", 23)+"art"); !errors.Is(err, seat.ErrSeedExists) {
+		t.Fatalf("recovering another phrase over a seed: %v", err)
+	}
+}
+
+// TestDeviceGrantUnconnectedApprover: an approver that never connected
+// sends the account only; the new device still signs in.
+func TestDeviceGrantUnconnectedApprover(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	a := openSeat(t, st, t.TempDir())
+	a.Init(ctx)
+	if _, err := a.SignIn(ctx, "me@acme.test", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	words, _ := a.Phrase()
+	b := openSeat(t, st, t.TempDir())
+	if _, err := b.Recover(ctx, strings.Join(words, " ")); err != nil {
+		t.Fatal(err)
+	}
+	approval, res := approveFrom(t, a, b)
+	if approval.SharedSeat || res.Connected || res.Org != "acme" {
+		t.Fatalf("approval %+v, result %+v", approval, res)
+	}
+	if _, err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RequestDevice(ctx, ""); err == nil {
+		t.Fatal("a signed-in seat asked for a device grant")
+	}
+}
+
+// TestDeviceGrantWaitInterrupted: cancelling the wait returns at once.
+func TestDeviceGrantWaitInterrupted(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	b := openSeat(t, st, t.TempDir())
+	b.Init(context.Background())
+	g, err := b.RequestDevice(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := b.WaitDevice(ctx, g); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("wait took %v to notice the cancel", d)
+	}
+}
