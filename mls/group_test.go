@@ -71,7 +71,11 @@ func (tg *testGroup) add(committer, joiner string) {
 		tg.t.Fatal(err)
 	}
 	tg.fanOut(committer, res)
-	g, err := Join(res.Welcome, b, nil, tg.cfg)
+	opts := &JoinOptions{}
+	if tg.cfg != nil && tg.cfg.OutOfBandTree {
+		opts.RatchetTree = tg.members[committer].RatchetTree()
+	}
+	g, err := Join(res.Welcome, b, opts, tg.cfg)
 	if err != nil {
 		tg.t.Fatalf("%s joining: %v", joiner, err)
 	}
@@ -227,4 +231,75 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Fatalf("restored from %d bad bytes", len(bad))
 		}
 	}
+}
+
+func TestExternalJoin(t *testing.T) {
+	for _, oob := range []bool{false, true} {
+		t.Run(fmt.Sprintf("oob=%v", oob), func(t *testing.T) {
+			tg, alice, _ := twoMembers(t, &Config{OutOfBandTree: oob})
+			gi, err := alice.GroupInfo()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tree []byte
+			if oob {
+				tree = alice.RatchetTree()
+			}
+			dave := newTestBundle(t, "did:key:dave")
+			g, commit, err := JoinExternal(gi, dave, tree, tg.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, m := range tg.members {
+				rec, err := m.Process(commit)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if rec.SenderIdentity != "did:key:dave" {
+					t.Fatalf("sender %q", rec.SenderIdentity)
+				}
+			}
+			tg.members["did:key:dave"] = g
+			tg.check()
+			tg.add("did:key:dave", "did:key:erin")
+			tg.check()
+
+			// Resync: dave joins again externally, replacing his old leaf.
+			gi, _ = alice.GroupInfo()
+			g2, commit, err := JoinExternal(gi, newTestBundle(t, "did:key:dave"), alice.RatchetTree(), tg.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(tg.members, "did:key:dave")
+			for name, m := range tg.members {
+				if _, err := m.Process(commit); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+			tg.members["did:key:dave"] = g2
+			tg.check()
+		})
+	}
+}
+
+func TestOutOfBandTreeJoin(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", &Config{OutOfBandTree: true})
+	alice := tg.members["did:key:alice"]
+	bob := newTestBundle(t, "did:key:bob")
+	res, err := alice.AddMembers(bob.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.ConfirmCommit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(res.Welcome, bob, nil, nil); !errors.Is(err, ErrInvalidWelcome) {
+		t.Fatalf("joined without a tree: %v", err)
+	}
+	g, err := Join(res.Welcome, bob, &JoinOptions{RatchetTree: alice.RatchetTree()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.members["did:key:bob"] = g
+	tg.check()
 }
