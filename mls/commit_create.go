@@ -103,7 +103,9 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := g.validateKeyPackage(kp, true); err != nil {
+		// Section 7.3: the lifetime of a KeyPackage this member adds is
+		// always checked; the rest is validated with the proposal list.
+		if err := checkLifetime(&kp.LeafNode, g.cfg.now().Unix()); err != nil {
 			return nil, err
 		}
 		inline = append(inline, Proposal{ProposalType: ProposalTypeAdd, Add: &Add{KeyPackage: *kp}})

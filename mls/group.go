@@ -180,6 +180,10 @@ type Group struct {
 
 	pending *pendingCommit
 	removed bool
+
+	// creds caches the credential summary of credsTree.
+	creds     *credentialSummary
+	credsTree *ratchetTree
 }
 
 type resumptionPSK struct {

@@ -436,25 +436,54 @@ func (g *Group) checkLeafCompat(ln *LeafNode, exts []Extension) error {
 	return g.checkCredentialTypes(ln)
 }
 
-// checkCredentialTypes checks that every member supports the leaf's
-// credential type and that the leaf supports every type in use.
-func (g *Group) checkCredentialTypes(ln *LeafNode) error {
+// credentialSummary is what the credential checks of Section 7.3 need to
+// know about a tree: the credential types in use, and the types that every
+// member supports.
+type credentialSummary struct {
+	inUse          []CredentialType
+	supportedByAll []CredentialType
+}
+
+// credentials returns the credential summary of the current tree, computed
+// once per epoch.
+func (g *Group) credentials() *credentialSummary {
+	if g.creds != nil && g.credsTree == g.cur.tree {
+		return g.creds
+	}
 	t := g.cur.tree
-	var seen [4]bool // basic and x509 are the only decodable types
+	cs := &credentialSummary{}
+	first := true
 	for l := leafIndex(0); uint32(l) < t.size(); l++ {
 		m := t.leafNode(l)
 		if m == nil {
 			continue
 		}
-		if !slices.Contains(m.Capabilities.Credentials, ln.Credential.CredentialType) {
-			return fmt.Errorf("%w: leaf %d does not support the credential type", ErrInvalidLeafNode, l)
+		if !slices.Contains(cs.inUse, m.Credential.CredentialType) {
+			cs.inUse = append(cs.inUse, m.Credential.CredentialType)
 		}
-		ct := m.Credential.CredentialType
-		if int(ct) < len(seen) && !seen[ct] {
-			seen[ct] = true
-			if !slices.Contains(ln.Capabilities.Credentials, ct) {
-				return fmt.Errorf("%w: credential type %d in use is not supported", ErrInvalidLeafNode, ct)
-			}
+		if first {
+			cs.supportedByAll = slices.Clone(m.Capabilities.Credentials)
+			first = false
+			continue
+		}
+		cs.supportedByAll = slices.DeleteFunc(cs.supportedByAll, func(ct CredentialType) bool {
+			return !slices.Contains(m.Capabilities.Credentials, ct)
+		})
+	}
+	g.creds, g.credsTree = cs, t
+	return cs
+}
+
+// checkCredentialTypes checks that every member supports the leaf's
+// credential type and that the leaf supports every type in use.
+func (g *Group) checkCredentialTypes(ln *LeafNode) error {
+	cs := g.credentials()
+	if !slices.Contains(cs.supportedByAll, ln.Credential.CredentialType) {
+		return fmt.Errorf("%w: a member does not support the credential type", ErrInvalidLeafNode)
+	}
+	for _, ct := range cs.inUse {
+		if !slices.Contains(ln.Capabilities.Credentials, ct) {
+			return fmt.Errorf("%w: credential type %d in use is not supported", ErrInvalidLeafNode, ct)
 		}
 	}
 	return nil

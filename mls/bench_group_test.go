@@ -1,0 +1,299 @@
+package mls
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// Group benchmarks at several sizes and two tree shapes:
+//
+//   - bare: one member added everyone in one Commit and nobody has
+//     updated since, so most parent nodes are blank and paths encrypt to
+//     many leaves;
+//   - full: every parent node is set (a member under each of them has
+//     committed a path), so paths encrypt to one node per level.
+//
+// The fixtures are built once per size and shape. Run with
+//
+//	go test ./mls -run '^$' -bench Group -benchtime 20x
+
+// groupBenchSizes returns the group sizes to measure; 10,000 only without
+// -short.
+func groupBenchSizes() []int {
+	if testing.Short() {
+		return []int{2, 10, 100, 1000}
+	}
+	return []int{2, 10, 100, 1000, 10000}
+}
+
+type benchFixture struct {
+	a, b    *Group // the owner at leaf 0 and a member at leaf 1
+	aState  []byte
+	bState  []byte
+	bundles []*KeyPackageBundle // by leaf index (nil for leaf 0)
+	// A Commit from a (a self update) for b to process, with b's state
+	// before it.
+	commit []byte
+	// A Welcome adding one member, and that member's bundle.
+	welcome    []byte
+	joinBundle *KeyPackageBundle
+}
+
+var (
+	benchMu       sync.Mutex
+	benchFixtures = map[string]*benchFixture{}
+)
+
+func getBenchFixture(b *testing.B, n int, full bool) *benchFixture {
+	key := fmt.Sprintf("%d/%v", n, full)
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if f, ok := benchFixtures[key]; ok {
+		return f
+	}
+	b.StopTimer()
+	defer b.StartTimer()
+	f := buildBenchFixture(b, n, full)
+	benchFixtures[key] = f
+	return f
+}
+
+// puppet returns a copy of g that acts as the member at leaf, whose keys
+// are in kb. It shares g's state read-only and sends public handshakes, so
+// its Commits leave g untouched; it builds fixtures quickly without a full
+// Group per member.
+func puppet(g *Group, leaf leafIndex, kb *KeyPackageBundle) *Group {
+	p := *g
+	p.cfg.PublicHandshake = true
+	p.own = leaf
+	p.sigPriv = kb.sigPriv
+	p.priv = newPrivateTree(leaf, kb.encPriv, kb.kp.LeafNode.EncryptionKey)
+	p.pending = nil
+	return &p
+}
+
+func buildBenchFixture(b testing.TB, n int, full bool) *benchFixture {
+	cfg := &Config{}
+	owner := newTestBundle(b, "did:key:owner")
+	a, err := NewGroup(bytes.Repeat([]byte{1}, 32), owner, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &benchFixture{a: a, bundles: make([]*KeyPackageBundle, n)}
+	kps := make([][]byte, 0, n-1)
+	for i := 1; i < n; i++ {
+		f.bundles[i] = newTestBundle(b, fmt.Sprintf("did:key:m%d", i))
+		kps = append(kps, f.bundles[i].Bytes())
+	}
+	res, err := a.AddMembers(kps...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := a.ConfirmCommit(); err != nil {
+		b.Fatal(err)
+	}
+	if f.b, err = Join(res.Welcome, f.bundles[1], nil, cfg); err != nil {
+		b.Fatal(err)
+	}
+	if full {
+		// One commit under each lowest parent sets every parent node. The
+		// commits go in bit-reversed order, so that each one finds most
+		// of its copath already set and encrypts to few nodes.
+		for _, k := range bitReversedOrder((n + 1) / 2) {
+			l := leafIndex(2 * k)
+			var res *CommitResult
+			var err error
+			committer := a
+			if l != 0 {
+				committer = puppet(a, l, f.bundles[l])
+			}
+			if res, err = committer.SelfUpdate(); err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range []*Group{a, f.b} {
+				if m == committer {
+					if err := m.ConfirmCommit(); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				if _, err := m.Process(res.Commit); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	if f.bState, err = f.b.MarshalBinary(); err != nil {
+		b.Fatal(err)
+	}
+	if f.aState, err = a.MarshalBinary(); err != nil {
+		b.Fatal(err)
+	}
+	c, err := a.SelfUpdate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.commit = c.Commit
+	a.DiscardCommit()
+	f.joinBundle = newTestBundle(b, "did:key:joiner")
+	w, err := a.AddMembers(f.joinBundle.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.welcome = w.Welcome
+	a.DiscardCommit()
+	return f
+}
+
+// restore returns a fresh copy of a saved state with its tree hashes
+// computed, as a long-lived member would have them.
+func restoreWarm(b *testing.B, state []byte) *Group {
+	g, err := RestoreGroup(state, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g.cur.tree.treeHash()
+	return g
+}
+
+func BenchmarkGroup(b *testing.B) {
+	for _, shape := range []string{"full", "bare"} {
+		for _, n := range groupBenchSizes() {
+			full := shape == "full"
+			name := fmt.Sprintf("%s/n=%d", shape, n)
+			b.Run(name+"/AddMember", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				kp := newTestBundle(b, "did:key:new").Bytes()
+				for b.Loop() {
+					if _, err := f.a.AddMembers(kp); err != nil {
+						b.Fatal(err)
+					}
+					f.a.DiscardCommit()
+				}
+			})
+			b.Run(name+"/SelfUpdate", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for b.Loop() {
+					if _, err := f.a.SelfUpdate(); err != nil {
+						b.Fatal(err)
+					}
+					f.a.DiscardCommit()
+				}
+			})
+			b.Run(name+"/Remove", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for b.Loop() {
+					if _, err := f.a.RemoveMembers(uint32(n - 1)); err != nil {
+						b.Fatal(err)
+					}
+					f.a.DiscardCommit()
+				}
+			})
+			b.Run(name+"/ProcessCommit", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					g := restoreWarm(b, f.bState)
+					b.StartTimer()
+					if _, err := g.Process(f.commit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(name+"/Join", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for b.Loop() {
+					if _, err := Join(f.welcome, f.joinBundle, nil, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(name+"/Serialize", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for b.Loop() {
+					if _, err := f.a.MarshalBinary(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(name+"/Restore", func(b *testing.B) {
+				f := getBenchFixture(b, n, full)
+				for b.Loop() {
+					if _, err := RestoreGroup(f.aState, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkApplicationMessage(b *testing.B) {
+	f := getBenchFixture(b, 2, true)
+	msg := bytes.Repeat([]byte{'x'}, 1024)
+	b.Run("Protect1KiB", func(b *testing.B) {
+		b.SetBytes(1024)
+		for b.Loop() {
+			if _, err := f.a.Protect(msg, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unprotect1KiB", func(b *testing.B) {
+		b.SetBytes(1024)
+		b.StopTimer()
+		msgs := make([][]byte, b.N)
+		for i := range msgs {
+			var err error
+			if msgs[i], err = f.a.Protect(msg, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := f.b.Process(msgs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkBulkAdd1000(b *testing.B) {
+	g, err := NewGroup(bytes.Repeat([]byte{2}, 32), newTestBundle(b, "did:key:owner"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kps := make([][]byte, 1000)
+	for i := range kps {
+		kps[i] = newTestBundle(b, fmt.Sprintf("did:key:b%d", i)).Bytes()
+	}
+	for b.Loop() {
+		if _, err := g.AddMembers(kps...); err != nil {
+			b.Fatal(err)
+		}
+		g.DiscardCommit()
+	}
+}
+
+// bitReversedOrder returns 0..m-1 sorted by their bit-reversed value.
+func bitReversedOrder(m int) []int {
+	bits := 0
+	for 1<<bits < m {
+		bits++
+	}
+	out := make([]int, 0, m)
+	for i := 0; i < 1<<bits; i++ {
+		r := 0
+		for j := 0; j < bits; j++ {
+			if i&(1<<j) != 0 {
+				r |= 1 << (bits - 1 - j)
+			}
+		}
+		if r < m {
+			out = append(out, r)
+		}
+	}
+	return out
+}
