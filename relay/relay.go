@@ -150,6 +150,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
+	for _, p := range []string{"/health", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}"} {
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			s.logRequest(r, http.StatusMethodNotAllowed)
+			w.Header().Set("Allow", "GET")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is allowed here")
+		})
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.logRequest(r, http.StatusNotFound)
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
