@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
@@ -58,6 +60,7 @@ type pubReq struct {
 	hdr     header
 	frame   []byte // push frame up to the payload; completed by the sequencer
 	reply   []byte
+	weight  int64 // held in archive.inflight until answered
 
 	// Set by the sequencer.
 	st       *chanState
@@ -99,6 +102,8 @@ type archive struct {
 	reqs chan *pubReq // to the sequencer
 	seqd chan *pubReq // from the sequencer to the committer
 
+	inflight *semaphore.Weighted // payload bytes between readers and answers
+
 	// Owned by the sequencer.
 	states map[string]*chanState
 	lastTS int64
@@ -123,16 +128,17 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		return nil, fmt.Errorf("relay: archive connection: %w", err)
 	}
 	a := &archive{
-		db:     db,
-		w:      w,
-		hub:    h,
-		cap:    uint64(cfg.ArchiveCap),
-		ttl:    cfg.ArchiveTTL,
-		now:    cfg.Now,
-		log:    cfg.Logger,
-		reqs:   make(chan *pubReq, maxBatch),
-		seqd:   make(chan *pubReq, maxBatch),
-		states: make(map[string]*chanState),
+		db:       db,
+		w:        w,
+		hub:      h,
+		cap:      uint64(cfg.ArchiveCap),
+		ttl:      cfg.ArchiveTTL,
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		reqs:     make(chan *pubReq, maxBatch),
+		inflight: semaphore.NewWeighted(maxInflightBytes),
+		seqd:     make(chan *pubReq, maxBatch),
+		states:   make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
 		a.closeStmts()
@@ -412,6 +418,9 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 }
 
 func (a *archive) answer(r *pubReq, err error) {
+	if r.weight > 0 {
+		a.inflight.Release(r.weight)
+	}
 	if r.c == nil {
 		return
 	}
@@ -532,7 +541,7 @@ func (a *archive) close() {
 
 // runCheckpointer copies committed WAL frames into the database file
 // (PRAGMA wal_checkpoint(PASSIVE), which never blocks the committer) after
-// commits, at most every 20 ms. It returns when ctx is done.
+// commits, at most every 100 ms. It returns when ctx is done.
 func (a *archive) runCheckpointer(ctx context.Context) {
 	if a.ckpt == nil {
 		return
@@ -549,7 +558,7 @@ func (a *archive) runCheckpointer(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

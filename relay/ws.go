@@ -30,6 +30,15 @@ const (
 	// plus room for the JSON around it (type, a 256-byte channel name).
 	readLimit = (MaxPayload+2)/3*4 + 4096
 
+	// maxQueueBytes bounds the bytes queued for one connection, on top of
+	// Config.SendQueue's bound on frames, so a slow consumer on a channel
+	// of large messages cannot pin much memory.
+	maxQueueBytes = 16 << 20
+
+	// maxInflightBytes bounds the payload bytes held between the readers
+	// and the archive; a publisher past it waits.
+	maxInflightBytes = 64 << 20
+
 	// writeTimeout bounds one socket write; a peer that accepts nothing for
 	// this long is cut off.
 	writeTimeout = 10 * time.Second
@@ -62,6 +71,7 @@ type conn struct {
 
 	mu          sync.Mutex // guards the following fields
 	q           [][]byte
+	qBytes      int // bytes in q
 	spare       [][]byte
 	closing     bool
 	closeCode   websocket.StatusCode
@@ -77,7 +87,7 @@ func (c *conn) push(f []byte) {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.q) >= c.srv.cfg.SendQueue {
+	if len(c.q) >= c.srv.cfg.SendQueue || c.qBytes+len(f) > maxQueueBytes && len(c.q) > 0 {
 		c.closing = true
 		c.closeCode = websocket.StatusTryAgainLater
 		c.closeReason = "slow consumer: send queue full"
@@ -88,6 +98,7 @@ func (c *conn) push(f []byte) {
 		return
 	}
 	c.q = append(c.q, f)
+	c.qBytes += len(f)
 	first := len(c.q) == 1
 	c.mu.Unlock()
 	if first {
@@ -143,6 +154,7 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		batch := c.q
 		c.q = c.spare[:0]
+		c.qBytes = 0
 		c.spare = nil
 		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
 		c.mu.Unlock()
@@ -386,7 +398,8 @@ func (c *conn) publish(name, b64 []byte) {
 	f := pushPrefix(ch, len(b64))
 	f = append(f, b64...)
 	c.pending.Add(1)
-	c.srv.arch.submit(&pubReq{c: c, channel: ch, payload: payload, hdr: classify(payload), frame: f})
+	c.srv.arch.inflight.Acquire(context.Background(), int64(len(payload)))
+	c.srv.arch.submit(&pubReq{c: c, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
 }
 
 // handleWS serves /ws and /ws/{org}/{ns}/{svc}.
