@@ -47,6 +47,17 @@
 //   - internal (500): a storage failure; nothing is half-applied, since
 //     every change is one transaction.
 //
+// # Device grants
+//
+// Beyond the base flow (create, approve, poll), an approving device may
+// first POST /v1/device/grants/lookup {user_code} to learn the pending
+// grant's device_key and label, and then approve with an optional
+// sealed_seat: a box of at most 4,096 bytes it sealed to device_key itself.
+// The directory cannot open it; it stores it and delivers it exactly once,
+// in the poll answer that carries sealed_credential, together with the
+// account_id and org the credential acts for. Seats use it to hand a new
+// device their transport credential.
+//
 // # Lifetimes
 //
 // Join requests are garbage-collected by a background sweep (every 24 hours
