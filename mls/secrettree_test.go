@@ -177,3 +177,42 @@ func TestSecretTreeRatchetExhaustion(t *testing.T) {
 		t.Fatalf("receive on exhausted ratchet: got %v", err)
 	}
 }
+
+// TestSecretTreeWipes checks that consumed secrets are overwritten, not
+// just dropped (§9.2): tree node secrets once their children exist, and
+// ratchet secrets once the ratchet has moved past them.
+func TestSecretTreeWipes(t *testing.T) {
+	tree := testSecretTree(t, 4, secretTreeLimits{})
+	rootSecret := tree.nodes[root(4)]
+	if _, err := tree.nextSendKey(3, applicationRatchet); err != nil {
+		t.Fatal(err)
+	}
+	zero := func(b []byte) bool { return bytes.Equal(b, make([]byte, len(b))) }
+	if !zero(rootSecret) {
+		t.Error("root secret not wiped")
+	}
+	r, _ := tree.ratchet(3, applicationRatchet)
+	old := r.secret
+	if _, err := tree.nextSendKey(3, applicationRatchet); err != nil {
+		t.Fatal(err)
+	}
+	if !zero(old) || zero(r.secret) {
+		t.Error("ratchet secret not wiped when the ratchet moved on")
+	}
+	// Receiving: a skipped key is wiped when used.
+	_, commit, err := tree.receiveKey(2, handshakeRatchet, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	h, _ := tree.ratchet(2, handshakeRatchet)
+	kept := h.skipped[1]
+	_, commit, err = tree.receiveKey(2, handshakeRatchet, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	if !zero(kept.key) || !zero(kept.nonce) {
+		t.Error("used skipped key not wiped")
+	}
+}
