@@ -605,3 +605,18 @@ func TestCloseClosesConnections(t *testing.T) {
 		t.Fatalf("health after Close: %d", resp.StatusCode)
 	}
 }
+
+func TestArchiveFileSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	for range 2 { // new file, then reopened
+		tr := startRelay(t, Config{DBPath: path})
+		var ps int
+		var mode string
+		tr.db.QueryRow("PRAGMA page_size").Scan(&ps)
+		tr.db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+		if ps != archivePageSize || mode != "wal" {
+			t.Fatalf("page size %d, journal mode %s", ps, mode)
+		}
+		tr.stop(t)
+	}
+}
