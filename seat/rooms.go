@@ -37,7 +37,11 @@ var (
 	ErrNotMember    = errors.New("seat: not a member of that room")
 	ErrWelcomeWait  = errors.New("seat: the owner has not admitted this seat yet")
 	ErrRemovedRoom  = errors.New("seat: this seat was removed from the room")
+	ErrNoRooms      = errors.New("seat: this home has no rooms")
 	errStaleRetries = errors.New("seat: the room kept moving; try again")
+	// errRoomMoved: another process stored a newer state of the room
+	// since it was loaded; nothing was stored.
+	errRoomMoved = errors.New("seat: the room changed in another process; try again")
 )
 
 // RoomMessage is one decrypted room message.
@@ -90,26 +94,28 @@ type room struct {
 	role    string
 	lastSeq uint64
 	g       *mls.Group
+	state   []byte // the stored state this room was loaded from
 }
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
-	var state []byte
 	r := &room{channel: ch}
-	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role)
+	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role FROM rooms WHERE channel = ?`, ch).Scan(&r.state, &r.lastSeq, &r.role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoRoom
 	}
 	if err != nil {
 		return nil, err
 	}
-	if r.g, err = mls.RestoreGroup(state, s.mlsConfig()); err != nil {
+	if r.g, err = mls.RestoreGroup(r.state, s.mlsConfig()); err != nil {
 		return nil, fmt.Errorf("seat: room state: %w", err)
 	}
 	return r, nil
 }
 
 // saveRoom writes the group state, the cursor and any history in one
-// transaction, so a crash never skips or applies a relay entry twice.
+// transaction, so a crash never skips or applies a relay entry twice. The
+// update applies only if the stored state is still the one r was loaded
+// from: two processes on one home can never both use the same message key.
 func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...RoomMessage) error {
 	state, err := r.g.MarshalBinary()
 	if err != nil {
@@ -124,7 +130,13 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 		_, err = tx.ExecContext(ctx, `INSERT INTO rooms(channel, state, last_seq, role, created_at) VALUES (?, ?, ?, ?, ?)`,
 			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli())
 	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ? WHERE channel = ?`, state, r.lastSeq, r.channel)
+		var res sql.Result
+		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ? WHERE channel = ? AND state = ?`, state, r.lastSeq, r.channel, r.state)
+		if err == nil {
+			if n, _ := res.RowsAffected(); n == 0 {
+				return errRoomMoved
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -135,7 +147,11 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 			return err
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	r.state = state
+	return nil
 }
 
 // RoomCreate registers the room's channel and creates its MLS group, with
@@ -378,7 +394,7 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 	// Entries between our cursor and our own commit were published before
 	// it in the same epoch: catch up on them first (they are application
 	// messages of the old epoch, which the window still decrypts).
-	if err := s.catchUpTo(ctx, r, seq); err != nil {
+	if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
 		return err
 	}
 	r.lastSeq = max(r.lastSeq, seq)
@@ -386,7 +402,7 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 }
 
 // catchUpTo applies entries up to (not including) seq.
-func (s *Seat) catchUpTo(ctx context.Context, r *room, seq uint64) error {
+func (s *Seat) catchUpTo(ctx context.Context, r *room, seq uint64, onMsg func(RoomMessage)) error {
 	if r.lastSeq+1 >= seq {
 		return nil
 	}
@@ -406,7 +422,7 @@ func (s *Seat) catchUpTo(ctx context.Context, r *room, seq uint64) error {
 			if e.Seq >= seq {
 				return nil
 			}
-			if err := s.apply(ctx, r, e, nil); err != nil {
+			if err := s.apply(ctx, r, e, onMsg); err != nil {
 				return err
 			}
 		}
@@ -509,8 +525,14 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	if !r.g.Active() {
 		return 0, ErrRemovedRoom
 	}
-	ct, err := r.g.Protect(append([]byte{roomText}, text...), nil)
+	plain := append([]byte{roomText}, text...)
+	ct, err := r.g.Protect(plain, nil)
 	if err != nil {
+		return 0, err
+	}
+	// The advanced ratchet is stored before the message leaves, so a
+	// crash cannot make this seat reuse its message key.
+	if err := s.saveRoom(ctx, r, false); err != nil {
 		return 0, err
 	}
 	rc, err := s.roomRelay(ctx)
@@ -527,6 +549,12 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	}
 	seq, err := conn.Publish(ctx, ch, ct)
 	if err != nil {
+		return 0, err
+	}
+	s.observeSend(ch, len(plain))
+	// Entries others published after the catch-up and before this message
+	// come first.
+	if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
 		return 0, err
 	}
 	_, did, _ := s.signatureKey()
@@ -646,4 +674,29 @@ func (s *Seat) RoomLeave(ctx context.Context, name string) error {
 		return ErrNoRoom
 	}
 	return nil
+}
+
+// RoomInfo is one room of this home.
+type RoomInfo struct {
+	Channel string
+	Role    string // owner or member
+	LastSeq uint64 // the relay cursor this home has processed
+}
+
+// Rooms lists this home's rooms by channel.
+func (s *Seat) Rooms(ctx context.Context) ([]RoomInfo, error) {
+	rows, err := s.st.db.QueryContext(ctx, `SELECT channel, role, last_seq FROM rooms ORDER BY channel`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RoomInfo
+	for rows.Next() {
+		var r RoomInfo
+		if err := rows.Scan(&r.Channel, &r.Role, &r.LastSeq); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

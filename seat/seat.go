@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skytale-oss/skytale/cover"
 	"github.com/skytale-oss/skytale/internal/channel"
 )
 
@@ -30,6 +31,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Cover configures the cover traffic a watch sends on each room while
+	// it is connected; the zero value is on at the default rate.
+	Cover cover.Config
 }
 
 // Errors a caller can act on.
@@ -48,9 +52,10 @@ type Seat struct {
 
 	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
 
-	mu     sync.Mutex // guards the following fields
-	seed   *Seed
-	tokens map[string]cachedToken
+	mu       sync.Mutex // guards the following fields
+	seed     *Seed
+	tokens   map[string]cachedToken
+	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
 }
 
 type cachedToken struct {

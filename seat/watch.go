@@ -1,0 +1,369 @@
+package seat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/padding"
+)
+
+// maxWatchRooms is how many rooms one watch follows: the relay's limit of
+// subscriptions per connection.
+const maxWatchRooms = 50
+
+// Reconnection backoff of a watch.
+const (
+	watchMinBackoff = 500 * time.Millisecond
+	watchMaxBackoff = 30 * time.Second
+)
+
+// WatchEvent reports a change of a watch's connection.
+type WatchEvent struct {
+	// Connected is true once the watch is subscribed to every room and
+	// has caught up with the relay's log.
+	Connected bool
+	// Err is why the connection ended, and Retry how long the watch waits
+	// before reconnecting (when Connected is false).
+	Err   error
+	Retry time.Duration
+}
+
+// WatchOptions are the callbacks of [Seat.WatchWith]. Both run on the
+// watch's goroutine; they must not call back into room operations of the
+// same seat.
+type WatchOptions struct {
+	OnMessage func(RoomMessage)
+	OnEvent   func(WatchEvent)
+}
+
+// Watch follows rooms live until ctx is done, calling onMsg for every new
+// message of another member. No names means every room of this home. See
+// [Seat.WatchWith].
+func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage)) error {
+	return s.WatchWith(ctx, rooms, WatchOptions{OnMessage: onMsg})
+}
+
+// WatchWith follows rooms live until ctx is done, then returns nil. It
+// opens one relay connection subscribed to every room, first catches each
+// room up through the relay's full log (commits processed in order), then
+// processes pushed entries as they arrive, each stored in one transaction
+// with the group state it produced. A dropped connection is reopened with
+// backoff, and the rooms are caught up again before live processing
+// resumes. While connected it sends cover traffic on every room unless
+// [Config].Cover disables it. It returns early only on errors that a retry
+// cannot fix: an unknown room, a seat that is not signed in, a revoked
+// account.
+func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) error {
+	chans, err := s.watchChannels(ctx, rooms)
+	if err != nil {
+		return err
+	}
+	backoff := watchMinBackoff
+	for {
+		connected, err := s.watchOnce(ctx, chans, o)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if permanentWatchError(err) {
+			return err
+		}
+		if connected {
+			backoff = watchMinBackoff
+		}
+		// Jitter keeps many watchers from reconnecting in step.
+		wait := backoff/2 + time.Duration(mrand.Int64N(int64(backoff/2)+1))
+		if o.OnEvent != nil {
+			o.OnEvent(WatchEvent{Err: err, Retry: wait})
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, watchMaxBackoff)
+	}
+}
+
+// watchChannels resolves room names, or lists every room, and checks this
+// home has each.
+func (s *Seat) watchChannels(ctx context.Context, names []string) ([]string, error) {
+	if _, err := s.apiKey(ctx); err != nil {
+		return nil, err
+	}
+	var chans []string
+	if len(names) == 0 {
+		rooms, err := s.Rooms(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rooms {
+			chans = append(chans, r.Channel)
+		}
+		if len(chans) == 0 {
+			return nil, ErrNoRooms
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		ch, err := s.RoomChannel(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.loadRoom(ctx, ch); err != nil {
+			return nil, fmt.Errorf("%w: %s", err, ch)
+		}
+		if !seen[ch] {
+			seen[ch] = true
+			chans = append(chans, ch)
+		}
+	}
+	if len(chans) > maxWatchRooms {
+		return nil, fmt.Errorf("seat: a watch follows at most %d rooms", maxWatchRooms)
+	}
+	return chans, nil
+}
+
+func permanentWatchError(err error) bool {
+	var ae *APIError
+	var fe *FrameError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrNoRoom), errors.Is(err, ErrNotSignedIn), errors.Is(err, ErrNoSeed):
+		return true
+	case errors.As(err, &ae):
+		return ae.Status == 401 || ae.Status == 403 || ae.Status == 404
+	case errors.As(err, &fe):
+		return fe.Code == "forbidden" || fe.Code == "invalid_channel" || fe.Code == "too_many_subscriptions"
+	}
+	return false
+}
+
+// watchOnce runs one connection: subscribe, catch up, then live. It
+// reports whether it got as far as live.
+func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (bool, error) {
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return false, err
+	}
+	conn, err := rc.Dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		// Keep the read loop unblocked while the connection closes.
+		go func() {
+			for range conn.Pushes() {
+			}
+		}()
+		conn.Close()
+	}()
+	// Subscribe first, then catch up: an entry published in between is
+	// both in the log and pushed, and applying it twice is a no-op.
+	for _, ch := range chans {
+		if err := conn.Subscribe(ctx, ch); err != nil {
+			return false, err
+		}
+	}
+	scheds := map[string]*cover.Scheduler{}
+	onMsg := func(m RoomMessage) {
+		if sc := scheds[m.Room]; sc != nil {
+			// Cover sizes follow the room's real traffic.
+			sc.Observe(roomBlockSize(len(m.Text) + 1))
+		}
+		if o.OnMessage != nil {
+			o.OnMessage(m)
+		}
+	}
+	for _, ch := range chans {
+		if err := s.syncRoom(ctx, ch, onMsg); err != nil {
+			return false, err
+		}
+	}
+	if o.OnEvent != nil {
+		o.OnEvent(WatchEvent{Connected: true})
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	coverErr := make(chan error, len(chans))
+	if !s.cfg.Cover.Disabled {
+		for _, ch := range chans {
+			ch := ch
+			sc := cover.New(s.cfg.Cover, func(ctx context.Context, size int) error {
+				return s.sendCover(ctx, conn, ch, size)
+			})
+			scheds[ch] = sc
+			s.setWatchScheduler(ch, sc)
+			defer s.setWatchScheduler(ch, nil)
+			go func() {
+				if err := sc.Run(cctx); err != nil && cctx.Err() == nil {
+					coverErr <- err
+				}
+			}()
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case err := <-coverErr:
+			return true, err
+		case p, ok := <-conn.Pushes():
+			if !ok {
+				return true, conn.Err()
+			}
+			if err := s.applyPush(ctx, p, onMsg); err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+// syncRoom catches one room up through the relay's full log.
+func (s *Seat) syncRoom(ctx context.Context, ch string, onMsg func(RoomMessage)) error {
+	return s.withRoom(ctx, ch, func(r *room) error { return s.catchUp(ctx, r, onMsg) })
+}
+
+// withRoom runs f on the room loaded under the room lock; if another
+// process changed the room meanwhile (errRoomMoved), it reloads and runs f
+// again.
+func (s *Seat) withRoom(ctx context.Context, ch string, f func(*room) error) error {
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		r, err := s.loadRoom(ctx, ch)
+		if err != nil {
+			return err
+		}
+		err = f(r)
+		if !errors.Is(err, errRoomMoved) || attempt == 4 {
+			return err
+		}
+	}
+}
+
+// applyPush applies one pushed entry. If entries are missing before it
+// (seqs the relay does not push to this connection, such as this seat's
+// own frames), the room is caught up through the log first. The relay may
+// push an application message before its log shows it, so the pushed entry
+// itself is applied from the push; a gap the log never fills (a relay
+// crash can leave one) is skipped after a few tries.
+func (s *Seat) applyPush(ctx context.Context, p Push, onMsg func(RoomMessage)) error {
+	return s.withRoom(ctx, p.Channel, func(r *room) error {
+		for try := 0; p.Seq > r.lastSeq+1 && try < 4; try++ {
+			if try > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+				}
+			}
+			if err := s.catchUpTo(ctx, r, p.Seq, onMsg); err != nil {
+				return err
+			}
+		}
+		return s.apply(ctx, r, p.RelayEntry, onMsg)
+	})
+}
+
+// sendCover sends one cover frame of the given padded block size on the
+// watch connection: a real MLS application message whose plaintext is the
+// cover kind followed by zeros, so the relay sees the frame shape of a real
+// message of that size. The advanced group state is stored before the frame
+// leaves, so a crash can never reuse a message key.
+func (s *Seat) sendCover(ctx context.Context, conn *Conn, ch string, size int) error {
+	var ct []byte
+	err := s.withRoom(ctx, ch, func(r *room) error {
+		if !r.g.Active() {
+			return nil
+		}
+		var err error
+		if ct, err = r.g.Protect(coverPlaintext(size), nil); err != nil {
+			return err
+		}
+		return s.saveRoom(ctx, r, false)
+	})
+	if err != nil || ct == nil {
+		return err
+	}
+	seq, err := conn.Publish(ctx, ch, ct)
+	if err != nil {
+		return err
+	}
+	// The relay does not push a frame back to its sender: if nothing came
+	// before it that this seat has not seen, move the cursor past it.
+	return s.withRoom(ctx, ch, func(r *room) error {
+		if r.lastSeq+1 != seq {
+			return nil
+		}
+		r.lastSeq = seq
+		return s.saveRoom(ctx, r, false)
+	})
+}
+
+// appContentLen is the length of an application message's content with
+// its authentication data in a PrivateMessage (RFC 9420 §6.3.1), before
+// padding: application_data<V> and the Ed25519 signature<V>.
+func appContentLen(n int) int { return varintLen(n) + n + varintLen(64) + 64 }
+
+func varintLen(n int) int {
+	switch {
+	case n < 1<<6:
+		return 1
+	case n < 1<<14:
+		return 2
+	default:
+		return 4
+	}
+}
+
+// roomBlockSize is the padded block size of a room message whose
+// plaintext (kind byte included) is n bytes long.
+func roomBlockSize(n int) int { return padding.Size(appContentLen(n)) }
+
+// coverPlaintext returns a cover plaintext that pads to exactly size, the
+// largest such, so cover of a block size looks like real messages of it.
+func coverPlaintext(size int) []byte {
+	n := 1
+	for l := size - padding.HeaderLen - appContentLen(0); l > 1; l-- {
+		if roomBlockSize(l) == size {
+			n = l
+			break
+		}
+	}
+	p := make([]byte, n)
+	p[0] = roomCover
+	return p
+}
+
+// setWatchScheduler registers the cover scheduler of a watched room, so
+// sends through [Seat.RoomSend] feed its size distribution.
+func (s *Seat) setWatchScheduler(ch string, sc *cover.Scheduler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc == nil {
+		delete(s.watching, ch)
+		return
+	}
+	if s.watching == nil {
+		s.watching = map[string]*cover.Scheduler{}
+	}
+	s.watching[ch] = sc
+}
+
+// observeSend reports a real send's block size to a watch of the room.
+func (s *Seat) observeSend(ch string, plaintextLen int) {
+	s.mu.Lock()
+	sc := s.watching[ch]
+	s.mu.Unlock()
+	if sc != nil {
+		sc.Observe(roomBlockSize(plaintextLen))
+	}
+}

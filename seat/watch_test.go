@@ -1,0 +1,242 @@
+package seat_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// watching runs a watch in the background and collects what it delivers.
+type watching struct {
+	msgs   chan seat.RoomMessage
+	events chan seat.WatchEvent
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startWatch(t *testing.T, s *seat.Seat, rooms ...string) *watching {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watching{msgs: make(chan seat.RoomMessage, 100), events: make(chan seat.WatchEvent, 100), cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		w.done <- s.WatchWith(ctx, rooms, seat.WatchOptions{
+			OnMessage: func(m seat.RoomMessage) { w.msgs <- m },
+			OnEvent:   func(e seat.WatchEvent) { w.events <- e },
+		})
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *watching) stop() {
+	w.cancel()
+	<-w.done
+	w.done <- nil // a second stop returns at once
+}
+
+// connected waits until the watch is live.
+func (w *watching) connected(t *testing.T) {
+	t.Helper()
+	for {
+		select {
+		case e := <-w.events:
+			if e.Connected {
+				return
+			}
+		case err := <-w.done:
+			w.done <- err
+			t.Fatalf("watch returned: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("watch did not connect")
+		}
+	}
+}
+
+// expectMsgs waits for exactly these texts, in order.
+func (w *watching) expectMsgs(t *testing.T, want ...string) []seat.RoomMessage {
+	t.Helper()
+	var got []seat.RoomMessage
+	for len(got) < len(want) {
+		select {
+		case m := <-w.msgs:
+			got = append(got, m)
+			if m.Text != want[len(got)-1] {
+				t.Fatalf("watch delivered %q, want %q", m.Text, want[len(got)-1])
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("watch delivered %d of %q", len(got), want)
+		}
+	}
+	return got
+}
+
+func newWatcher(t *testing.T, st *skytaletest.Stack, org string, cov cover.Config) *member {
+	t.Helper()
+	ctx := context.Background()
+	home := t.TempDir()
+	s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: st.APIURL, RelayURL: st.RelayURL, Cover: cov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	did, err := s.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.SignIn(ctx, org+"@example.test", org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &member{Seat: s, did: did, acct: a, home: home}
+}
+
+func TestWatch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{DBPath: filepath.Join(dir, "relay.db")},
+		Directory: skytale.DirectoryConfig{DBPath: filepath.Join(dir, "directory.db")},
+	})
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	carol := newWatcher(t, st, "carolco", cover.Config{MeanInterval: 20 * time.Millisecond})
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+	join(t, alice, carol, room)
+
+	// Real frames of four block sizes, so cover has sizes to copy.
+	var realSeqs []uint64
+	for _, n := range []int{10, 300, 700, 1500} {
+		seq, err := carol.RoomSend(ctx, room, strings.Repeat("c", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		realSeqs = append(realSeqs, seq)
+	}
+
+	// Live: messages from two other members arrive in order.
+	w := startWatch(t, carol.Seat, room)
+	w.connected(t)
+	sendTo(t, alice, room, "a1")
+	sendTo(t, bob, room, "b1")
+	got := w.expectMsgs(t, "a1", "b1")
+	if got[0].Sender != alice.did || got[1].Sender != bob.did || got[0].Room != room {
+		t.Fatalf("senders: %+v", got)
+	}
+	time.Sleep(300 * time.Millisecond) // cover flows
+	w.stop()
+
+	// Offline: a message, a commit (dave joins), a message in the new epoch.
+	sendTo(t, alice, room, "a2")
+	dave := newMember(t, st, "daveco")
+	join(t, alice, dave, room)
+	sendTo(t, bob, room, "b2")
+
+	// A restarted watch catches up first, then goes live again.
+	w = startWatch(t, carol.Seat)
+	w.expectMsgs(t, "a2", "b2")
+	w.connected(t)
+	sendTo(t, dave, room, "d1")
+	w.expectMsgs(t, "d1")
+	time.Sleep(200 * time.Millisecond)
+	w.stop()
+
+	// Cover never reaches anyone's history.
+	wantHist := []string{strings.Repeat("c", 10), strings.Repeat("c", 300), strings.Repeat("c", 700), strings.Repeat("c", 1500), "a1", "b1", "a2", "b2", "d1"}
+	h, err := carol.RoomHistory(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range h {
+		texts = append(texts, m.Text)
+	}
+	expect(t, "carol's history", texts, wantHist...)
+	expect(t, "bob", received(t, bob, room), "d1")
+	h, err = bob.RoomHistory(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts = texts[:0]
+	for _, m := range h {
+		texts = append(texts, m.Text)
+	}
+	expect(t, "bob's history", texts, wantHist...)
+
+	// The relay's view: carol's cover frames are application messages of
+	// exactly the lengths her real messages had.
+	tok := st.Token(t, alice.acct.APIKey)
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
+	lens := map[int]bool{}
+	apps := map[uint64]int{}
+	if _, err := rc.SyncAll(ctx, room, 0, func(e seat.RelayEntry) error {
+		if e.EntryType == seat.EntryApp {
+			apps[e.Seq] = len(e.Payload)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range realSeqs {
+		lens[apps[seq]] = true
+		delete(apps, seq)
+	}
+	covers := len(apps) - 5 // a1 b1 a2 b2 d1
+	if covers < 5 {
+		t.Fatalf("%d cover frames in about half a second at 50/s", covers)
+	}
+	odd := 0
+	for _, n := range apps {
+		if !lens[n] {
+			odd++
+		}
+	}
+	// a1, b1, a2, b2 and d1 are short real messages: the 256 bucket.
+	if odd != 0 {
+		t.Fatalf("%d frames whose length no real frame of carol's had (lengths %v)", odd, lens)
+	}
+
+	scanForSecrets(t, filepath.Join(dir, "relay.db"), []string{strings.Repeat("c", 300)})
+}
+
+func TestWatchErrors(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	if err := alice.Watch(ctx, nil, nil); !errors.Is(err, seat.ErrNoRooms) {
+		t.Fatalf("watch with no rooms: %v", err)
+	}
+	if err := alice.Watch(ctx, []string{"nope"}, nil); !errors.Is(err, seat.ErrNoRoom) {
+		t.Fatalf("watch of an unknown room: %v", err)
+	}
+}
+
+func TestWatchNoCover(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newWatcher(t, st, "acme", cover.Config{Disabled: true, MeanInterval: time.Millisecond})
+	room, err := alice.RoomCreate(ctx, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, alice.Seat, room)
+	w.connected(t)
+	time.Sleep(200 * time.Millisecond)
+	w.stop()
+	tok := st.Token(t, alice.acct.APIKey)
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
+	if entries, _, err := rc.Sync(ctx, room, 0, 100); err != nil || len(entries) != 0 {
+		t.Fatalf("cover off, yet %d entries (%v)", len(entries), err)
+	}
+}
