@@ -3,7 +3,10 @@ package mls
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // This file joins groups: from a Welcome (RFC 9420, Section 12.4.3.1) and
@@ -161,7 +164,16 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 	if hasDuplicateExtensions(ctx.Extensions) {
 		return nil, nil, fmt.Errorf("%w: duplicate group extensions", ErrInvalidWelcome)
 	}
-	if err := tree.validate(ctx.GroupID); err != nil {
+	// Section 12.4.3.1, "Verify the integrity of the ratchet tree". The
+	// leaf signatures dominate the cost of a join and are independent, so
+	// they are checked in parallel.
+	if err := tree.validateStructure(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	}
+	if err := verifyLeafSignaturesParallel(tree, ctx.GroupID); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	}
+	if err := tree.verifyParentHashes(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
 	g := &Group{cfg: c, s: s}
@@ -293,4 +305,36 @@ func JoinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, err
 	}
 	return g, msg, nil
+}
+
+// verifyLeafSignaturesParallel checks the signature of every non-blank
+// leaf of t (Section 7.3), spreading the work over the available CPUs.
+// Every goroutine it starts has finished when it returns.
+func verifyLeafSignaturesParallel(t *ratchetTree, groupID []byte) error {
+	n := t.size()
+	workers := uint32(runtime.GOMAXPROCS(0))
+	if workers > n/64 {
+		workers = max(1, n/64) // not worth it for small trees
+	}
+	var bad atomic.Int64
+	bad.Store(-1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := w; l < n; l += workers {
+				ln := t.leafNode(leafIndex(l))
+				if ln != nil && !ln.verifySignature(t.s, groupID, l) {
+					bad.CompareAndSwap(-1, int64(l))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if l := bad.Load(); l >= 0 {
+		return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
+	}
+	return nil
 }
