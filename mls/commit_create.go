@@ -80,15 +80,37 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 	committer := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}
 	var props []committedProposal
 	var por []ProposalOrRef
-	for _, cp := range g.proposals {
-		if cp.proposal.ProposalType == ProposalTypeUpdate && cp.sender == committer {
-			continue // Section 12.2: the committer's own Updates are invalid
+	// Section 12.4: include the proposals received in this epoch, except
+	// those that would make the list invalid (Section 12.2): the
+	// committer's own Updates, its removal, and further Updates or Removes
+	// of a leaf already covered, where a Remove wins over an Update.
+	touched := make(map[uint32]bool)
+	for _, r := range opts.Remove {
+		touched[r] = true
+	}
+	for pass := range 2 {
+		for _, cp := range g.proposals {
+			isRemove := cp.proposal.ProposalType == ProposalTypeRemove
+			if (pass == 0) != isRemove {
+				continue
+			}
+			switch cp.proposal.ProposalType {
+			case ProposalTypeRemove:
+				l := cp.proposal.Remove.Removed
+				if l == uint32(g.own) || touched[l] || g.cur.tree.leafNode(leafIndex(l)) == nil {
+					continue
+				}
+				touched[l] = true
+			case ProposalTypeUpdate:
+				l := cp.sender.LeafIndex
+				if cp.sender == committer || touched[l] {
+					continue
+				}
+				touched[l] = true
+			}
+			props = append(props, committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref})
+			por = append(por, ProposalOrRef{Type: ProposalOrRefTypeReference, Reference: cp.ref})
 		}
-		if cp.proposal.ProposalType == ProposalTypeRemove && cp.proposal.Remove.Removed == uint32(g.own) {
-			continue // a member cannot commit its own removal
-		}
-		props = append(props, committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref})
-		por = append(por, ProposalOrRef{Type: ProposalOrRefTypeReference, Reference: cp.ref})
 	}
 	var inline []Proposal
 	if opts.Extensions != nil {

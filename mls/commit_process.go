@@ -87,8 +87,9 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		}
 	} else if epoch != g.cur.ctx.Epoch {
 		return nil, fmt.Errorf("%w: handshake message for epoch %d (current %d)", ErrWrongEpoch, epoch, g.cur.ctx.Epoch)
-	}
-	if g.removed {
+	} else if g.removed {
+		// A removed member may still read late application messages of
+		// the epochs it held, but follows the group no further.
 		return nil, ErrRemoved
 	}
 
@@ -297,7 +298,7 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 			}
 		}
 	}
-	if err := checkNewKeysUnique(tree, leafNodes(eff.added)); err != nil {
+	if err := checkNewKeysUnique(tree, append(leafNodes(eff.added), leafNodes(eff.updated)...)); err != nil {
 		return 0, err
 	}
 	ctx.TreeHash = bytes.Clone(tree.treeHash())

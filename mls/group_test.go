@@ -303,3 +303,43 @@ func TestOutOfBandTreeJoin(t *testing.T) {
 	tg.members["did:key:bob"] = g
 	tg.check()
 }
+
+func TestCommitFiltersConflictingProposals(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", nil)
+	for _, n := range []string{"did:key:bob", "did:key:carol", "did:key:dave"} {
+		tg.add("did:key:alice", n)
+	}
+	dave, _ := tg.members["did:key:alice"].MemberByIdentity("did:key:dave")
+	props := map[string][]byte{}
+	for _, n := range []string{"did:key:bob", "did:key:carol"} {
+		p, err := tg.members[n].ProposeRemove(dave.LeafIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		props[n] = p
+	}
+	up, err := tg.members["did:key:dave"].ProposeUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	props["did:key:dave"] = up
+	for name, m := range tg.members {
+		for proposer, p := range props {
+			if proposer == name {
+				continue // senders cache their own proposals
+			}
+			if _, err := m.Process(p); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	res, err := tg.members["did:key:alice"].Commit(CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	if _, ok := tg.members["did:key:dave"]; ok {
+		t.Fatal("dave not removed")
+	}
+	tg.check()
+}

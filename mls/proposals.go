@@ -87,6 +87,7 @@ type proposalEffects struct {
 	reinit       *ReInit
 	removedSelf  bool
 	updatedSelf  *cachedProposal // an own Update that was committed
+	updated      []leafIndex     // leaves replaced by Update proposals
 }
 
 // validateProposals checks a proposal list against Section 12.2 and each
@@ -253,6 +254,7 @@ func (g *Group) applyProposals(props []committedProposal, tree *ratchetTree, ctx
 		if err := tree.updateLeaf(l, &ln); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidProposal, err)
 		}
+		eff.updated = append(eff.updated, l)
 		if l == g.own && p.byRef {
 			eff.updatedSelf = g.findProposal(p.ref)
 		}
