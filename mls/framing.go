@@ -157,7 +157,8 @@ func (x *FramedContent) unmarshal(p *parser) bool {
 
 // FramedContentTBS is the input to the signature over a FramedContent
 // (Section 6.1). Context is encoded only for member and new_member_commit
-// senders; a nil Context there encodes as the zero GroupContext.
+// senders; a nil Context there encodes as the zero GroupContext. Decoding
+// rejects versions other than mls10, the value the RFC fixes.
 type FramedContentTBS struct {
 	Version    ProtocolVersion
 	WireFormat WireFormat
@@ -185,6 +186,9 @@ func (x *FramedContentTBS) unmarshal(p *parser) bool {
 		return false
 	}
 	x.Version, x.WireFormat = ProtocolVersion(v), WireFormat(wf)
+	if x.Version != ProtocolVersionMLS10 {
+		return false
+	}
 	if tbsHasContext(x.Content.Sender.SenderType) {
 		x.Context = new(GroupContext)
 		return x.Context.unmarshal(p)

@@ -1,7 +1,7 @@
 package mls
 
 // GroupContext summarizes the state of the group in one epoch (RFC 9420,
-// Section 8.1).
+// Section 8.1). Decoding rejects versions other than mls10.
 //
 //	struct {
 //	    ProtocolVersion version = mls10;
@@ -39,6 +39,10 @@ func (x *GroupContext) unmarshal(p *parser) bool {
 		return false
 	}
 	x.Version, x.CipherSuite = ProtocolVersion(v), CipherSuite(cs)
+	// The version is fixed to mls10 by the structure definition.
+	if x.Version != ProtocolVersionMLS10 {
+		return false
+	}
 	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.vec(&x.TreeHash) &&
 		p.vec(&x.ConfirmedTranscriptHash) && unmarshalList(p, &x.Extensions)
 }

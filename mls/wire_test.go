@@ -37,7 +37,7 @@ func TestWireRoundTrip(t *testing.T) {
 			Auth: FramedContentAuthData{Signature: []byte("s")},
 		}},
 		&GroupSecrets{JoinerSecret: []byte("j"), PathSecret: &PathSecret{PathSecret: []byte("p")}},
-		&FramedContentTBS{Version: 1, WireFormat: 1, Content: FramedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Epoch: 4}},
+		&FramedContentTBS{Version: 1, WireFormat: 1, Content: FramedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Version: 1, Epoch: 4}},
 		&AuthenticatedContent{WireFormat: 2, Content: FramedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &Commit{}}, Auth: FramedContentAuthData{ConfirmationTag: []byte("t")}},
 		&SenderData{LeafIndex: 1, Generation: 2, ReuseGuard: [4]byte{1, 2, 3, 4}},
 		&SenderDataAAD{GroupID: []byte("g"), ContentType: ContentTypeCommit},
@@ -129,6 +129,10 @@ func TestWireRejects(t *testing.T) {
 	}
 	if err := unmarshal([]byte{0x00, 0x02, 0x03}, new(ProposalOrRef)); err == nil {
 		t.Error("proposal-or-ref type 3 accepted")
+	}
+	gc := marshal(&GroupContext{Version: 2})
+	if err := unmarshal(gc, new(GroupContext)); err == nil {
+		t.Error("group context version 2 accepted")
 	}
 	if err := unmarshal([]byte{0x05}, new(Sender)); err == nil {
 		t.Error("sender type 5 accepted")
