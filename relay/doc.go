@@ -15,8 +15,18 @@
 // Every accepted publish is stored in SQLite under a per-channel sequence
 // number that starts at 1 and is never reused, not after eviction (each
 // channel keeps ArchiveCap entries for ArchiveTTL) and not after a restart.
-// One writer goroutine commits many publishes per transaction; a publish is
-// acknowledged only once its transaction is durable.
+// One committer goroutine writes many publishes (from many channels) per
+// transaction, fsync'd; a publish is acknowledged only once its transaction
+// is durable, so an acknowledged publish survives a crash of the process.
+//
+// Live delivery of application messages does not wait for the fsync: a
+// sequencer stage assigns the seq and pushes the message at once. A crash
+// may therefore lose a message that subscribers saw but the publisher was
+// never told was stored; it can never make the relay hand out a seq again
+// (numbers are reserved durably in blocks ahead of use, so a crash leaves
+// at most a gap). Commits and Welcomes, and anything published after them
+// on their channel, are pushed only once durable, so subscribers never act
+// on a group change the relay could forget.
 //
 // # Entry types and commit fencing
 //

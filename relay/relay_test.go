@@ -73,6 +73,10 @@ func TestPathSubscription(t *testing.T) {
 	// Already subscribed by the path: publish works without a subscribe frame.
 	seq := a.publishAck(chA, []byte("hello"))
 	b.expect(map[string]any{"type": "message", "channel": chA, "seq": seq})
+	// On the path form the channel of a publish defaults to the path's.
+	a.send(map[string]string{"type": "publish", "payload": base64.StdEncoding.EncodeToString([]byte("x"))})
+	a.expect(map[string]any{"type": "ok", "message": "published", "seq": seq + 1})
+	b.expect(map[string]any{"type": "message", "channel": chA, "seq": seq + 1})
 
 	// A bad path channel is refused before the upgrade.
 	for _, p := range []string{"/ws/a/./c", "/ws/a/b/c%21", "/ws/a/b"} {

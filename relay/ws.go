@@ -279,7 +279,11 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 	case "unsubscribe":
 		c.unsubscribe(string(f.Channel))
 	case "publish":
-		c.publish(f.Channel, f.Payload)
+		ch := f.Channel
+		if len(ch) == 0 && pathChannel != "" {
+			ch = []byte(pathChannel) // the path's channel is the default
+		}
+		c.publish(ch, f.Payload)
 	case "":
 		c.fail("bad_frame", "frame has no type")
 	default:
