@@ -343,3 +343,54 @@ func TestCommitFiltersConflictingProposals(t *testing.T) {
 	}
 	tg.check()
 }
+
+func TestPSKAndExtensions(t *testing.T) {
+	cfg := &Config{ExternalPSKs: map[string][]byte{"psk-1": []byte("shared secret")}}
+	tg, alice, _ := twoMembers(t, cfg)
+	// An external PSK injected together with an Add: the joiner needs it
+	// too.
+	carol := newTestBundle(t, "did:key:carol")
+	res, err := alice.Commit(CommitOptions{Add: [][]byte{carol.Bytes()}, ExternalPSKs: [][]byte{[]byte("psk-1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	if _, err := Join(res.Welcome, carol, nil, nil); !errors.Is(err, ErrMissingPSK) {
+		t.Fatalf("joined without the psk: %v", err)
+	}
+	g, err := Join(res.Welcome, carol, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.members["did:key:carol"] = g
+	tg.check()
+	// A PSK proposal by reference.
+	prop, err := tg.members["did:key:bob"].ProposeExternalPSK([]byte("psk-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"did:key:alice", "did:key:carol"} {
+		if _, err := tg.members[n].Process(prop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = tg.members["did:key:carol"].Commit(CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:carol", res)
+	tg.check()
+	// Required capabilities that every member meets, then one that the
+	// members do not.
+	rc := marshal(&RequiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeBasic}})
+	res, err = alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: rc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	tg.check()
+	rc = marshal(&RequiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeX509}})
+	if _, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: rc}}}); !errors.Is(err, ErrInvalidProposal) {
+		t.Fatalf("got %v, want ErrInvalidProposal", err)
+	}
+}
