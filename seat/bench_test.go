@@ -1,0 +1,258 @@
+package seat_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// Benchmarks of the seat through a real in-process stack (directory and
+// relay on loopback, in-memory SQLite for both planes, a file-backed seat
+// store). Run them with
+//
+//	go test ./seat -run '^$' -bench . -benchtime 5x
+
+const benchEntries = 10_000
+
+func benchStack(b *testing.B) *skytaletest.Stack {
+	return skytaletest.NewStackWith(b, skytaletest.Options{Relay: skytale.RelayConfig{ArchiveCap: 1 << 20}})
+}
+
+func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account) *seat.Seat {
+	b.Helper()
+	ctx := context.Background()
+	s, err := seat.Open(ctx, seat.Config{Home: b.TempDir(), APIURL: st.APIURL, RelayURL: st.RelayURL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.UseAccount(ctx, acct.ID, acct.Org, acct.APIKey); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// entryText is a typical short log entry (about 60 bytes).
+func entryText(i int) string {
+	return fmt.Sprintf("entry %05d: remember to water the plants on the balcony", i)
+}
+
+// BenchmarkPush10k seals and publishes 10,000 new log entries per
+// operation (adding them to the local log is not timed).
+func BenchmarkPush10k(b *testing.B) {
+	ctx := context.Background()
+	st := benchStack(b)
+	s := benchSeat(b, st, st.NewAccount(b, "acme"))
+	if _, err := s.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for j := range benchEntries {
+			if _, err := s.Add(ctx, entryText(j)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		n, err := s.Push(ctx)
+		if err != nil || n != benchEntries {
+			b.Fatalf("pushed %d, %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(benchEntries*b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// BenchmarkPull10k restores a fresh home from the phrase and pulls, opens
+// and merges a log of 10,000 entries per operation.
+func BenchmarkPull10k(b *testing.B) {
+	ctx := context.Background()
+	st := benchStack(b)
+	acct := st.NewAccount(b, "acme")
+	a := benchSeat(b, st, acct)
+	if _, err := a.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for j := range benchEntries {
+		if _, err := a.Add(ctx, entryText(j)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := a.Push(ctx); err != nil {
+		b.Fatal(err)
+	}
+	words, _ := a.Phrase()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := benchSeat(b, st, acct)
+		if _, err := h.Restore(ctx, strings.Join(words, " ")); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		n, err := h.Pull(ctx, nil)
+		if err != nil || n != benchEntries {
+			b.Fatalf("pulled %d, %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(benchEntries*b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// BenchmarkRoomMessage measures one room message from send to receipt:
+// Alice's RoomSend (catch up, MLS-protect, publish, wait for the durable
+// ack) and then Bob's RoomSync (fetch, decrypt, store). ns/op is that
+// latency. live-ms is the part up to the relay's push reaching a live
+// subscriber of Bob's (a WebSocket kept open, as `watch` does).
+func BenchmarkRoomMessage(b *testing.B) {
+	ctx := context.Background()
+	st := benchStack(b)
+	alice := benchSeat(b, st, st.NewAccount(b, "alice"))
+	bobAcct := st.NewAccount(b, "bob")
+	bob := benchSeat(b, st, bobAcct)
+	alice.Init(ctx)
+	bob.Init(ctx)
+	room, err := alice.RoomCreate(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := alice.RoomInvite(ctx, "bench", 1, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	joined := make(chan error, 1)
+	go func() { _, err := bob.RoomJoin(ctx, room, tok, time.Minute); joined <- err }()
+	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
+		a, err := alice.RoomAdmit(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(a)
+	}
+	if err := <-joined; err != nil {
+		b.Fatal(err)
+	}
+
+	dir := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bobAcct.APIKey}
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(ctx context.Context) (string, error) {
+		t, _, err := dir.Token(ctx)
+		return t, err
+	}}
+	live, err := rc.Dial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer live.Close()
+	if err := live.Subscribe(ctx, room); err != nil {
+		b.Fatal(err)
+	}
+
+	var liveTotal time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := alice.RoomSend(ctx, "bench", "ping"); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-live.Pushes():
+			liveTotal += time.Since(start)
+		case <-time.After(10 * time.Second):
+			b.Fatal("no live push")
+		}
+		msgs, err := bob.RoomSync(ctx, room)
+		if err != nil || len(msgs) != 1 || msgs[0].Text != "ping" {
+			b.Fatalf("bob got %v, %v", msgs, err)
+		}
+	}
+	b.ReportMetric(liveTotal.Seconds()*1000/float64(b.N), "live-ms")
+}
+
+// wireLen is the size of the WebSocket frame that publishes payload on
+// channel: the JSON publish frame plus the client frame header (2 bytes,
+// 2 or 8 more for the length, and the 4-byte mask).
+func wireLen(channel string, payload []byte) int {
+	f, _ := json.Marshal(map[string]string{"type": "publish", "channel": channel, "payload": base64.StdEncoding.EncodeToString(payload)})
+	n := len(f)
+	switch {
+	case n < 126:
+		return n + 6
+	case n < 1<<16:
+		return n + 8
+	default:
+		return n + 14
+	}
+}
+
+// BenchmarkCoverBandwidth puts a number on cover traffic at the default
+// rate. The scheduler runs sped up (a mean interval of 50 µs instead of
+// 10 s); every frame it asks for is sealed for real and measured as it
+// would go on the wire. The cost per second at the real rate is then the
+// mean cover frame's wire size divided by the default mean interval.
+//
+// Two cases: an idle connection (cover sizes from the default
+// distribution) and a connection carrying one real message per second
+// (one 60-byte log entry, sealed as a sync batch: a 256-byte block), whose
+// sizes cover then copies. Metrics: cover-B/s (wire bytes per second of
+// cover at the default rate), real-B/s (the real message per second) and
+// overhead-% (cover relative to the real traffic).
+func BenchmarkCoverBandwidth(b *testing.B) {
+	p, err := seat.ParsePhrase(strings.Repeat("abandon ", 23) + "art")
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := p.Seed().SyncKey()
+	const ch = "acme/tally/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	real, err := key.Seal(ch, []seat.Entry{seat.NewEntry(entryText(0), time.Now())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	realWire := float64(wireLen(ch, real))
+
+	for _, tc := range []struct {
+		name    string
+		observe bool
+	}{{"idle", false}, {"1msg-per-s", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var frames, bytes int
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sched := cover.New(cover.Config{MeanInterval: 50 * time.Microsecond, Rand: rand.NewPCG(1, 2)},
+				func(ctx context.Context, size int) error {
+					c, err := key.SealCover(ch, size)
+					if err != nil {
+						return err
+					}
+					frames++
+					bytes += wireLen(ch, c)
+					if frames >= b.N {
+						cancel()
+					}
+					return nil
+				})
+			if tc.observe {
+				sched.Observe(len(real) - seat.Overhead)
+			}
+			b.ResetTimer()
+			if err := sched.Run(ctx); err != nil {
+				b.Fatal(err)
+			}
+			perSec := float64(bytes) / float64(frames) / cover.DefaultMeanInterval.Seconds()
+			b.ReportMetric(perSec, "cover-B/s")
+			b.ReportMetric(realWire, "real-B/s")
+			b.ReportMetric(100*perSec/realWire, "overhead-%")
+		})
+	}
+}
