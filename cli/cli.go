@@ -30,7 +30,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*ucli.Context, error) {}, // Run returns errors; main decides the exit code
 		Flags:                globalFlags(),
-		Commands:             append(seatCommands(), serveCommand()),
+		Commands:             append(append(seatCommands(), roomCommands()...), serveCommand()),
 	}
 	return app.RunContext(ctx, args)
 }

@@ -118,7 +118,13 @@ func (e *env) openSeat() (*seat.Seat, error) {
 	if err != nil {
 		return nil, err
 	}
-	return seat.Open(e.c.Context, seat.Config{Home: e.home, APIURL: api, RelayURL: rel})
+	cfg, err := e.readConfig()
+	if err != nil {
+		return nil, err
+	}
+	sc := seat.Config{Home: e.home, APIURL: api, RelayURL: rel}
+	sc.Cover.Disabled = cfg["cover_traffic"] == "off"
+	return seat.Open(e.c.Context, sc)
 }
 
 // out prints a human line, or v as one JSON line with --json.

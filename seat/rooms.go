@@ -509,30 +509,28 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 
 // RoomSend sends text to a room and returns its seq.
 func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	r, err := s.loadRoom(ctx, ch)
-	if err != nil {
-		return 0, err
-	}
-	if err := s.catchUp(ctx, r, nil); err != nil {
-		return 0, err
-	}
-	if !r.g.Active() {
-		return 0, ErrRemovedRoom
-	}
 	plain := append([]byte{roomText}, text...)
-	ct, err := r.g.Protect(plain, nil)
+	var ct []byte
+	err = s.withRoom(ctx, ch, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		if !r.g.Active() {
+			return ErrRemovedRoom
+		}
+		var err error
+		if ct, err = r.g.Protect(plain, nil); err != nil {
+			return err
+		}
+		// The advanced ratchet is stored before the message leaves, so a
+		// crash cannot make this seat reuse its message key.
+		return s.saveRoom(ctx, r, false)
+	})
 	if err != nil {
-		return 0, err
-	}
-	// The advanced ratchet is stored before the message leaves, so a
-	// crash cannot make this seat reuse its message key.
-	if err := s.saveRoom(ctx, r, false); err != nil {
 		return 0, err
 	}
 	rc, err := s.roomRelay(ctx)
@@ -552,14 +550,16 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 		return 0, err
 	}
 	s.observeSend(ch, len(plain))
-	// Entries others published after the catch-up and before this message
-	// come first.
-	if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
-		return 0, err
-	}
 	_, did, _ := s.signatureKey()
-	r.lastSeq = max(r.lastSeq, seq)
-	return seq, s.saveRoom(ctx, r, false, RoomMessage{Room: ch, Seq: seq, Sender: did, Text: text, Time: s.cfg.Now()})
+	return seq, s.withRoom(ctx, ch, func(r *room) error {
+		// Entries others published after the catch-up and before this
+		// message come first.
+		if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
+			return err
+		}
+		r.lastSeq = max(r.lastSeq, seq)
+		return s.saveRoom(ctx, r, false, RoomMessage{Room: ch, Seq: seq, Sender: did, Text: text, Time: s.cfg.Now()})
+	})
 }
 
 // RoomSync catches a room up with the relay and returns the new messages.
