@@ -6,6 +6,7 @@ func BenchmarkExpandWithLabel(b *testing.B) {
 	s, _ := suiteFor(MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
 	secret := make([]byte, 32)
 	context := make([]byte, 32)
+	defer startCPUMeter().report(b)
 	for b.Loop() {
 		expandWithLabel(s, secret, "key", context, 16)
 	}
@@ -24,6 +25,7 @@ func benchKeyPackageInputs(b *testing.B) (suite, Credential, []byte) {
 // HPKE key pairs and two Ed25519 signatures (LeafNode, then KeyPackage).
 func BenchmarkKeyPackageGenerate(b *testing.B) {
 	s, cred, priv := benchKeyPackageInputs(b)
+	defer startCPUMeter().report(b)
 	for b.Loop() {
 		if _, _, _, err := generateKeyPackage(s, cred, priv, Lifetime{NotAfter: 1 << 40}, nil, nil); err != nil {
 			b.Fatal(err)
@@ -40,6 +42,7 @@ func BenchmarkKeyPackageSign(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer startCPUMeter().report(b)
 	for b.Loop() {
 		sk, err := s.signKey(priv)
 		if err != nil {
@@ -60,6 +63,7 @@ func BenchmarkKeyPackageValidate(b *testing.B) {
 		b.Fatal(err)
 	}
 	data := marshal(kp)
+	defer startCPUMeter().report(b)
 	for b.Loop() {
 		var got KeyPackage
 		if err := unmarshal(data, &got); err != nil {
