@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -276,4 +277,87 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestREADMETwoSeats runs the README's "Two seats in a room" commands as
+// written, against an in-process stack standing in for `tally serve`.
+func TestREADMETwoSeats(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "## Two seats in a room")
+	if !ok {
+		t.Fatal("README has no two-seat section")
+	}
+	_, block, _ := strings.Cut(sec, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+
+	st := skytaletest.NewStack(t)
+	demo := t.TempDir()
+	urls := strings.NewReplacer("http://127.0.0.1:3100", st.APIURL, "http://127.0.0.1:8443", st.RelayURL)
+	testOnlyEnv = map[string]string{}
+	defer func() { testOnlyEnv = nil }()
+
+	var token string
+	var bg []*background
+	var watch *background
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		case strings.HasPrefix(line, "export "):
+			for _, kv := range strings.Fields(line)[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				testOnlyEnv[k] = urls.Replace(v)
+			}
+			continue
+		case strings.HasPrefix(line, "tally serve"):
+			continue
+		case !strings.HasPrefix(line, "tally "):
+			t.Fatalf("README line %q is not a tally command", line)
+		}
+		args := strings.Fields(line)[1:]
+		for i, a := range args {
+			a = strings.Replace(a, "/tmp/tally-demo", demo, 1)
+			args[i] = strings.Replace(a, "skt_inv_…", token, 1)
+		}
+		ran++
+		cmd := strings.Join(args[2:], " ")
+		switch {
+		case strings.HasPrefix(cmd, "room join"):
+			j := startTally(args...)
+			eventually(t, line, func() bool { return strings.Contains(j.errw.String(), "waiting") })
+			bg = append(bg, j)
+		case cmd == "watch":
+			watch = startTally(args...)
+			eventually(t, line, func() bool { return strings.Contains(watch.errw.String(), "watching") })
+		default:
+			out, err := tally(t, "", args...)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			if strings.HasPrefix(cmd, "room invite") {
+				token = strings.TrimSpace(out)
+			}
+			if strings.HasPrefix(cmd, "room admit") {
+				for _, j := range bg {
+					if err := j.wait(t); err != nil {
+						t.Fatalf("join: %v", err)
+					}
+				}
+			}
+		}
+	}
+	if ran < 10 || token == "" || watch == nil {
+		t.Fatalf("ran %d commands, token %q", ran, token)
+	}
+	eventually(t, "alice's watch to print bob's message", func() bool {
+		return strings.Contains(watch.out.String(), "[ops] ") && strings.Contains(watch.out.String(), ": hello alice")
+	})
+	if err := watch.stop(t); err != nil {
+		t.Fatal(err)
+	}
 }
