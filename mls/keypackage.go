@@ -1,12 +1,6 @@
 package mls
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"slices"
-	"time"
-)
+import "errors"
 
 // Capabilities lists what a client supports (RFC 9420, Section 7.2).
 //
@@ -258,56 +252,6 @@ func (x *KeyPackage) ref(s suite) []byte {
 	return makeKeyPackageRef(s, marshal(x))
 }
 
-// generateKeyPackage creates a KeyPackage for suite s (Section 10): it
-// draws fresh HPKE key pairs for init_key and the leaf's encryption_key,
-// fills the capabilities with what this package supports plus the
-// non-default types of leafExts, and signs the leaf and then the package
-// with sigPriv. It returns the KeyPackage and the two HPKE private keys.
-func generateKeyPackage(s suite, cred Credential, sigPriv []byte, lifetime Lifetime, exts, leafExts []Extension) (kp *KeyPackage, initPriv, encPriv []byte, err error) {
-	// Parse the signature key once for both signatures.
-	sk, err := s.signKey(sigPriv)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	initPriv, initPub, err := s.hpkeGenerateKeyPair()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	encPriv, encPub, err := s.hpkeGenerateKeyPair()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	caps := Capabilities{
-		Versions:     []ProtocolVersion{ProtocolVersionMLS10},
-		CipherSuites: []CipherSuite{s.id()},
-		Credentials:  []CredentialType{cred.CredentialType},
-	}
-	for _, e := range leafExts {
-		if !isDefaultExtension(e.ExtensionType) {
-			caps.Extensions = append(caps.Extensions, e.ExtensionType)
-		}
-	}
-	kp = &KeyPackage{
-		Version:     ProtocolVersionMLS10,
-		CipherSuite: s.id(),
-		InitKey:     initPub,
-		LeafNode: LeafNode{
-			EncryptionKey:  encPub,
-			SignatureKey:   sk.public(),
-			Credential:     cred,
-			Capabilities:   caps,
-			LeafNodeSource: LeafNodeSourceKeyPackage,
-			Lifetime:       lifetime,
-			Extensions:     leafExts,
-		},
-		Extensions: exts,
-	}
-	if err := kp.signWithLeaf(sk); err != nil {
-		return nil, nil, nil, err
-	}
-	return kp, initPriv, encPriv, nil
-}
-
 // signWithLeaf signs the key_package LeafNode and then the KeyPackage with
 // sk, the key matching leaf_node.signature_key (Sections 7.2 and 10).
 func (x *KeyPackage) signWithLeaf(sk signingKey) error {
@@ -320,50 +264,4 @@ func (x *KeyPackage) signWithLeaf(sk signingKey) error {
 		return err
 	}
 	return nil
-}
-
-// validate checks the parts of KeyPackage validation (Section 10.1) that do
-// not depend on a group: version, cipher suite, both signatures, that
-// init_key differs from the leaf's encryption_key, that the leaf's
-// credential type and non-default extensions are listed in its
-// capabilities (Sections 7.2 and 7.3), that no
-// extension list repeats a type (Section 13), and, when now is not zero,
-// the lifetime. The group-dependent checks of Section 7.3 (required
-// capabilities, credential types in use, uniqueness of keys) are left to
-// the caller.
-func (x *KeyPackage) validate(s suite, now time.Time) error {
-	if x.Version != ProtocolVersionMLS10 {
-		return errors.New("mls: key package version is not mls10")
-	}
-	if err := x.verifySignatures(s); err != nil {
-		return err
-	}
-	if bytes.Equal(x.InitKey, x.LeafNode.EncryptionKey) {
-		return errors.New("mls: key package init_key equals the leaf encryption_key")
-	}
-	if hasDuplicateExtensions(x.Extensions) || hasDuplicateExtensions(x.LeafNode.Extensions) {
-		return errors.New("mls: duplicate extension type")
-	}
-	caps := &x.LeafNode.Capabilities
-	if !slices.Contains(caps.Credentials, x.LeafNode.Credential.CredentialType) {
-		return errors.New("mls: leaf credential type not listed in capabilities")
-	}
-	for _, e := range x.LeafNode.Extensions {
-		if !isDefaultExtension(e.ExtensionType) && !slices.Contains(caps.Extensions, e.ExtensionType) {
-			return fmt.Errorf("mls: leaf extension 0x%04x not listed in capabilities", e.ExtensionType)
-		}
-	}
-	if !now.IsZero() && !x.LeafNode.Lifetime.contains(now) {
-		return errors.New("mls: key package outside its lifetime")
-	}
-	return nil
-}
-
-// contains reports whether t lies within the lifetime, bounds included.
-func (x *Lifetime) contains(t time.Time) bool {
-	if t.Unix() < 0 {
-		return false
-	}
-	u := uint64(t.Unix())
-	return x.NotBefore <= u && u <= x.NotAfter
 }

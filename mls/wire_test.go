@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"testing"
-	"time"
 )
 
 func testLeaf() LeafNode {
@@ -158,71 +157,93 @@ func TestPrivateMessageContentPadding(t *testing.T) {
 	}
 }
 
-func TestKeyPackageGenerateValidate(t *testing.T) {
+// testKeyPackage builds a signed KeyPackage for suite s.
+func testKeyPackage(t testing.TB, s suite) (*KeyPackage, []byte) {
+	priv, pub, err := s.signKeyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, initPub, err := s.hpkeGenerateKeyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, encPub, err := s.hpkeGenerateKeyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := &KeyPackage{
+		Version:     ProtocolVersionMLS10,
+		CipherSuite: s.id(),
+		InitKey:     initPub,
+		LeafNode: LeafNode{
+			EncryptionKey:  encPub,
+			SignatureKey:   pub,
+			Credential:     Credential{CredentialType: CredentialTypeBasic, Identity: []byte("alice")},
+			Capabilities:   Capabilities{Versions: []ProtocolVersion{ProtocolVersionMLS10}, CipherSuites: []CipherSuite{s.id()}},
+			LeafNodeSource: LeafNodeSourceKeyPackage,
+			Lifetime:       Lifetime{NotBefore: 500, NotAfter: 2000},
+			Extensions:     []Extension{{ExtensionType: 0x0a0a}},
+		},
+	}
+	sk, err := s.signKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kp.signWithLeaf(sk); err != nil {
+		t.Fatal(err)
+	}
+	return kp, priv
+}
+
+func TestKeyPackageSignatures(t *testing.T) {
 	for _, cs := range implementedSuites {
 		s, _ := suiteFor(cs)
-		priv, _, err := s.signKeyPair()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cred := Credential{CredentialType: CredentialTypeBasic, Identity: []byte("alice")}
-		now := time.Unix(1000, 0)
-		kp, initPriv, encPriv, err := generateKeyPackage(s, cred, priv, Lifetime{NotBefore: 500, NotAfter: 2000}, nil,
-			[]Extension{{ExtensionType: ExtensionTypeApplicationID, ExtensionData: []byte{0}}, {ExtensionType: 0x0a0a}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := kp.validate(s, now); err != nil {
+		kp, priv := testKeyPackage(t, s)
+		if err := kp.verifySignatures(s); err != nil {
 			t.Fatalf("suite %d: %v", cs, err)
 		}
-		if pub, _ := s.hpkePublicFromPrivate(initPriv); !bytes.Equal(pub, kp.InitKey) {
-			t.Errorf("suite %d: init key mismatch", cs)
-		}
-		if pub, _ := s.hpkePublicFromPrivate(encPriv); !bytes.Equal(pub, kp.LeafNode.EncryptionKey) {
-			t.Errorf("suite %d: encryption key mismatch", cs)
-		}
 
-		// Through the wire and back, it still validates.
+		// Through the wire and back, it still verifies.
 		var got KeyPackage
 		if err := unmarshal(marshal(&MLSMessage{Version: 1, WireFormat: WireFormatKeyPackage, KeyPackage: kp})[4:], &got); err != nil {
 			t.Fatal(err)
 		}
-		if err := got.validate(s, now); err != nil {
+		if err := got.verifySignatures(s); err != nil {
 			t.Fatalf("suite %d: decoded: %v", cs, err)
 		}
 		if len(kp.ref(s)) != s.hashLen() {
 			t.Errorf("suite %d: bad ref length", cs)
 		}
 
+		// signWithLeaf gives the same signatures as signing each part with
+		// the key bytes (deterministic for Ed25519; verifiable for ECDSA).
+		k2 := *kp
+		if err := k2.LeafNode.sign(s, priv, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := k2.sign(s, priv); err != nil {
+			t.Fatal(err)
+		}
+		if err := k2.verifySignatures(s); err != nil {
+			t.Errorf("suite %d: separately signed: %v", cs, err)
+		}
+
 		for name, mutate := range map[string]func(k *KeyPackage){
-			"version":      func(k *KeyPackage) { k.Version = 2 },
-			"suite":        func(k *KeyPackage) { k.CipherSuite ^= 0x10 },
-			"signature":    func(k *KeyPackage) { k.Signature = bytes.Clone(k.Signature); k.Signature[3] ^= 1 },
-			"leaf":         func(k *KeyPackage) { k.LeafNode.Lifetime.NotAfter++ },
-			"leaf source":  func(k *KeyPackage) { k.LeafNode.LeafNodeSource = LeafNodeSourceUpdate },
-			"init key":     func(k *KeyPackage) { k.InitKey = k.LeafNode.EncryptionKey },
-			"duplicates":   func(k *KeyPackage) { k.Extensions = []Extension{{ExtensionType: 9}, {ExtensionType: 9}} },
-			"unlisted ext": func(k *KeyPackage) { k.LeafNode.Capabilities.Extensions = nil },
-			"credential":   func(k *KeyPackage) { k.LeafNode.Capabilities.Credentials = nil },
+			"suite":       func(k *KeyPackage) { k.CipherSuite ^= 0x10 },
+			"signature":   func(k *KeyPackage) { k.Signature = bytes.Clone(k.Signature); k.Signature[3] ^= 1 },
+			"init key":    func(k *KeyPackage) { k.InitKey = bytes.Clone(k.LeafNode.EncryptionKey) },
+			"leaf":        func(k *KeyPackage) { k.LeafNode.Lifetime.NotAfter++ },
+			"leaf source": func(k *KeyPackage) { k.LeafNode.LeafNodeSource = LeafNodeSourceUpdate },
+			"leaf sig": func(k *KeyPackage) {
+				k.LeafNode.Signature = bytes.Clone(k.LeafNode.Signature)
+				k.LeafNode.Signature[5] ^= 1
+			},
 		} {
 			k := *kp
-			k.LeafNode.Capabilities = kp.LeafNode.Capabilities
 			mutate(&k)
-			if name != "signature" && name != "leaf" && name != "suite" && name != "version" {
-				// Re-sign so that only the mutated rule can fail.
-				if k.LeafNode.sign(s, priv, nil, 0) != nil || k.sign(s, priv) != nil {
-					t.Fatal("sign")
-				}
-			}
-			if err := k.validate(s, now); err == nil {
+			if err := k.verifySignatures(s); err == nil {
 				t.Errorf("suite %d: %s mutation accepted", cs, name)
 			}
-		}
-		if err := kp.validate(s, time.Unix(3000, 0)); err == nil {
-			t.Errorf("suite %d: expired key package accepted", cs)
-		}
-		if err := kp.validate(s, time.Unix(100, 0)); err == nil {
-			t.Errorf("suite %d: not yet valid key package accepted", cs)
 		}
 	}
 }
