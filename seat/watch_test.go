@@ -3,8 +3,12 @@ package seat_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +243,100 @@ func TestWatchNoCover(t *testing.T) {
 	if entries, _, err := rc.Sync(ctx, room, 0, 100); err != nil || len(entries) != 0 {
 		t.Fatalf("cover off, yet %d entries (%v)", len(entries), err)
 	}
+}
+
+// connTracker records the network connections of an HTTP client, so a
+// test can cut them.
+type connTracker struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *connTracker) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *connTracker) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+func TestWatchReconnects(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+
+	// Bob's watch runs on a second handle of his home whose connections
+	// the test can cut.
+	tr := &connTracker{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: tr.dial}}
+	watcher, err := seat.Open(ctx, seat.Config{Home: bob.home, APIURL: st.APIURL, RelayURL: st.RelayURL, HTTPClient: hc,
+		Cover: cover.Config{MeanInterval: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	w := startWatch(t, watcher, room)
+	w.connected(t)
+	sendTo(t, alice, room, "before")
+	w.expectMsgs(t, "before")
+
+	tr.cut()
+	// The cut is reported with a retry delay; what is sent meanwhile,
+	// a commit included, arrives after the reconnection.
+	for e := range w.events {
+		if !e.Connected {
+			if e.Err == nil || e.Retry <= 0 {
+				t.Fatalf("disconnect event %+v", e)
+			}
+			break
+		}
+	}
+	sendTo(t, alice, room, "during")
+	carol := newMember(t, st, "carolco")
+	join(t, alice, carol, room)
+	sendTo(t, carol, room, "after the commit")
+	w.expectMsgs(t, "during", "after the commit")
+	w.connected(t)
+	sendTo(t, alice, room, "live again")
+	w.expectMsgs(t, "live again")
+	// Bob's other handle sends while the watch sends cover from the same
+	// group state: the stored state is compared before it is replaced, so
+	// no message key is used twice and carol reads every message.
+	var want []string
+	for i := range 10 {
+		text := fmt.Sprintf("concurrent %d", i)
+		if _, err := bob.RoomSend(ctx, room, text); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, text)
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.stop()
+
+	// Bob's own handle sees the same state: the watch stored it.
+	mem, epoch, err := bob.RoomMembers(ctx, room)
+	if err != nil || len(mem) != 3 || epoch != 2 {
+		t.Fatalf("members after the watch: %d epoch %d %v", len(mem), epoch, err)
+	}
+	if _, err := bob.RoomSend(ctx, room, "bob still sends"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "carol", received(t, carol, room), append(append([]string{"live again"}, want...), "bob still sends")...)
 }
