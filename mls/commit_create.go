@@ -291,22 +291,28 @@ func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSec
 		return nil, err
 	}
 	w := &Welcome{CipherSuite: g.s.id(), EncryptedGroupInfo: encGI}
-	for i, l := range eff.added {
+	w.Secrets = make([]EncryptedGroupSecrets, len(eff.added))
+	// One HPKE encryption per new member, independent of each other.
+	err = parallelFor(len(eff.added), func(i int) error {
 		kp := eff.addedKPs[i]
 		gs := GroupSecrets{JoinerSecret: joinerSecret, PSKs: eff.psks}
 		if path != nil {
-			if ps, ok := path.pathSecretFor(l); ok {
+			if ps, ok := path.pathSecretFor(eff.added[i]); ok {
 				gs.PathSecret = &PathSecret{PathSecret: ps.secret}
 			}
 		}
 		kem, ct, err := encryptWithLabel(g.s, kp.InitKey, "Welcome", encGI, marshal(&gs))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		w.Secrets = append(w.Secrets, EncryptedGroupSecrets{
+		w.Secrets[i] = EncryptedGroupSecrets{
 			NewMember:             kp.ref(g.s),
 			EncryptedGroupSecrets: HPKECiphertext{KEMOutput: kem, Ciphertext: ct},
-		})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatWelcome, Welcome: w}), nil
 }

@@ -394,3 +394,33 @@ func TestPSKAndExtensions(t *testing.T) {
 		t.Fatalf("got %v, want ErrInvalidProposal", err)
 	}
 }
+
+func TestBulkAdd(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", nil)
+	var bundles []*KeyPackageBundle
+	var kps [][]byte
+	for i := range 40 {
+		b := newTestBundle(t, fmt.Sprintf("did:key:bulk%d", i))
+		bundles = append(bundles, b)
+		kps = append(kps, b.Bytes())
+	}
+	res, err := tg.members["did:key:alice"].AddMembers(kps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	for _, b := range bundles {
+		g, err := Join(res.Welcome, b, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.members[b.Identity()] = g
+	}
+	tg.check()
+	// A bad signature anywhere in a bulk add rejects the whole commit.
+	bad := newTestBundle(t, "did:key:bad")
+	bad.kp.Signature[0] ^= 1
+	if _, err := tg.members["did:key:alice"].AddMembers(append(kps[:0:0], newTestBundle(t, "did:key:x").Bytes(), bad.Bytes())...); !errors.Is(err, ErrInvalidLeafNode) {
+		t.Fatalf("got %v", err)
+	}
+}

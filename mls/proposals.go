@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // This file creates proposals (RFC 9420, Section 12.1), validates proposal
@@ -118,6 +121,28 @@ func (g *Group) validateProposals(props []committedProposal, committer Sender, e
 			return bad("external commit needs one ExternalInit and at most one Remove")
 		}
 	}
+	// The KeyPackage signatures of a large Add list dominate the cost of
+	// validation; they are independent, so check them in parallel.
+	var adds []*KeyPackage
+	for i := range props {
+		if pr := &props[i].proposal; pr.ProposalType == ProposalTypeAdd && pr.Add != nil {
+			adds = append(adds, &pr.Add.KeyPackage)
+		}
+	}
+	err := parallelFor(len(adds), func(i int) error {
+		kp := adds[i]
+		if kp.Version != ProtocolVersionMLS10 || kp.CipherSuite != g.s.id() {
+			return fmt.Errorf("%w: key package version or cipher suite differs from the group's", ErrInvalidLeafNode)
+		}
+		if err := kp.verifySignatures(g.s); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidLeafNode, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var memberKeys map[string]bool // signature keys in the tree, built on first Add
 	touched := make(map[leafIndex]bool)
 	addKeys := make(map[string]bool)
 	var pskIDs [][]byte
@@ -140,7 +165,7 @@ func (g *Group) validateProposals(props []committedProposal, committer Sender, e
 				return bad("empty add")
 			}
 			kp := &pr.Add.KeyPackage
-			if err := g.validateKeyPackage(kp, false); err != nil {
+			if err := g.validateKeyPackageContent(kp, false); err != nil {
 				return err
 			}
 			sk := string(kp.LeafNode.SignatureKey)
@@ -148,7 +173,10 @@ func (g *Group) validateProposals(props []committedProposal, committer Sender, e
 				return bad("two adds for the same client")
 			}
 			addKeys[sk] = true
-			if !removedSig[sk] && tree.hasSignatureKey(kp.LeafNode.SignatureKey) {
+			if memberKeys == nil {
+				memberKeys = tree.signatureKeys()
+			}
+			if !removedSig[sk] && memberKeys[sk] {
 				return bad("add of a client already in the group")
 			}
 		case ProposalTypeUpdate:
@@ -360,14 +388,55 @@ func checkLeafSupports(ln *LeafNode, exts []Extension) error {
 	return nil
 }
 
-// hasSignatureKey reports whether a member of t uses signature key k.
-func (t *ratchetTree) hasSignatureKey(k []byte) bool {
+// signatureKeys returns the set of the members' signature keys.
+func (t *ratchetTree) signatureKeys() map[string]bool {
+	keys := make(map[string]bool, t.memberCount())
 	for l := leafIndex(0); uint32(l) < t.size(); l++ {
-		if ln := t.leafNode(l); ln != nil && bytes.Equal(ln.SignatureKey, k) {
-			return true
+		if ln := t.leafNode(l); ln != nil {
+			keys[string(ln.SignatureKey)] = true
 		}
 	}
-	return false
+	return keys
+}
+
+// parallelFor runs f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
+// returns the first error. Every goroutine it starts has finished when it
+// returns.
+func parallelFor(n int, f func(i int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), n/8) // small jobs run inline
+	if workers <= 1 {
+		for i := range n {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		wg       sync.WaitGroup
+		next     atomic.Int64
+		errOnce  sync.Once
+		firstErr error
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // validateKeyPackage makes the checks of Section 10.1 on a KeyPackage that
@@ -380,6 +449,12 @@ func (g *Group) validateKeyPackage(kp *KeyPackage, own bool) error {
 	if err := kp.verifySignatures(g.s); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidLeafNode, err)
 	}
+	return g.validateKeyPackageContent(kp, own)
+}
+
+// validateKeyPackageContent is validateKeyPackage without the version,
+// suite and signature checks.
+func (g *Group) validateKeyPackageContent(kp *KeyPackage, own bool) error {
 	if bytes.Equal(kp.InitKey, kp.LeafNode.EncryptionKey) {
 		return fmt.Errorf("%w: init key equals the encryption key", ErrInvalidLeafNode)
 	}
