@@ -319,9 +319,21 @@ func (g *Group) applyProposals(props []committedProposal, tree *ratchetTree, ctx
 		}
 	}
 	// Section 12.1.7 and 11.1: every member must support the group's
-	// extensions and required capabilities.
-	if err := checkGroupSupport(tree, ctx.Extensions); err != nil {
-		return nil, err
+	// extensions and required capabilities. When they changed, check all
+	// members; otherwise only the leaves this list brought in.
+	gceChanged := slices.ContainsFunc(props, func(p committedProposal) bool {
+		return p.proposal.ProposalType == ProposalTypeGroupContextExtensions
+	})
+	if gceChanged {
+		if err := checkGroupSupport(tree, ctx.Extensions); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, l := range append(slices.Clone(eff.added), eff.updated...) {
+			if err := checkLeafSupports(tree.leafNode(l), ctx.Extensions); err != nil {
+				return nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidProposal, l, err)
+			}
+		}
 	}
 	return eff, nil
 }
