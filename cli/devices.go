@@ -23,13 +23,19 @@ func recoverFlags() []ucli.Flag {
 	}
 }
 
-// readPhrase reads the recovery phrase: with a prompt on a terminal, else
-// the first line of stdin. The words are never echoed back by tally.
+// readPhrase reads the recovery phrase: on a terminal with a prompt and
+// the echo off, else the first line of stdin. tally never prints the words.
 func readPhrase(e *env) (string, error) {
 	in := e.c.App.Reader
 	if f, ok := in.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprint(e.c.App.ErrWriter, "recovery phrase (24 words): ")
+			fmt.Fprint(e.c.App.ErrWriter, "recovery phrase (24 words, not shown): ")
+			if restore, err := echoOff(f); err == nil {
+				defer func() {
+					restore()
+					fmt.Fprintln(e.c.App.ErrWriter)
+				}()
+			}
 		}
 	}
 	line, err := bufio.NewReaderSize(io.LimitReader(in, 8192), 8192).ReadString('\n')
@@ -78,6 +84,8 @@ func signinRecover(e *env, s *seat.Seat) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &usageError{"not approved within " + e.c.Duration("wait").String(), "run `tally signin --recover` again"}
+	case ctx.Err() != nil:
+		return &usageError{"stopped before the device was approved", "run `tally signin --recover` again"}
 	case errors.Is(err, seat.ErrGrantExpired):
 		return &usageError{"the user code expired before it was approved", "run `tally signin --recover` again"}
 	case err != nil:

@@ -115,3 +115,19 @@ func TestCLIRecoverBadInput(t *testing.T) {
 		t.Fatalf("approve while not signed in: %v", err)
 	}
 }
+
+func TestCLIRecoverInterrupted(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	var out strings.Builder
+	err := Run(ctx, append([]string{"tally"}, append(g, "signin", "--recover")...),
+		strings.NewReader(strings.Repeat("abandon ", 23)+"art\n"), &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "stopped before the device was approved") {
+		t.Fatalf("interrupted wait: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "user code: ") {
+		t.Fatalf("output %q", out.String())
+	}
+}

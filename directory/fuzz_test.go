@@ -18,7 +18,7 @@ func FuzzRequestBodies(f *testing.F) {
 	paths := []string{
 		"/v1/accounts", "/v1/tokens", "/v1/channels", "/v1/channels/invites",
 		"/v1/channels/join", "/v1/channels/welcome", "/v1/federation/invites",
-		"/v1/device/grants", "/v1/device/grants/approve", "/v1/seats", "/v1/revocations",
+		"/v1/device/grants", "/v1/device/grants/approve", "/v1/device/grants/lookup", "/v1/seats", "/v1/revocations",
 	}
 	for _, seed := range []string{
 		`{"name":"acme/pay/agent"}`,
@@ -26,6 +26,7 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"channel":"acme/pay/agent","token":"` + inv + `","key_package":"AAEC","identity":"did:web:x"}`,
 		`{"request_id":"x","welcome":"AA=="}`,
 		`{"device_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","label":"x"}`,
+		`{"user_code":"BCDF-GHJK","sealed_seat":"` + strings.Repeat("A", 64) + `"}`,
 		`{"identity":"did:key:z","channel":"acme/s/h"}`,
 		`{"did":"did:skytale:x"}`,
 		`{"email":"a@b.c","org":"acme"}`,

@@ -53,8 +53,8 @@ type GrantTicket struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// GrantInfo describes a pending grant to the device about to approve it.
-type GrantInfo struct {
+// PendingGrant describes a pending grant to the device about to approve it.
+type PendingGrant struct {
 	GrantID   string    `json:"grant_id"`
 	DeviceKey []byte    `json:"device_key"`
 	Label     string    `json:"label"`
@@ -80,8 +80,8 @@ func (c *DirectoryClient) CreateDeviceGrant(ctx context.Context, deviceKey []byt
 }
 
 // LookupDeviceGrant returns the pending grant with userCode.
-func (c *DirectoryClient) LookupDeviceGrant(ctx context.Context, userCode string) (GrantInfo, error) {
-	var g GrantInfo
+func (c *DirectoryClient) LookupDeviceGrant(ctx context.Context, userCode string) (PendingGrant, error) {
+	var g PendingGrant
 	err := c.call(ctx, "POST", "/v1/device/grants/lookup", map[string]string{"user_code": userCode}, &g)
 	return g, err
 }

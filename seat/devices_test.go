@@ -2,12 +2,15 @@ package seat_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -53,7 +56,11 @@ func approveFrom(t *testing.T, approver, device *seat.Seat) (seat.DeviceApproval
 // ever connecting.
 func TestDeviceGrantSecondHome(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
+	dir := t.TempDir()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{DBPath: filepath.Join(dir, "relay.db")},
+		Directory: skytale.DirectoryConfig{DBPath: filepath.Join(dir, "directory.db")},
+	})
 	a := openSeat(t, st, t.TempDir())
 	if _, err := a.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -65,7 +72,8 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	if _, err := a.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"one", "two", "three"} {
+	log := []string{"water the plants", "call the bank", "book the train"}
+	for _, s := range log {
 		if _, err := a.Add(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +83,8 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	}
 	words, _ := a.Phrase()
 
-	b := openSeat(t, st, t.TempDir())
+	bHome := t.TempDir()
+	b := openSeat(t, st, bHome)
 	if _, err := b.RequestDevice(ctx, "x"); !errors.Is(err, seat.ErrNoSeed) {
 		t.Fatalf("grant before the phrase: %v", err)
 	}
@@ -98,10 +107,10 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	if n, err := b.Pull(ctx, nil); err != nil || n != 3 {
 		t.Fatalf("pull on the second home: %d, %v", n, err)
 	}
-	if got := texts(t, b); !slices.Equal(got, []string{"one", "two", "three"}) {
+	if got := texts(t, b); !slices.Equal(got, log) {
 		t.Fatalf("second home log %q", got)
 	}
-	if _, err := b.Add(ctx, "from b"); err != nil {
+	if _, err := b.Add(ctx, "sent from the second home"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.Push(ctx); err != nil || n != 1 {
@@ -110,7 +119,7 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	if n, err := a.Pull(ctx, nil); err != nil || n != 1 {
 		t.Fatalf("pull back on the first home: %d, %v", n, err)
 	}
-	if got := texts(t, a); !slices.Contains(got, "from b") {
+	if got := texts(t, a); !slices.Contains(got, "sent from the second home") {
 		t.Fatalf("first home log %q", got)
 	}
 	// The second home's own connect is refused (the identity is taken),
@@ -122,6 +131,25 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	if _, err := a.ApproveDevice(ctx, approval.GrantID[:8]); err == nil {
 		t.Fatal("approved a bogus code")
 	}
+
+	// Neither plane holds the phrase, the log, or any credential in the
+	// clear: not the account keys, not the transport credential that
+	// travelled to the second home.
+	secrets := append(log, "sent from the second home", strings.Join(words, " "), acct.APIKey)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(bHome, "seat.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, k := range []string{"api_key", "seat_credential"} {
+		var v string
+		if err := db.QueryRow(`SELECT value FROM meta WHERE key = ?`, k).Scan(&v); err != nil || len(v) < 20 {
+			t.Fatalf("second home's %s: %q, %v", k, v, err)
+		}
+		secrets = append(secrets, v)
+	}
+	scanForSecrets(t, filepath.Join(dir, "relay.db"), secrets)
+	scanForSecrets(t, filepath.Join(dir, "directory.db"), secrets)
 }
 
 // TestDeviceGrantOtherSeed approves a device restored from another phrase:
