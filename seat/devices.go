@@ -203,8 +203,9 @@ var ErrGrantExpired = errors.New("seat: the device grant expired")
 
 // WaitDevice polls until g is approved, then opens and keeps the account
 // credential and, when the approving seat sent it for this seat's sync
-// channel, the transport credential. It returns when ctx is done, with
-// ctx's error.
+// channel, the transport credential. Failures that may pass (network
+// errors, 5xx answers) are retried at the next poll. It returns when ctx is
+// done, with ctx's error.
 func (s *Seat) WaitDevice(ctx context.Context, g *DeviceGrant) (DeviceResult, error) {
 	every := g.PollInterval
 	if every <= 0 {
@@ -213,11 +214,16 @@ func (s *Seat) WaitDevice(ctx context.Context, g *DeviceGrant) (DeviceResult, er
 	dc := s.directory("")
 	for {
 		p, err := dc.PollDeviceGrant(ctx, g.GrantID, g.PollToken)
-		if err != nil {
-			if ctx.Err() != nil {
-				return DeviceResult{}, ctx.Err()
-			}
+		var apiErr *APIError
+		switch {
+		case ctx.Err() != nil:
+			return DeviceResult{}, ctx.Err()
+		case errors.As(err, &apiErr) && apiErr.Status/100 == 4:
 			return DeviceResult{}, err
+		case err != nil:
+			// The network or the directory failed for now: a wait of
+			// minutes should outlast that, so poll again.
+			p.Status = ""
 		}
 		switch p.Status {
 		case "expired":

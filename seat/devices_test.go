@@ -4,9 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +230,41 @@ func TestDeviceGrantWaitInterrupted(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("wait took %v to notice the cancel", d)
+	}
+}
+
+// TestDeviceGrantPollRetries: a directory that fails for a while (here the
+// first polls answer 503) does not end the wait.
+func TestDeviceGrantPollRetries(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	target, _ := url.Parse(st.APIURL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var failed atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/v1/device/grants/") && failed.Add(1) <= 3 {
+			http.Error(w, `{"error":"unavailable","message":"try later"}`, http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer flaky.Close()
+
+	a := openSeat(t, st, t.TempDir())
+	a.Init(ctx)
+	if _, err := a.SignIn(ctx, "me@acme.test", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := seat.Open(ctx, seat.Config{Home: t.TempDir(), APIURL: flaky.URL, RelayURL: st.RelayURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.Init(ctx)
+	if _, res := approveFrom(t, a, b); res.Org != "acme" {
+		t.Fatalf("result %+v", res)
+	}
+	if failed.Load() < 4 {
+		t.Fatalf("only %d polls", failed.Load())
 	}
 }
