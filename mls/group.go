@@ -262,6 +262,10 @@ func (g *Group) installEpoch(ctx GroupContext, tree *ratchetTree, keys *epochSec
 	prot.paddingSize = g.cfg.Padding
 	if g.cur != nil {
 		if g.cfg.MaxPastEpochs > 0 {
+			// Past epochs only read application messages, which are never
+			// PublicMessages: their membership key is not needed.
+			clear(g.cur.prot.membershipKey)
+			g.cur.prot.membershipKey = nil
 			g.past = append(g.past, g.cur)
 			if len(g.past) > g.cfg.MaxPastEpochs {
 				g.past[0].wipe()

@@ -424,3 +424,25 @@ func TestBulkAdd(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestPadding(t *testing.T) {
+	// Pad every message to a multiple of 256 bytes, as a seat's buckets do.
+	cfg := &Config{Padding: func(n int) int { return (256 - n%256) % 256 }}
+	tg, alice, bob := twoMembers(t, cfg)
+	var sizes []int
+	for _, n := range []int{1, 10, 100} {
+		msg, err := alice.Protect(bytes.Repeat([]byte{'a'}, n), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(msg))
+		rec, err := bob.Process(msg)
+		if err != nil || len(rec.Data) != n {
+			t.Fatal(rec, err)
+		}
+	}
+	if sizes[0] != sizes[1] || sizes[1] != sizes[2] {
+		t.Fatalf("padded sizes differ: %v", sizes)
+	}
+	tg.check()
+}
