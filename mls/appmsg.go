@@ -29,7 +29,7 @@ func (g *Group) Protect(data, authenticatedData []byte) ([]byte, error) {
 		ContentType:       ContentTypeApplication,
 		ApplicationData:   data,
 	}
-	ac, err := signFramedContent(g.s, g.sigPriv, WireFormatPrivateMessage, fc, g.cur.ctx)
+	ac, err := g.signContent(WireFormatPrivateMessage, fc, g.cur.ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,7 @@ func puppet(g *Group, leaf leafIndex, kb *KeyPackageBundle) *Group {
 	p.cfg.PublicHandshake = true
 	p.own = leaf
 	p.sigPriv = kb.sigPriv
+	p.signer = nil
 	p.priv = newPrivateTree(leaf, kb.encPriv, kb.kp.LeafNode.EncryptionKey)
 	p.pending = nil
 	return &p
@@ -246,16 +247,18 @@ func BenchmarkApplicationMessage(b *testing.B) {
 	b.Run("Unprotect1KiB", func(b *testing.B) {
 		b.SetBytes(1024)
 		b.StopTimer()
+		// Fresh copies of both members, in step with each other.
+		sender, receiver := restoreWarm(b, f.aState), restoreWarm(b, f.bState)
 		msgs := make([][]byte, b.N)
 		for i := range msgs {
 			var err error
-			if msgs[i], err = f.a.Protect(msg, nil); err != nil {
+			if msgs[i], err = sender.Protect(msg, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.StartTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := f.b.Process(msgs[i]); err != nil {
+			if _, err := receiver.Process(msgs[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -198,7 +198,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 		ContentType: ContentTypeCommit,
 		Commit:      commit,
 	}
-	ac, err := signFramedContent(g.s, g.sigPriv, g.handshakeWireFormat(), fc, g.cur.ctx)
+	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func (g *Group) handshakeWireFormat() WireFormat {
 
 // protectHandshake signs and protects an own proposal.
 func (g *Group) protectHandshake(fc *FramedContent, _ []byte) ([]byte, *AuthenticatedContent, error) {
-	ac, err := signFramedContent(g.s, g.sigPriv, g.handshakeWireFormat(), fc, g.cur.ctx)
+	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
 	if err != nil {
 		return nil, nil, err
 	}

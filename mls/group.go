@@ -181,6 +181,9 @@ type Group struct {
 	pending *pendingCommit
 	removed bool
 
+	// signer is sigPriv parsed, made on first use.
+	signer signingKey
+
 	// creds caches the credential summary of credsTree.
 	creds     *credentialSummary
 	credsTree *ratchetTree
@@ -404,4 +407,17 @@ func (g *Group) epochFor(epoch uint64) (*epochKeys, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: epoch %d (current %d)", ErrWrongEpoch, epoch, g.cur.ctx.Epoch)
+}
+
+// signContent signs fc as this member (Section 6.1), with the signature key
+// parsed once per Group.
+func (g *Group) signContent(wf WireFormat, fc *FramedContent, gc *GroupContext) (*AuthenticatedContent, error) {
+	if g.signer == nil {
+		sk, err := g.s.signKey(g.sigPriv)
+		if err != nil {
+			return nil, err
+		}
+		g.signer = sk
+	}
+	return signFramedContentWithKey(g.signer, wf, fc, gc)
 }
