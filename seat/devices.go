@@ -274,16 +274,25 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 	if res.Org == "" {
 		return DeviceResult{}, errors.New("seat: the directory did not say which org the credential is for")
 	}
-	if err := s.UseAccount(ctx, res.AccountID, res.Org, apiKey); err != nil {
-		return DeviceResult{}, err
-	}
 	// Keep the transport credential only if it is for our own sync channel
 	// (the approver was restored from the same phrase) in the same org.
-	if own, err := s.SyncChannel(ctx); err == nil && box.Credential != "" && box.Org == res.Org && box.Channel == own {
-		if err := s.st.setMeta(ctx, "seat_id", box.SeatID, "seat_credential", box.Credential); err != nil {
-			return DeviceResult{}, err
-		}
+	// The box is HPKE base mode: anyone who knows the device key could have
+	// sealed it, so it is trusted no further than that check. The account
+	// and the credential are stored in one transaction: the box is
+	// delivered only once.
+	kv := []string{"account_id", res.AccountID, "org", res.Org, "api_key", apiKey}
+	seed, err := s.getSeed()
+	if err != nil {
+		return DeviceResult{}, err
+	}
+	// As SyncChannel names it, for the org we are about to store.
+	own := fmt.Sprintf("%s/tally/%x", res.Org, []byte(seed.Identity().PublicKey()))
+	if box.Credential != "" && box.Org == res.Org && box.Channel == own {
+		kv = append(kv, "seat_id", box.SeatID, "seat_credential", box.Credential)
 		res.Connected = true
+	}
+	if err := s.st.setMeta(ctx, kv...); err != nil {
+		return DeviceResult{}, err
 	}
 	return res, nil
 }
