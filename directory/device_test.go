@@ -249,6 +249,23 @@ func TestDeviceGrantSealedSeat(t *testing.T) {
 		t.Fatalf("second poll = %s", again)
 	}
 
+	// Approved with a box but never collected: the box goes with the
+	// credential when the grant expires.
+	_, pub3 := newDevice(t)
+	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub3})
+	box3 := b64(append(make([]byte, 47), 'Z'))
+	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": r.str("user_code"), "sealed_seat": box3}), 200, "")
+	if !strings.Contains(e.snapshot(), box3) {
+		t.Fatal("sealed_seat not stored until delivery")
+	}
+	e.clock.Advance(10*time.Minute + time.Second)
+	if p := e.do("GET", "/v1/device/grants/"+r.str("grant_id"), r.str("poll_token"), nil); p.str("status") != "expired" || p.body["sealed_seat"] != nil {
+		t.Fatalf("poll after expiry = %s", p)
+	}
+	if strings.Contains(e.snapshot(), box3) {
+		t.Fatal("an expired grant kept its sealed_seat")
+	}
+
 	// A channel-scoped key may neither look up nor approve.
 	_, pub2 := newDevice(t)
 	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub2})
