@@ -157,8 +157,8 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 // RoomCreate registers the room's channel and creates its MLS group, with
 // this seat as owner and only member.
 func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return "", err
@@ -285,8 +285,8 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 		return "", err
 	}
 	r := &room{channel: ch, role: "member", g: g}
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	if err := s.saveRoom(ctx, r, true); err != nil {
 		return "", err
 	}
@@ -464,8 +464,8 @@ type Admitted struct {
 // relay first, and the Welcome to the directory only once the relay
 // accepted it.
 func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return nil, err
@@ -564,8 +564,8 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 
 // RoomSync catches a room up with the relay and returns the new messages.
 func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error) {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return nil, err
@@ -612,8 +612,8 @@ type RoomMember struct {
 
 // RoomMembers catches the room up and returns its roster.
 func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint64, error) {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return nil, 0, err
@@ -634,8 +634,8 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 
 // RoomRemove removes the member whose identity is did.
 func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return err
@@ -660,8 +660,8 @@ func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
 // RoomLeave forgets a room on this seat. (MLS has no self-removal by
 // commit; another member removes the leaf.)
 func (s *Seat) RoomLeave(ctx context.Context, name string) error {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return err

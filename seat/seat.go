@@ -51,6 +51,7 @@ type Seat struct {
 	st  *store
 
 	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
+	lockf  *os.File   // rooms.lock in the home: serializes them across processes
 
 	mu       sync.Mutex // guards the following fields
 	seed     *Seed
@@ -83,15 +84,19 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 		return nil, err
 	}
 	s := &Seat{cfg: cfg, st: st, tokens: map[string]cachedToken{}}
+	if s.lockf, err = os.OpenFile(filepath.Join(cfg.Home, "rooms.lock"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		st.close()
+		return nil, fmt.Errorf("seat: home folder: %w", err)
+	}
 	if b, err := os.ReadFile(s.phrasePath()); err == nil {
 		p, err := ParsePhrase(strings.TrimSpace(string(b)))
 		if err != nil {
-			st.close()
+			s.Close()
 			return nil, fmt.Errorf("seat: the phrase file in the home folder is damaged: %w", err)
 		}
 		s.seed = p.Seed()
 	} else if !errors.Is(err, os.ErrNotExist) {
-		st.close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -118,7 +123,24 @@ func CheckURL(raw string) error {
 }
 
 // Close closes the seat's store.
-func (s *Seat) Close() error { return s.st.close() }
+func (s *Seat) Close() error {
+	s.lockf.Close()
+	return s.st.close()
+}
+
+// lockRooms serializes room operations within the process and, through a
+// lock file in the home, across processes sharing the home (a watch in one
+// terminal, an admit loop in another), so none applies a relay entry or
+// publishes a commit on a state another is changing.
+func (s *Seat) lockRooms() {
+	s.roomMu.Lock()
+	lockFile(s.lockf)
+}
+
+func (s *Seat) unlockRooms() {
+	unlockFile(s.lockf)
+	s.roomMu.Unlock()
+}
 
 func (s *Seat) phrasePath() string { return filepath.Join(s.cfg.Home, "phrase") }
 

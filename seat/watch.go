@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/skytale-oss/skytale/cover"
@@ -40,9 +41,9 @@ type WatchOptions struct {
 	OnEvent   func(WatchEvent)
 }
 
-// Watch follows rooms live until ctx is done, calling onMsg for every new
-// message of another member. No names means every room of this home. See
-// [Seat.WatchWith].
+// Watch follows rooms live until ctx is done, calling onMsg for every
+// message that enters the rooms' history meanwhile. No names means every
+// room of this home. See [Seat.WatchWith].
 func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage)) error {
 	return s.WatchWith(ctx, rooms, WatchOptions{OnMessage: onMsg})
 }
@@ -57,14 +58,28 @@ func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage
 // [Config].Cover disables it. It returns early only on errors that a retry
 // cannot fix: an unknown room, a seat that is not signed in, a revoked
 // account.
+//
+// OnMessage is called for every message that enters the watched rooms'
+// history while the watch runs, in the order they are stored: other
+// members' messages, and this home's own sends, also those of another
+// process sharing the home (which may be the one that fetched a message
+// first). Cover frames never reach it.
 func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) error {
 	chans, err := s.watchChannels(ctx, rooms)
 	if err != nil {
 		return err
 	}
+	f := &feed{s: s, on: o.OnMessage, rooms: map[string]bool{}}
+	for _, ch := range chans {
+		f.rooms[ch] = true
+	}
+	if err := s.st.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(rowid), 0) FROM room_history`).Scan(&f.last); err != nil {
+		return err
+	}
+	o.OnMessage = nil
 	backoff := watchMinBackoff
 	for {
-		connected, err := s.watchOnce(ctx, chans, o)
+		connected, err := s.watchOnce(ctx, chans, o, f)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -147,7 +162,7 @@ func permanentWatchError(err error) bool {
 
 // watchOnce runs one connection: subscribe, catch up, then live. It
 // reports whether it got as far as live.
-func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (bool, error) {
+func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f *feed) (bool, error) {
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return false, err
@@ -177,12 +192,12 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (b
 			// Cover sizes follow the room's real traffic.
 			sc.Observe(roomBlockSize(len(m.Text) + 1))
 		}
-		if o.OnMessage != nil {
-			o.OnMessage(m)
-		}
 	}
 	for _, ch := range chans {
 		if err := s.syncRoom(ctx, ch, onMsg); err != nil {
+			return false, err
+		}
+		if err := f.emit(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -190,7 +205,10 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (b
 		o.OnEvent(WatchEvent{Connected: true})
 	}
 
+	// On return: stop the cover senders, wait for them, then close.
 	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 	coverErr := make(chan error, len(chans))
 	if !s.cfg.Cover.Disabled {
@@ -202,19 +220,26 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (b
 			scheds[ch] = sc
 			s.setWatchScheduler(ch, sc)
 			defer s.setWatchScheduler(ch, nil)
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
 				if err := sc.Run(cctx); err != nil && cctx.Err() == nil {
 					coverErr <- err
 				}
 			}()
 		}
 	}
+	// Another process sharing the home may store a message without a
+	// push reaching this connection (its own sends): look now and then.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return true, nil
 		case err := <-coverErr:
 			return true, err
+		case <-tick.C:
 		case p, ok := <-conn.Pushes():
 			if !ok {
 				return true, conn.Err()
@@ -223,7 +248,49 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions) (b
 				return true, err
 			}
 		}
+		if err := f.emit(ctx); err != nil {
+			return true, err
+		}
 	}
+}
+
+// feed delivers a watch's messages from the history table, so a message
+// is delivered once whichever handle of the home stored it.
+type feed struct {
+	s     *Seat
+	on    func(RoomMessage)
+	rooms map[string]bool
+	last  int64 // rowid of the last history row looked at
+}
+
+func (f *feed) emit(ctx context.Context) error {
+	rows, err := f.s.st.db.QueryContext(ctx, `SELECT rowid, channel, seq, sender, text, ts FROM room_history WHERE rowid > ? ORDER BY rowid`, f.last)
+	if err != nil {
+		return err
+	}
+	var out []RoomMessage
+	for rows.Next() {
+		var m RoomMessage
+		var ts int64
+		if err := rows.Scan(&f.last, &m.Room, &m.Seq, &m.Sender, &m.Text, &ts); err != nil {
+			rows.Close()
+			return err
+		}
+		m.Time = time.UnixMilli(ts)
+		if f.rooms[m.Room] {
+			out = append(out, m)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range out {
+		if f.on != nil {
+			f.on(m)
+		}
+	}
+	return nil
 }
 
 // syncRoom catches one room up through the relay's full log.
@@ -235,8 +302,8 @@ func (s *Seat) syncRoom(ctx context.Context, ch string, onMsg func(RoomMessage))
 // process changed the room meanwhile (errRoomMoved), it reloads and runs f
 // again.
 func (s *Seat) withRoom(ctx context.Context, ch string, f func(*room) error) error {
-	s.roomMu.Lock()
-	defer s.roomMu.Unlock()
+	s.lockRooms()
+	defer s.unlockRooms()
 	for attempt := 0; ; attempt++ {
 		r, err := s.loadRoom(ctx, ch)
 		if err != nil {

@@ -340,3 +340,44 @@ func TestWatchReconnects(t *testing.T) {
 	}
 	expect(t, "carol", received(t, carol, room), append(append([]string{"live again"}, want...), "bob still sends")...)
 }
+
+// TestWatchWhileOwnerCommits runs the owner's watch and the owner's admit
+// and remove commits through two handles of one home, as a watch in one
+// terminal and `tally room admit` in another do: the watch cannot process
+// its own home's commits, and must not store a state that loses them.
+func TestWatchWhileOwnerCommits(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher, err := seat.Open(ctx, seat.Config{Home: alice.home, APIURL: st.APIURL, RelayURL: st.RelayURL,
+		Cover: cover.Config{MeanInterval: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	w := startWatch(t, watcher, room)
+	w.connected(t)
+
+	bob := newMember(t, st, "bobco")
+	carol := newMember(t, st, "carolco")
+	join(t, alice, bob, room)
+	sendTo(t, bob, room, "bob 1")
+	join(t, alice, carol, room)
+	sendTo(t, carol, room, "carol 1")
+	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	sendTo(t, carol, room, "carol 2")
+	w.expectMsgs(t, "bob 1", "carol 1", "carol 2")
+	sendTo(t, alice, room, "alice 1")
+	expect(t, "carol", received(t, carol, room), "alice 1")
+	w.stop()
+	mem, epoch, err := alice.RoomMembers(ctx, room)
+	if err != nil || len(mem) != 2 || epoch != 3 {
+		t.Fatalf("alice's roster: %d members, epoch %d, %v", len(mem), epoch, err)
+	}
+}
