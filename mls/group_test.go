@@ -446,3 +446,57 @@ func TestPadding(t *testing.T) {
 	}
 	tg.check()
 }
+
+func TestExternalSenderProposal(t *testing.T) {
+	tg, alice, _ := twoMembers(t, nil)
+	tg.add("did:key:alice", "did:key:carol")
+	// The group lists an external sender (a server that may remove members).
+	extPriv, err := GenerateSignatureKey(testSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extPub, _ := alice.s.signPublicFromPrivate(extPriv)
+	senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: extPub,
+		Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
+	res, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	carol, _ := alice.MemberByIdentity("did:key:carol")
+	fc := &FramedContent{
+		GroupID:     alice.cur.ctx.GroupID,
+		Epoch:       alice.cur.ctx.Epoch,
+		Sender:      Sender{SenderType: SenderTypeExternal, SenderIndex: 0},
+		ContentType: ContentTypeProposal,
+		Proposal:    &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: carol.LeafIndex}},
+	}
+	ac, err := signFramedContent(alice.s, extPriv, WireFormatPublicMessage, fc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+	for name, m := range tg.members {
+		if _, err := m.Process(msg); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// A forged one (signed by another key) is rejected.
+	other, _ := GenerateSignatureKey(testSuite)
+	forged, _ := signFramedContent(alice.s, other, WireFormatPublicMessage, fc, nil)
+	bad := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+		PublicMessage: &PublicMessage{Content: forged.Content, Auth: forged.Auth}})
+	if _, err := alice.Process(bad); !errors.Is(err, ErrInvalidSignature) {
+		t.Fatalf("got %v, want ErrInvalidSignature", err)
+	}
+	res, err = alice.Commit(CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	if _, ok := tg.members["did:key:carol"]; ok {
+		t.Fatal("carol not removed")
+	}
+	tg.check()
+}
