@@ -297,7 +297,7 @@ func trailingFlags(c *ucli.Context, args []string) ([]string, error) {
 			}
 		}
 		if f == nil {
-			return nil, &usageError{"unknown flag " + a, "see `tally " + c.Command.HelpName + " --help`"}
+			return nil, &usageError{"unknown flag " + a, "see `" + c.Command.HelpName + " --help`"}
 		}
 		if _, isBool := f.(*ucli.BoolFlag); isBool {
 			if !hasVal {
@@ -319,6 +319,19 @@ func trailingFlags(c *ucli.Context, args []string) ([]string, error) {
 
 // roomError turns room errors into hints that name the room.
 func roomError(err error, ch string) error {
+	var ae *seat.APIError
+	if errors.As(err, &ae) && ch != "" {
+		switch ae.Code {
+		case "not_owner":
+			return &usageError{"only the owner of " + ch + " can do that", ""}
+		case "invalid_invite":
+			return &usageError{"the invite token is invalid, expired or used up", "ask the owner of " + ch + " for a new one (`tally room invite`)"}
+		case "wrong_org":
+			return &usageError{"rooms you create live under your own org, not " + ch, "use a bare name: `tally room create NAME`"}
+		case "channel_not_found":
+			return &usageError{"the directory has no room " + ch, "check the name, or create it with `tally room create`"}
+		}
+	}
 	switch {
 	case err == nil:
 		return nil

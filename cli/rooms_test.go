@@ -186,6 +186,10 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 		{append(bob, "msg", "ops"), "usage: tally msg NAME TEXT"},
 		{append(bob, "room", "admit", "acme/rooms/ops"), "only the owner"},
 		{append(alice, "room", "remove", "ops", "bob"), "not a member identity"},
+		{append(bob, "room", "invite", "acme/rooms/ops"), "only the owner of acme/rooms/ops"},
+		{append(bob, "room", "create", "acme/rooms/x"), "your own org"},
+		{append(bob, "room", "invite", "ops", "--bogus"), "unknown flag --bogus"},
+		{append(bob, "room", "join", "acme/rooms/ops", "skt_inv_nonsense"), "already has acme/rooms/ops"},
 	} {
 		if _, err := tally(t, "", c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("tally %s: %v, want %q", strings.Join(c.args[2:], " "), err, c.want)
@@ -266,6 +270,9 @@ func TestCLIRoomAdmitWatchAndInterruptedJoin(t *testing.T) {
 	empty, _ := newHome(t, st, "emptyco")
 	if _, err := tally(t, "", append(empty, "watch")...); err == nil || !strings.Contains(err.Error(), "no rooms") {
 		t.Fatalf("watch with no rooms: %v", err)
+	}
+	if _, err := tally(t, "", append(empty, "room", "join", "acme/rooms/ops", "skt_inv_nonsense")...); err == nil || !strings.Contains(err.Error(), "invalid, expired or used up") {
+		t.Fatalf("join with a bad token: %v", err)
 	}
 	tok = strings.TrimSpace(mustTally(t, append(alice, "room", "invite", "ops")...))
 	if _, err := tally(t, "", append(empty, "room", "join", "acme/rooms/ops", tok, "--wait", "100ms")...); err == nil || !strings.Contains(err.Error(), "tally room admit") {
