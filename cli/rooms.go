@@ -167,7 +167,7 @@ func roomCommands() []*ucli.Command {
 							return err
 						}
 						did, _ := s.Identity()
-						e.out(map[string]string{"room": ch, "left": "true"},
+						e.out(map[string]any{"room": ch, "left": true},
 							"left %s: this home forgot it; the owner removes your seat with `tally room remove %s %s`", ch, ch, did)
 						return nil
 					}),

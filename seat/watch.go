@@ -79,6 +79,7 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 	o.OnMessage = nil
 	backoff := watchMinBackoff
 	for {
+		start := time.Now()
 		connected, err := s.watchOnce(ctx, chans, o, f)
 		if ctx.Err() != nil {
 			return nil
@@ -86,7 +87,9 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 		if permanentWatchError(err) {
 			return err
 		}
-		if connected {
+		// A connection that held for a while starts the backoff over; one
+		// that keeps dropping right after connecting does not.
+		if connected && time.Since(start) > 10*time.Second {
 			backoff = watchMinBackoff
 		}
 		// Jitter keeps many watchers from reconnecting in step.
@@ -353,7 +356,10 @@ func (s *Seat) sendCover(ctx context.Context, conn *Conn, ch string, size int) e
 		}
 		var err error
 		if ct, err = r.g.Protect(coverPlaintext(size), nil); err != nil {
-			return err
+			// The group cannot send now (a proposal waits for a commit):
+			// skip this frame; real sends fail the same way.
+			ct = nil
+			return nil
 		}
 		return s.saveRoom(ctx, r, false)
 	})
