@@ -88,8 +88,14 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 	for _, r := range opts.Remove {
 		touched[r] = true
 	}
+	lastUpdate := make(map[uint32]int) // the most recent Update of each leaf wins
+	for i, cp := range g.proposals {
+		if cp.proposal.ProposalType == ProposalTypeUpdate {
+			lastUpdate[cp.sender.LeafIndex] = i
+		}
+	}
 	for pass := range 2 {
-		for _, cp := range g.proposals {
+		for i, cp := range g.proposals {
 			isRemove := cp.proposal.ProposalType == ProposalTypeRemove
 			if (pass == 0) != isRemove {
 				continue
@@ -103,7 +109,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 				touched[l] = true
 			case ProposalTypeUpdate:
 				l := cp.sender.LeafIndex
-				if cp.sender == committer || touched[l] {
+				if cp.sender == committer || touched[l] || lastUpdate[l] != i {
 					continue
 				}
 				touched[l] = true

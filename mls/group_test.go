@@ -500,3 +500,22 @@ func TestExternalSenderProposal(t *testing.T) {
 	}
 	tg.check()
 }
+
+func TestLatestUpdateWins(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	for range 2 {
+		p, err := bob.ProposeUpdate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Process(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := alice.Commit(CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	tg.check()
+}
