@@ -14,8 +14,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -57,6 +59,9 @@ func benchRelay(b *testing.B, cfg Config) *testRelay {
 	b.Helper()
 	if cfg.DBPath == "" {
 		cfg.DBPath = filepath.Join(b.TempDir(), "relay.db")
+	}
+	if os.Getenv("RELAY_BENCH_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return startRelay(b, cfg)
 }

@@ -76,7 +76,8 @@ type Server struct {
 	start time.Time
 
 	bgCancel context.CancelFunc
-	bg       sync.WaitGroup // the archive writer and the revocation poller
+	pipe     sync.WaitGroup // the archive's sequencer and committer
+	bg       sync.WaitGroup // the checkpointer and the revocation poller
 
 	revMu    sync.RWMutex // guards revoked
 	revoked  map[string]struct{}
@@ -164,8 +165,10 @@ func New(cfg Config) (*Server, error) {
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.bgCancel = cancel
-	s.bg.Go(s.arch.runSequencer)
-	s.bg.Go(func() { s.arch.runCommitter(bgCtx) })
+	// The pipeline stops when its input is closed, never by cancellation,
+	// so Close flushes everything that was accepted.
+	s.pipe.Go(s.arch.runSequencer)
+	s.pipe.Go(func() { s.arch.runCommitter(context.Background()) })
 	s.bg.Go(func() { s.arch.runCheckpointer(bgCtx) })
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.pollRevocations(bgCtx) })
@@ -222,6 +225,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	// No connection is left to submit, so the writer can drain and stop.
 	close(s.arch.reqs)
+	s.pipe.Wait()
 	s.bgCancel()
 	s.bg.Wait()
 	s.arch.close()

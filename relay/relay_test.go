@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -622,5 +623,48 @@ func TestArchiveFileSettings(t *testing.T) {
 			t.Fatalf("page size %d, journal mode %s", ps, mode)
 		}
 		tr.stop(t)
+	}
+}
+
+// TestCloseFlushes closes the relay while publishes are in flight: Close
+// must commit whatever was accepted, so every acknowledged publish is in
+// the reopened archive and no write fails.
+func TestCloseFlushes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	var logs syncBuffer
+	tr := startRelay(t, Config{DBPath: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	const n = 900 // below the send queue: this client reads no ack while publishing
+	for i := range n {
+		c.publish(chA, []byte(fmt.Sprint(i)))
+	}
+	acked := 0
+	for acked < n/3 {
+		c.expect(map[string]any{"message": "published"})
+		acked++
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			m, err := c.tryRecv(time.Minute)
+			if err != nil {
+				close(done)
+				return
+			}
+			if m["message"] == "published" {
+				acked++
+			}
+		}
+	}()
+	tr.stop(t)
+	<-done
+	if strings.Contains(logs.String(), "archive write failed") {
+		t.Fatalf("a write failed during Close:\n%s", logs.String())
+	}
+	tr = startRelay(t, Config{DBPath: path, NoSync: true})
+	_, m := httpGet(t, tr.URL+fmt.Sprintf("/v1/sync?channel=%s&since_seq=%d&limit=500", chA, acked-1), mint(t, "alice", ""))
+	if len(m["entries"].([]any)) == 0 {
+		t.Fatalf("acknowledged seq %d is missing after a clean close", acked)
 	}
 }
