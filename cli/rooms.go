@@ -116,7 +116,11 @@ func roomCommands() []*ucli.Command {
 							if ctx.Err() != nil {
 								return nil
 							}
-							if err != nil {
+							var ue *usageError
+							if err != nil && !errors.As(roomError(err, ch), &ue) && !errors.Is(err, seat.ErrNotSignedIn) {
+								// A network or server hiccup: keep the loop going.
+								fmt.Fprintf(e.c.App.ErrWriter, "admit failed (%v); trying again\n", err)
+							} else if err != nil {
 								return err
 							}
 							for _, a := range adm {
@@ -238,7 +242,7 @@ func roomCommands() []*ucli.Command {
 						if ev.Connected {
 							fmt.Fprintf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
 						} else {
-							fmt.Fprintf(e.c.App.ErrWriter, "connection lost (%v); reconnecting in %s\n", ev.Err, ev.Retry.Round(100*time.Millisecond))
+							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", ev.Err, ev.Retry.Round(100*time.Millisecond))
 						}
 					},
 				})
