@@ -469,7 +469,9 @@ func (a *archive) answer(r *pubReq, err error) {
 	default:
 		f = ackFrame(r.seq)
 	}
-	r.c.push(f)
+	// Queued before pending drops, so a reply the reader sends directly
+	// can never overtake it.
+	r.c.pushAnswer(f)
 	r.c.pending.Add(-1)
 }
 

@@ -668,3 +668,35 @@ func TestCloseFlushes(t *testing.T) {
 		t.Fatalf("acknowledged seq %d is missing after a clean close", acked)
 	}
 }
+
+// TestPipelinedPublisherKeepsUp: a publisher that pipelines publishes and
+// reads its acks is never cut off as a slow consumer, even when a commit
+// answers far more publishes than its send queue holds at once: publishes
+// waiting for the archive are bounded per connection instead.
+func TestPipelinedPublisherKeepsUp(t *testing.T) {
+	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 8})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	const n = 600
+	acks := make(chan uint64, n)
+	go func() {
+		for {
+			m, err := c.tryRecv(time.Minute)
+			if err != nil {
+				close(acks)
+				return
+			}
+			if m["message"] == "published" {
+				acks <- uint64(m["seq"].(float64))
+			}
+		}
+	}()
+	for i := range n {
+		c.publish(chA, []byte(fmt.Sprint(i)))
+	}
+	for want := uint64(1); want <= n; want++ {
+		if got, ok := <-acks; !ok || got != want {
+			t.Fatalf("ack %d: got %d (connection open: %v)", want, got, ok)
+		}
+	}
+}

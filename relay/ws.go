@@ -66,12 +66,14 @@ type conn struct {
 	// While it is non-zero, replies go through the writer too, so replies
 	// and acks leave in the order the frames arrived.
 	pending atomic.Int64
+	slots   chan struct{} // one per request in the archive; bounds pending
 
 	wake chan struct{} // capacity 1
 
 	mu          sync.Mutex // guards the following fields
 	q           [][]byte
 	qBytes      int // bytes in q
+	qSlots      int // answers in q holding a slot
 	spare       [][]byte
 	closing     bool
 	closeCode   websocket.StatusCode
@@ -81,28 +83,57 @@ type conn struct {
 
 // push queues a frame; the frame is shared and must not be modified. A full
 // queue disconnects the connection as a slow consumer, without blocking.
-func (c *conn) push(f []byte) {
+func (c *conn) push(f []byte) { c.enqueue(f, false) }
+
+// pushAnswer queues the answer to a request that holds one of c.slots; the
+// slot is freed once the answer is written to the socket (or dropped), so
+// answers never hold more than half the send queue.
+func (c *conn) pushAnswer(f []byte) { c.enqueue(f, true) }
+
+func (c *conn) enqueue(f []byte, slot bool) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
+		if slot {
+			<-c.slots
+		}
 		return
 	}
 	if len(c.q) >= c.srv.cfg.SendQueue || c.qBytes+len(f) > maxQueueBytes && len(c.q) > 0 {
 		c.closing = true
 		c.closeCode = websocket.StatusTryAgainLater
 		c.closeReason = "slow consumer: send queue full"
-		c.q = nil
+		c.dropLocked()
 		c.mu.Unlock()
+		if slot {
+			<-c.slots
+		}
 		c.srv.log.Info("relay: slow consumer disconnected", "remote", c.remote, "sub", c.sub)
 		c.signal()
 		return
 	}
 	c.q = append(c.q, f)
 	c.qBytes += len(f)
+	if slot {
+		c.qSlots++
+	}
 	first := len(c.q) == 1
 	c.mu.Unlock()
 	if first {
 		c.signal()
+	}
+}
+
+// dropLocked discards the queue, freeing the slots its answers held.
+func (c *conn) dropLocked() {
+	c.q, c.qBytes = nil, 0
+	c.releaseSlots(c.qSlots)
+	c.qSlots = 0
+}
+
+func (c *conn) releaseSlots(n int) {
+	for range n {
+		<-c.slots
 	}
 }
 
@@ -127,7 +158,7 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string, final []byte,
 	c.closeReason = reason
 	c.final = final
 	if drop {
-		c.q = nil
+		c.dropLocked()
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -142,6 +173,7 @@ func (c *conn) isClosing() bool {
 // reply sends a reply frame in order with the acks of earlier publishes.
 func (c *conn) reply(f []byte) {
 	if c.pending.Load() > 0 {
+		c.slots <- struct{}{}
 		c.pending.Add(1)
 		c.srv.arch.submit(&pubReq{c: c, reply: f})
 		return
@@ -152,15 +184,15 @@ func (c *conn) reply(f []byte) {
 func (c *conn) writeLoop() {
 	for range c.wake {
 		c.mu.Lock()
-		batch := c.q
-		c.q = c.spare[:0]
-		c.qBytes = 0
+		batch, slots := c.q, c.qSlots
+		c.q, c.qBytes, c.qSlots = c.spare[:0], 0, 0
 		c.spare = nil
 		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
 		c.mu.Unlock()
 
 		if len(batch) > 0 {
 			err := c.writeBatch(batch)
+			c.releaseSlots(slots)
 			clear(batch)
 			c.mu.Lock()
 			if cap(batch) <= 4*c.srv.cfg.SendQueue {
@@ -401,6 +433,7 @@ func (c *conn) publish(name, b64 []byte) {
 	ch := string(name)
 	f := pushPrefix(ch, len(b64))
 	f = append(f, b64...)
+	c.slots <- struct{}{}
 	c.pending.Add(1)
 	c.srv.arch.inflight.Acquire(context.Background(), int64(len(payload)))
 	c.srv.arch.submit(&pubReq{c: c, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
@@ -437,6 +470,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		remote: r.RemoteAddr,
 		subs:   make(map[string]struct{}),
 		wake:   make(chan struct{}, 1),
+		// At most half the send queue may be waiting for archive answers,
+		// so a commit's burst of acks always fits the queue.
+		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
 	}
 	s.log.Info("relay: connection opened", "remote", c.remote, "path", r.URL.Path)
 	s.hub.register(c)
