@@ -120,14 +120,31 @@ func TestCLIRecoverInterrupted(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL}
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	var out strings.Builder
+	defer cancel()
+	// Interrupt once the user code is shown, that is while the command
+	// waits for the approval.
+	out := &cancelOnWrite{cancel: cancel, marker: "user code: "}
 	err := Run(ctx, append([]string{"tally"}, append(g, "signin", "--recover")...),
-		strings.NewReader(strings.Repeat("abandon ", 23)+"art\n"), &out, io.Discard)
+		strings.NewReader(strings.Repeat("abandon ", 23)+"art\n"), out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stopped before the device was approved") {
 		t.Fatalf("interrupted wait: %v", err)
 	}
 	if !strings.HasPrefix(out.String(), "user code: ") {
 		t.Fatalf("output %q", out.String())
 	}
+}
+
+// cancelOnWrite collects output and calls cancel once it contains marker.
+type cancelOnWrite struct {
+	strings.Builder
+	cancel func()
+	marker string
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	n, err := w.Builder.Write(p)
+	if strings.Contains(w.Builder.String(), w.marker) {
+		w.cancel()
+	}
+	return n, err
 }
