@@ -291,8 +291,7 @@ func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSec
 	if err != nil {
 		return nil, err
 	}
-	key, nonce := welcomeKeyNonce(g.s, welcomeSecret)
-	encGI, err := g.s.aeadSeal(key, nonce, nil, marshal(gi))
+	encGI, err := sealGroupInfo(g.s, welcomeSecret, gi)
 	if err != nil {
 		return nil, err
 	}
@@ -300,22 +299,15 @@ func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSec
 	w.Secrets = make([]EncryptedGroupSecrets, len(eff.added))
 	// One HPKE encryption per new member, independent of each other.
 	err = parallelFor(len(eff.added), func(i int) error {
-		kp := eff.addedKPs[i]
 		gs := GroupSecrets{JoinerSecret: joinerSecret, PSKs: eff.psks}
 		if path != nil {
 			if ps, ok := path.pathSecretFor(eff.added[i]); ok {
 				gs.PathSecret = &PathSecret{PathSecret: ps.secret}
 			}
 		}
-		kem, ct, err := encryptWithLabel(g.s, kp.InitKey, "Welcome", encGI, marshal(&gs))
-		if err != nil {
-			return err
-		}
-		w.Secrets[i] = EncryptedGroupSecrets{
-			NewMember:             kp.ref(g.s),
-			EncryptedGroupSecrets: HPKECiphertext{KEMOutput: kem, Ciphertext: ct},
-		}
-		return nil
+		egs, err := sealGroupSecrets(g.s, eff.addedKPs[i], &gs, encGI)
+		w.Secrets[i] = egs
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package mls
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -36,75 +37,34 @@ func Join(welcome []byte, bundle *KeyPackageBundle, opts *JoinOptions, cfg *Conf
 func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
-	if w.CipherSuite != s.id() {
-		return nil, fmt.Errorf("%w: cipher suite differs from the key package's", ErrNotForUs)
-	}
-	ref := bundle.Ref()
-	var egs *EncryptedGroupSecrets
-	for i := range w.Secrets {
-		if bytes.Equal(w.Secrets[i].NewMember, ref) {
-			egs = &w.Secrets[i]
-			break
+	// Steps 1 and 2 of Section 12.4.3.1: our GroupSecrets, the PSKs, and
+	// the GroupInfo.
+	j, err := openWelcome(w, &bundle.kp, bundle.initPriv, func(ids []PreSharedKeyID) ([][]byte, error) {
+		out := make([][]byte, len(ids))
+		for i, id := range ids {
+			v, ok := c.ExternalPSKs[string(id.PSKID)]
+			if id.PSKType != PSKTypeExternal || !ok {
+				return nil, fmt.Errorf("%w: %x", ErrMissingPSK, marshal(&id))
+			}
+			out[i] = v
 		}
-	}
-	if egs == nil {
-		return nil, ErrNotForUs
-	}
-	gsBytes, err := decryptWithLabel(s, bundle.initPriv, "Welcome", w.EncryptedGroupInfo,
-		egs.EncryptedGroupSecrets.KEMOutput, egs.EncryptedGroupSecrets.Ciphertext)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot decrypt group secrets", ErrInvalidWelcome)
-	}
-	var gs GroupSecrets
-	if err := unmarshal(gsBytes, &gs); err != nil {
-		return nil, fmt.Errorf("%w: malformed group secrets", ErrInvalidWelcome)
-	}
-	clear(gsBytes)
-
-	// PSKs (Section 8.4); only external PSKs can be known to a joiner
-	// here.
-	psks := make([][]byte, len(gs.PSKs))
-	for i, id := range gs.PSKs {
-		if id.PSKType != PSKTypeExternal {
-			return nil, fmt.Errorf("%w: resumption psk in welcome", ErrMissingPSK)
-		}
-		v, ok := c.ExternalPSKs[string(id.PSKID)]
-		if !ok {
-			return nil, fmt.Errorf("%w: %x", ErrMissingPSK, id.PSKID)
-		}
-		psks[i] = v
-	}
-	var pskSec []byte
-	if len(psks) > 0 {
-		if pskSec, err = pskSecret(s, gs.PSKs, psks); err != nil {
-			return nil, err
-		}
-	}
-	js, err := newJoinerSecret(s, gs.JoinerSecret)
-	if err != nil {
+		return out, nil
+	})
+	switch {
+	case errors.Is(err, errNoWelcomeForUs), errors.Is(err, errWelcomeSuite):
+		return nil, fmt.Errorf("%w: %v", ErrNotForUs, err)
+	case errors.Is(err, ErrMissingPSK):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
-	ms, err := js.withPSK(pskSec)
+	gi := &j.groupInfo
+	g, tree, err := newGroupFromInfo(s, gi, treeData, c)
 	if err != nil {
 		return nil, err
 	}
-	welcomeSecret, err := ms.welcomeSecret()
-	if err != nil {
-		return nil, err
-	}
-	key, nonce := welcomeKeyNonce(s, welcomeSecret)
-	clear(welcomeSecret)
-	giBytes, err := s.aeadOpen(key, nonce, nil, w.EncryptedGroupInfo)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot decrypt group info", ErrInvalidWelcome)
-	}
-	var gi GroupInfo
-	if err := unmarshal(giBytes, &gi); err != nil {
-		return nil, fmt.Errorf("%w: malformed group info", ErrInvalidWelcome)
-	}
-	g, tree, err := newGroupFromInfo(s, &gi, treeData, c)
-	if err != nil {
-		return nil, err
+	if err := j.verifySigner(tree.leafNode(leafIndex(gi.Signer)).SignatureKey); err != nil {
+		return nil, fmt.Errorf("%w: group info", ErrInvalidSignature)
 	}
 
 	// Find our leaf: the one identical to the KeyPackage's leaf.
@@ -115,20 +75,20 @@ func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Con
 	g.own = own
 	g.sigPriv = bytes.Clone(bundle.sigPriv)
 	g.priv = newPrivateTree(own, bytes.Clone(bundle.encPriv), bundle.kp.LeafNode.EncryptionKey)
-	if gs.PathSecret != nil {
+	if ps := j.groupSecrets.PathSecret; ps != nil {
 		signer := leafIndex(gi.Signer)
 		x := commonAncestor(own.node(), signer.node())
-		if err := g.priv.implantPathSecret(tree, signer, x, gs.PathSecret.PathSecret); err != nil {
+		if err := g.priv.implantPathSecret(tree, signer, x, ps.PathSecret); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 		}
 	}
 
-	keys, err := ms.epoch(&gi.GroupContext)
-	if err != nil {
-		return nil, err
-	}
-	if !keys.verifyConfirmationTag(gi.GroupContext.ConfirmedTranscriptHash, gi.ConfirmationTag) {
+	// Step 4: the epoch secrets and the confirmation tag.
+	keys, _, err := j.epoch()
+	if errors.Is(err, errBadConfirmationTag) {
 		return nil, ErrInvalidConfirmationTag
+	} else if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
 	if err := g.installEpoch(gi.GroupContext, tree, keys, gi.ConfirmationTag); err != nil {
 		return nil, err
