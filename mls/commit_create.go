@@ -394,7 +394,7 @@ func (g *Group) handshakeWireFormat() WireFormat {
 }
 
 // protectHandshake signs and protects an own proposal.
-func (g *Group) protectHandshake(fc *FramedContent, _ []byte) ([]byte, *AuthenticatedContent, error) {
+func (g *Group) protectHandshake(fc *FramedContent) ([]byte, *AuthenticatedContent, error) {
 	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
 	if err != nil {
 		return nil, nil, err

@@ -78,7 +78,7 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		return &Received{Kind: KindCommit, Epoch: epoch, Sender: uint32(g.own), SenderIdentity: g.identityAt(g.cur.tree, g.own)}, nil
 	}
 	// Handshake messages must be from the current epoch; application
-	// messages may come from a window of past epochs (Section 15.2).
+	// messages may come from a window of past epochs (Section 15.3).
 	ek := g.cur
 	if ct == ContentTypeApplication {
 		var err error

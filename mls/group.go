@@ -81,7 +81,7 @@ type Config struct {
 	KeyPackageLifetime time.Duration
 
 	// MaxPastEpochs is how many past epochs keep their application keys
-	// for late messages (Section 15.2 and 9.2). The default is 3; a
+	// for late messages (Sections 15.3 and 9.2). The default is 3; a
 	// negative value keeps none.
 	MaxPastEpochs int
 

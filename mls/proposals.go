@@ -737,7 +737,7 @@ func (g *Group) sendProposal(p *Proposal, updatePriv []byte) ([]byte, error) {
 		ContentType: ContentTypeProposal,
 		Proposal:    p,
 	}
-	msg, ac, err := g.protectHandshake(fc, nil)
+	msg, ac, err := g.protectHandshake(fc)
 	if err != nil {
 		return nil, err
 	}

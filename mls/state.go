@@ -143,7 +143,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	if !ok {
 		return nil, errState
 	}
-	present, ok := p.optional(func(p *parser) bool {
+	_, ok = p.optional(func(p *parser) bool {
 		pc := &pendingCommit{}
 		var treeData []byte
 		if !p.vec(&pc.message) || !pc.ctx.unmarshal(p) || !p.vec(&treeData) {
@@ -167,7 +167,6 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	if !ok || !p.empty() {
 		return nil, errState
 	}
-	_ = present
 	return g, nil
 }
 
