@@ -228,3 +228,41 @@ func TestRejectGarbage(t *testing.T) {
 	}
 	expectUnchanged(t, bob, before)
 }
+
+func TestLateMessageAfterRestore(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	tg.add("did:key:alice", "did:key:carol")
+	late, err := tg.members["did:key:carol"].Protect([]byte("late"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := alice.RemoveMembers(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	// Bob restarts, then reads carol's message from the epoch before her
+	// removal.
+	st, err := bob.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob2, err := RestoreGroup(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := bob2.Process(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Data) != "late" || rec.SenderIdentity != "did:key:carol" {
+		t.Fatalf("got %+v", rec)
+	}
+	if _, err := bob2.Process(late); !errors.Is(err, ErrReplay) {
+		t.Fatalf("got %v, want ErrReplay", err)
+	}
+	st2, _ := bob2.MarshalBinary()
+	if _, err := RestoreGroup(st2, nil); err != nil {
+		t.Fatal(err)
+	}
+}

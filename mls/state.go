@@ -43,7 +43,7 @@ func (g *Group) MarshalBinary() ([]byte, error) {
 	})
 	b.vecFunc(func(b *builder) {
 		for _, e := range g.past {
-			marshalEpochKeys(b, e)
+			marshalPastEpochKeys(b, e)
 		}
 	})
 	b.vecFunc(func(b *builder) {
@@ -178,11 +178,51 @@ func boolByte(b bool) uint8 {
 }
 
 func marshalEpochKeys(b *builder, e *epochKeys) {
+	marshalEpochKeysWithTree(b, e, e.tree.encode())
+}
+
+// marshalPastEpochKeys writes a past epoch. Such an epoch is only used to
+// read late application messages, which needs nothing of its tree but the
+// senders' signature keys and credentials, so only those are kept: leaves
+// with every other field empty, and blank parents.
+func marshalPastEpochKeys(b *builder, e *epochKeys) {
+	marshalEpochKeysWithTree(b, e, sendersOnlyTree(e.tree))
+}
+
+func marshalEpochKeysWithTree(b *builder, e *epochKeys, tree []byte) {
 	e.ctx.marshal(b)
-	b.vec(e.tree.encode())
+	b.vec(tree)
 	b.vec(e.prot.senderDataSecret)
 	b.vec(e.prot.membershipKey)
 	marshalSecretTree(b, e.prot.tree)
+}
+
+// sendersOnlyTree encodes t in the ratchet_tree format with each leaf
+// reduced to its signature key and credential.
+func sendersOnlyTree(t *ratchetTree) []byte {
+	last := -1
+	for l := range int(t.size()) {
+		if t.leafNode(leafIndex(l)) != nil {
+			last = l
+		}
+	}
+	var b builder
+	b.vecFunc(func(b *builder) {
+		for x := 0; x <= 2*last; x++ {
+			var ln *LeafNode
+			if x%2 == 0 {
+				ln = t.nodes[x].Leaf
+			}
+			b.optional(ln != nil, func(b *builder) {
+				Node{Leaf: &LeafNode{
+					SignatureKey:   ln.SignatureKey,
+					Credential:     ln.Credential,
+					LeafNodeSource: LeafNodeSourceUpdate,
+				}}.marshal(b)
+			})
+		}
+	})
+	return b.bytes()
 }
 
 func unmarshalEpochKeys(p *parser, s suite, c *Config) (*epochKeys, error) {
@@ -198,6 +238,10 @@ func unmarshalEpochKeys(p *parser, s suite, c *Config) (*epochKeys, error) {
 	st, err := unmarshalSecretTree(p, s, c.limits())
 	if err != nil {
 		return nil, err
+	}
+	if tree.size() < st.nLeaves {
+		// A past epoch's tree keeps only its leaves; restore its width.
+		tree.resize(st.nLeaves)
 	}
 	if st.nLeaves != tree.size() {
 		return nil, errState
