@@ -8,3 +8,11 @@ func SetTestOnlyBeforeCommit(f func()) (restore func()) {
 	testOnlyBeforeCommit = f
 	return func() { testOnlyBeforeCommit = prev }
 }
+
+// SetTestOnlyAfterCommit installs f to run after the relay accepted a
+// commit and before the seat confirms it.
+func SetTestOnlyAfterCommit(f func() error) (restore func()) {
+	prev := testOnlyAfterCommit
+	testOnlyAfterCommit = f
+	return func() { testOnlyAfterCommit = prev }
+}

@@ -318,7 +318,16 @@ func (s *Seat) catchUp(ctx context.Context, r *room, onMsg func(RoomMessage)) er
 	_, err = rc.SyncAll(ctx, r.channel, r.lastSeq, func(e RelayEntry) error {
 		return s.apply(ctx, r, e, onMsg)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if r.g.HasPendingCommit() {
+		// An own commit stored before a crash or a lost ack that is not in
+		// the log: the relay never recorded it.
+		r.g.DiscardCommit()
+		return s.saveRoom(ctx, r, false)
+	}
+	return nil
 }
 
 // apply processes one relay entry of the room and stores the result.
@@ -375,16 +384,34 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 		r.g.DiscardCommit()
 		return err
 	}
+	// The state with the pending commit is stored before the commit
+	// leaves: if the relay accepts it and this process dies before
+	// confirming, the next catch-up finds the commit in the log and
+	// confirms it (mls.Group.Process recognizes its own commit); if the
+	// relay never recorded it, catch-up discards it.
+	if err := s.saveRoom(ctx, r, false); err != nil {
+		r.g.DiscardCommit()
+		return err
+	}
 	if testOnlyBeforeCommit != nil {
 		testOnlyBeforeCommit()
 	}
 	seq, err := conn.Publish(ctx, r.channel, commit)
+	if err == nil && testOnlyAfterCommit != nil {
+		err = testOnlyAfterCommit()
+	}
 	if err != nil {
+		if !errors.Is(err, ErrStaleEpoch) {
+			// The relay may or may not have the commit (a lost ack):
+			// leave the stored pending commit for catch-up to settle.
+			return err
+		}
 		r.g.DiscardCommit()
-		if errors.Is(err, ErrStaleEpoch) {
-			if cerr := s.catchUp(ctx, r, nil); cerr != nil {
-				return cerr
-			}
+		if err := s.saveRoom(ctx, r, false); err != nil {
+			return err
+		}
+		if cerr := s.catchUp(ctx, r, nil); cerr != nil {
+			return cerr
 		}
 		return err
 	}
@@ -433,6 +460,11 @@ func (s *Seat) catchUpTo(ctx context.Context, r *room, seq uint64, onMsg func(Ro
 // testOnlyBeforeCommit, when set by a test, runs before a commit is
 // published, so a test can make another member commit first.
 var testOnlyBeforeCommit func()
+
+// testOnlyAfterCommit, when set by a test, runs after the relay accepted a
+// commit; an error it returns stands for a crash before the commit is
+// confirmed.
+var testOnlyAfterCommit func() error
 
 // commitWithRetry builds a commit with build, publishes it, and on
 // stale_epoch catches up and rebuilds, a few times.

@@ -277,3 +277,43 @@ func scanForSecrets(t *testing.T, path string, secrets []string) {
 		rows.Close()
 	}
 }
+
+// TestRoomCommitCrashWindow: the relay accepts an own commit and the seat
+// dies before confirming it. The stored state holds the pending commit, so
+// the next handle on that home finds the commit in the log and follows the
+// group into the new epoch.
+func TestRoomCommitCrashWindow(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	dave := newMember(t, st, "daveco")
+	room, err := alice.RoomCreate(ctx, "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+	join(t, alice, dave, room)
+
+	crash := errors.New("simulated crash")
+	restore := seat.SetTestOnlyAfterCommit(func() error { return crash })
+	err = alice.RoomRemove(ctx, room, dave.did)
+	restore()
+	if !errors.Is(err, crash) {
+		t.Fatalf("remove: %v", err)
+	}
+	alice.Close()
+
+	again := openSeat(t, st, alice.home)
+	if _, err := again.RoomSend(ctx, room, "after the crash"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "bob", received(t, bob, room), "after the crash")
+	expect(t, "dave", received(t, dave, room))
+	for who, s := range map[string]*seat.Seat{"alice": again, "bob": bob.Seat} {
+		mem, epoch, err := s.RoomMembers(ctx, room)
+		if err != nil || len(mem) != 2 || epoch != 3 {
+			t.Fatalf("%s after the crash: %+v epoch %d %v", who, mem, epoch, err)
+		}
+	}
+}
