@@ -41,4 +41,14 @@
 // Each connection has a bounded send queue. A connection whose queue fills
 // is closed (status 1013) instead of slowing down the publisher or the
 // other subscribers.
+//
+// # Benchmarks
+//
+// bench_test.go measures the relay over real WebSockets on loopback, with
+// client and relay in one process sharing the machine's cores: live
+// fan-out to 100 subscribers, publish-to-deliver latency, durable publish
+// throughput (16 publishers, and one publish in flight), catch-up pages and
+// memory per idle connection:
+//
+//	go test -run '^$' -bench . -benchtime 3s ./relay
 package relay

@@ -216,7 +216,7 @@ func (c *conn) writeLoop() {
 }
 
 // writeBatch writes frames as WebSocket text frames with one socket write
-// (or one per corkFlushAt bytes).
+// (or one per flushAt bytes).
 func (c *conn) writeBatch(frames [][]byte) error {
 	return c.cc.writeFrames(frames)
 }
@@ -530,8 +530,8 @@ type frameConn struct {
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
-// corkFlushAt bounds how much one socket write carries.
-const corkFlushAt = 256 << 10
+// flushAt bounds how much one socket write carries.
+const flushAt = 256 << 10
 
 func (c *frameConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
@@ -564,7 +564,7 @@ func (c *frameConn) writeFrames(msgs [][]byte) error {
 			b = binary.BigEndian.AppendUint64(b, uint64(n))
 		}
 		b = append(b, m...)
-		if len(b) >= corkFlushAt {
+		if len(b) >= flushAt {
 			if _, err = c.writeRaw(b); err != nil {
 				break
 			}
