@@ -85,6 +85,8 @@ type chanState struct {
 	hasEpoch bool
 	epoch    uint64 // expected next
 
+	evicted uint64 // rows up to here are deleted; committer only
+
 	durable atomic.Uint64 // reserved ceiling known to be committed
 	held    atomic.Int64  // entries waiting for their commit before delivery
 }
@@ -92,15 +94,17 @@ type chanState struct {
 // archive is the SQLite store. The committer goroutine owns every write;
 // see runSequencer for the pipeline.
 type archive struct {
-	db   *sql.DB
-	w    *sql.Conn
-	hub  *hub
-	cap  uint64
-	ttl  time.Duration
-	now  func() time.Time
-	log  *slog.Logger
-	reqs chan *pubReq // to the sequencer
-	seqd chan *pubReq // from the sequencer to the committer
+	db  *sql.DB
+	w   *sql.Conn
+	hub *hub
+	cap uint64
+	ttl time.Duration
+
+	evictChunk uint64 // rows the cap eviction deletes at a time, at least
+	now        func() time.Time
+	log        *slog.Logger
+	reqs       chan *pubReq // to the sequencer
+	seqd       chan *pubReq // from the sequencer to the committer
 
 	inflight *semaphore.Weighted // payload bytes between readers and answers
 
@@ -135,17 +139,18 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	a := &archive{
-		db:       db,
-		w:        w,
-		hub:      h,
-		cap:      uint64(cfg.ArchiveCap),
-		ttl:      cfg.ArchiveTTL,
-		now:      cfg.Now,
-		log:      cfg.Logger,
-		reqs:     make(chan *pubReq, maxBatch),
-		inflight: semaphore.NewWeighted(maxInflightBytes),
-		seqd:     make(chan *pubReq, maxBatch),
-		states:   make(map[string]*chanState),
+		db:         db,
+		w:          w,
+		hub:        h,
+		cap:        uint64(cfg.ArchiveCap),
+		evictChunk: max(1, uint64(cfg.ArchiveCap)/16),
+		ttl:        cfg.ArchiveTTL,
+		now:        cfg.Now,
+		log:        cfg.Logger,
+		reqs:       make(chan *pubReq, maxBatch),
+		inflight:   semaphore.NewWeighted(maxInflightBytes),
+		seqd:       make(chan *pubReq, maxBatch),
+		states:     make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
 		a.closeStmts()
@@ -158,10 +163,12 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		}
 	}
 	// The writer keeps the hot end of every channel cached (the default
-	// cache is 2 MB). Checkpoints run on their own connection so the
-	// committer never stalls on one; the large automatic threshold is only
-	// a backstop.
-	for _, p := range []string{"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=16384"} {
+	// cache is 2 MB). A checkpointer connection copies the WAL into the
+	// database file in the background, so the committer rarely stalls on a
+	// checkpoint; the writer's own automatic checkpoint (every 1000 pages)
+	// completes what is left, which lets the next commit restart the WAL
+	// from its beginning: a WAL that only grows makes every fsync dearer.
+	for _, p := range []string{"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=1000"} {
 		if _, err := w.ExecContext(ctx, p); err != nil {
 			return fail(err)
 		}
@@ -184,10 +191,16 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
+		// Rows past the cap may linger until the committer evicts them in
+		// its next chunk, so reads apply the cap themselves.
 		{&a.readApp, `SELECT seq, entry_type, ts, payload FROM messages
-			WHERE channel = ? AND seq > ? AND ts >= ? AND entry_type = 0 ORDER BY seq LIMIT ?`, false},
+			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND entry_type = 0
+			AND seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5
+			ORDER BY seq LIMIT ?4`, false},
 		{&a.readAll, `SELECT seq, entry_type, ts, payload FROM messages
-			WHERE channel = ? AND seq > ? AND ts >= ? ORDER BY seq LIMIT ?`, false},
+			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3
+			AND seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5
+			ORDER BY seq LIMIT ?4`, false},
 	} {
 		var err error
 		if s.conn {
@@ -408,6 +421,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	}()
 	last := make(map[*chanState]*pubReq)
 	dirty := make(map[*chanState]bool)
+	evicted := make(map[*chanState]uint64)
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.reply != nil || r.stale || r.st == nil {
@@ -442,14 +456,23 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 				return err
 			}
 		}
-		if r.seq > a.cap {
+		// Evict in chunks: deleting one old row per commit would touch
+		// the oldest pages on every commit, doubling what one publish in
+		// flight writes and syncs.
+		if r.seq > a.cap && r.seq-a.cap >= st.evicted+a.evictChunk {
 			if _, err := a.evict.ExecContext(ctx, st.name, int64(r.seq-a.cap)); err != nil {
 				return err
 			}
+			evicted[st] = r.seq - a.cap
 		}
 	}
-	_, err = a.w.ExecContext(ctx, "COMMIT")
-	return err
+	if _, err = a.w.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	for st, to := range evicted {
+		st.evicted = to
+	}
+	return nil
 }
 
 func (a *archive) answer(r *pubReq, err error) {
@@ -527,7 +550,7 @@ func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uin
 			stmt = a.readApp
 		}
 		cutoff := a.now().Add(-a.ttl).UnixMilli()
-		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1)
+		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(a.cap))
 		if err != nil {
 			return nil, fmt.Errorf("relay: archive read: %w", err)
 		}

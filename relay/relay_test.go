@@ -700,3 +700,33 @@ func TestPipelinedPublisherKeepsUp(t *testing.T) {
 		}
 	}
 }
+
+// TestCapAppliesBeforeEviction: the committer deletes rows past the cap in
+// chunks, and reads never return the rows still waiting for it.
+func TestCapAppliesBeforeEviction(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true, ArchiveCap: 32}) // chunks of 2
+	tok := mint(t, "alice", "")
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(tok)
+	for i := 1; i <= 33; i++ {
+		c.publishAck(chA, []byte{byte(i)})
+	}
+	var rows int
+	tr.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&rows)
+	if rows != 33 {
+		t.Fatalf("%d rows stored, want 33 (seq 1 waits for the next chunk)", rows)
+	}
+	for _, path := range []string{"/v1/sync", "/v1/messages"} {
+		_, m := httpGet(t, tr.URL+path+"?channel="+chA, tok)
+		key := map[string]string{"/v1/sync": "entries", "/v1/messages": "messages"}[path]
+		entries := m[key].([]any)
+		if len(entries) != 32 || entries[0].(map[string]any)["seq"].(float64) != 2 {
+			t.Fatalf("%s returned %d entries from seq %v, want 32 from 2", path, len(entries), entries[0].(map[string]any)["seq"])
+		}
+	}
+	c.publishAck(chA, []byte{34})
+	tr.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&rows)
+	if rows != 32 {
+		t.Fatalf("%d rows after the chunk, want 32", rows)
+	}
+}
