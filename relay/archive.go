@@ -115,9 +115,7 @@ type archive struct {
 	// Owned by the committer.
 	failed error
 
-	args     []any
-	ckpt     *sql.Conn // nil for an in-memory archive
-	ckptWake chan struct{}
+	args []any
 
 	insert, insertN, evict, upsert, load *sql.Stmt
 	readApp, readAll                     *sql.Stmt
@@ -163,21 +161,13 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		}
 	}
 	// The writer keeps the hot end of every channel cached (the default
-	// cache is 2 MB). A checkpointer connection copies the WAL into the
-	// database file in the background, so the committer rarely stalls on a
-	// checkpoint; the writer's own automatic checkpoint (every 1000 pages)
-	// completes what is left, which lets the next commit restart the WAL
-	// from its beginning: a WAL that only grows makes every fsync dearer.
+	// cache is 2 MB). Its automatic checkpoint (every 1000 pages) keeps the
+	// WAL short, so commits restart it from its beginning instead of
+	// appending to an ever larger file, which makes every fsync dearer.
 	for _, p := range []string{"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=1000"} {
 		if _, err := w.ExecContext(ctx, p); err != nil {
 			return fail(err)
 		}
-	}
-	if cfg.DBPath != "" {
-		if a.ckpt, err = db.Conn(ctx); err != nil {
-			return fail(err)
-		}
-		a.ckptWake = make(chan struct{}, 1)
 	}
 	for _, s := range []struct {
 		dst   **sql.Stmt
@@ -386,12 +376,6 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 		}
 	}
 	if err == nil {
-		if a.ckptWake != nil {
-			select {
-			case a.ckptWake <- struct{}{}:
-			default:
-			}
-		}
 		for _, r := range batch {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
 				r.st.durable.Store(r.reserved)
@@ -594,31 +578,4 @@ func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uin
 func (a *archive) close() {
 	a.closeStmts()
 	a.w.Close()
-	if a.ckpt != nil {
-		a.ckpt.Close()
-	}
-}
-
-// runCheckpointer copies committed WAL frames into the database file
-// (PRAGMA wal_checkpoint(PASSIVE), which never blocks the committer) after
-// commits, at most every 100 ms. It returns when ctx is done.
-func (a *archive) runCheckpointer(ctx context.Context) {
-	if a.ckpt == nil {
-		return
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.ckptWake:
-		}
-		if _, err := a.ckpt.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil && ctx.Err() == nil {
-			a.log.Warn("relay: checkpoint failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -77,7 +77,7 @@ type Server struct {
 
 	bgCancel context.CancelFunc
 	pipe     sync.WaitGroup // the archive's sequencer and committer
-	bg       sync.WaitGroup // the checkpointer and the revocation poller
+	bg       sync.WaitGroup // the revocation poller
 
 	revMu    sync.RWMutex // guards revoked
 	revoked  map[string]struct{}
@@ -169,7 +169,6 @@ func New(cfg Config) (*Server, error) {
 	// so Close flushes everything that was accepted.
 	s.pipe.Go(s.arch.runSequencer)
 	s.pipe.Go(func() { s.arch.runCommitter(context.Background()) })
-	s.bg.Go(func() { s.arch.runCheckpointer(bgCtx) })
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.pollRevocations(bgCtx) })
 	}
