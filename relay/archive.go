@@ -117,8 +117,8 @@ type archive struct {
 
 	args []any
 
-	insert, insertN, evict, upsert, load *sql.Stmt
-	readApp, readAll                     *sql.Stmt
+	insert, insertN, evict, evictHS, upsert, load *sql.Stmt
+	readApp, readAll                              *sql.Stmt
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -177,7 +177,13 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.insert, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES (?, ?, ?, ?, ?)`, true},
 		{&a.insertN, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES ` +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?),", insertRows), ","), true},
-		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ?`, true},
+		// The cap counts application entries and handshake entries
+		// (commits, proposals, Welcomes) separately, so chat and cover
+		// traffic never push out the commits an offline member needs to
+		// follow the group; the TTL applies to both.
+		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ? AND entry_type = 0`, true},
+		{&a.evictHS, `DELETE FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < (
+			SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
@@ -189,7 +195,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 			ORDER BY seq LIMIT ?4`, false},
 		{&a.readAll, `SELECT seq, entry_type, ts, payload FROM messages
 			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3
-			AND seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5
+			AND (entry_type != 0 OR seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5)
 			ORDER BY seq LIMIT ?4`, false},
 	} {
 		var err error
@@ -237,7 +243,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 }
 
 func (a *archive) closeStmts() {
-	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.upsert, a.load, a.readApp, a.readAll} {
+	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll} {
 		if s != nil {
 			s.Close()
 		}
@@ -406,6 +412,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	last := make(map[*chanState]*pubReq)
 	dirty := make(map[*chanState]bool)
 	evicted := make(map[*chanState]uint64)
+	handshake := make(map[*chanState]bool)
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.reply != nil || r.stale || r.st == nil {
@@ -419,6 +426,9 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			args = args[:0]
 		}
 		last[r.st] = r
+		if r.hdr.entryType != 0 {
+			handshake[r.st] = true
+		}
 		if r.dirty {
 			dirty[r.st] = true
 		}
@@ -448,6 +458,13 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 				return err
 			}
 			evicted[st] = r.seq - a.cap
+		}
+		// Handshake entries are rare (one commit per epoch is fenced):
+		// trim them to the cap whenever one is written.
+		if handshake[st] {
+			if _, err := a.evictHS.ExecContext(ctx, st.name, int64(a.cap)); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err = a.w.ExecContext(ctx, "COMMIT"); err != nil {

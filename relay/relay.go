@@ -40,7 +40,10 @@ type Config struct {
 	DBPath string
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
-	// ArchiveCap is how many entries each channel keeps (default 1000).
+	// ArchiveCap is how many application entries each channel keeps
+	// (default 1000); it keeps as many handshake entries (commits,
+	// proposals, Welcomes) besides, so application and cover traffic never
+	// evict the commits a member needs to catch up.
 	ArchiveCap int
 	// ArchiveTTL is how long entries are kept (default 7 days).
 	ArchiveTTL time.Duration
