@@ -154,19 +154,25 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 	return nil
 }
 
+// newRoomChannel returns the channel of a room this home does not have
+// yet, and the account key to register or join it with.
+func (s *Seat) newRoomChannel(ctx context.Context, name string) (ch, key string, err error) {
+	if ch, err = s.RoomChannel(ctx, name); err != nil {
+		return "", "", err
+	}
+	if _, err := s.loadRoom(ctx, ch); err == nil {
+		return "", "", ErrRoomExists
+	}
+	key, err = s.apiKey(ctx)
+	return ch, key, err
+}
+
 // RoomCreate registers the room's channel and creates its MLS group, with
 // this seat as owner and only member.
 func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
 	s.lockRooms()
 	defer s.unlockRooms()
-	ch, err := s.RoomChannel(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.loadRoom(ctx, ch); err == nil {
-		return "", ErrRoomExists
-	}
-	key, err := s.apiKey(ctx)
+	ch, key, err := s.newRoomChannel(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -226,14 +232,7 @@ func (s *Seat) RoomInvite(ctx context.Context, name string, uses int, ttl time.D
 // If wait passes first it returns ErrWelcomeWait; calling RoomJoin again
 // with the same room resumes waiting on the same request.
 func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Duration) (string, error) {
-	ch, err := s.RoomChannel(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.loadRoom(ctx, ch); err == nil {
-		return "", ErrRoomExists
-	}
-	key, err := s.apiKey(ctx)
+	ch, key, err := s.newRoomChannel(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -596,18 +595,11 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 
 // RoomSync catches a room up with the relay and returns the new messages.
 func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error) {
-	s.lockRooms()
-	defer s.unlockRooms()
-	ch, err := s.RoomChannel(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.loadRoom(ctx, ch)
-	if err != nil {
-		return nil, err
-	}
 	var out []RoomMessage
-	err = s.catchUp(ctx, r, func(m RoomMessage) { out = append(out, m) })
+	err := s.withNamedRoom(ctx, name, func(r *room) error {
+		out = out[:0]
+		return s.catchUp(ctx, r, func(m RoomMessage) { out = append(out, m) })
+	})
 	return out, err
 }
 
@@ -644,49 +636,46 @@ type RoomMember struct {
 
 // RoomMembers catches the room up and returns its roster.
 func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint64, error) {
-	s.lockRooms()
-	defer s.unlockRooms()
-	ch, err := s.RoomChannel(ctx, name)
-	if err != nil {
-		return nil, 0, err
-	}
-	r, err := s.loadRoom(ctx, ch)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.catchUp(ctx, r, nil); err != nil {
-		return nil, 0, err
-	}
 	var out []RoomMember
-	for _, m := range r.g.Members() {
-		out = append(out, RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()})
-	}
-	return out, r.g.Epoch(), nil
+	var epoch uint64
+	err := s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, m := range r.g.Members() {
+			out = append(out, RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()})
+		}
+		epoch = r.g.Epoch()
+		return nil
+	})
+	return out, epoch, err
 }
 
 // RoomRemove removes the member whose identity is did.
 func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
-	s.lockRooms()
-	defer s.unlockRooms()
+	return s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+			m, ok := r.g.MemberByIdentity(did)
+			if !ok {
+				return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
+			}
+			return r.g.RemoveMembers(m.LeafIndex)
+		})
+		return err
+	})
+}
+
+// withNamedRoom runs f on the room called name; see withRoom.
+func (s *Seat) withNamedRoom(ctx context.Context, name string, f func(*room) error) error {
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return err
 	}
-	r, err := s.loadRoom(ctx, ch)
-	if err != nil {
-		return err
-	}
-	if err := s.catchUp(ctx, r, nil); err != nil {
-		return err
-	}
-	_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
-		m, ok := r.g.MemberByIdentity(did)
-		if !ok {
-			return nil, fmt.Errorf("seat: %s is not a member of %s", did, ch)
-		}
-		return r.g.RemoveMembers(m.LeafIndex)
-	})
-	return err
+	return s.withRoom(ctx, ch, f)
 }
 
 // RoomLeave forgets a room on this seat. (MLS has no self-removal by
