@@ -165,6 +165,24 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, createGrantResponse{GrantID: id, UserCode: code, PollToken: poll, ExpiresAt: rfc3339(exp)})
 }
 
+// decodeUserCode reads a request body naming a grant by its user code, for
+// an unscoped credential, and returns the normalized code. On false the
+// answer has been written.
+func decodeUserCode(w http.ResponseWriter, r *http.Request, p principal, req any, userCode *string) (string, bool) {
+	if p.channel != "" {
+		forbidScoped(w)
+		return "", false
+	}
+	if !decode(w, r, smallBody, req) {
+		return "", false
+	}
+	code, ok := normalizeUserCode(*userCode)
+	if !ok {
+		badRequest(w, "user_code is malformed")
+	}
+	return code, ok
+}
+
 type lookupGrantRequest struct {
 	UserCode string `json:"user_code"`
 }
@@ -175,17 +193,9 @@ type lookupGrantRequest struct {
 // learn its public key so it can seal more for it than the directory can
 // (see sealed_seat in approve). Only pending, unexpired grants are found.
 func (s *Server) handleLookupGrant(w http.ResponseWriter, r *http.Request, p principal) {
-	if p.channel != "" {
-		forbidScoped(w)
-		return
-	}
 	var req lookupGrantRequest
-	if !decode(w, r, smallBody, &req) {
-		return
-	}
-	code, ok := normalizeUserCode(req.UserCode)
+	code, ok := decodeUserCode(w, r, p, &req, &req.UserCode)
 	if !ok {
-		badRequest(w, "user_code is malformed")
 		return
 	}
 	g, err := s.store.lookupGrant(r.Context(), code, s.cfg.Now())
@@ -214,17 +224,9 @@ type approveGrantRequest struct {
 // Mints a new API key of the caller's account, seals it to the device key
 // and keeps only the sealed form and the key's hash.
 func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p principal) {
-	if p.channel != "" {
-		forbidScoped(w)
-		return
-	}
 	var req approveGrantRequest
-	if !decode(w, r, smallBody, &req) {
-		return
-	}
-	code, ok := normalizeUserCode(req.UserCode)
+	code, ok := decodeUserCode(w, r, p, &req, &req.UserCode)
 	if !ok {
-		badRequest(w, "user_code is malformed")
 		return
 	}
 	var seatBox []byte
