@@ -174,14 +174,16 @@ func TestHostileFrames(t *testing.T) {
 func TestAuthFailures(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true, AuthTimeout: 300 * time.Millisecond})
 	cases := []struct {
-		name  string
-		frame string
-		code  string
+		name   string
+		binary bool
+		frame  string
+		code   string
 	}{
-		{"not auth first", `{"type":"subscribe","channel":"a/b/c"}`, "auth_required"},
-		{"non-json first", `hello`, "auth_required"},
-		{"bad token", `{"type":"auth","token":"abc.def.ghi"}`, "unauthorized"},
-		{"wrong key", `{"type":"auth","token":"` + func() string {
+		{"not auth first", false, `{"type":"subscribe","channel":"a/b/c"}`, "auth_required"},
+		{"non-json first", false, `hello`, "auth_required"},
+		{"binary first", true, `{"type":"auth","token":"` + mint(t, "x", "") + `"}`, "auth_required"},
+		{"bad token", false, `{"type":"auth","token":"abc.def.ghi"}`, "unauthorized"},
+		{"wrong key", false, `{"type":"auth","token":"` + func() string {
 			s := testSecret
 			testSecret = []byte("another secret entirely........")
 			defer func() { testSecret = s }()
@@ -191,7 +193,11 @@ func TestAuthFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialWS(t, tr.URL, "/ws")
-			c.sendRaw(websocket.MessageText, []byte(tc.frame))
+			typ := websocket.MessageText
+			if tc.binary {
+				typ = websocket.MessageBinary
+			}
+			c.sendRaw(typ, []byte(tc.frame))
 			c.expectError(tc.code)
 			c.expectClose(websocket.StatusPolicyViolation)
 		})

@@ -240,6 +240,11 @@ func (c *conn) readLoop(pathChannel string) {
 			return
 		}
 		if typ != websocket.MessageText {
+			if !c.authed.Load() {
+				// The first frame must be an auth frame, whatever its kind.
+				c.refuseUnauthenticated()
+				return
+			}
 			c.fail("binary_frame", "frames must be JSON text frames")
 		} else if !c.handle(buf, pathChannel) {
 			return
@@ -282,13 +287,19 @@ func (c *conn) fail(code, message string) {
 	c.reply(errorFrame(code, message))
 }
 
+// refuseUnauthenticated closes a connection whose first frame is not an
+// auth frame.
+func (c *conn) refuseUnauthenticated() {
+	c.closeWith(websocket.StatusPolicyViolation, "authentication required",
+		errorFrame("auth_required", "the first frame must be an auth frame"), true)
+}
+
 // handle processes one text frame; false ends the connection.
 func (c *conn) handle(b []byte, pathChannel string) bool {
 	f, err := decodeFrame(b)
 	if err != nil {
 		if !c.authed.Load() {
-			c.closeWith(websocket.StatusPolicyViolation, "authentication required",
-				errorFrame("auth_required", "the first frame must be an auth frame"), true)
+			c.refuseUnauthenticated()
 			return false
 		}
 		c.fail("bad_frame", "frame is not a JSON object with string fields")
@@ -297,8 +308,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 	typ := string(f.Type)
 	if !c.authed.Load() {
 		if typ != "auth" {
-			c.closeWith(websocket.StatusPolicyViolation, "authentication required",
-				errorFrame("auth_required", "the first frame must be an auth frame"), true)
+			c.refuseUnauthenticated()
 			return false
 		}
 		return c.authenticate(string(f.Token), pathChannel)
