@@ -1,0 +1,117 @@
+package relay
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"hash"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// craftJWT builds a token by hand: the header and claims as given, signed
+// with HMAC over key (SHA-512 when the header says HS512), or unsigned when
+// key is nil.
+func craftJWT(t *testing.T, header, claims map[string]any, key []byte) string {
+	t.Helper()
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	signing := enc(header) + "." + enc(claims)
+	if key == nil {
+		return signing + "."
+	}
+	h := sha256.New
+	if header["alg"] == "HS512" {
+		h = func() hash.Hash { return sha512.New() }
+	}
+	m := hmac.New(h, key)
+	m.Write([]byte(signing))
+	return signing + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// TestHostileTokens presents every kind of bad JWT to each relay endpoint
+// that takes one, and checks the exact answer and that the archive is
+// unchanged.
+func TestHostileTokens(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true})
+	good := mint(t, "alice", "")
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(good)
+	c.publishAck(chA, []byte("before"))
+
+	now := time.Now()
+	claims := func(mod func(map[string]any)) map[string]any {
+		m := map[string]any{"iss": "skytale-api", "aud": "skytale-relay", "sub": "mallory",
+			"iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+		if mod != nil {
+			mod(m)
+		}
+		return m
+	}
+	hs256 := map[string]any{"alg": "HS256", "typ": "JWT"}
+	control := craftJWT(t, hs256, claims(nil), testSecret)
+	parts := strings.Split(control, ".")
+	otherSub, _ := json.Marshal(claims(func(m map[string]any) { m["sub"] = "alice" }))
+	tokens := map[string]string{
+		"alg none":            craftJWT(t, map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), nil),
+		"alg none signed":     craftJWT(t, map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), testSecret),
+		"alg HS512":           craftJWT(t, map[string]any{"alg": "HS512", "typ": "JWT"}, claims(nil), testSecret),
+		"wrong key":           craftJWT(t, hs256, claims(nil), []byte("another secret entirely")),
+		"expired":             craftJWT(t, hs256, claims(func(m map[string]any) { m["exp"] = now.Add(-time.Second).Unix() }), testSecret),
+		"no exp":              craftJWT(t, hs256, claims(func(m map[string]any) { delete(m, "exp") }), testSecret),
+		"wrong iss":           craftJWT(t, hs256, claims(func(m map[string]any) { m["iss"] = "evil" }), testSecret),
+		"no iss":              craftJWT(t, hs256, claims(func(m map[string]any) { delete(m, "iss") }), testSecret),
+		"wrong aud":           craftJWT(t, hs256, claims(func(m map[string]any) { m["aud"] = "evil" }), testSecret),
+		"no aud":              craftJWT(t, hs256, claims(func(m map[string]any) { delete(m, "aud") }), testSecret),
+		"no sub":              craftJWT(t, hs256, claims(func(m map[string]any) { delete(m, "sub") }), testSecret),
+		"tampered":            parts[0] + "." + base64.RawURLEncoding.EncodeToString(otherSub) + "." + parts[2],
+		"truncated signature": control[:len(control)-4],
+		"garbage":             "abc.def.ghi",
+		"empty":               "",
+	}
+
+	// The control: the hand-built token is accepted, so each refusal below
+	// is about what its token changes.
+	if code, _ := httpGet(t, tr.URL+"/v1/sync?channel="+chA, control); code != 200 {
+		t.Fatalf("control token refused: %d", code)
+	}
+	archive := func() string {
+		var rows, chans int
+		tr.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&rows)
+		tr.db.QueryRow(`SELECT count(*) FROM channels`).Scan(&chans)
+		return strings.Repeat("m", rows) + strings.Repeat("c", chans)
+	}
+	before := archive()
+
+	for name, tok := range tokens {
+		for _, path := range []string{"/v1/messages", "/v1/sync"} {
+			code, m := httpGet(t, tr.URL+path+"?channel="+chA, tok)
+			if code != 401 || m["error"] != "unauthorized" || m["message"] == "" {
+				t.Errorf("%s on %s: %d %v, want 401 unauthorized", name, path, code, m)
+			}
+		}
+		for _, path := range []string{"/ws", "/ws/" + chA} {
+			w := dialWS(t, tr.URL, path)
+			w.send(map[string]string{"type": "auth", "token": tok})
+			w.expectError("unauthorized")
+			w.expectClose(websocket.StatusPolicyViolation)
+		}
+	}
+	if after := archive(); after != before {
+		t.Fatalf("the archive changed: %d rows/channels before, %d after", len(before), len(after))
+	}
+	// The good connection was not disturbed.
+	if seq := c.publishAck(chA, []byte("after")); seq != 2 {
+		t.Fatalf("seq after the hostile tokens %d, want 2", seq)
+	}
+}
