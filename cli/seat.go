@@ -167,6 +167,11 @@ func hint(err error) error {
 	case errors.Is(err, seat.ErrNotConnected):
 		return &usageError{"not connected", "run `tally connect`"}
 	}
+	var ae *seat.APIError
+	if errors.As(err, &ae) && ae.Code == "revoked" {
+		return &usageError{"this account has been revoked at the directory",
+			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)"}
+	}
 	return err
 }
 

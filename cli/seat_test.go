@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
@@ -109,5 +110,43 @@ func TestCLIConfigPrecedence(t *testing.T) {
 	}
 	if _, err := tally(t, "", append(g, "--api-url", "http://example.com", "signin")...); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("plain http to a remote host: %v", err)
+	}
+}
+
+// TestCLIRevokedAccount: after the account is revoked, commands that reach
+// the directory or the relay fail with a clear reason; the local log still
+// works.
+func TestCLIRevokedAccount(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL, "--relay-url", st.RelayURL}
+	mustTally(t, append(g, "init")...)
+	var acct struct {
+		AccountID string `json:"account_id"`
+	}
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "signin", "--org", "acme")...)), &acct); err != nil || acct.AccountID == "" {
+		t.Fatalf("signin: %+v %v", acct, err)
+	}
+	mustTally(t, append(g, "connect")...)
+	mustTally(t, append(g, "add", "before")...)
+	mustTally(t, append(g, "push")...)
+	mustTally(t, append(g, "room", "create", "ops")...)
+
+	// The operator revokes the account.
+	op := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: string(st.InternalSecret)}
+	if err := op.Revoke(context.Background(), acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+
+	mustTally(t, append(g, "add", "after")...)
+	for _, args := range [][]string{
+		{"push"}, {"pull"}, {"msg", "ops", "hello"}, {"room", "invite", "ops"}, {"connect"},
+	} {
+		_, err := tally(t, "", append(g, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "this account has been revoked") || !strings.Contains(err.Error(), "tally signin") {
+			t.Errorf("tally %s after revocation: %v", strings.Join(args, " "), err)
+		}
+	}
+	if out := mustTally(t, append(g, "log")...); !strings.Contains(out, "after") {
+		t.Fatalf("log: %s", out)
 	}
 }
