@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -40,7 +41,11 @@ func texts(t *testing.T, s *seat.Seat) []string {
 // home made from the same phrase, then the other way round.
 func TestTwoHomesSync(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
+	dbs := t.TempDir()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{DBPath: filepath.Join(dbs, "relay.db")},
+		Directory: skytale.DirectoryConfig{DBPath: filepath.Join(dbs, "directory.db")},
+	})
 	a := openSeat(t, st, t.TempDir())
 	did, err := a.Init(ctx)
 	if err != nil {
@@ -122,6 +127,11 @@ func TestTwoHomesSync(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("phrase file: %v %v", fi.Mode(), err)
 	}
+
+	// Neither plane holds any entry, the phrase or the account key.
+	secrets := append(want, "from the second home", strings.Join(words, " "), acct.APIKey)
+	scanForSecrets(t, filepath.Join(dbs, "relay.db"), secrets)
+	scanForSecrets(t, filepath.Join(dbs, "directory.db"), secrets)
 }
 
 func TestSeatErrors(t *testing.T) {
