@@ -296,8 +296,12 @@ func (g *Group) installEpoch(ctx GroupContext, tree *ratchetTree, keys *epochSec
 
 // wipe clears the secrets of an epoch that is no longer needed.
 func (e *epochKeys) wipe() {
+	if e.prot == nil {
+		return
+	}
 	clear(e.prot.senderDataSecret)
 	clear(e.prot.membershipKey)
+	e.prot.tree.wipe()
 	e.prot = nil
 }
 

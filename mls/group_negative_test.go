@@ -266,3 +266,47 @@ func TestLateMessageAfterRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPastEpochSecretsWiped checks that the secret tree of an epoch that
+// leaves the window of past epochs is overwritten, not just dropped
+// (Section 9.2): its node secrets, ratchet secrets and retained keys.
+func TestPastEpochSecretsWiped(t *testing.T) {
+	tg, alice, bob := twoMembers(t, &Config{MaxPastEpochs: 1})
+	m1, _ := alice.Protect([]byte("1"), nil)
+	m2, _ := alice.Protect([]byte("2"), nil)
+	if _, err := bob.Process(m2); err != nil { // leaves generation 0 retained
+		t.Fatal(err)
+	}
+	_ = m1
+	st := bob.cur.prot.tree
+	var held [][]byte
+	for _, s := range st.nodes {
+		held = append(held, s)
+	}
+	for _, lr := range st.leaves {
+		for _, r := range []*hashRatchet{&lr.handshake, &lr.application} {
+			held = append(held, r.secret)
+			for _, k := range r.skipped {
+				held = append(held, k.key, k.nonce)
+			}
+		}
+	}
+	if len(held) < 4 {
+		t.Fatalf("only %d secrets held; the test needs more", len(held))
+	}
+	for range 2 {
+		res, err := alice.SelfUpdate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.fanOut("did:key:alice", res)
+	}
+	for i, s := range held {
+		if len(s) > 0 && !bytes.Equal(s, make([]byte, len(s))) {
+			t.Errorf("secret %d of an epoch outside the window was not wiped", i)
+		}
+	}
+	if _, err := bob.Process(m1); !errors.Is(err, ErrWrongEpoch) {
+		t.Fatalf("got %v, want ErrWrongEpoch", err)
+	}
+}

@@ -162,6 +162,21 @@ func (t *secretTree) leafRatchetsFor(leaf uint32) (*leafRatchets, error) {
 	}
 }
 
+// wipe overwrites every secret the tree still holds: node secrets, ratchet
+// secrets and retained keys. It is called when the epoch leaves the window
+// of past epochs, whose keys §9.2 says to delete.
+func (t *secretTree) wipe() {
+	for x, secret := range t.nodes {
+		clear(secret)
+		delete(t.nodes, x)
+	}
+	for l, lr := range t.leaves {
+		lr.handshake.wipe()
+		lr.application.wipe()
+		delete(t.leaves, l)
+	}
+}
+
 func (t *secretTree) ratchet(leaf uint32, rt ratchetType) (*hashRatchet, error) {
 	lr, err := t.leafRatchetsFor(leaf)
 	if err != nil {
@@ -312,6 +327,16 @@ func (r *hashRatchet) wipeSkipped(g uint32) bool {
 	clear(k.nonce)
 	delete(r.skipped, g)
 	return true
+}
+
+// wipe overwrites the ratchet secret and every retained key.
+func (r *hashRatchet) wipe() {
+	clear(r.secret)
+	r.secret = nil
+	for _, g := range r.order {
+		r.wipeSkipped(g)
+	}
+	r.order = nil
 }
 
 // dropSkipped deletes a skipped key once it has been used (§9.2).
