@@ -277,7 +277,6 @@ func TestPastEpochSecretsWiped(t *testing.T) {
 	if _, err := bob.Process(m2); err != nil { // leaves generation 0 retained
 		t.Fatal(err)
 	}
-	_ = m1
 	st := bob.cur.prot.tree
 	var held [][]byte
 	for _, s := range st.nodes {
@@ -308,5 +307,41 @@ func TestPastEpochSecretsWiped(t *testing.T) {
 	}
 	if _, err := bob.Process(m1); !errors.Is(err, ErrWrongEpoch) {
 		t.Fatalf("got %v, want ErrWrongEpoch", err)
+	}
+}
+
+// TestStateHoldsNoDeletedSecrets checks that the serialized state leaves
+// out what Section 9.2 says to delete: a consumed message key and nonce,
+// and the secrets of an epoch the group has left.
+func TestStateHoldsNoDeletedSecrets(t *testing.T) {
+	tg, alice, bob := twoMembers(t, &Config{MaxPastEpochs: -1})
+	msg, err := alice.Protect([]byte("1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := bob.cur.prot.tree.receiveKey(alice.LeafIndex(), applicationRatchet, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, nonce := bytes.Clone(k.key), bytes.Clone(k.nonce)
+	if _, err := bob.Process(msg); err != nil {
+		t.Fatal(err)
+	}
+	old := bob.keys
+	oldSecrets := [][]byte{bytes.Clone(old.exporterSecret), bytes.Clone(old.initSecret),
+		bytes.Clone(old.confirmationKey), bytes.Clone(old.membershipKey), bytes.Clone(old.senderDataSecret)}
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	st, err := bob.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range append([][]byte{key, nonce}, oldSecrets...) {
+		if bytes.Contains(st, s) {
+			t.Errorf("deleted secret %d is in the serialized state", i)
+		}
 	}
 }
