@@ -5,6 +5,8 @@
 //
 //	mlsvectors -dir DIR
 //
+// Without -dir it reads $MLS_VECTORS_DIR, or else the current folder.
+//
 // It exits with status 1 when any case fails or when DIR holds no vector
 // file that mls knows how to check.
 package main
@@ -21,7 +23,11 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".", "folder holding the vector JSON files")
+	def := os.Getenv("MLS_VECTORS_DIR")
+	if def == "" {
+		def = "."
+	}
+	dir := flag.String("dir", def, "folder holding the vector JSON files (default $MLS_VECTORS_DIR, else the current folder)")
 	flag.Parse()
 	if err := run(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "mlsvectors:", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,5 +38,38 @@ func TestRun(t *testing.T) {
 	}
 	if err := run(dir); err == nil {
 		t.Error("a failing vector passed")
+	}
+}
+
+// TestRunOneFile checks that a folder holding a single vector file is
+// enough, and that changing one expected value in a real vector makes the
+// run fail.
+func TestRunOneFile(t *testing.T) {
+	src := os.Getenv("MLS_VECTORS_DIR")
+	if src == "" {
+		src = filepath.Join("..", "..", "..", "..", "..", "shared", "mls-vectors")
+	}
+	data, err := os.ReadFile(filepath.Join(src, "tree-math.json"))
+	if err != nil {
+		t.Skipf("no MLS test vectors: %v", err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tree-math.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The first case gives "n_nodes": 1 for one leaf; claim 2.
+	bad := bytes.Replace(data, []byte(`"n_nodes": 1,`), []byte(`"n_nodes": 2,`), 1)
+	if bytes.Equal(bad, data) {
+		t.Fatal("tree-math.json has an unexpected layout")
+	}
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(dir); err == nil {
+		t.Error("a wrong expected value passed")
 	}
 }
