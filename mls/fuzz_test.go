@@ -204,6 +204,16 @@ var allWireStructs = []func() wireStruct{
 	func() wireStruct { return new(SenderData) },
 	func() wireStruct { return new(SenderDataAAD) },
 	func() wireStruct { return new(PrivateContentAAD) },
+	func() wireStruct { return new(ExternalSender) },
+	func() wireStruct { return new(ParentNode) },
+	func() wireStruct { return new(Node) },
+	func() wireStruct { return new(Add) },
+	func() wireStruct { return new(Update) },
+	func() wireStruct { return new(Remove) },
+	func() wireStruct { return new(PreSharedKey) },
+	func() wireStruct { return new(ReInit) },
+	func() wireStruct { return new(ExternalInit) },
+	func() wireStruct { return new(GroupContextExtensions) },
 }
 
 // FuzzWireStructs covers every other wire structure, chosen by the first
