@@ -31,8 +31,45 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ExitErrHandler:       func(*ucli.Context, error) {}, // Run returns errors; main decides the exit code
 		Flags:                globalFlags(),
 		Commands:             append(append(seatCommands(), roomCommands()...), serveCommand()),
+		Action:               helpOrUnknown("tally"),
+		OnUsageError:         usageErrorLine,
 	}
+	oneLineErrors(app.Commands, "tally")
 	return app.RunContext(ctx, args)
+}
+
+// oneLineErrors makes every command answer a bad flag, and every command
+// group an unknown subcommand, with a one-line reason instead of the help
+// text.
+func oneLineErrors(cmds []*ucli.Command, parent string) {
+	for _, c := range cmds {
+		name := parent + " " + c.Name
+		if c.OnUsageError == nil {
+			c.OnUsageError = usageErrorLine
+		}
+		if len(c.Subcommands) > 0 && c.Action == nil {
+			c.Action = helpOrUnknown(name)
+		}
+		oneLineErrors(c.Subcommands, name)
+	}
+}
+
+func usageErrorLine(c *ucli.Context, err error, _ bool) error {
+	return &usageError{err.Error(), "see `" + c.Command.HelpName + " --help`; the global flags --home, --api-url, --relay-url and --json go before the command"}
+}
+
+// helpOrUnknown shows the help of a command group run without a
+// subcommand, and refuses an unknown one.
+func helpOrUnknown(name string) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		if c.NArg() == 0 {
+			if name == "tally" {
+				return ucli.ShowAppHelp(c)
+			}
+			return ucli.ShowSubcommandHelp(c)
+		}
+		return &usageError{fmt.Sprintf("unknown command %q", name+" "+c.Args().First()), "see `" + name + " --help`"}
+	}
 }
 
 // usageError is an error with a hint on what to do next.

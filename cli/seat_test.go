@@ -150,3 +150,37 @@ func TestCLIRevokedAccount(t *testing.T) {
 		t.Fatalf("log: %s", out)
 	}
 }
+
+// TestCLIUsageErrors: an unknown command or flag exits non-zero with one
+// line on stderr and nothing on stdout.
+func TestCLIUsageErrors(t *testing.T) {
+	home := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "tally bogus": see ` + "`tally --help`"},
+		{[]string{"room", "bogus"}, `unknown command "tally room bogus"`},
+		{[]string{"config", "frob"}, `unknown command "tally config frob"`},
+		{[]string{"devices", "nope"}, `unknown command "tally devices nope"`},
+		{[]string{"--bogus", "init"}, "flag provided but not defined: -bogus"},
+		{[]string{"log", "--json"}, "the global flags --home, --api-url, --relay-url and --json go before the command"},
+		{[]string{"room", "invite", "x", "--bogus"}, "unknown flag --bogus"},
+	} {
+		var out, errw bytes.Buffer
+		args := append([]string{"tally", "--home", home}, c.args...)
+		if code := Main(context.Background(), args, strings.NewReader(""), &out, &errw); code == 0 {
+			t.Errorf("tally %s exited 0", strings.Join(c.args, " "))
+		}
+		if out.Len() != 0 {
+			t.Errorf("tally %s printed on stdout:\n%s", strings.Join(c.args, " "), out.String())
+		}
+		if e := errw.String(); strings.Count(e, "\n") != 1 || !strings.Contains(e, c.want) {
+			t.Errorf("tally %s: stderr %q, want one line with %q", strings.Join(c.args, " "), e, c.want)
+		}
+	}
+	// A group without a subcommand shows its help.
+	if out := mustTally(t, "--home", home, "room"); !strings.Contains(out, "invite") {
+		t.Errorf("tally room: %s", out)
+	}
+}
