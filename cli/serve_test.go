@@ -39,7 +39,7 @@ type served struct {
 var listenRE = regexp.MustCompile(`msg="(directory|relay) listening" url=(http://\S+)`)
 
 // startServe runs `tally serve` on ephemeral loopback ports and waits until
-// both planes have logged their URLs.
+// both planes (or the one --only names) have logged their URLs.
 func startServe(t *testing.T, data string, extra ...string) *served {
 	t.Helper()
 	args := append([]string{"serve", "--data", data, "--api-addr", "127.0.0.1:0", "--relay-addr", "127.0.0.1:0"}, extra...)
@@ -64,8 +64,15 @@ func startServe(t *testing.T, data string, extra ...string) *served {
 		}
 		s.waitErr <- cmd.Wait()
 	}()
+	// With --only, wait for that plane alone.
+	want := map[string]bool{"directory": true, "relay": true}
+	for i, a := range extra {
+		if a == "--only" && i+1 < len(extra) {
+			want = map[string]bool{extra[i+1]: true}
+		}
+	}
 	deadline := time.After(30 * time.Second)
-	for s.apiURL == "" || s.relURL == "" {
+	for want["directory"] && s.apiURL == "" || want["relay"] && s.relURL == "" {
 		select {
 		case u := <-urls:
 			if u[0] == "directory" {
@@ -276,5 +283,76 @@ func TestServeGracefulShutdown(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+// TestServeSplitRevocation runs the planes as two `tally serve --only`
+// processes sharing one data folder: the relay learns a revocation by
+// polling the directory with the internal secret, closes the revoked
+// account's live socket and answers 403 to its token.
+func TestServeSplitRevocation(t *testing.T) {
+	data := t.TempDir()
+	d := startServe(t, data, "--quiet", "--only", "directory")
+	r := startServe(t, data, "--quiet", "--only", "relay", "--directory-url", d.apiURL)
+	if code := getJSON(t, d.apiURL+"/health", "", nil); code != 200 {
+		t.Fatalf("directory health: %d", code)
+	}
+	if code := getJSON(t, r.relURL+"/health", "", nil); code != 200 {
+		t.Fatalf("relay health: %d", code)
+	}
+
+	var acct struct {
+		AccountID string `json:"account_id"`
+		APIKey    string `json:"api_key"`
+	}
+	if code := postJSON(t, d.apiURL+"/v1/accounts", "", map[string]string{"email": "ops@acme.test", "org": "acme"}, &acct); code != 201 {
+		t.Fatalf("account: %d", code)
+	}
+	var tok struct{ Token string }
+	if code := postJSON(t, d.apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
+		t.Fatalf("token: %d", code)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+r.relURL[len("http"):]+"/ws/acme/ops/split", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	send := func(f frame) frame {
+		if err := wsjson.Write(ctx, c, f); err != nil {
+			t.Fatal(err)
+		}
+		var got frame
+		if err := wsjson.Read(ctx, c, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := send(frame{Type: "auth", Token: tok.Token}); got.Type != "ok" {
+		t.Fatalf("auth: %+v", got)
+	}
+	if got := send(frame{Type: "publish", Channel: "acme/ops/split", Payload: "YQ=="}); got.Type != "ok" || got.Seq != 1 {
+		t.Fatalf("publish: %+v", got)
+	}
+
+	var rev struct{ Revoked bool }
+	if code := postJSON(t, d.apiURL+"/v1/revocations", acct.APIKey, map[string]string{"did": "did:skytale:" + acct.AccountID}, &rev); code != 200 || !rev.Revoked {
+		t.Fatalf("revoke: %d %+v", code, rev)
+	}
+	start := time.Now()
+	var got frame
+	if err := wsjson.Read(ctx, c, &got); err != nil || got.Type != "error" || got.Code != "forbidden" {
+		t.Fatalf("after revocation: %+v, %v", got, err)
+	}
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("socket of a revoked account: %v, want close 1008", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("revoked socket closed after %v", d)
+	}
+	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme/ops/split", tok.Token, nil); code != 403 {
+		t.Fatalf("revoked token on the split relay: %d, want 403", code)
 	}
 }
