@@ -226,6 +226,20 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if (pathRequired(props) || external) && c.Path == nil {
 		return 0, fmt.Errorf("%w: path required", ErrInvalidCommit)
 	}
+	if external {
+		// Section 12.2: the one Remove an external Commit may hold removes
+		// an old appearance of the joiner, so the new leaf must name the
+		// same client as the removed one.
+		for _, p := range props {
+			if p.proposal.ProposalType != ProposalTypeRemove {
+				continue
+			}
+			old := g.cur.tree.leafNode(leafIndex(p.proposal.Remove.Removed))
+			if old == nil || !sameClient(&old.Credential, &c.Path.LeafNode.Credential) {
+				return 0, fmt.Errorf("%w: external commit removes another client", ErrInvalidProposal)
+			}
+		}
+	}
 
 	tree := g.cur.tree.clone()
 	ctx := *g.cur.ctx

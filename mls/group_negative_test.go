@@ -345,3 +345,24 @@ func TestStateHoldsNoDeletedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectExternalCommitRemovingAnother checks Section 12.2: the Remove
+// in an external Commit may only take out an old appearance of the
+// joiner, never another member.
+func TestRejectExternalCommitRemovingAnother(t *testing.T) {
+	_, alice, bob := twoMembers(t, nil)
+	gi, err := alice.GroupInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeBob := func(*ratchetTree, *LeafNode) (leafIndex, bool) { return leafIndex(bob.LeafIndex()), true }
+	_, commit, err := joinExternal(gi, newTestBundle(t, "did:key:mallory"), nil, nil, removeBob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(commit); !errors.Is(err, ErrInvalidProposal) {
+		t.Fatalf("got %v, want ErrInvalidProposal", err)
+	}
+	expectUnchanged(t, alice, before)
+}

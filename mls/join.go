@@ -175,6 +175,35 @@ func findLeaf(t *ratchetTree, ln *LeafNode) (leafIndex, bool) {
 // if the Delivery Service rejects the Commit, drop the returned Group.
 // treeData is the ratchet tree when the GroupInfo does not carry it.
 func JoinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, []byte, error) {
+	return joinExternal(groupInfo, bundle, treeData, cfg, resyncLeaf)
+}
+
+// resyncLeaf finds an old appearance of the joiner's identity in t, which
+// an external Commit removes (Section 12.4.3.2, "resync").
+func resyncLeaf(t *ratchetTree, own *LeafNode) (leafIndex, bool) {
+	for l := leafIndex(0); uint32(l) < t.size(); l++ {
+		if ln := t.leafNode(l); ln != nil && sameClient(&ln.Credential, &own.Credential) {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// sameClient reports whether two credentials name the same client: the
+// same BasicCredential identity, or otherwise the same credential.
+func sameClient(a, b *Credential) bool {
+	if a.CredentialType != b.CredentialType {
+		return false
+	}
+	if a.CredentialType == CredentialTypeBasic {
+		return bytes.Equal(a.Identity, b.Identity)
+	}
+	return bytes.Equal(marshal(a), marshal(b))
+}
+
+// joinExternal is JoinExternal with the choice of the leaf to remove left
+// to resync, so that tests can build hostile external Commits.
+func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool)) (*Group, []byte, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
 	var m MLSMessage
@@ -208,15 +237,11 @@ func JoinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		ProposalType: ProposalTypeExternalInit, ExternalInit: &ExternalInit{KEMOutput: kemOutput}}}}
 	// Resync: replace an old appearance of the same identity.
 	ownLeaf := bundle.kp.LeafNode
-	for l := leafIndex(0); uint32(l) < tree.size(); l++ {
-		if ln := tree.leafNode(l); ln != nil && ln.Credential.CredentialType == ownLeaf.Credential.CredentialType &&
-			bytes.Equal(ln.Credential.Identity, ownLeaf.Credential.Identity) {
-			props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
-				ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: uint32(l)}}})
-			if err := tree.removeLeaf(l); err != nil {
-				return nil, nil, err
-			}
-			break
+	if l, ok := resync(tree, &ownLeaf); ok {
+		props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+			ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: uint32(l)}}})
+		if err := tree.removeLeaf(l); err != nil {
+			return nil, nil, err
 		}
 	}
 	// The joiner takes the leftmost blank leaf; its leaf content comes
