@@ -370,7 +370,11 @@ func configCommand() *ucli.Command {
 						}
 					}
 					cfg[k] = v
-					return e.writeConfig(cfg)
+					if err := e.writeConfig(cfg); err != nil {
+						return err
+					}
+					e.out(map[string]string{"key": k, "value": v}, "%s = %s", k, v)
+					return nil
 				}),
 			},
 			{

@@ -90,7 +90,9 @@ func TestCLIConfigPrecedence(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	mustTally(t, append(g, "config", "set", "cover_traffic", "off")...)
+	if out := mustTally(t, append(g, "--json", "config", "set", "cover_traffic", "off")...); strings.TrimSpace(out) != `{"key":"cover_traffic","value":"off"}` {
+		t.Fatalf("config set --json: %q", out)
+	}
 	out := mustTally(t, append(g, "config", "list")...)
 	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") {
 		t.Fatalf("list: %s", out)
