@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -184,5 +186,43 @@ func TestCLIUsageErrors(t *testing.T) {
 	// A group without a subcommand shows its help.
 	if out := mustTally(t, "--home", home, "room"); !strings.Contains(out, "invite") {
 		t.Errorf("tally room: %s", out)
+	}
+}
+
+// TestCLIHome: --home beats TALLY_HOME, which beats ~/.tally; init writes
+// the phrase there with mode 0600 and prints only the identity.
+func TestCLIHome(t *testing.T) {
+	envHome, flagHome := t.TempDir(), t.TempDir()
+	testOnlyEnv = map[string]string{"TALLY_HOME": envHome}
+	defer func() { testOnlyEnv = nil }()
+	out := mustTally(t, "init")
+	fi, err := os.Stat(filepath.Join(envHome, "phrase"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("phrase in TALLY_HOME: %v %v", fi, err)
+	}
+	words := strings.Fields(mustTally(t, "backup", "--yes"))
+	if len(words) != 24 {
+		t.Fatalf("backup printed %d words", len(words))
+	}
+	for i := 0; i+1 < len(words); i++ {
+		if strings.Contains(out, words[i]+" "+words[i+1]) {
+			t.Fatalf("init printed words of the phrase: %q", out)
+		}
+	}
+	mustTally(t, "--home", flagHome, "init")
+	if _, err := os.Stat(filepath.Join(flagHome, "phrase")); err != nil {
+		t.Fatalf("--home did not beat TALLY_HOME: %v", err)
+	}
+	if again := strings.Fields(mustTally(t, "--home", flagHome, "backup", "--yes")); strings.Join(again, " ") == strings.Join(words, " ") {
+		t.Fatal("two homes share a phrase")
+	}
+
+	// Neither: ~/.tally.
+	userHome := t.TempDir()
+	t.Setenv("HOME", userHome)
+	testOnlyEnv = map[string]string{"TALLY_HOME": ""}
+	mustTally(t, "init")
+	if _, err := os.Stat(filepath.Join(userHome, ".tally", "phrase")); err != nil {
+		t.Fatalf("default home: %v", err)
 	}
 }
