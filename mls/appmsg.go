@@ -16,6 +16,11 @@ func (g *Group) Protect(data, authenticatedData []byte) ([]byte, error) {
 	if err := g.checkCanSend(); err != nil {
 		return nil, err
 	}
+	// Receivers refuse any vector longer than maxVectorLen, so a longer
+	// message could never be read (and could not be encoded past 2^30).
+	if len(data) > maxVectorLen || len(authenticatedData) > maxVectorLen {
+		return nil, fmt.Errorf("mls: application message longer than %d bytes", maxVectorLen)
+	}
 	// Section 12.4: a member that has seen proposals in the epoch must
 	// commit them before sending application data.
 	if len(g.proposals) > 0 {

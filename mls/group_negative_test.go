@@ -366,3 +366,25 @@ func TestRejectExternalCommitRemovingAnother(t *testing.T) {
 	}
 	expectUnchanged(t, alice, before)
 }
+
+// TestProtectTooLong checks that a message no receiver would accept (every
+// vector is capped at maxVectorLen) is refused with an error, not sent and
+// not a panic.
+func TestProtectTooLong(t *testing.T) {
+	_, alice, _ := twoMembers(t, nil)
+	if _, err := alice.Protect(make([]byte, maxVectorLen+1), nil); err == nil {
+		t.Fatal("oversized application data accepted")
+	}
+	if _, err := alice.Protect(nil, make([]byte, maxVectorLen+1)); err == nil {
+		t.Fatal("oversized authenticated data accepted")
+	}
+	pad := 0
+	_, alice, _ = twoMembers(t, &Config{Padding: func(int) int { return pad }})
+	pad = maxVectorLen
+	if _, err := alice.Protect([]byte("x"), nil); err == nil {
+		t.Fatal("padding past the receivers' limit accepted")
+	}
+	if _, err := alice.Protect([]byte("x"), nil); err == nil {
+		t.Fatal("padding past the receivers' limit accepted on a second try")
+	}
+}

@@ -324,6 +324,11 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 		b.raw(make([]byte, pad))
 	}
 	plaintext := b.bytes()
+	// Receivers cap every vector at maxVectorLen (Section 2.1.2 profile
+	// in codec.go); the ciphertext adds the 16-byte AEAD tag.
+	if len(plaintext) > maxVectorLen-16 {
+		return nil, fmt.Errorf("mls: private message content longer than %d bytes", maxVectorLen-16)
+	}
 
 	var guard [4]byte
 	r := p.rand
