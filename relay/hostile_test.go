@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"hash"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,60 @@ func TestHostileTokens(t *testing.T) {
 	// The good connection was not disturbed.
 	if seq := c.publishAck(chA, []byte("after")); seq != 2 {
 		t.Fatalf("seq after the hostile tokens %d, want 2", seq)
+	}
+}
+
+// TestHostileChannelNames sends every invalid channel-name shape to each
+// relay surface that takes a name, and checks that a 256-byte name is
+// accepted.
+func TestHostileChannelNames(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true})
+	tok := mint(t, "alice", "")
+	c := dialWS(t, tr.URL, "/ws")
+	c.auth(tok)
+	bad := map[string]string{
+		"two parts":     "acme/pay",
+		"four parts":    "acme/pay/agent/x",
+		"empty":         "",
+		"empty first":   "/pay/agent",
+		"empty middle":  "acme//agent",
+		"empty last":    "acme/pay/",
+		"257 bytes":     "acme/pay/" + strings.Repeat("x", 248),
+		"space":         "acme/pay/age nt",
+		"bang":          "acme/pay/agent!",
+		"non-ascii":     "acme/pay/agënt",
+		"nul":           "acme/pay/agent\x00",
+		"backslash":     `acme/pay\x/agent`,
+		"dot part":      "acme/./agent",
+		"dotdot part":   "acme/../agent",
+		"leading dot":   "./pay/agent",
+		"trailing dots": "acme/pay/..",
+	}
+	for shape, name := range bad {
+		for _, path := range []string{"/v1/messages", "/v1/sync"} {
+			code, m := httpGet(t, tr.URL+path+"?channel="+url.QueryEscape(name), tok)
+			if code != 400 || m["error"] != "invalid_channel" || m["message"] == "" {
+				t.Errorf("%s on %s: %d %v, want 400 invalid_channel", shape, path, code, m)
+			}
+		}
+		c.send(map[string]string{"type": "subscribe", "channel": name})
+		c.expectError("invalid_channel")
+		c.send(map[string]string{"type": "publish", "channel": name, "payload": "YQ=="})
+		c.expectError("invalid_channel")
+	}
+	var rows int
+	tr.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&rows)
+	if rows != 0 {
+		t.Fatalf("%d rows archived after hostile names", rows)
+	}
+
+	longest := "acme/pay/" + strings.Repeat("x", 247)
+	if len(longest) != 256 {
+		t.Fatal(len(longest))
+	}
+	c.subscribe(longest)
+	c.publishAck(longest, []byte("x"))
+	if code, m := httpGet(t, tr.URL+"/v1/sync?channel="+url.QueryEscape(longest), tok); code != 200 || len(m["entries"].([]any)) != 1 {
+		t.Fatalf("256-byte name: %d %v", code, m)
 	}
 }
