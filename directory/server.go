@@ -7,9 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
 // Defaults for the zero values of [Config].
@@ -223,20 +224,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // logPath is the request path as logged: no query string, and any segment
-// that looks like one of our secrets (a client putting a key in the path)
+// that looks like a credential (a client putting a key in the path)
 // replaced.
-func logPath(p string) string {
-	if !strings.Contains(p, "sk_") && !strings.Contains(p, "skt_") {
-		return p
-	}
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		if strings.Contains(s, "sk_") || strings.Contains(s, "skt_") {
-			segs[i] = "[redacted]"
-		}
-	}
-	return strings.Join(segs, "/")
-}
+func logPath(p string) string { return httpx.LogPath(p) }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -187,11 +187,12 @@ func TestRequestLogCarriesNoSecrets(t *testing.T) {
 	e.do("GET", "/v1/internal/revocations?after=0", testInternalSecret, nil)
 	e.do("POST", "/v1/channels", "sk_live_bogus", `{"name":"acme/x/y"}`)
 	e.do("GET", "/v1/channels/welcome/"+inv, key, nil)
+	e.do("GET", "/v1/channels/welcome/"+tok, key, nil)
 
 	out := buf.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 9 {
-		t.Fatalf("%d log lines for 9 requests:\n%s", len(lines), out)
+	if len(lines) != 10 {
+		t.Fatalf("%d log lines for 10 requests:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
 		for _, f := range []string{"method=", "path=", "status=", "duration="} {

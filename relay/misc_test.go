@@ -120,11 +120,15 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	bad.expectClose(websocket.StatusPolicyViolation)
 	httpGet(t, tr.URL+"/v1/sync?channel="+chA, tok)
 	httpGet(t, tr.URL+"/v1/sync?channel="+chA, "not-a-token")
+	// A client that puts its token in the path does not get it logged.
+	httpGet(t, tr.URL+"/v1/messages/"+tok, "")
+	short := dialWS(t, tr.URL, "/ws/acme/"+tok[:40]+"/y")
+	short.c.CloseNow()
 	c.c.CloseNow()
 	tr.stop(t)
 
 	out := buf.String()
-	for _, secret := range []string{tok, tok[strings.LastIndexByte(tok, '.')+1:], string(testSecret),
+	for _, secret := range []string{tok, tok[:40], tok[strings.LastIndexByte(tok, '.')+1:], string(testSecret),
 		base64.StdEncoding.EncodeToString(payload), string(payload), "not-a-token"} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("log contains a secret %q:\n%s", secret, out)

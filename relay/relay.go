@@ -253,7 +253,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 }
 
 func (s *Server) logRequest(r *http.Request, status int) {
-	s.log.Info("relay: request", "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr)
+	s.log.Info("relay: request", "method", r.Method, "path", httpx.LogPath(r.URL.Path), "status", status, "remote", r.RemoteAddr)
 }
 
 // authorize checks the bearer token of an HTTP request, answering 401 or

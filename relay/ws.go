@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
@@ -484,7 +485,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		// so a commit's burst of acks always fits the queue.
 		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
 	}
-	s.log.Info("relay: connection opened", "remote", c.remote, "path", r.URL.Path)
+	s.log.Info("relay: connection opened", "remote", c.remote, "path", httpx.LogPath(r.URL.Path))
 	s.hub.register(c)
 	if s.isClosed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)

@@ -124,3 +124,20 @@ func Bearer(r *http.Request) (string, bool) {
 	cred := strings.TrimSpace(h[len(prefix):])
 	return cred, cred != ""
 }
+
+// LogPath is a request path as it may be logged: any segment that looks
+// like a credential (an API key, an invite, federation or poll token, or a
+// JWT, whose header always starts "eyJ") is replaced, in case a client put
+// one in the path. Query strings are never logged.
+func LogPath(p string) string {
+	if !strings.Contains(p, "sk_") && !strings.Contains(p, "skt_") && !strings.Contains(p, "/eyJ") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if strings.Contains(s, "sk_") || strings.Contains(s, "skt_") || strings.HasPrefix(s, "eyJ") {
+			segs[i] = "[redacted]"
+		}
+	}
+	return strings.Join(segs, "/")
+}

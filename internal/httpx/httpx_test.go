@@ -72,3 +72,18 @@ func TestWriteError(t *testing.T) {
 		t.Fatal("content type")
 	}
 }
+
+func TestLogPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/channels/pending":                 "/v1/channels/pending",
+		"/ws/acme/pay/agent":                   "/ws/acme/pay/agent",
+		"/v1/channels/welcome/sk_live_abc":     "/v1/channels/welcome/[redacted]",
+		"/v1/x/skt_inv_abc/ack":                "/v1/x/[redacted]/ack",
+		"/v1/messages/eyJhbGciOi.eyJzdWIi.sig": "/v1/messages/[redacted]",
+		"/ws/eyJhbGciOi/x/y":                   "/ws/[redacted]/x/y",
+	} {
+		if got := LogPath(in); got != want {
+			t.Errorf("LogPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
