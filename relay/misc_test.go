@@ -74,15 +74,21 @@ func TestMethodsAndUnknownPaths(t *testing.T) {
 		{"POST", "/health", 405},
 		{"GET", "/nope", 404},
 		{"GET", "/ws", 426}, // not an upgrade request
+		{"GET", "/ws/acme/pay/agent", 426},
 	} {
 		req, _ := http.NewRequest(tc.method, tr.URL+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var body map[string]any
+		jerr := json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.code {
 			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.code)
+		}
+		if jerr != nil || body["error"] == nil || body["message"] == nil || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: answer is not a JSON error (%v): %v", tc.method, tc.path, jerr, body)
 		}
 	}
 }

@@ -471,6 +471,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.log.Info("relay: websocket upgrade failed", "remote", r.RemoteAddr)
+		if hw.failed != 0 {
+			writeError(w, hw.failed, "bad_handshake", "not a valid WebSocket handshake")
+		}
 		return
 	}
 	ws.SetReadLimit(readLimit)
@@ -509,10 +512,28 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 }
 
 // hijackWriter hands the WebSocket library a frameConn, so the relay can
-// write its data frames itself, many per socket write.
+// write its data frames itself, many per socket write. It also holds back
+// the library's plain-text answer to a bad handshake, so handleWS can
+// answer in the JSON error shape instead.
 type hijackWriter struct {
 	http.ResponseWriter
-	cc *frameConn
+	cc     *frameConn
+	failed int // the status of a refused handshake
+}
+
+func (h *hijackWriter) WriteHeader(code int) {
+	if code >= 400 {
+		h.failed = code
+		return
+	}
+	h.ResponseWriter.WriteHeader(code)
+}
+
+func (h *hijackWriter) Write(b []byte) (int, error) {
+	if h.failed != 0 {
+		return len(b), nil
+	}
+	return h.ResponseWriter.Write(b)
 }
 
 func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
