@@ -13,7 +13,8 @@ import (
 // only after the confirmation tag has verified. A message that fails any
 // check leaves the group as it was (the one exception, inherent to
 // Section 9.2, is that the ratchet key of a PrivateMessage that decrypted
-// is consumed even when a later check fails).
+// and carries its sender's valid signature is consumed even when a later
+// check of its Commit or proposal fails).
 
 // MessageKind says what a processed message was.
 type MessageKind int

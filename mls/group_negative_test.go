@@ -388,3 +388,53 @@ func TestProtectTooLong(t *testing.T) {
 		t.Fatal("padding past the receivers' limit accepted on a second try")
 	}
 }
+
+// TestForgedPrivateMessageBurnsNoKey checks that a member, who can derive
+// every sender's message keys, cannot burn another sender's generation
+// with a PrivateMessage it signed itself: the forgery is an
+// ErrInvalidSignature, changes nothing, and the genuine message of that
+// generation still decrypts.
+func TestForgedPrivateMessageBurnsNoKey(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	tg.add("did:key:alice", "did:key:carol")
+	carol := tg.members["did:key:carol"]
+	// Everyone reads one message of alice first, so that her ratchets
+	// exist and the generations line up.
+	warm, err := alice.Protect([]byte("warm"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Group{bob, carol} {
+		if _, err := m.Process(warm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := &FramedContent{
+		GroupID:         bob.cur.ctx.GroupID,
+		Epoch:           bob.cur.ctx.Epoch,
+		Sender:          Sender{SenderType: SenderTypeMember, LeafIndex: alice.LeafIndex()},
+		ContentType:     ContentTypeApplication,
+		ApplicationData: []byte("forged"),
+	}
+	ac, err := signFramedContent(bob.s, bob.sigPriv, WireFormatPrivateMessage, fc, bob.cur.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := bob.cur.prot.protectPrivate(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+	before := fingerprint(t, carol)
+	if _, err := carol.Process(forged); !errors.Is(err, ErrInvalidSignature) {
+		t.Fatalf("got %v, want ErrInvalidSignature", err)
+	}
+	expectUnchanged(t, carol, before)
+	genuine, err := alice.Protect([]byte("genuine"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := carol.Process(genuine); err != nil || string(rec.Data) != "genuine" {
+		t.Fatalf("genuine message after a forgery: %v %v", rec, err)
+	}
+}

@@ -380,8 +380,8 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 // data first, then the content with the key of the sender's ratchet at the
 // generation it names, and finally it verifies the signature with the key
 // signer returns for the sender. The ratchet key is consumed (deleted, and
-// the ratchet moved past it) only once the content decrypts (§9.2), so a
-// forged message cannot burn keys.
+// the ratchet moved past it) only once the content decrypts and its
+// signature verifies (§9.2), so a forged message cannot burn keys.
 func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey) (*AuthenticatedContent, error) {
 	if err := p.checkGroupEpoch(pm.GroupID, pm.Epoch); err != nil {
 		return nil, err
@@ -422,12 +422,6 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 	if err != nil {
 		return nil, errDecryptionFailed
 	}
-	// §9.2: the key and nonce were consumed by a successful decryption.
-	// commit deletes a stored (skipped) key; a freshly derived one is
-	// wiped here.
-	commit()
-	clear(k.key)
-	clear(k.nonce)
 
 	// §6.3.1: the content, then auth, then padding that must be all zero;
 	// the decoder rejects the content otherwise.
@@ -457,5 +451,13 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 	if err := verifyFramedContent(p.s, pub, ac, p.gc); err != nil {
 		return nil, err
 	}
+	// §9.2: the key and nonce are consumed now that the message has been
+	// authenticated. Consuming them only after the signature check keeps
+	// a member, who can derive every sender's keys, from burning another
+	// sender's generations with forged messages. commit deletes a stored
+	// (skipped) key; a freshly derived one is wiped here.
+	commit()
+	clear(k.key)
+	clear(k.nonce)
 	return ac, nil
 }
