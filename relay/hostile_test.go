@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -169,5 +170,27 @@ func TestHostileChannelNames(t *testing.T) {
 	c.publishAck(longest, []byte("x"))
 	if code, m := httpGet(t, tr.URL+"/v1/sync?channel="+url.QueryEscape(longest), tok); code != 200 || len(m["entries"].([]any)) != 1 {
 		t.Fatalf("256-byte name: %d %v", code, m)
+	}
+}
+
+// TestFrameOverReadLimit: a frame larger than any valid publish (base64 of
+// 1 MiB plus the JSON around it) ends the connection with 1009, and
+// nothing is archived.
+func TestFrameOverReadLimit(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	big := base64.StdEncoding.EncodeToString(make([]byte, 2*MaxPayload))
+	frame := `{"type":"publish","channel":"` + chA + `","payload":"` + big + `"}`
+	// The relay may close before the whole frame is written; the close
+	// code is what matters.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.c.Write(ctx, websocket.MessageText, []byte(frame))
+	c.expectClose(websocket.StatusMessageTooBig)
+	var rows int
+	tr.db.QueryRow(`SELECT count(*) FROM messages`).Scan(&rows)
+	if rows != 0 {
+		t.Fatalf("%d rows archived after an oversized frame", rows)
 	}
 }
