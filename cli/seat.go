@@ -166,6 +166,12 @@ func hint(err error) error {
 		return &usageError{"not signed in", "run `tally signin`"}
 	case errors.Is(err, seat.ErrNotConnected):
 		return &usageError{"not connected", "run `tally connect`"}
+	case errors.Is(err, seat.ErrSignedIn):
+		return &usageError{"this home is already signed in", "use another --home for another account"}
+	case errors.Is(err, seat.ErrNoDirectoryURL):
+		return &usageError{"no directory URL", "pass --api-url URL, set SKYTALE_API_URL, or run `tally config set api_url URL`"}
+	case errors.Is(err, seat.ErrNoRelayURL):
+		return &usageError{"no relay URL", "pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"}
 	}
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Code == "revoked" {

@@ -177,13 +177,13 @@ func (s *Seat) Recover(ctx context.Context, phrase string) (string, error) {
 // user code to approve on a signed-in device with [Seat.ApproveDevice].
 func (s *Seat) RequestDevice(ctx context.Context, label string) (*DeviceGrant, error) {
 	if s.cfg.APIURL == "" {
-		return nil, errors.New("seat: no directory URL configured")
+		return nil, ErrNoDirectoryURL
 	}
 	if _, err := s.getSeed(); err != nil {
 		return nil, err
 	}
 	if _, err := s.apiKey(ctx); err == nil {
-		return nil, errors.New("seat: already signed in")
+		return nil, ErrSignedIn
 	}
 	key, err := ecdh.X25519().GenerateKey(rand.Reader)
 	if err != nil {

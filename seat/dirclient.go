@@ -81,6 +81,9 @@ func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, 
 }
 
 func (c *DirectoryClient) call(ctx context.Context, method, path string, in, out any) error {
+	if c.BaseURL == "" {
+		return ErrNoDirectoryURL
+	}
 	return doJSON(ctx, c.HTTP, method, strings.TrimRight(c.BaseURL, "/")+path, c.Credential, in, out)
 }
 

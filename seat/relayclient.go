@@ -58,6 +58,9 @@ func (c *RelayClient) Messages(ctx context.Context, channel string, since uint64
 }
 
 func (c *RelayClient) get(ctx context.Context, path, channel string, since uint64, limit int, out any) error {
+	if c.BaseURL == "" {
+		return ErrNoRelayURL
+	}
 	tok, err := c.Token(ctx)
 	if err != nil {
 		return err
@@ -138,6 +141,9 @@ type Conn struct {
 
 // Dial opens a WebSocket on /ws and authenticates.
 func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
+	if c.BaseURL == "" {
+		return nil, ErrNoRelayURL
+	}
 	tok, err := c.Token(ctx)
 	if err != nil {
 		return nil, err

@@ -42,6 +42,10 @@ var (
 	ErrSeedExists   = errors.New("seat: this home already has a seed")
 	ErrNotSignedIn  = errors.New("seat: not signed in")
 	ErrNotConnected = errors.New("seat: not connected")
+	ErrSignedIn     = errors.New("seat: already signed in")
+
+	ErrNoDirectoryURL = errors.New("seat: no directory URL configured")
+	ErrNoRelayURL     = errors.New("seat: no relay URL configured")
 )
 
 // Seat is a client bound to one home folder. Its methods are safe for
@@ -233,10 +237,10 @@ func (s *Seat) directory(cred string) *DirectoryClient {
 // API key in the home folder.
 func (s *Seat) SignIn(ctx context.Context, email, org string) (Account, error) {
 	if s.cfg.APIURL == "" {
-		return Account{}, errors.New("seat: no directory URL configured")
+		return Account{}, ErrNoDirectoryURL
 	}
 	if _, err := s.st.meta(ctx, "api_key"); err == nil {
-		return Account{}, errors.New("seat: already signed in")
+		return Account{}, ErrSignedIn
 	}
 	a, err := s.directory("").CreateAccount(ctx, email, org)
 	if err != nil {
