@@ -133,7 +133,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 		}
 		// Section 7.3: the lifetime of a KeyPackage this member adds is
 		// always checked; the rest is validated with the proposal list.
-		if err := checkLifetime(&kp.LeafNode, g.cfg.now().Unix()); err != nil {
+		if err := checkLifetime(&kp.LeafNode, &g.cfg); err != nil {
 			return nil, err
 		}
 		inline = append(inline, Proposal{ProposalType: ProposalTypeAdd, Add: &Add{KeyPackage: *kp}})

@@ -66,7 +66,8 @@ var (
 
 // Defaults for [Config].
 const (
-	defaultMaxPastEpochs = 3
+	defaultMaxPastEpochs   = 3
+	defaultMaxLeafLifetime = 365 * 24 * time.Hour
 )
 
 // Config tunes a Group. A nil *Config or a zero field means the default.
@@ -79,6 +80,12 @@ type Config struct {
 	// KeyPackageLifetime is the validity of generated KeyPackages; the
 	// default is 90 days.
 	KeyPackageLifetime time.Duration
+
+	// MaxLeafLifetime is the longest total lifetime (not_after minus
+	// not_before) accepted on the leaf of a KeyPackage (Section 7.3
+	// requires applications to set one). The default is 365 days, or
+	// KeyPackageLifetime plus the clock skew allowance if that is longer.
+	MaxLeafLifetime time.Duration
 
 	// MaxPastEpochs is how many past epochs keep their application keys
 	// for late messages (Sections 15.3 and 9.2). The default is 3; a
@@ -127,6 +134,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.KeyPackageLifetime <= 0 {
 		out.KeyPackageLifetime = defaultKeyPackageLifetime
+	}
+	if out.MaxLeafLifetime <= 0 {
+		out.MaxLeafLifetime = max(defaultMaxLeafLifetime, out.KeyPackageLifetime+lifetimeSkew)
 	}
 	if out.MaxPastEpochs == 0 {
 		out.MaxPastEpochs = defaultMaxPastEpochs

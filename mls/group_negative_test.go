@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 // fingerprint summarizes the state that a rejected message must not
@@ -436,5 +437,33 @@ func TestForgedPrivateMessageBurnsNoKey(t *testing.T) {
 	}
 	if rec, err := carol.Process(genuine); err != nil || string(rec.Data) != "genuine" {
 		t.Fatalf("genuine message after a forgery: %v %v", rec, err)
+	}
+}
+
+// TestRejectOverlongLifetime checks the maximum total lifetime that
+// Section 7.3 requires applications to set on KeyPackage leaves.
+func TestRejectOverlongLifetime(t *testing.T) {
+	tg := newTestGroup(t, "did:key:alice", nil)
+	alice := tg.members["did:key:alice"]
+	sk, err := GenerateSignatureKey(testSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := NewKeyPackage(testSuite, "did:key:bob", sk, &Config{KeyPackageLifetime: 2 * 365 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, alice)
+	if _, err := alice.AddMembers(long.Bytes()); !errors.Is(err, ErrInvalidLeafNode) {
+		t.Fatalf("got %v, want ErrInvalidLeafNode", err)
+	}
+	expectUnchanged(t, alice, before)
+	// A group that allows it accepts the same KeyPackage.
+	g, err := NewGroup([]byte("g"), newTestBundle(t, "did:key:carol"), &Config{MaxLeafLifetime: 3 * 365 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.AddMembers(long.Bytes()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -148,7 +148,7 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 			return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
 		}
 		if ln.LeafNodeSource == LeafNodeSourceKeyPackage && !c.SkipLifetimeCheck {
-			if err := checkLifetime(ln, c.now().Unix()); err != nil {
+			if err := checkLifetime(ln, &c); err != nil {
 				return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
 			}
 		}

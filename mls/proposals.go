@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // This file creates proposals (RFC 9420, Section 12.1), validates proposal
@@ -471,16 +472,24 @@ func (g *Group) validateKeyPackageContent(kp *KeyPackage, own bool) error {
 		return fmt.Errorf("%w: init key equals the encryption key", ErrInvalidLeafNode)
 	}
 	if own || !g.cfg.SkipLifetimeCheck {
-		if err := checkLifetime(&kp.LeafNode, g.cfg.now().Unix()); err != nil {
+		if err := checkLifetime(&kp.LeafNode, &g.cfg); err != nil {
 			return err
 		}
 	}
 	return g.checkLeafCompat(&kp.LeafNode, g.cur.ctx.Extensions)
 }
 
-func checkLifetime(ln *LeafNode, now int64) error {
-	if now < 0 || uint64(now) < ln.Lifetime.NotBefore || uint64(now) > ln.Lifetime.NotAfter {
+// checkLifetime checks the lifetime of a KeyPackage's leaf (Section 7.3):
+// it covers the current time, and its total length is at most
+// Config.MaxLeafLifetime, the maximum the RFC requires applications to set.
+func checkLifetime(ln *LeafNode, c *Config) error {
+	now := c.now().Unix()
+	lt := ln.Lifetime
+	if now < 0 || uint64(now) < lt.NotBefore || uint64(now) > lt.NotAfter {
 		return fmt.Errorf("%w: lifetime does not cover the current time", ErrInvalidLeafNode)
+	}
+	if lt.NotAfter-lt.NotBefore > uint64(c.MaxLeafLifetime/time.Second) {
+		return fmt.Errorf("%w: lifetime longer than %v", ErrInvalidLeafNode, c.MaxLeafLifetime)
 	}
 	return nil
 }
