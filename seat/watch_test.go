@@ -211,7 +211,13 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("%d frames whose length no real frame of carol's had (lengths %v)", odd, lens)
 	}
 
-	scanForSecrets(t, filepath.Join(dir, "relay.db"), []string{strings.Repeat("c", 300)})
+	secrets := append([]string{}, wantHist[:4]...) // the two-byte texts are too short to be telling
+	for _, m := range []*member{alice, bob, carol, dave} {
+		words, _ := m.Phrase()
+		secrets = append(secrets, strings.Join(words, " "), m.acct.APIKey)
+	}
+	scanForSecrets(t, filepath.Join(dir, "relay.db"), secrets)
+	scanForSecrets(t, filepath.Join(dir, "directory.db"), secrets)
 }
 
 func TestWatchErrors(t *testing.T) {
