@@ -143,7 +143,7 @@ func TestCLIRevokedAccount(t *testing.T) {
 
 	mustTally(t, append(g, "add", "after")...)
 	for _, args := range [][]string{
-		{"push"}, {"pull"}, {"msg", "ops", "hello"}, {"room", "invite", "ops"}, {"connect"},
+		{"push"}, {"pull"}, {"msg", "ops", "hello"}, {"room", "invite", "ops"}, {"room", "admit", "ops"}, {"connect"},
 	} {
 		_, err := tally(t, "", append(g, args...)...)
 		if err == nil || !strings.Contains(err.Error(), "this account has been revoked") || !strings.Contains(err.Error(), "tally signin") {
@@ -245,6 +245,8 @@ func TestCLIMissingSettings(t *testing.T) {
 		{append(g, "--api-url", st.APIURL, "push"), "no relay URL: pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"},
 		{append(g, "--api-url", st.APIURL, "pull"), "no relay URL"},
 		{append(g, "--relay-url", st.RelayURL, "push"), "no directory URL"},
+		{append(g, "--api-url", st.APIURL, "--relay-url", st.RelayURL, "room", "create", "ops"), ""},
+		{append(g, "--api-url", st.APIURL, "watch"), "no relay URL"},
 		{append(g, "--api-url", st.APIURL, "--relay-url", st.RelayURL, "push"), ""},
 	} {
 		_, err := tally(t, "", c.args...)

@@ -513,7 +513,7 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 	pending, err := dir.Pending(ctx, ch)
 	if err != nil {
 		var ae *APIError
-		if errors.As(err, &ae) && (ae.Status == 403 || ae.Status == 404) {
+		if errors.As(err, &ae) && (ae.Code == "not_owner" || ae.Status == 404) {
 			return nil, ErrNotOwner
 		}
 		return nil, err

@@ -153,7 +153,8 @@ func permanentWatchError(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrNoRoom), errors.Is(err, ErrNotSignedIn), errors.Is(err, ErrNoSeed):
+	case errors.Is(err, ErrNoRoom), errors.Is(err, ErrNotSignedIn), errors.Is(err, ErrNoSeed),
+		errors.Is(err, ErrNoRelayURL), errors.Is(err, ErrNoDirectoryURL):
 		return true
 	case errors.As(err, &ae):
 		return ae.Status == 401 || ae.Status == 403 || ae.Status == 404
