@@ -86,6 +86,10 @@ type Server struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	requests sync.WaitGroup // requests in flight
+	reqMu    sync.Mutex     // guards closed and the Add of requests
+	closed   bool
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -126,14 +130,17 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the background sweep, waits for it, and closes the database.
+// Close stops accepting requests (later ones get 503), waits for the
+// requests in flight and the background sweep, and closes the database.
 // If ctx ends first, Close returns its error without closing the database.
-// Stop serving requests (http.Server.Shutdown) before calling Close.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
+		s.reqMu.Lock()
+		s.closed = true
+		s.reqMu.Unlock()
 		s.cancel()
 		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
+		go func() { s.requests.Wait(); s.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 			s.closeErr = s.store.close()
@@ -197,6 +204,15 @@ func (s *Server) routes() {
 
 // ServeHTTP implements [http.Handler].
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.reqMu.Lock()
+	if s.closed {
+		s.reqMu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "closed", "the directory is shutting down")
+		return
+	}
+	s.requests.Add(1)
+	s.reqMu.Unlock()
+	defer s.requests.Done()
 	start := time.Now()
 	rec := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)
