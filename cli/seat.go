@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -305,7 +306,9 @@ func seatCommands() []*ucli.Command {
 			Name:  "pull",
 			Usage: "fetch and merge log entries from the relay",
 			Action: withSeat(func(e *env, s *seat.Seat) error {
+				var reached uint64
 				progress := func(seq uint64) {
+					reached = seq
 					if !e.json {
 						fmt.Fprintf(e.c.App.ErrWriter, "\rpulled up to seq %d", seq)
 					}
@@ -313,6 +316,10 @@ func seatCommands() []*ucli.Command {
 				n, err := s.Pull(e.c.Context, progress)
 				if !e.json {
 					fmt.Fprint(e.c.App.ErrWriter, "\r\033[K")
+				}
+				if errors.Is(err, context.Canceled) {
+					// What was merged stays merged: the next pull goes on from there.
+					fmt.Fprintf(e.c.App.ErrWriter, "stopped at seq %d with %d new entries merged; run `tally pull` again to go on\n", reached, n)
 				}
 				if err != nil {
 					return err

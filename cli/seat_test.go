@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,70 @@ func TestCLIMissingSettings(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("tally %s: %v, want %q", strings.Join(c.args[2:], " "), err, c.want)
 		}
+	}
+}
+
+// cancelOn cancels a context once a write contains a marker.
+type cancelOn struct {
+	syncBuffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(w.String(), w.marker) {
+		w.cancel()
+	}
+	return n, err
+}
+
+// TestCLIPullInterrupted: a pull interrupted after its first page keeps
+// what it merged, says so, and the next pull goes on.
+func TestCLIPullInterrupted(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL, "--relay-url", st.RelayURL}
+	mustTally(t, append(g, "init")...)
+	mustTally(t, append(g, "signin", "--org", "acme")...)
+	var conn struct{ Channel string }
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "connect")...)), &conn); err != nil {
+		t.Fatal(err)
+	}
+	// More than one page of entries on the sync channel: foreign bytes,
+	// which a pull skips, then a real batch.
+	tok := st.Token(t, st.NewAccount(t, "acme").APIKey)
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
+	c, err := rc.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe(context.Background(), conn.Channel); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		if _, err := c.Publish(context.Background(), conn.Channel, []byte("not a sealed batch")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustTally(t, append(g, "add", "after the noise")...)
+	mustTally(t, append(g, "push")...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &cancelOn{marker: "pulled up to seq 500", cancel: cancel}
+	var out bytes.Buffer
+	err = Run(ctx, append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, errw)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(errw.String(), "stopped at seq 500 with 0 new entries merged; run `tally pull` again") {
+		t.Fatalf("interrupted pull: %v, stderr %q", err, errw.String())
+	}
+	// The next pull starts after the first page.
+	out.Reset()
+	var errw2 bytes.Buffer
+	if err := Run(context.Background(), append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, &errw2); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(errw2.String(), "seq 500") || !strings.Contains(errw2.String(), "pulled up to seq 601") || !strings.Contains(out.String(), "pulled 0 new entries") {
+		t.Fatalf("pull after the interruption: %q, stderr %q", out.String(), errw2.String())
 	}
 }
