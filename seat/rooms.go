@@ -76,6 +76,13 @@ func (s *Seat) mlsConfig() *mls.Config {
 		Padding: func(n int) int {
 			return padding.Size(n) - padding.HeaderLen - n
 		},
+		// KeyPackages this seat adds are always checked for lifetime. The
+		// leaves already in a room's tree are not: a member who has not
+		// committed since joining keeps its KeyPackage's 90-day lifetime in
+		// the tree, and checking it would make every later Welcome fail
+		// once that lifetime passes (RFC 9420 §7.3 leaves this to the
+		// application).
+		SkipLifetimeCheck: true,
 	}
 }
 

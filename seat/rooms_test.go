@@ -317,3 +317,40 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomOutlivesKeyPackageLifetime: a member who never commits keeps its
+// KeyPackage's 90-day lifetime in the tree; joins after that must still work.
+func TestRoomOutlivesKeyPackageLifetime(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	room, err := alice.RoomCreate(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+
+	later := func() time.Time { return time.Now().Add(100 * 24 * time.Hour) }
+	reopen := func(home string) *seat.Seat {
+		s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: st.APIURL, RelayURL: st.RelayURL, Now: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	alice.Close()
+	alice2 := &member{Seat: reopen(alice.home), did: alice.did, acct: alice.acct, home: alice.home}
+	carolHome := t.TempDir()
+	carol := &member{Seat: reopen(carolHome), home: carolHome}
+	if carol.did, err = carol.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.SignIn(ctx, "carol@example.test", "carolco"); err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice2, carol, room)
+	sendTo(t, carol, room, "a hundred days on")
+	expect(t, "bob", received(t, bob, room), "a hundred days on")
+}
