@@ -87,9 +87,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	requests sync.WaitGroup // requests in flight
-	reqMu    sync.Mutex     // guards closed and the Add of requests
-	closed   bool
+	gate httpx.Gate // requests in flight
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -135,12 +133,10 @@ func New(cfg Config) (*Server, error) {
 // If ctx ends first, Close returns its error without closing the database.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.reqMu.Lock()
-		s.closed = true
-		s.reqMu.Unlock()
+		s.gate.Close()
 		s.cancel()
 		done := make(chan struct{})
-		go func() { s.requests.Wait(); s.wg.Wait(); close(done) }()
+		go func() { <-s.gate.Drained(); s.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 			s.closeErr = s.store.close()
@@ -204,15 +200,11 @@ func (s *Server) routes() {
 
 // ServeHTTP implements [http.Handler].
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.reqMu.Lock()
-	if s.closed {
-		s.reqMu.Unlock()
+	if !s.gate.Enter() {
 		writeError(w, http.StatusServiceUnavailable, "closed", "the directory is shutting down")
 		return
 	}
-	s.requests.Add(1)
-	s.reqMu.Unlock()
-	defer s.requests.Done()
+	defer s.gate.Leave()
 	start := time.Now()
 	rec := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)

@@ -86,9 +86,7 @@ type Server struct {
 	revoked  map[string]struct{}
 	revAfter int64 // owned by the poller
 
-	mu     sync.Mutex // guards closed and adding to active
-	closed bool
-	active sync.WaitGroup // requests and connections in progress
+	gate httpx.Gate // requests and connections in progress
 }
 
 // New opens the archive and starts the relay's background goroutines.
@@ -180,41 +178,26 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.gate.Enter() {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
 		return
 	}
-	s.active.Add(1)
-	s.mu.Unlock()
-	defer s.active.Done()
+	defer s.gate.Leave()
 	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // Close stops accepting requests, closes every connection (with a close
 // handshake while ctx allows, then abruptly), lets the archive writer commit
 // what it holds, and waits for every goroutine the relay started.
 func (s *Server) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.gate.Close() {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
 
 	for _, c := range s.hub.all() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, false)
 	}
-	done := make(chan struct{})
-	go func() { s.active.Wait(); close(done) }()
+	done := s.gate.Drained()
 	var err error
 	select {
 	case <-done:

@@ -490,7 +490,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("relay: connection opened", "remote", c.remote, "path", httpx.LogPath(r.URL.Path))
 	s.hub.register(c)
-	if s.isClosed() {
+	if s.gate.Closed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)
 	}
 	timer := time.AfterFunc(s.cfg.AuthTimeout, func() {
