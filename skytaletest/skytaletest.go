@@ -4,7 +4,6 @@
 package skytaletest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -12,13 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/seat"
 )
 
 // Stack is a running directory and relay.
@@ -73,50 +72,30 @@ func NewStackWith(t testing.TB, opts Options) *Stack {
 
 // Account is a directory account made for a test.
 type Account struct {
-	ID     string `json:"account_id"`
-	Org    string `json:"org"`
-	APIKey string `json:"api_key"`
+	ID, Org, APIKey string
 }
 
 // NewAccount creates an account in org (with the internal secret, so it
 // works whether or not signup is open).
 func (s *Stack) NewAccount(t testing.TB, org string) Account {
 	t.Helper()
-	var a Account
 	email := fmt.Sprintf("%x@%s.test", random(6), org)
-	s.call(t, "/v1/accounts", string(s.InternalSecret), map[string]string{"email": email, "org": org}, &a)
-	return a
+	dc := &seat.DirectoryClient{BaseURL: s.APIURL, Credential: string(s.InternalSecret)}
+	a, err := dc.CreateAccount(context.Background(), email, org)
+	if err != nil {
+		t.Fatalf("skytaletest: create account: %v", err)
+	}
+	return Account{ID: a.AccountID, Org: a.Org, APIKey: a.APIKey}
 }
 
 // Token mints a JWT for the holder of apiKey.
 func (s *Stack) Token(t testing.TB, apiKey string) string {
 	t.Helper()
-	var out struct {
-		Token string `json:"token"`
-	}
-	s.call(t, "/v1/tokens", apiKey, map[string]any{}, &out)
-	return out.Token
-}
-
-func (s *Stack) call(t testing.TB, path, bearer string, in, out any) {
-	t.Helper()
-	body, _ := json.Marshal(in)
-	req, _ := http.NewRequest("POST", s.APIURL+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	tok, _, err := (&seat.DirectoryClient{BaseURL: s.APIURL, Credential: apiKey}).Token(context.Background())
 	if err != nil {
-		t.Fatalf("skytaletest: POST %s: %v", path, err)
+		t.Fatalf("skytaletest: mint token: %v", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		var e struct{ Error, Message string }
-		json.NewDecoder(resp.Body).Decode(&e)
-		t.Fatalf("skytaletest: POST %s: %d %s: %s", path, resp.StatusCode, e.Error, e.Message)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		t.Fatalf("skytaletest: POST %s: %v", path, err)
-	}
+	return tok
 }
 
 func random(n int) []byte {
