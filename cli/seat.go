@@ -66,33 +66,9 @@ func getenv(_ *ucli.Context, key string) string {
 
 var testOnlyEnv map[string]string
 
-func (e *env) configPath() string { return filepath.Join(e.home, "config.json") }
-
+// readConfig returns the settings kept in the home's SQLite file.
 func (e *env) readConfig() (map[string]string, error) {
-	cfg := map[string]string{}
-	b, err := os.ReadFile(e.configPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return cfg, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return nil, fmt.Errorf("%s is not valid JSON: %w", e.configPath(), err)
-	}
-	return cfg, nil
-}
-
-func (e *env) writeConfig(cfg map[string]string) error {
-	if err := os.MkdirAll(e.home, 0o700); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	tmp := e.configPath() + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, e.configPath())
+	return seat.Settings(e.c.Context, e.home)
 }
 
 // setting resolves a setting: flag beats environment beats config file.
@@ -382,8 +358,7 @@ func configCommand() *ucli.Command {
 							return &usageError{"cover_traffic is on or off", ""}
 						}
 					}
-					cfg[k] = v
-					if err := e.writeConfig(cfg); err != nil {
+					if err := seat.SetSetting(e.c.Context, e.home, k, v); err != nil {
 						return err
 					}
 					e.out(map[string]string{"key": k, "value": v}, "%s = %s", k, v)

@@ -58,6 +58,11 @@ var storeMigrations = []string{
 		ts      INTEGER NOT NULL,
 		PRIMARY KEY (channel, seq)
 	);`,
+	// Settings the user manages with `tally config`.
+	`CREATE TABLE settings (
+		key   TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	);`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
