@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -19,9 +20,10 @@ import (
 
 // Configuration keys of `tally config`.
 var configKeys = map[string]string{
-	"api_url":       "directory base URL (env SKYTALE_API_URL, flag --api-url)",
-	"relay_url":     "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)",
-	"cover_traffic": "on or off: cover frames while a connection is open",
+	"api_url":        "directory base URL (env SKYTALE_API_URL, flag --api-url)",
+	"relay_url":      "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)",
+	"cover_traffic":  "on or off: cover frames while a connection is open",
+	"cover_interval": "mean time between cover frames, e.g. 10s (at least 1s)",
 }
 
 func globalFlags() []ucli.Flag {
@@ -101,6 +103,11 @@ func (e *env) openSeat() (*seat.Seat, error) {
 	}
 	sc := seat.Config{Home: e.home, APIURL: api, RelayURL: rel}
 	sc.Cover.Disabled = cfg["cover_traffic"] == "off"
+	if v := cfg["cover_interval"]; v != "" {
+		if sc.Cover.MeanInterval, err = parseCoverInterval(v); err != nil {
+			return nil, err
+		}
+	}
 	return seat.Open(e.c.Context, sc)
 }
 
@@ -353,6 +360,10 @@ func configCommand() *ucli.Command {
 						if err := seat.CheckURL(v); err != nil {
 							return err
 						}
+					case "cover_interval":
+						if _, err := parseCoverInterval(v); err != nil {
+							return err
+						}
 					case "cover_traffic":
 						if v != "on" && v != "off" {
 							return &usageError{"cover_traffic is on or off", ""}
@@ -396,4 +407,13 @@ func configCommand() *ucli.Command {
 			},
 		},
 	}
+}
+
+// parseCoverInterval reads the cover_interval setting.
+func parseCoverInterval(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, &usageError{fmt.Sprintf("cover_interval %q is not a duration of at least 1s", v), "for example: tally config set cover_interval 30s"}
+	}
+	return d, nil
 }

@@ -87,6 +87,8 @@ func TestCLIConfigPrecedence(t *testing.T) {
 		{"config", "set", "api_url", "http://example.com"},
 		{"config", "set", "nonsense", "x"},
 		{"config", "set", "cover_traffic", "maybe"},
+		{"config", "set", "cover_interval", "fast"},
+		{"config", "set", "cover_interval", "10ms"},
 		{"config", "get", "nonsense"},
 	} {
 		if _, err := tally(t, "", append(g, bad...)...); err == nil {
@@ -96,8 +98,9 @@ func TestCLIConfigPrecedence(t *testing.T) {
 	if out := mustTally(t, append(g, "--json", "config", "set", "cover_traffic", "off")...); strings.TrimSpace(out) != `{"key":"cover_traffic","value":"off"}` {
 		t.Fatalf("config set --json: %q", out)
 	}
+	mustTally(t, append(g, "config", "set", "cover_interval", "30s")...)
 	out := mustTally(t, append(g, "config", "list")...)
-	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") {
+	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") || !strings.Contains(out, "cover_interval = 30s") {
 		t.Fatalf("list: %s", out)
 	}
 
