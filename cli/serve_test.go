@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -168,25 +169,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	wsURL := "ws" + s.relURL[len("http"):] + "/ws/acme/ops/durable"
-	c, _, err := websocket.Dial(ctx, wsURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	send := func(f frame) frame {
-		if err := wsjson.Write(ctx, c, f); err != nil {
-			t.Fatal(err)
-		}
-		var r frame
-		if err := wsjson.Read(ctx, c, &r); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	if r := send(frame{Type: "auth", Token: tok.Token}); r.Type != "ok" {
-		t.Fatalf("auth: %+v", r)
-	}
+	c, send := relaySocket(ctx, t, s.relURL+"/ws/acme/ops/durable", tok.Token)
 	const n = 200
 	acked := map[uint64]string{}
 	for i := 0; i < n; i++ {
@@ -240,13 +223,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 
 	// The sequence continues and is never reused (the relay may skip
 	// numbers it had reserved before the crash).
-	c2, _, err := websocket.Dial(ctx, "ws"+s2.relURL[len("http"):]+"/ws/acme/ops/durable", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.CloseNow()
-	c = c2
-	send(frame{Type: "auth", Token: tok.Token})
+	_, send = relaySocket(ctx, t, s2.relURL+"/ws/acme/ops/durable", tok.Token)
 	if r := send(frame{Type: "publish", Channel: "acme/ops/durable", Payload: "YWZ0ZXI="}); r.Type != "ok" || r.Seq <= n {
 		t.Fatalf("publish after restart: %+v, want seq > %d", r, n)
 	}
@@ -315,24 +292,7 @@ func TestServeSplitRevocation(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+r.relURL[len("http"):]+"/ws/acme/ops/split", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	send := func(f frame) frame {
-		if err := wsjson.Write(ctx, c, f); err != nil {
-			t.Fatal(err)
-		}
-		var got frame
-		if err := wsjson.Read(ctx, c, &got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := send(frame{Type: "auth", Token: tok.Token}); got.Type != "ok" {
-		t.Fatalf("auth: %+v", got)
-	}
+	c, send := relaySocket(ctx, t, r.relURL+"/ws/acme/ops/split", tok.Token)
 	if got := send(frame{Type: "publish", Channel: "acme/ops/split", Payload: "YQ=="}); got.Type != "ok" || got.Seq != 1 {
 		t.Fatalf("publish: %+v", got)
 	}
@@ -355,4 +315,29 @@ func TestServeSplitRevocation(t *testing.T) {
 	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme/ops/split", tok.Token, nil); code != 403 {
 		t.Fatalf("revoked token on the split relay: %d, want 403", code)
 	}
+}
+
+// relaySocket dials a relay WebSocket (url is http://…), authenticates with
+// tok, and returns the connection and a send-one-frame-read-one helper.
+func relaySocket(ctx context.Context, t *testing.T, url, tok string) (*websocket.Conn, func(frame) frame) {
+	t.Helper()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	send := func(f frame) frame {
+		if err := wsjson.Write(ctx, c, f); err != nil {
+			t.Fatal(err)
+		}
+		var got frame
+		if err := wsjson.Read(ctx, c, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := send(frame{Type: "auth", Token: tok}); got.Type != "ok" {
+		t.Fatalf("auth: %+v", got)
+	}
+	return c, send
 }
