@@ -125,18 +125,26 @@ func (s *Server) handleCreateInvite(w http.ResponseWriter, r *http.Request, p pr
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	uses, ttl, ok := inviteLimits(w, req.MaxUses, req.TTLSeconds)
+	s.mintInvite(w, r, prefixInvite, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {
+		return s.store.createInvite(r.Context(), req.Channel, p.account, hash, uses, exp, now)
+	})
+}
+
+// mintInvite checks the use and lifetime limits, mints a token with prefix,
+// stores its hash with store, and answers 201 {token, expires_at}.
+func (s *Server) mintInvite(w http.ResponseWriter, r *http.Request, prefix string, maxUses, ttlSeconds *int64, store func(hash []byte, uses int, exp, now time.Time) error) {
+	uses, ttl, ok := inviteLimits(w, maxUses, ttlSeconds)
 	if !ok {
 		return
 	}
-	tok, hash, err := s.newSecret(prefixInvite)
+	tok, hash, err := s.newSecret(prefix)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	now := s.cfg.Now()
 	exp := now.Add(ttl)
-	if err := s.store.createInvite(r.Context(), req.Channel, p.account, hash, uses, exp, now); err != nil {
+	if err := store(hash, uses, exp, now); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -160,22 +168,9 @@ func (s *Server) handleCreateFederationInvite(w http.ResponseWriter, r *http.Req
 		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
 		return
 	}
-	uses, ttl, ok := inviteLimits(w, req.MaxUses, req.TTLSeconds)
-	if !ok {
-		return
-	}
-	tok, hash, err := s.newSecret(prefixFed)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	now := s.cfg.Now()
-	exp := now.Add(ttl)
-	if err := s.store.createFederationInvite(r.Context(), req.Channel, p.account, req.Org, hash, uses, exp, now); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, inviteResponse{Token: tok, ExpiresAt: rfc3339(exp)})
+	s.mintInvite(w, r, prefixFed, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {
+		return s.store.createFederationInvite(r.Context(), req.Channel, p.account, req.Org, hash, uses, exp, now)
+	})
 }
 
 type joinRequestBody struct {
