@@ -4,13 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/jwt"
@@ -45,12 +44,16 @@ func hashSecret(raw string) []byte {
 	return sum[:]
 }
 
+// newID returns a random (version 4) UUID, RFC 9562 §5.4.
 func (s *Server) newID() (string, error) {
-	id, err := uuid.NewRandomFromReader(s.cfg.Rand)
-	if err != nil {
+	var b [16]byte
+	if _, err := io.ReadFull(s.cfg.Rand, b[:]); err != nil {
 		return "", fmt.Errorf("directory: read random: %w", err)
 	}
-	return id.String(), nil
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
 }
 
 // isInternal reports whether the request carries the internal secret.
