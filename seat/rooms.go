@@ -101,19 +101,20 @@ type room struct {
 	role    string
 	lastSeq uint64
 	g       *mls.Group
-	state   []byte // the stored state this room was loaded from
+	version int64 // the stored version this room was loaded from
 }
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	r := &room{channel: ch}
-	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role FROM rooms WHERE channel = ?`, ch).Scan(&r.state, &r.lastSeq, &r.role)
+	var state []byte
+	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role, version FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role, &r.version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoRoom
 	}
 	if err != nil {
 		return nil, err
 	}
-	if r.g, err = mls.RestoreGroup(r.state, s.mlsConfig()); err != nil {
+	if r.g, err = mls.RestoreGroup(state, s.mlsConfig()); err != nil {
 		return nil, fmt.Errorf("seat: room state: %w", err)
 	}
 	return r, nil
@@ -121,7 +122,7 @@ func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 
 // saveRoom writes the group state, the cursor and any history in one
 // transaction, so a crash never skips or applies a relay entry twice. The
-// update applies only if the stored state is still the one r was loaded
+// update applies only if the stored version is still the one r was loaded
 // from: two processes on one home can never both use the same message key.
 func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...RoomMessage) error {
 	state, err := r.g.MarshalBinary()
@@ -138,7 +139,8 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli())
 	} else {
 		var res sql.Result
-		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ? WHERE channel = ? AND state = ?`, state, r.lastSeq, r.channel, r.state)
+		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ?, version = version + 1
+			WHERE channel = ? AND version = ?`, state, r.lastSeq, r.channel, r.version)
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errRoomMoved
@@ -157,7 +159,9 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	r.state = state
+	if !insert {
+		r.version++
+	}
 	return nil
 }
 
@@ -349,11 +353,11 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	}
 	rec, err := r.g.Process(e.Payload)
 	if err != nil {
-		if e.EntryType == EntryCommit && !errors.Is(err, mls.ErrWrongEpoch) {
-			// A commit for our epoch that does not verify is hostile or
-			// broken; skipping it keeps us on the epoch the relay fences.
-			return s.saveRoom(ctx, r, false)
-		}
+		// Entries this member cannot use only advance the cursor: its own
+		// messages coming back, messages from before it joined or past the
+		// late-message window, cover it cannot read, and commits that do
+		// not verify (hostile or broken; skipping one keeps this member on
+		// the epoch the relay fences). Process changed nothing.
 		return s.saveRoom(ctx, r, false)
 	}
 	var hist []RoomMessage

@@ -63,6 +63,10 @@ var storeMigrations = []string{
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);`,
+	// A room's version grows with every stored state, so a save can check
+	// that nobody stored another state since the load without comparing
+	// the (up to megabytes of) state itself.
+	`ALTER TABLE rooms ADD COLUMN version INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
