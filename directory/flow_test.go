@@ -319,6 +319,9 @@ func TestJoinLimits(t *testing.T) {
 	check(e.join(joiner, ch, inv, "did:web:a", make([]byte, MaxKeyPackage)), 201, "")
 	before := e.snapshot()
 	check(e.join(joiner, ch, inv, "did:web:a", make([]byte, MaxKeyPackage+1)), 413, "payload_too_large")
+	if e.snapshot() != before {
+		t.Fatal("an oversized key package changed the store")
+	}
 	check(e.join(joiner, ch, inv, strings.Repeat("é", 256), []byte("kp")), 201, "")
 	before = e.snapshot()
 	check(e.join(joiner, ch, inv, strings.Repeat("é", 257), []byte("kp")), 400, "invalid_request")

@@ -164,15 +164,6 @@ func (t *ratchetTree) leafNode(l leafIndex) *LeafNode {
 	return t.nodes[l.node()].Leaf
 }
 
-// parentNode returns the ParentNode at x, or nil when x is blank, a leaf or
-// outside the tree.
-func (t *ratchetTree) parentNode(x nodeIndex) *ParentNode {
-	if int(x) >= len(t.nodes) {
-		return nil
-	}
-	return t.nodes[x].Parent
-}
-
 // clone returns a copy of t that can be changed independently. Node
 // contents are shared, which is safe because they are never modified in
 // place.
