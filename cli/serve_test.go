@@ -155,17 +155,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 	data := t.TempDir()
 	s := startServe(t, data, "--quiet")
 
-	var acct struct {
-		AccountID string `json:"account_id"`
-		APIKey    string `json:"api_key"`
-	}
-	if code := postJSON(t, s.apiURL+"/v1/accounts", "", map[string]string{"email": "ops@acme.test", "org": "acme"}, &acct); code != 201 {
-		t.Fatalf("account: %d", code)
-	}
-	var tok struct{ Token string }
-	if code := postJSON(t, s.apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
-		t.Fatalf("token: %d", code)
-	}
+	acct, tok := signUp(t, s.apiURL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -278,17 +268,7 @@ func TestServeSplitRevocation(t *testing.T) {
 		t.Fatalf("relay health: %d", code)
 	}
 
-	var acct struct {
-		AccountID string `json:"account_id"`
-		APIKey    string `json:"api_key"`
-	}
-	if code := postJSON(t, d.apiURL+"/v1/accounts", "", map[string]string{"email": "ops@acme.test", "org": "acme"}, &acct); code != 201 {
-		t.Fatalf("account: %d", code)
-	}
-	var tok struct{ Token string }
-	if code := postJSON(t, d.apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
-		t.Fatalf("token: %d", code)
-	}
+	acct, tok := signUp(t, d.apiURL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -340,4 +320,26 @@ func relaySocket(ctx context.Context, t *testing.T, url, tok string) (*websocket
 		t.Fatalf("auth: %+v", got)
 	}
 	return c, send
+}
+
+type testAccount struct {
+	AccountID string `json:"account_id"`
+	APIKey    string `json:"api_key"`
+}
+
+type testToken struct{ Token string }
+
+// signUp creates an account in org acme on an open-signup directory and
+// mints a token for it.
+func signUp(t *testing.T, apiURL string) (testAccount, testToken) {
+	t.Helper()
+	var acct testAccount
+	if code := postJSON(t, apiURL+"/v1/accounts", "", map[string]string{"email": "ops@acme.test", "org": "acme"}, &acct); code != 201 {
+		t.Fatalf("account: %d", code)
+	}
+	var tok testToken
+	if code := postJSON(t, apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
+		t.Fatalf("token: %d", code)
+	}
+	return acct, tok
 }
