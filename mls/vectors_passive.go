@@ -54,15 +54,12 @@ func (c *passiveClientCase) run() error {
 	}
 	// Some generators drop the leading zero bytes of P-521 scalars; the
 	// suite wants them at full length.
-	hpkeLen, sigLen := 0, 0
+	hpkeLen := 0
 	if priv, _, err := s.hpkeGenerateKeyPair(); err == nil {
 		hpkeLen = len(priv)
 	}
-	if priv, _, err := s.signKeyPair(); err == nil {
-		sigLen = len(priv)
-	}
 	b := &KeyPackageBundle{s: s, kp: *kp,
-		initPriv: leftPad(c.InitPriv, hpkeLen), encPriv: leftPad(c.EncryptionPriv, hpkeLen), sigPriv: leftPad(c.SignaturePriv, sigLen)}
+		initPriv: leftPad(c.InitPriv, hpkeLen), encPriv: leftPad(c.EncryptionPriv, hpkeLen), sigPriv: padECDSAScalar(s, c.SignaturePriv)}
 	// The private keys must match the KeyPackage.
 	if err := b.check(); err != nil {
 		return err

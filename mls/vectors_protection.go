@@ -241,9 +241,5 @@ func padECDSAScalar(s suite, priv []byte) []byte {
 	if !ok || cs.curve == nil {
 		return priv
 	}
-	n := (cs.curve.Params().BitSize + 7) / 8
-	if len(priv) >= n {
-		return priv
-	}
-	return append(make([]byte, n-len(priv)), priv...)
+	return leftPad(priv, (cs.curve.Params().BitSize+7)/8)
 }
