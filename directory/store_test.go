@@ -31,21 +31,9 @@ func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
 			for i := range keys {
 				_, keys[i] = e.account("globex")
 			}
-			statuses := make([]int, len(keys))
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range keys {
-				wg.Go(func() {
-					<-start
-					statuses[i] = e.join(keys[i], ch, inv, fmt.Sprint("did:web:", i), []byte("kp")).status
-				})
-			}
-			close(start)
-			wg.Wait()
-			count := map[int]int{}
-			for _, s := range statuses {
-				count[s]++
-			}
+			count := raceStatuses(len(keys), func(i int) int {
+				return e.join(keys[i], ch, inv, fmt.Sprint("did:web:", i), []byte("kp")).status
+			})
 			if count[201] != 5 || count[403] != 15 {
 				t.Fatalf("statuses %v, want 5×201 and 15×403", count)
 			}
@@ -57,6 +45,27 @@ func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceStatuses runs do(0) … do(n-1) at the same moment and counts the
+// statuses they return.
+func raceStatuses(n int, do func(i int) int) map[int]int {
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			statuses[i] = do(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[int]int{}
+	for _, s := range statuses {
+		count[s]++
+	}
+	return count
 }
 
 // TestConcurrentFederationJoinsNeverOverUse fires 12 federated joins at
@@ -73,23 +82,11 @@ func TestConcurrentFederationJoinsNeverOverUse(t *testing.T) {
 	for i := range keys {
 		_, keys[i] = e.account("partner")
 	}
-	statuses := make([]int, len(keys))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range keys {
-		wg.Go(func() {
-			<-start
-			statuses[i] = e.do("POST", "/v1/channels/join", keys[i], map[string]string{
-				"channel": ch, "federation_token": fed, "identity": fmt.Sprint("did:web:p", i), "key_package": "AAEC",
-			}).status
-		})
-	}
-	close(start)
-	wg.Wait()
-	count := map[int]int{}
-	for _, s := range statuses {
-		count[s]++
-	}
+	count := raceStatuses(len(keys), func(i int) int {
+		return e.do("POST", "/v1/channels/join", keys[i], map[string]string{
+			"channel": ch, "federation_token": fed, "identity": fmt.Sprint("did:web:p", i), "key_package": "AAEC",
+		}).status
+	})
 	if count[201] != 3 || count[403] != 9 {
 		t.Fatalf("statuses %v, want 3×201 and 9×403", count)
 	}

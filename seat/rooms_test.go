@@ -63,6 +63,20 @@ func join(t *testing.T, owner, joiner *member, room string) {
 	}
 }
 
+// roomOfTwo makes a room called name owned by a new member in org acme,
+// with a second member from org bobco joined.
+func roomOfTwo(t *testing.T, st *skytaletest.Stack, name string) (alice, bob *member, room string) {
+	t.Helper()
+	alice = newMember(t, st, "acme")
+	bob = newMember(t, st, "bobco")
+	room, err := alice.RoomCreate(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+	return alice, bob, room
+}
+
 func sendTo(t *testing.T, m *member, room, text string) {
 	t.Helper()
 	if _, err := m.RoomSend(context.Background(), room, text); err != nil {
@@ -285,19 +299,13 @@ func scanForSecrets(t *testing.T, path string, secrets []string) {
 func TestRoomCommitCrashWindow(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	bob := newMember(t, st, "bobco")
+	alice, bob, room := roomOfTwo(t, st, "crash")
 	dave := newMember(t, st, "daveco")
-	room, err := alice.RoomCreate(ctx, "crash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	join(t, alice, bob, room)
 	join(t, alice, dave, room)
 
 	crash := errors.New("simulated crash")
 	restore := seat.SetTestOnlyAfterCommit(func() error { return crash })
-	err = alice.RoomRemove(ctx, room, dave.did)
+	err := alice.RoomRemove(ctx, room, dave.did)
 	restore()
 	if !errors.Is(err, crash) {
 		t.Fatalf("remove: %v", err)
@@ -323,13 +331,7 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 func TestRoomOutlivesKeyPackageLifetime(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	bob := newMember(t, st, "bobco")
-	room, err := alice.RoomCreate(ctx, "long")
-	if err != nil {
-		t.Fatal(err)
-	}
-	join(t, alice, bob, room)
+	alice, bob, room := roomOfTwo(t, st, "long")
 
 	later := func() time.Time { return time.Now().Add(100 * 24 * time.Hour) }
 	reopen := func(home string) *seat.Seat {
@@ -344,6 +346,7 @@ func TestRoomOutlivesKeyPackageLifetime(t *testing.T) {
 	alice2 := &member{Seat: reopen(alice.home), did: alice.did, acct: alice.acct, home: alice.home}
 	carolHome := t.TempDir()
 	carol := &member{Seat: reopen(carolHome), home: carolHome}
+	var err error
 	if carol.did, err = carol.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -280,13 +280,7 @@ func (c *connTracker) cut() {
 func TestWatchReconnects(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	bob := newMember(t, st, "bobco")
-	room, err := alice.RoomCreate(ctx, "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	join(t, alice, bob, room)
+	alice, bob, room := roomOfTwo(t, st, "ops")
 
 	// Bob's watch runs on a second handle of his home whose connections
 	// the test can cut.
