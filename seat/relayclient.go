@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 )
@@ -129,9 +130,12 @@ type Push struct {
 // Conn is an authenticated relay WebSocket. Requests (subscribe, publish)
 // are answered in order; pushes arrive on Pushes.
 type Conn struct {
-	ws     *websocket.Conn
-	pushes chan Push
-	done   chan struct{}
+	ws        *websocket.Conn
+	pushes    chan Push
+	done      chan struct{}
+	closing   chan struct{} // closed by Close: pushes nobody reads are dropped
+	closeOnce sync.Once
+	ignore    atomic.Bool // set by IgnorePushes
 
 	wmu     sync.Mutex // serializes writes and the order of waiters
 	mu      sync.Mutex // guards the following fields
@@ -155,10 +159,30 @@ func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
 		return nil, fmt.Errorf("seat: relay: %w", err)
 	}
 	ws.SetReadLimit(4 << 20)
-	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{})}
+	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{}), closing: make(chan struct{})}
 	go conn.readLoop()
 	if _, err := conn.request(ctx, wireFrame{Type: "auth", Token: tok}); err != nil {
 		ws.CloseNow()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// IgnorePushes drops the messages the relay pushes on this connection,
+// for a connection that only publishes: unread pushes would otherwise fill
+// the queue and hold back the answers to its requests.
+func (c *Conn) IgnorePushes() { c.ignore.Store(true) }
+
+// DialPublisher opens a connection that only publishes on channel: it is
+// subscribed (the relay requires it) and drops what the relay pushes.
+func (c *RelayClient) DialPublisher(ctx context.Context, channel string) (*Conn, error) {
+	conn, err := c.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.IgnorePushes()
+	if err := conn.Subscribe(ctx, channel); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	return conn, nil
@@ -188,8 +212,9 @@ func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uin
 	return f.Seq, err
 }
 
-// Close closes the connection.
+// Close closes the connection. Pushes not read by then are dropped.
 func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	err := c.ws.Close(websocket.StatusNormalClosure, "")
 	<-c.done
 	return err
@@ -252,7 +277,13 @@ func (c *Conn) readLoop() {
 				err = errors.New("seat: relay sent bad base64")
 				break
 			}
-			c.pushes <- Push{Channel: f.Channel, RelayEntry: RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}}
+			if c.ignore.Load() {
+				continue
+			}
+			select {
+			case c.pushes <- Push{Channel: f.Channel, RelayEntry: RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}}:
+			case <-c.closing:
+			}
 			continue
 		}
 		c.mu.Lock()

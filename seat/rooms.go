@@ -384,16 +384,12 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 	if err != nil {
 		return err
 	}
-	conn, err := rc.Dial(ctx)
+	conn, err := rc.DialPublisher(ctx, r.channel)
 	if err != nil {
 		r.g.DiscardCommit()
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Subscribe(ctx, r.channel); err != nil {
-		r.g.DiscardCommit()
-		return err
-	}
 	// The state with the pending commit is stored before the commit
 	// leaves: if the relay accepts it and this process dies before
 	// confirming, the next catch-up finds the commit in the log and
@@ -579,14 +575,11 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	conn, err := rc.Dial(ctx)
+	conn, err := rc.DialPublisher(ctx, ch)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	if err := conn.Subscribe(ctx, ch); err != nil {
-		return 0, err
-	}
 	seq, err := conn.Publish(ctx, ch, ct)
 	if err != nil {
 		return 0, err

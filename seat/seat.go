@@ -381,14 +381,11 @@ func (s *Seat) Push(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	conn, err := s.relay(cred).Dial(ctx)
+	conn, err := s.relay(cred).DialPublisher(ctx, ch)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	if err := conn.Subscribe(ctx, ch); err != nil {
-		return 0, err
-	}
 	for _, b := range batches {
 		if _, err := conn.Publish(ctx, ch, b); err != nil {
 			return 0, err

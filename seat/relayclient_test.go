@@ -1,0 +1,57 @@
+package seat_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// TestConnUnreadPushes: a busy channel must not stall a connection whose
+// pushes nobody reads. A publisher's requests are still answered, and
+// Close returns.
+func TestConnUnreadPushes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := skytaletest.NewStack(t)
+	a := st.NewAccount(t, "acme")
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
+	const ch = "acme/ops/busy"
+
+	publisher, err := rc.DialPublisher(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := rc.Dial(ctx) // subscribed, never reads its pushes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Subscribe(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := rc.DialPublisher(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600 // well past the 256-push queue
+	for i := 0; i < n; i++ {
+		if _, err := busy.Publish(ctx, ch, []byte(fmt.Sprint("chatter ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, err := publisher.Publish(ctx, ch, []byte("mine")); err != nil || seq != n+1 {
+		t.Fatalf("publish on a busy channel: seq %d, %v", seq, err)
+	}
+	for name, c := range map[string]*seat.Conn{"publisher": publisher, "reader": reader, "busy": busy} {
+		done := make(chan struct{})
+		go func() { c.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("%s: Close hung with unread pushes", name)
+		}
+	}
+}
