@@ -3,6 +3,7 @@
 package httpx
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,22 +48,24 @@ type BodyError struct {
 func (e *BodyError) Error() string { return e.Msg }
 
 // DecodeJSON decodes the request body into v. The body is capped at maxBytes
-// (413 beyond it), unknown fields and trailing data are rejected, and the
-// error, a *BodyError, never quotes the body back.
+// (413 beyond it); unknown fields, duplicate keys, keys that match a field
+// only case-insensitively and trailing data are rejected (see CheckKeys);
+// and the error, a *BodyError, never quotes the body back.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		return bodyError(err, maxBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return bodyError(err, maxBytes)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		if err != nil {
-			if e := bodyError(err, maxBytes); e.Code == "body_too_large" {
-				return e
-			}
-		}
 		return &BodyError{http.StatusBadRequest, "invalid_json", "request body has data after the JSON value"}
+	}
+	if err := CheckKeys(body, v); err != nil {
+		return &BodyError{http.StatusBadRequest, "invalid_json", "request body has a " + err.Error()}
 	}
 	return nil
 }

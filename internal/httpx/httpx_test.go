@@ -27,6 +27,12 @@ func TestDecodeJSON(t *testing.T) {
 		{`{"name":"a","extra":1}`, 400, "invalid_json"},
 		{`{"name":"a"}{"name":"b"}`, 400, "invalid_json"},
 		{`{"name":"` + strings.Repeat("x", 200) + `"}`, 413, "body_too_large"},
+		// Two readings of one body are refused: a repeated key, and a
+		// key encoding/json would match only case-insensitively.
+		{`{"name":"a","name":"b"}`, 400, "invalid_json"},
+		{`{"name":"a","n":1,"n":2}`, 400, "invalid_json"},
+		{`{"Name":"a"}`, 400, "invalid_json"},
+		{`{"name":"a","N":1}`, 400, "invalid_json"},
 	}
 	for _, c := range cases {
 		w := httptest.NewRecorder()
