@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -213,18 +212,9 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/internal/revocations?after=N (Bearer internal secret) → 200 {subs, next}
 func (s *Server) handleInternalRevocations(w http.ResponseWriter, r *http.Request) {
-	if !s.isInternal(r) {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "the internal secret is required")
+	after, ok := s.internalCursor(w, r)
+	if !ok {
 		return
-	}
-	var after int64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a non-negative integer")
-			return
-		}
-		after = n
 	}
 	subs, next, err := s.RevokedSince(r.Context(), after)
 	if err != nil {

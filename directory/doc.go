@@ -22,8 +22,9 @@
 // POST /v1/tokens. A channel-scoped credential, or a JWT carrying a "chan"
 // claim, acts only on that channel and cannot register seats, approve
 // device grants or revoke. A revoked account's credentials get 403.
-// Account creation (when signup is closed), revoking any sub, and
-// GET /v1/internal/revocations take the internal secret instead.
+// Account creation (when signup is closed), revoking any sub, and the
+// internal feeds (GET /v1/internal/revocations and
+// GET /v1/internal/channels/events) take the internal secret instead.
 //
 // # Errors
 //
@@ -37,10 +38,13 @@
 //     bytes), is over its limit.
 //   - invalid_request, invalid_channel, invalid_base64 (400).
 //   - unauthorized (401): no credential, or one that is not valid.
-//   - forbidden (403), revoked (403), not_owner (403), wrong_org (403),
-//     invalid_invite (403), invalid_federation_token (403).
-//   - not_found, channel_not_found (404); method_not_allowed (405).
-//   - channel_taken, seat_exists, already_approved (409).
+//   - forbidden (403), revoked (403), not_owner (403), not_member (403),
+//     wrong_org (403), invalid_invite (403), invalid_federation_token
+//     (403).
+//   - not_found, channel_not_found, account_not_found (404);
+//     method_not_allowed (405).
+//   - channel_taken, seat_exists, already_approved, owner_cannot_leave
+//     (409).
 //   - too_many_pending (429): a channel already holds 1000 pending join
 //     requests; the owner must admit or the requests must expire first.
 //     too_many_grants (429): 10,000 device grants are already open.
@@ -57,6 +61,43 @@
 // in the poll answer that carries sealed_credential, together with the
 // account_id and org the credential acts for. Seats use it to hand a new
 // device their transport credential.
+//
+// # Channel members and the channel feed
+//
+// The directory records which accounts belong to each channel, so the
+// relay can take publishes (and serve reads) only from members. The owner
+// becomes a member when it registers the channel (POST /v1/channels, or
+// POST /v1/seats for a seat's sync channel); a joiner when the owner
+// publishes its Welcome (federated joins too). Explicit changes:
+//
+//   - POST /v1/channels/members {channel, account_id} (owner-only,
+//     idempotent) → 200 {"channel", "account_id", "member": true}; an
+//     unknown account is 404 account_not_found.
+//   - DELETE /v1/channels/members?channel=…&account_id=… (the owner, or
+//     a member removing itself) → 200 {"channel", "account_id",
+//     "member": false}, also when the account was not a member. The owner
+//     cannot be removed (409 owner_cannot_leave): it holds the channel's
+//     name and is the only account that can admit and remove others, so
+//     a channel without it could never be administered again.
+//   - GET /v1/channels/members?channel=… (owner and members; others get
+//     403 not_member) → 200 {"channel", "owner": account id, "members":
+//     [{"account_id", "added_at"}]}, oldest first.
+//   - POST /v1/channels/fence {channel, epoch, remove_account_id?}
+//     (owner-only) → 200 {"channel", "epoch"}: tells the relay to expect
+//     epoch (0 to 2^32) as the next commit epoch on the channel, to
+//     recover a room whose fence a member jammed. With
+//     remove_account_id, that account's membership ends first, in the
+//     same change (naming the owner is 409 owner_cannot_leave).
+//
+// Every change writes an event (member_added, member_removed,
+// fence_reset; see internal/feed) in the same transaction, with strictly
+// increasing ids. [Server.ChannelEventsSince] reads the feed in process
+// (a relay in the same process uses it directly), and
+// GET /v1/internal/channels/events?after=N with the internal secret
+// answers {"events": [{"id", "kind", "channel", "account_id"?,
+// "epoch"?}], "next": N'} over HTTP, at most 1000 events a page. A
+// revoked account keeps its memberships; the relay refuses revoked subs
+// anyway.
 //
 // # Lifetimes
 //

@@ -72,6 +72,9 @@ var errorTable = []struct {
 	{errSeatExists, http.StatusConflict, "seat_exists", "seat identity is already registered"},
 	{errGrantNotPending, http.StatusConflict, "already_approved", "device grant is already approved"},
 	{errTooManyGrants, http.StatusTooManyRequests, "too_many_grants", "too many open device grants"},
+	{errAccountNotFound, http.StatusNotFound, "account_not_found", "account not found"},
+	{errNotMember, http.StatusForbidden, "not_member", "caller is neither the owner nor a member of the channel"},
+	{errOwnerCannotLeave, http.StatusConflict, "owner_cannot_leave", "the owner of a channel cannot be removed from it"},
 }
 
 func badRequest(w http.ResponseWriter, msg string) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
@@ -151,10 +152,8 @@ func (s *Server) Close(ctx context.Context) error {
 // pass next time (unchanged when nothing new was revoked). A relay embedded
 // in the same process can poll it directly.
 func (s *Server) RevokedSince(ctx context.Context, after int64) (subs []string, next int64, err error) {
-	return s.store.revokedSince(ctx, after, revocationPage)
+	return s.store.revokedSince(ctx, after, feed.PageSize)
 }
-
-const revocationPage = 1000
 
 func (s *Server) sweepLoop(ctx context.Context) {
 	defer s.wg.Done()
@@ -195,6 +194,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/seats", s.authed(s.handleRegisterSeat))
 	m.HandleFunc("POST /v1/revocations", s.handleRevoke)
 	m.HandleFunc("GET /v1/internal/revocations", s.handleInternalRevocations)
+	m.HandleFunc("POST /v1/channels/members", s.authed(s.handleAddMember))
+	m.HandleFunc("DELETE /v1/channels/members", s.authed(s.handleRemoveMember))
+	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))
+	m.HandleFunc("POST /v1/channels/fence", s.authed(s.handleResetFence))
+	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	s.mux = m
 }
 

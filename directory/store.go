@@ -98,6 +98,36 @@ CREATE TABLE revocations (
 	// (its seat's transport credential): a box sealed to device_key that the
 	// directory cannot open, kept until delivered with the credential.
 	`ALTER TABLE device_grants ADD COLUMN sealed_seat BLOB;`,
+	// Channel members and the channel feed the relay applies. Members are
+	// back-filled from what the directory already knew: each channel's
+	// owner, and the accounts whose join requests were completed (those
+	// not yet acked or swept), each with a member_added event.
+	`
+CREATE TABLE channel_members (
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	added_at   INTEGER NOT NULL,
+	PRIMARY KEY (channel_id, account_id)
+);
+CREATE INDEX channel_members_account ON channel_members(account_id);
+CREATE TABLE channel_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind       TEXT NOT NULL CHECK (kind IN ('member_added', 'member_removed', 'fence_reset')),
+	channel    TEXT NOT NULL,
+	account_id TEXT NOT NULL DEFAULT '',
+	epoch      INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+);
+INSERT INTO channel_members (channel_id, account_id, added_at)
+	SELECT id, owner_id, created_at FROM channels;
+INSERT OR IGNORE INTO channel_members (channel_id, account_id, added_at)
+	SELECT channel_id, account_id, MIN(updated_at) FROM join_requests
+	WHERE status = 'completed' GROUP BY channel_id, account_id;
+INSERT INTO channel_events (kind, channel, account_id, epoch, created_at)
+	SELECT 'member_added', c.name, m.account_id, 0, m.added_at
+	FROM channel_members m JOIN channels c ON c.id = m.channel_id
+	ORDER BY m.added_at, c.name, m.account_id;
+`,
 }
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
@@ -113,6 +143,9 @@ var (
 	errSeatExists       = errors.New("directory: seat identity is already registered")
 	errGrantNotPending  = errors.New("directory: device grant is already approved")
 	errTooManyGrants    = errors.New("directory: too many open device grants")
+	errAccountNotFound  = errors.New("directory: account not found")
+	errNotMember        = errors.New("directory: caller is not a member of the channel")
+	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")
 )
 
 // store is the directory's persistent state over SQLite.
@@ -230,10 +263,15 @@ func upsertChannel(ctx context.Context, tx *sql.Tx, newID, name, account string,
 		}
 		return id, nil
 	case errors.Is(err, sql.ErrNoRows):
-		_, err := tx.ExecContext(ctx,
+		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO channels (id, name, owner_id, created_at) VALUES (?, ?, ?, ?)`,
-			newID, name, account, now.UnixNano())
-		return newID, err
+			newID, name, account, now.UnixNano()); err != nil {
+			return "", err
+		}
+		if _, err := addMember(ctx, tx, newID, name, account, now); err != nil {
+			return "", err
+		}
+		return newID, nil
 	default:
 		return "", err
 	}
@@ -395,20 +433,26 @@ func (s *store) pending(ctx context.Context, channel, account string) ([]joinReq
 // caller owns. scope, when non-empty, restricts the request's channel.
 func (s *store) completeRequest(ctx context.Context, id, account, scope string, welcome []byte, now time.Time) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+		var chID, chName, joiner string
+		err := tx.QueryRowContext(ctx,
 			`UPDATE join_requests SET status = 'completed', welcome = ?, updated_at = ?
 			 WHERE id = ? AND status = 'pending' AND channel_id IN (
-			   SELECT id FROM channels WHERE owner_id = ? AND (? = '' OR name = ?))`,
-			welcome, now.UnixNano(), id, account, scope, scope)
+			   SELECT id FROM channels WHERE owner_id = ? AND (? = '' OR name = ?))
+			 RETURNING channel_id, account_id`,
+			welcome, now.UnixNano(), id, account, scope, scope).Scan(&chID, &joiner)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNotFound
+		}
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM channels WHERE id = ?`, chID).Scan(&chName); err != nil {
 			return err
-		} else if n != 1 {
-			return errNotFound
 		}
-		return nil
+		// The joiner belongs to the channel from the moment its Welcome
+		// is published: it can then take part in the group.
+		_, err = addMember(ctx, tx, chID, chName, joiner, now)
+		return err
 	})
 }
 

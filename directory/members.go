@@ -1,0 +1,358 @@
+package directory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/feed"
+)
+
+// MaxFenceEpoch is the highest epoch POST /v1/channels/fence accepts, the
+// same bound the relay puts on the first commit of a channel.
+const MaxFenceEpoch = 1 << 32
+
+// addMember makes account a member of the channel (id chID, name chName)
+// and writes a member_added event, in tx. It reports whether the account
+// was not a member before; adding a member again writes nothing.
+func addMember(ctx context.Context, tx *sql.Tx, chID, chName, account string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx,
+		`INSERT OR IGNORE INTO channel_members (channel_id, account_id, added_at) VALUES (?, ?, ?)`,
+		chID, account, now.UnixNano())
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	return true, writeEvent(ctx, tx, feed.MemberAdded, chName, account, 0, now)
+}
+
+// removeMember ends account's membership of the channel and writes a
+// member_removed event, in tx. It reports whether the account was a member.
+func removeMember(ctx context.Context, tx *sql.Tx, chID, chName, account string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx,
+		`DELETE FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, account)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	return true, writeEvent(ctx, tx, feed.MemberRemoved, chName, account, 0, now)
+}
+
+func writeEvent(ctx context.Context, tx *sql.Tx, kind, channel, account string, epoch uint64, now time.Time) error {
+	_, err := tx.ExecContext(ctx,
+		`INSERT INTO channel_events (kind, channel, account_id, epoch, created_at) VALUES (?, ?, ?, ?, ?)`,
+		kind, channel, account, int64(epoch), now.UnixNano())
+	return err
+}
+
+// channelOwner returns the id and owner of the channel name.
+func channelOwner(ctx context.Context, q queryer, name string) (id, owner string, err error) {
+	err = q.QueryRowContext(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", errChannelNotFound
+	}
+	return id, owner, err
+}
+
+func accountExists(ctx context.Context, q queryer, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM accounts WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errAccountNotFound
+	}
+	return err
+}
+
+// addMemberByOwner adds account to a channel the caller owns.
+func (s *store) addMemberByOwner(ctx context.Context, channel, caller, account string, now time.Time) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		chID, err := ownedChannel(ctx, tx, channel, caller)
+		if err != nil {
+			return err
+		}
+		if err := accountExists(ctx, tx, account); err != nil {
+			return err
+		}
+		_, err = addMember(ctx, tx, chID, channel, account, now)
+		return err
+	})
+}
+
+// dropMember removes account from channel: the owner may remove anyone but
+// itself, any other caller only itself.
+func (s *store) dropMember(ctx context.Context, channel, caller, account string, now time.Time) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		chID, owner, err := channelOwner(ctx, tx, channel)
+		if err != nil {
+			return err
+		}
+		if caller != owner && caller != account {
+			return errNotOwner
+		}
+		if account == owner {
+			return errOwnerCannotLeave
+		}
+		if err := accountExists(ctx, tx, account); err != nil {
+			return err
+		}
+		_, err = removeMember(ctx, tx, chID, channel, account, now)
+		return err
+	})
+}
+
+type member struct {
+	account string
+	addedAt time.Time
+}
+
+// members lists the members of channel, oldest first, for its owner or a
+// member; it also returns the owner.
+func (s *store) members(ctx context.Context, channel, caller string) (owner string, ms []member, err error) {
+	chID, owner, err := channelOwner(ctx, s.db, channel)
+	if err != nil {
+		return "", nil, err
+	}
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT account_id, added_at FROM channel_members WHERE channel_id = ? ORDER BY added_at, account_id`, chID)
+	if err != nil {
+		return "", nil, err
+	}
+	defer rows.Close()
+	ms = []member{}
+	allowed := caller == owner
+	for rows.Next() {
+		var m member
+		var added int64
+		if err := rows.Scan(&m.account, &added); err != nil {
+			return "", nil, err
+		}
+		m.addedAt = time.Unix(0, added).UTC()
+		allowed = allowed || m.account == caller
+		ms = append(ms, m)
+	}
+	if err := rows.Err(); err != nil {
+		return "", nil, err
+	}
+	if !allowed {
+		return "", nil, errNotMember
+	}
+	return owner, ms, nil
+}
+
+// resetFence writes a fence_reset event for a channel the caller owns,
+// after removing remove (if non-empty and a member) with its own event.
+func (s *store) resetFence(ctx context.Context, channel, caller, remove string, epoch uint64, now time.Time) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		chID, err := ownedChannel(ctx, tx, channel, caller)
+		if err != nil {
+			return err
+		}
+		if remove != "" {
+			if remove == caller {
+				return errOwnerCannotLeave
+			}
+			if err := accountExists(ctx, tx, remove); err != nil {
+				return err
+			}
+			if _, err := removeMember(ctx, tx, chID, channel, remove, now); err != nil {
+				return err
+			}
+		}
+		return writeEvent(ctx, tx, feed.FenceReset, channel, "", epoch, now)
+	})
+}
+
+// channelEventsSince returns up to limit events after the cursor, and the
+// cursor to pass next time.
+func (s *store) channelEventsSince(ctx context.Context, after int64, limit int) ([]feed.Event, int64, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id, kind, channel, account_id, epoch FROM channel_events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, after, err
+	}
+	defer rows.Close()
+	evs := []feed.Event{}
+	next := after
+	for rows.Next() {
+		var ev feed.Event
+		var epoch int64
+		if err := rows.Scan(&ev.ID, &ev.Kind, &ev.Channel, &ev.Account, &epoch); err != nil {
+			return nil, after, err
+		}
+		ev.Epoch = uint64(epoch)
+		next = ev.ID
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, err
+	}
+	return evs, next, nil
+}
+
+// ChannelEventsSince returns the channel feed's events after the cursor (at
+// most feed.PageSize of them, in order) and the cursor to pass next time
+// (unchanged when there is nothing new). A relay embedded in the same
+// process polls it directly; it makes *Server a relay.MembershipSource.
+func (s *Server) ChannelEventsSince(ctx context.Context, after int64) ([]feed.Event, int64, error) {
+	return s.store.channelEventsSince(ctx, after, feed.PageSize)
+}
+
+type memberRequest struct {
+	Channel   string `json:"channel"`
+	AccountID string `json:"account_id"`
+}
+
+type memberResponse struct {
+	Channel   string `json:"channel"`
+	AccountID string `json:"account_id"`
+	Member    bool   `json:"member"`
+}
+
+func validAccountID(id string) bool { return id != "" && len(id) <= 64 }
+
+// POST /v1/channels/members {channel, account_id} → 200 {channel, account_id, member: true}
+//
+// Owner-only and idempotent.
+func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request, p principal) {
+	var req memberRequest
+	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
+		return
+	}
+	if !validAccountID(req.AccountID) {
+		badRequest(w, "account_id is required")
+		return
+	}
+	if err := s.store.addMemberByOwner(r.Context(), req.Channel, p.account, req.AccountID, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, memberResponse{Channel: req.Channel, AccountID: req.AccountID, Member: true})
+}
+
+// DELETE /v1/channels/members?channel=…&account_id=… → 200 {channel, account_id, member: false}
+//
+// The owner may remove any member but itself; a member may remove itself.
+// Removing an account that is not a member answers the same.
+func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p principal) {
+	q := r.URL.Query()
+	name, account := q.Get("channel"), q.Get("account_id")
+	if !checkChannel(w, p, name) {
+		return
+	}
+	if !validAccountID(account) {
+		badRequest(w, "account_id is required")
+		return
+	}
+	if err := s.store.dropMember(r.Context(), name, p.account, account, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, memberResponse{Channel: name, AccountID: account, Member: false})
+}
+
+type memberEntry struct {
+	AccountID string `json:"account_id"`
+	AddedAt   string `json:"added_at"`
+}
+
+// GET /v1/channels/members?channel=… → 200 {channel, owner, members: [{account_id, added_at}]}
+//
+// For the owner and the members; oldest first.
+func (s *Server) handleListMembers(w http.ResponseWriter, r *http.Request, p principal) {
+	name := r.URL.Query().Get("channel")
+	if !checkChannel(w, p, name) {
+		return
+	}
+	owner, ms, err := s.store.members(r.Context(), name, p.account)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]memberEntry, len(ms))
+	for i, m := range ms {
+		out[i] = memberEntry{AccountID: m.account, AddedAt: rfc3339(m.addedAt)}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Channel string        `json:"channel"`
+		Owner   string        `json:"owner"`
+		Members []memberEntry `json:"members"`
+	}{name, owner, out})
+}
+
+type fenceRequest struct {
+	Channel         string  `json:"channel"`
+	Epoch           *uint64 `json:"epoch"`
+	RemoveAccountID string  `json:"remove_account_id"`
+}
+
+// POST /v1/channels/fence {channel, epoch, remove_account_id?} → 200 {channel, epoch}
+//
+// Owner-only. Tells the relay (through the channel feed) to expect epoch as
+// the next commit epoch on the channel, after removing remove_account_id's
+// membership if it has one.
+func (s *Server) handleResetFence(w http.ResponseWriter, r *http.Request, p principal) {
+	var req fenceRequest
+	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
+		return
+	}
+	if req.Epoch == nil {
+		badRequest(w, "epoch is required")
+		return
+	}
+	if *req.Epoch > MaxFenceEpoch {
+		badRequest(w, "epoch must be at most 4294967296")
+		return
+	}
+	if req.RemoveAccountID != "" && !validAccountID(req.RemoveAccountID) {
+		badRequest(w, "remove_account_id is malformed")
+		return
+	}
+	if err := s.store.resetFence(r.Context(), req.Channel, p.account, req.RemoveAccountID, *req.Epoch, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Channel string `json:"channel"`
+		Epoch   uint64 `json:"epoch"`
+	}{req.Channel, *req.Epoch})
+}
+
+// GET /v1/internal/channels/events?after=N (Bearer internal secret) → 200 feed.Page
+func (s *Server) handleInternalChannelEvents(w http.ResponseWriter, r *http.Request) {
+	after, ok := s.internalCursor(w, r)
+	if !ok {
+		return
+	}
+	evs, next, err := s.ChannelEventsSince(r.Context(), after)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, feed.Page{Events: evs, Next: next})
+}
+
+// internalCursor checks the internal secret of a feed request and parses
+// its after cursor (default 0). On false the answer has been written.
+func (s *Server) internalCursor(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	if !s.isInternal(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "the internal secret is required")
+		return 0, false
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			badRequest(w, "after must be a non-negative integer")
+			return 0, false
+		}
+		after = n
+	}
+	return after, true
+}
