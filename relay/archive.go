@@ -35,6 +35,15 @@ var migrations = []string{
 	) WITHOUT ROWID;
 	CREATE TABLE revoked (sub TEXT PRIMARY KEY) WITHOUT ROWID;
 	CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;`,
+	// Who published each entry (for the per-account quota), and the
+	// channel members the relay learned from the directory's feed (the
+	// feed cursor is the state key 'members_after').
+	`ALTER TABLE messages ADD COLUMN sub TEXT NOT NULL DEFAULT '';
+	CREATE TABLE members (
+		channel TEXT NOT NULL,
+		sub     TEXT NOT NULL,
+		PRIMARY KEY (channel, sub)
+	) WITHOUT ROWID;`,
 }
 
 const (
@@ -61,6 +70,12 @@ type pubReq struct {
 	frame   []byte // push frame up to the payload; completed by the sequencer
 	reply   []byte
 	weight  int64 // held in archive.inflight until answered
+
+	// A fence reset (resetFence) instead of a publish: the channel expects
+	// resetTo next; done receives the commit's result.
+	fence   bool
+	resetTo uint64
+	done    chan error
 
 	// Set by the sequencer.
 	st       *chanState
@@ -286,6 +301,11 @@ func (a *archive) sequence(r *pubReq) {
 		return
 	}
 	r.st = st
+	if r.fence {
+		st.hasEpoch, st.epoch, r.dirty = true, r.resetTo, true
+		r.reserved, r.hasEpoch, r.epoch = st.reserved, true, st.epoch
+		return
+	}
 	if r.hdr.commit {
 		if st.hasEpoch && r.hdr.epoch != st.epoch {
 			r.stale, r.expected = true, st.epoch
@@ -409,13 +429,19 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			a.w.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	last := make(map[*chanState]*pubReq)
+	last := make(map[*chanState]*pubReq) // the last entry stored per channel
+	rows := make(map[*chanState]*pubReq) // the last request per channel; it carries the channel row
 	dirty := make(map[*chanState]bool)
 	evicted := make(map[*chanState]uint64)
 	handshake := make(map[*chanState]bool)
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.reply != nil || r.stale || r.st == nil {
+			continue
+		}
+		if r.fence {
+			rows[r.st] = r
+			dirty[r.st] = true
 			continue
 		}
 		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload)
@@ -426,6 +452,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			args = args[:0]
 		}
 		last[r.st] = r
+		rows[r.st] = r
 		if r.hdr.entryType != 0 {
 			handshake[r.st] = true
 		}
@@ -440,7 +467,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	}
 	clear(args)
 	a.args = args[:0]
-	for st, r := range last {
+	for st, r := range rows {
 		if dirty[st] {
 			var epoch any
 			if r.hasEpoch {
@@ -450,6 +477,8 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 				return err
 			}
 		}
+	}
+	for st, r := range last {
 		// Evict in chunks: deleting one old row per commit would touch
 		// the oldest pages on every commit, doubling what one publish in
 		// flight writes and syncs.
@@ -479,6 +508,13 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 func (a *archive) answer(r *pubReq, err error) {
 	if r.weight > 0 {
 		a.inflight.Release(r.weight)
+	}
+	if r.done != nil {
+		if err == nil && r.st == nil {
+			err = errors.New("relay: archive: the channel's state cannot be read")
+		}
+		r.done <- err
+		return
 	}
 	if r.c == nil {
 		return
@@ -590,6 +626,21 @@ func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uin
 	b = append(b, `],"has_more":`...)
 	b = strconv.AppendBool(b, more)
 	return append(b, "}\n"...), nil
+}
+
+// resetFence is the owner's recovery of a jammed commit fence: from now on
+// the channel expects a commit at epoch and refuses every other one as
+// stale. It goes through the pipeline like a publish, so it is ordered with
+// the publishes around it, and returns once the new fence is durable (or
+// the archive failed to store it). It must not be called once the
+// relay's Close has begun closing the archive's input.
+func (a *archive) resetFence(channel string, epoch uint64) error {
+	if epoch == math.MaxUint64 {
+		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
+	}
+	done := make(chan error, 1)
+	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, done: done})
+	return <-done
 }
 
 func (a *archive) close() {

@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+)
+
+// TestResetFence: the owner's fence reset makes the channel expect the
+// given epoch, refuses every other commit as stale, is ordered with the
+// publishes around it, and survives a restart.
+func TestResetFence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	const chB = "acme/rooms/fresh"
+	gid := []byte("g")
+	tok := mint(t, "alice", "")
+	stale := func(c *wsClient, epoch uint64, want uint64) {
+		t.Helper()
+		c.publish(chA, publicMessage(gid, epoch, 3))
+		if m := c.expectError("stale_epoch"); uint64(m["epoch"].(float64)) != want {
+			t.Fatalf("commit at %d: stale_epoch says %v, want %d", epoch, m["epoch"], want)
+		}
+	}
+
+	tr := startRelay(t, Config{DBPath: path, OpenChannels: true})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(tok)
+	// A jammer's commit far ahead of the group.
+	c.publishAck(chA, publicMessage(gid, 1000, 3))
+	stale(c, 3, 1001)
+
+	if err := tr.arch.resetFence(chA, 3); err != nil {
+		t.Fatal(err)
+	}
+	stale(c, 1001, 3)
+	stale(c, 4, 3)
+	c.publishAck(chA, publicMessage(gid, 3, 3)) // accepted; 4 next
+	stale(c, 3, 4)
+
+	// A reset on a channel that never saw a commit sets the fence too.
+	if err := tr.arch.resetFence(chB, 7); err != nil {
+		t.Fatal(err)
+	}
+	c.subscribe(chB)
+	stale2 := func(epoch, want uint64) {
+		t.Helper()
+		c.publish(chB, publicMessage(gid, epoch, 3))
+		if m := c.expectError("stale_epoch"); uint64(m["epoch"].(float64)) != want {
+			t.Fatalf("%s commit at %d: stale_epoch says %v, want %d", chB, epoch, m["epoch"], want)
+		}
+	}
+	stale2(0, 7)
+
+	// The epoch nothing could ever follow is refused, and changes nothing.
+	if err := tr.arch.resetFence(chA, math.MaxUint64); err == nil {
+		t.Fatal("reset to MaxUint64 accepted")
+	}
+	stale(c, 5, 4)
+
+	// Durable: a restart keeps both fences.
+	c.c.CloseNow()
+	tr.stop(t)
+	tr = startRelay(t, Config{DBPath: path, OpenChannels: true})
+	c = dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(tok)
+	stale(c, 3, 4)
+	c.publishAck(chA, publicMessage(gid, 4, 3))
+	c.subscribe(chB)
+	stale2(8, 7)
+	c.publishAck(chB, publicMessage(gid, 7, 3))
+}
+
+// TestResetFenceOrdered: a reset submitted while publishes are queued is
+// applied after them and before the ones queued after it.
+func TestResetFenceOrdered(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true, OpenChannels: true})
+	gid := []byte("g")
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	for e := uint64(0); e < 50; e++ {
+		c.publish(chA, publicMessage(gid, e, 3))
+	}
+	for range 50 {
+		c.expect(map[string]any{"type": "ok", "message": "published"})
+	}
+	if err := tr.arch.resetFence(chA, 10); err != nil {
+		t.Fatal(err)
+	}
+	c.publishAck(chA, publicMessage(gid, 10, 3))
+	c.publish(chA, publicMessage(gid, 50, 3))
+	if m := c.expectError("stale_epoch"); m["epoch"].(float64) != 11 {
+		t.Fatalf("after the reset: stale_epoch %v, want 11", m["epoch"])
+	}
+}
