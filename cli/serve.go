@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/datadir"
+	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/relay"
 )
 
@@ -36,15 +39,27 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations from (default http://<api-addr>)"},
 			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts (default: on when listening on loopback only)"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
+			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
+			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
+			&ucli.DurationFlag{Name: "write-timeout", Value: defaultWriteTimeout, Usage: "longest time to write a response (not for WebSockets)"},
+			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
+			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); more wait"},
+			&ucli.IntFlag{Name: "max-conns-per-ip", Value: defaultMaxConnsPerIP, Usage: "open connections per plane from one non-loopback address (IPv6: per /64); more are closed; 0 for no cap"},
 		},
 		Action: func(c *ucli.Context) error {
 			opts := serveOptions{
-				Data:         c.String("data"),
-				APIAddr:      c.String("api-addr"),
-				RelayAddr:    c.String("relay-addr"),
-				Only:         c.String("only"),
-				DirectoryURL: c.String("directory-url"),
-				Quiet:        c.Bool("quiet"),
+				Data:          c.String("data"),
+				APIAddr:       c.String("api-addr"),
+				RelayAddr:     c.String("relay-addr"),
+				Only:          c.String("only"),
+				DirectoryURL:  c.String("directory-url"),
+				Quiet:         c.Bool("quiet"),
+				InsecureHTTP:  c.Bool("insecure-http"),
+				ReadTimeout:   c.Duration("read-timeout"),
+				WriteTimeout:  c.Duration("write-timeout"),
+				IdleTimeout:   c.Duration("idle-timeout"),
+				MaxConns:      c.Int("max-conns"),
+				MaxConnsPerIP: c.Int("max-conns-per-ip"),
 			}
 			if c.IsSet("open-signup") {
 				v := c.Bool("open-signup")
@@ -55,15 +70,62 @@ func serveCommand() *ucli.Command {
 	}
 }
 
+// Defaults of the HTTP servers of both planes.
+const (
+	defaultReadTimeout       = 30 * time.Second
+	defaultWriteTimeout      = 60 * time.Second
+	defaultIdleTimeout       = 2 * time.Minute
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultMaxConns          = 4096
+	defaultMaxConnsPerIP     = 256
+	// fdReserve is kept out of the connection caps for the databases,
+	// logs and outgoing requests.
+	fdReserve = 128
+)
+
 type serveOptions struct {
 	Data, APIAddr, RelayAddr, Only, DirectoryURL string
 	OpenSignup                                   *bool
 	Quiet                                        bool
+	// InsecureHTTP allows plain HTTP on a non-loopback address.
+	InsecureHTTP bool
+	// Zero values take the defaults above; MaxConnsPerIP < 0 means no
+	// per-address cap.
+	ReadTimeout, WriteTimeout, IdleTimeout, ReadHeaderTimeout time.Duration
+	MaxConns, MaxConnsPerIP                                   int
+
+	// listening, if set, is called with each plane's name and URL once
+	// it accepts connections.
+	listening func(plane, url string)
+}
+
+func (o *serveOptions) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.ReadTimeout, defaultReadTimeout)
+	def(&o.WriteTimeout, defaultWriteTimeout)
+	def(&o.IdleTimeout, defaultIdleTimeout)
+	def(&o.ReadHeaderTimeout, min(defaultReadHeaderTimeout, o.ReadTimeout))
+	if o.MaxConns <= 0 {
+		o.MaxConns = defaultMaxConns
+	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = defaultMaxConnsPerIP
+	}
 }
 
 // serve runs until ctx is cancelled, then shuts down: listeners stop,
 // in-flight requests finish, the relay flushes its archive.
+//
+// Before it serves anything it takes the data folder's lock of each plane
+// it runs (a second serve of the same plane on the folder refuses to
+// start), makes the folder 0700 and every file in it 0600, runs with
+// umask 0077, and checks that the databases can be written.
 func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (int, error) }) error {
+	o.defaults()
 	runDir, runRelay := true, true
 	switch o.Only {
 	case "":
@@ -74,8 +136,54 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	default:
 		return &usageError{fmt.Sprintf("unknown plane %q", o.Only), "use --only directory or --only relay"}
 	}
-	if err := os.MkdirAll(o.Data, 0o700); err != nil {
+	log := slog.New(slog.NewTextHandler(logw, nil))
+	var planes []plane
+	if runDir {
+		planes = append(planes, plane{name: "directory", addr: o.APIAddr, db: "directory.db"})
+	}
+	if runRelay {
+		planes = append(planes, plane{name: "relay", addr: o.RelayAddr, db: "relay.db"})
+	}
+	for _, p := range planes {
+		if isLoopback(p.addr) {
+			continue
+		}
+		if !o.InsecureHTTP {
+			return &usageError{fmt.Sprintf("the %s would serve plain HTTP on %s, which is not a loopback address", p.name, p.addr),
+				"listen on 127.0.0.1 behind a TLS proxy, or pass --insecure-http if something else encrypts the traffic"}
+		}
+		log.Warn(p.name+" serves plain HTTP on a non-loopback address: tokens and API keys cross the network in the clear unless a TLS proxy or tunnel carries them", "addr", p.addr)
+	}
+
+	defer datadir.RestrictUmask()()
+	if err := datadir.Prepare(o.Data); err != nil {
+		return err
+	}
+	for _, p := range planes {
+		lockPath := filepath.Join(o.Data, p.name+".lock")
+		l, err := datadir.Lock(lockPath)
+		if errors.Is(err, datadir.ErrLocked) {
+			return fmt.Errorf("data folder %s is in use: another tally serve runs its %s there (it holds %s); stop it or choose another --data", o.Data, p.name, lockPath)
+		}
+		if err != nil {
+			return err
+		}
+		// Released after the planes are closed (deferred first, run last).
+		defer l.Unlock()
+	}
+	if !datadir.Supported {
+		log.Warn("this system cannot lock the data folder: make sure no other tally serve uses it", "data", o.Data)
+	}
+	if err := datadir.Secure(o.Data); err != nil {
 		return fmt.Errorf("data folder: %w", err)
+	}
+	for _, p := range planes {
+		if err := datadir.CheckWritable(o.Data, p.db, p.db+"-wal", p.db+"-shm"); err != nil {
+			return fmt.Errorf("%w: fix the owner or mode, or choose another --data", err)
+		}
+		if err := datadir.CheckDB(ctx, filepath.Join(o.Data, p.db)); err != nil {
+			return fmt.Errorf("%s database: %w", p.name, err)
+		}
 	}
 	jwtSecret, err := loadSecret(filepath.Join(o.Data, "jwt_secret"))
 	if err != nil {
@@ -85,7 +193,6 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(logw, nil))
 	reqLog := log
 	if o.Quiet {
 		reqLog = nil
@@ -95,7 +202,6 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		open = *o.OpenSignup
 	}
 
-	var handlers []plane
 	var closers []func(context.Context) error
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -121,14 +227,14 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 			return err
 		}
 		closers = append(closers, st.Close)
-		handlers = append(handlers, plane{"directory", o.APIAddr, st.Directory}, plane{"relay", o.RelayAddr, st.Relay})
+		planes[0].h, planes[1].h = st.Directory, st.Relay
 	case runDir:
 		d, err := skytale.NewDirectory(dcfg)
 		if err != nil {
 			return err
 		}
 		closers = append(closers, d.Close)
-		handlers = append(handlers, plane{"directory", o.APIAddr, d})
+		planes[0].h = d
 	default:
 		dirURL := o.DirectoryURL
 		if dirURL == "" {
@@ -140,21 +246,47 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 			return err
 		}
 		closers = append(closers, r.Close)
-		handlers = append(handlers, plane{"relay", o.RelayAddr, r})
+		planes[0].h = r
+	}
+	// Every open connection is a file descriptor: the caps of all planes
+	// together stay below the process's limit.
+	maxConns := o.MaxConns
+	if n := openFileLimit(); n > 0 {
+		maxConns = max(1, min(maxConns, (n-fdReserve)/len(planes)))
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	for _, p := range handlers {
-		ln, err := net.Listen("tcp", p.addr)
+	for _, p := range planes {
+		tl, err := net.Listen("tcp", p.addr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		srv := &http.Server{Handler: p.h, ReadHeaderTimeout: 10 * time.Second}
-		attrs := []any{"url", "http://" + ln.Addr().String()}
+		ln := httpx.NewLimitListener(tl, httpx.LimitOptions{
+			Max: maxConns, MaxPerAddr: o.MaxConnsPerIP,
+			// A TLS proxy on loopback carries every client.
+			ExemptAddr: netip.Addr.IsLoopback,
+		})
+		// The deadlines hold until a WebSocket takes the connection over:
+		// net/http clears them when the relay hijacks it, and the relay
+		// sets its own per write.
+		srv := &http.Server{
+			Handler:           p.h,
+			ReadHeaderTimeout: o.ReadHeaderTimeout,
+			ReadTimeout:       o.ReadTimeout,
+			WriteTimeout:      o.WriteTimeout,
+			IdleTimeout:       o.IdleTimeout,
+			MaxHeaderBytes:    64 << 10,
+		}
+		url := "http://" + tl.Addr().String()
+		attrs := []any{"url", url}
 		if p.name == "directory" {
 			attrs = append(attrs, "open_signup", open)
 		}
+		attrs = append(attrs, "max_conns", maxConns)
 		log.Info(p.name+" listening", attrs...)
+		if o.listening != nil {
+			o.listening(p.name, url)
+		}
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("%s: %w", p.name, err)
@@ -177,6 +309,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 
 type plane struct {
 	name, addr string
+	db         string // its database file in the data folder
 	h          http.Handler
 }
 
@@ -189,35 +322,61 @@ func planeLogger(l *slog.Logger, name string) *slog.Logger {
 
 // loadSecret reads a secret from path, creating it (mode 0600) the first
 // time as 32 random bytes in hex. The secret is the hex text itself, so the
-// operator can paste it into an Authorization header.
+// operator can paste it into an Authorization header. The new file appears
+// whole or not at all (written aside, then linked into place), so two
+// planes starting at once on one folder agree on the secret.
 func loadSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		s := strings.TrimSpace(string(b))
-		if raw, err := hex.DecodeString(s); err != nil || len(raw) < 32 {
-			return nil, fmt.Errorf("%s is not a 32-byte hex secret; remove it to generate a new one", path)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			s := strings.TrimSpace(string(b))
+			if raw, err := hex.DecodeString(s); err != nil || len(raw) < 32 {
+				return nil, fmt.Errorf("%s is not a 32-byte hex secret; remove it to generate a new one", path)
+			}
+			return []byte(s), nil
 		}
-		return []byte(s), nil
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		created, err := createSecret(path)
+		if err != nil || created != nil {
+			return created, err
+		}
+		// Another process created it first: read theirs.
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
+}
+
+// createSecret writes a new secret to path, or returns nil, nil if path
+// appeared meanwhile.
+func createSecret(path string) ([]byte, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	s := []byte(hex.EncodeToString(raw))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(append(s, '\n')); err != nil {
-		f.Close()
+	defer os.Remove(f.Name())
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(append(s, '\n'))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := os.Link(f.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, nil
+		}
 		return nil, err
 	}
-	return s, f.Close()
+	return s, nil
 }
 
 func isLoopback(addr string) bool {

@@ -1,0 +1,171 @@
+package httpx
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func listen(t *testing.T, o LimitOptions) *LimitListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimitListener(ln, o)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func dial(t *testing.T, l net.Listener) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+func acceptAsync(l net.Listener) <-chan accepted {
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := l.Accept()
+		ch <- accepted{c, err}
+	}()
+	return ch
+}
+
+// TestLimitListenerWaitsAtTotalCap: with Max open connections, Accept does
+// not hand out another until one of them closes; the waiting connection is
+// then accepted, not lost.
+func TestLimitListenerWaitsAtTotalCap(t *testing.T) {
+	l := listen(t, LimitOptions{Max: 2})
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		dial(t, l)
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	if n := l.Active(); n != 2 {
+		t.Fatalf("Active = %d, want 2", n)
+	}
+	third := dial(t, l)
+	got := acceptAsync(l)
+	select {
+	case a := <-got:
+		t.Fatalf("a third connection was accepted over the cap (%v)", a.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	held[0].Close()
+	held[0].Close() // a second Close must not free a second slot
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.c.Close()
+	// It is the waiting client's connection: bytes flow both ways.
+	if _, err := third.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(a.c, b); err != nil || b[0] != 'x' {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if n := l.Active(); n != 2 {
+		t.Fatalf("Active = %d after one close and one accept, want 2", n)
+	}
+	// Still at the cap after the double Close.
+	dial(t, l)
+	got = acceptAsync(l)
+	select {
+	case <-got:
+		t.Fatal("a double Close freed two slots")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.Close()
+	if a := <-got; !errors.Is(a.err, net.ErrClosed) {
+		t.Fatalf("Accept waiting at the cap after Close: %v, want net.ErrClosed", a.err)
+	}
+}
+
+// TestLimitListenerPerAddr: connections from one address beyond MaxPerAddr
+// are closed at once and do not use a slot; exempt addresses are not
+// counted.
+func TestLimitListenerPerAddr(t *testing.T) {
+	l := listen(t, LimitOptions{Max: 10, MaxPerAddr: 2})
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		dial(t, l)
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	over := dial(t, l)
+	got := acceptAsync(l)
+	// The server closes the connection over the per-address cap without
+	// reading from it.
+	over.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := over.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection over the per-address cap was served")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a connection over the per-address cap was neither served nor closed")
+	}
+	if n := l.Active(); n != 2 {
+		t.Fatalf("Active = %d, want 2", n)
+	}
+	// A freed slot of that address takes a new connection.
+	held[0].Close()
+	dial(t, l)
+	if a := <-got; a.err != nil {
+		t.Fatal(a.err)
+	} else {
+		a.c.Close()
+	}
+
+	ex := listen(t, LimitOptions{MaxPerAddr: 1, ExemptAddr: netip.Addr.IsLoopback})
+	for i := 0; i < 3; i++ {
+		dial(t, ex)
+		c, err := ex.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	if n := ex.Active(); n != 3 {
+		t.Fatalf("exempt address: Active = %d, want 3", n)
+	}
+}
+
+func TestLimitListenerAddrKey(t *testing.T) {
+	l := NewLimitListener(nil, LimitOptions{MaxPerAddr: 1})
+	for in, want := range map[string]string{
+		"10.0.0.1:80":                "10.0.0.1",
+		"[::ffff:10.0.0.1]:80":       "10.0.0.1",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::",
+		"[2001:db8:1:2:ff::1]:443":   "2001:db8:1:2::",
+		"[2001:db8:1:3::1]:443":      "2001:db8:1:3::",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := l.addrKey(a)
+		if !ok || got.String() != want {
+			t.Errorf("addrKey(%s) = %v %v, want %s", in, got, ok, want)
+		}
+	}
+}
