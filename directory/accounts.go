@@ -16,8 +16,9 @@ import (
 const didPrefix = "did:skytale:"
 
 type createAccountRequest struct {
-	Email string `json:"email"`
-	Org   string `json:"org"`
+	Email     string `json:"email"`
+	Org       string `json:"org"`
+	OrgInvite string `json:"org_invite"`
 }
 
 type createAccountResponse struct {
@@ -26,9 +27,15 @@ type createAccountResponse struct {
 	APIKey    string `json:"api_key"`
 }
 
-// POST /v1/accounts {email, org} → 201 {account_id, org, api_key}
+// POST /v1/accounts {email, org, org_invite?} → 201 {account_id, org, api_key}
+//
+// The first account of an org owns it. Another account joins an existing
+// org only with an org invite of that org (403 org_taken without one, 403
+// invalid_org_invite with a bad one); the operator, with the internal
+// secret, may create accounts in any org.
 func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.OpenSignup && !s.isInternal(r) {
+	internal := s.isInternal(r)
+	if !s.cfg.OpenSignup && !internal {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "signup is closed: the internal secret is required")
 		return
 	}
@@ -44,7 +51,11 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
 		return
 	}
-	id, key, err := s.createAccount(r.Context(), req.Email, req.Org)
+	var invite []byte
+	if req.OrgInvite != "" {
+		invite = hashSecret(req.OrgInvite)
+	}
+	id, key, err := s.createAccount(r.Context(), req.Email, req.Org, invite, internal)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -53,9 +64,10 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 // CreateAccount creates an account in process, as POST /v1/accounts does
-// over HTTP (whatever OpenSignup says), and returns its id and its API key.
-// It is meant for embedders and test stacks that provision accounts
-// without going through the network.
+// over HTTP with the internal secret (whatever OpenSignup says, and in any
+// org, existing or not), and returns its id and its API key. It is meant
+// for embedders and test stacks that provision accounts without going
+// through the network.
 func (s *Server) CreateAccount(ctx context.Context, email, org string) (accountID, apiKey string, err error) {
 	if !validEmail(email) {
 		return "", "", errors.New("directory: email is invalid")
@@ -63,10 +75,10 @@ func (s *Server) CreateAccount(ctx context.Context, email, org string) (accountI
 	if !validOrg(org) {
 		return "", "", errors.New("directory: org is invalid")
 	}
-	return s.createAccount(ctx, email, org)
+	return s.createAccount(ctx, email, org, nil, true)
 }
 
-func (s *Server) createAccount(ctx context.Context, email, org string) (id, key string, err error) {
+func (s *Server) createAccount(ctx context.Context, email, org string, orgInvite []byte, anyOrg bool) (id, key string, err error) {
 	if id, err = s.newID(); err != nil {
 		return "", "", err
 	}
@@ -74,7 +86,7 @@ func (s *Server) createAccount(ctx context.Context, email, org string) (id, key 
 	if err != nil {
 		return "", "", err
 	}
-	if err := s.store.createAccount(ctx, id, email, org, hash, s.cfg.Now()); err != nil {
+	if err := s.store.createAccount(ctx, id, email, org, orgInvite, anyOrg, hash, s.cfg.Now()); err != nil {
 		return "", "", err
 	}
 	return id, key, nil

@@ -22,6 +22,7 @@ const (
 	prefixChanKey   = "sk_chan_"
 	prefixInvite    = "skt_inv_"
 	prefixFed       = "skt_fed_"
+	prefixOrgInvite = "skt_org_"
 	prefixPollToken = "skt_poll_"
 )
 

@@ -1,12 +1,13 @@
 // Package directory implements the Skytale directory: the HTTP API that
 // holds accounts and API keys, mints short-lived JWTs, registers channels,
 // brokers the MLS join handshake (invites, key packages, Welcomes), runs the
-// device-grant flow, registers seats and records revocations.
+// device-grant flow, registers seats, records channel members and org
+// ownership, and records revocations.
 //
 // The directory never parses MLS bytes: key packages and Welcomes cross it as
-// opaque blobs. It stores secrets (API keys, invite and federation tokens,
-// device poll tokens) only as SHA-256 hashes, and a device-grant credential
-// only HPKE-sealed to the device's key.
+// opaque blobs. It stores secrets (API keys, invite, federation and org
+// invite tokens, device poll tokens) only as SHA-256 hashes, and a
+// device-grant credential only HPKE-sealed to the device's key.
 //
 // # Mounting
 //
@@ -40,7 +41,7 @@
 //   - unauthorized (401): no credential, or one that is not valid.
 //   - forbidden (403), revoked (403), not_owner (403), not_member (403),
 //     wrong_org (403), invalid_invite (403), invalid_federation_token
-//     (403).
+//     (403), org_taken (403), invalid_org_invite (403).
 //   - not_found, channel_not_found, account_not_found (404);
 //     method_not_allowed (405).
 //   - channel_taken, seat_exists, already_approved, owner_cannot_leave
@@ -61,6 +62,25 @@
 // in the poll answer that carries sealed_credential, together with the
 // account_id and org the credential acts for. Seats use it to hand a new
 // device their transport credential.
+//
+// # Orgs
+//
+// An org is owned by its first account: POST /v1/accounts with an org
+// nobody has yet creates it. Another account joins an existing org only
+// with an org invite, POST /v1/accounts {"email", "org", "org_invite":
+// "skt_org_…"}; without one the answer is 403 org_taken, and with one that
+// is unknown, expired, used up or of another org it is 403
+// invalid_org_invite. The invite's use is consumed in the same transaction
+// that creates the account, so concurrent signups never over-use it. Any
+// account of the org (with an account-wide credential) mints invites:
+// POST /v1/orgs/invites {org, max_uses?, ttl_seconds?} → 201 {"token":
+// "skt_org_…", "expires_at"}, with the ranges and defaults of channel
+// invites (max_uses 1 to 100, default 1; ttl_seconds 60 to 604800,
+// default 3600). The operator (the internal secret, or
+// [Server.CreateAccount] in process) creates accounts in any org without
+// an invite. Channels are registered only under the caller's org, and the
+// org check of federation tokens uses the same owned org, so naming an org
+// at signup gives no way into it.
 //
 // # Channel members and the channel feed
 //

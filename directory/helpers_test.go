@@ -48,6 +48,8 @@ type env struct {
 	s     *Server
 	ts    *httptest.Server
 	clock *clock
+
+	orgKeys map[string]string // an API key of each org's first account
 }
 
 func newEnv(t testing.TB, mod func(*Config)) *env {
@@ -150,12 +152,32 @@ func want(t testing.TB, r reply, status int, code string) {
 	}
 }
 
-// account creates an account of org and returns its id and API key.
+// account creates an account of org and returns its id and API key. The
+// first account of an org (in this env) creates it; later ones join it
+// with an org invite minted by the first.
 func (e *env) account(org string) (id, key string) {
 	e.t.Helper()
-	r := e.do("POST", "/v1/accounts", "", map[string]string{"email": org + "@example.com", "org": org})
+	body := map[string]string{"email": org + "@example.com", "org": org}
+	if first, ok := e.orgKeys[org]; ok {
+		body["org_invite"] = e.orgInvite(first, org, 1)
+	}
+	r := e.do("POST", "/v1/accounts", "", body)
 	want(e.t, r, 201, "")
+	if e.orgKeys == nil {
+		e.orgKeys = map[string]string{}
+	}
+	if _, ok := e.orgKeys[org]; !ok {
+		e.orgKeys[org] = r.str("api_key")
+	}
 	return r.str("account_id"), r.str("api_key")
+}
+
+// orgInvite mints an org invite of org with key.
+func (e *env) orgInvite(key, org string, maxUses int) string {
+	e.t.Helper()
+	r := e.do("POST", "/v1/orgs/invites", key, map[string]any{"org": org, "max_uses": maxUses})
+	want(e.t, r, 201, "")
+	return r.str("token")
 }
 
 func (e *env) channel(key, name string) string {

@@ -187,6 +187,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/channels/welcome/{request_id}", s.authed(s.handlePollWelcome))
 	m.HandleFunc("POST /v1/channels/welcome/{request_id}/ack", s.authed(s.handleAck))
 	m.HandleFunc("POST /v1/federation/invites", s.authed(s.handleCreateFederationInvite))
+	m.HandleFunc("POST /v1/orgs/invites", s.authed(s.handleCreateOrgInvite))
 	m.HandleFunc("POST /v1/device/grants", s.handleCreateGrant)
 	m.HandleFunc("POST /v1/device/grants/approve", s.authed(s.handleApproveGrant))
 	m.HandleFunc("POST /v1/device/grants/lookup", s.authed(s.handleLookupGrant))

@@ -15,7 +15,8 @@ import (
 // PRAGMA user_version. Append only: never edit a step that has shipped.
 //
 // Times are Unix nanoseconds (UTC). Every secret (API keys, invite tokens,
-// federation tokens, device poll tokens) is stored as its SHA-256 hash only.
+// federation tokens, org invite tokens, device poll tokens) is stored as
+// its SHA-256 hash only.
 var migrations = []string{
 	`
 CREATE TABLE accounts (
@@ -128,6 +129,28 @@ INSERT INTO channel_events (kind, channel, account_id, epoch, created_at)
 	FROM channel_members m JOIN channels c ON c.id = m.channel_id
 	ORDER BY m.added_at, c.name, m.account_id;
 `,
+	// Orgs are owned by their first account; another account joins an
+	// existing org only with an org invite. Each existing org is owned by
+	// its earliest account.
+	`
+CREATE TABLE orgs (
+	name       TEXT PRIMARY KEY,
+	owner_id   TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+INSERT INTO orgs (name, owner_id, created_at)
+	SELECT a.org, a.id, a.created_at FROM accounts a
+	WHERE a.rowid = (SELECT b.rowid FROM accounts b WHERE b.org = a.org ORDER BY b.created_at, b.rowid LIMIT 1);
+CREATE TABLE org_invites (
+	hash       BLOB PRIMARY KEY,
+	org        TEXT NOT NULL REFERENCES orgs(name) ON DELETE CASCADE,
+	created_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+);
+`,
 }
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
@@ -146,6 +169,8 @@ var (
 	errAccountNotFound  = errors.New("directory: account not found")
 	errNotMember        = errors.New("directory: caller is not a member of the channel")
 	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")
+	errOrgTaken         = errors.New("directory: org exists and joining it needs an org invite")
+	errOrgInviteInvalid = errors.New("directory: org invite is invalid, expired, used up or for another org")
 )
 
 // store is the directory's persistent state over SQLite.
@@ -237,14 +262,49 @@ func (s *store) lookupAccount(ctx context.Context, id string) (org string, revok
 	return org, revoked, err
 }
 
-func (s *store) createAccount(ctx context.Context, id, email, org string, keyHash []byte, now time.Time) error {
+// createAccount creates an account of org with its first API key. An org
+// that does not exist yet is created, owned by the new account. Joining an
+// existing org consumes one use of orgInvite (the hash of an org invite
+// token of that org) in the same transaction; with no invite it is
+// errOrgTaken, unless anyOrg (the operator provisioning accounts).
+func (s *store) createAccount(ctx context.Context, id, email, org string, orgInvite []byte, anyOrg bool, keyHash []byte, now time.Time) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM orgs WHERE name = ?`, org).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if orgInvite != nil {
+				return errOrgInviteInvalid // no invite of an org that does not exist
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO orgs (name, owner_id, created_at) VALUES (?, ?, ?)`,
+				org, id, now.UnixNano()); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case orgInvite != nil:
+			res, err := tx.ExecContext(ctx,
+				`UPDATE org_invites SET uses = uses + 1
+				 WHERE hash = ? AND org = ? AND uses < max_uses AND expires_at > ?`,
+				orgInvite, org, now.UnixNano())
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n != 1 {
+				return errOrgInviteInvalid
+			}
+		case !anyOrg:
+			return errOrgTaken
+		}
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO accounts (id, email, org, created_at) VALUES (?, ?, ?, ?)`,
 			id, email, org, now.UnixNano()); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx,
+		_, err = tx.ExecContext(ctx,
 			`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (?, ?, '', ?)`,
 			keyHash, id, now.UnixNano())
 		return err
@@ -314,6 +374,17 @@ func (s *store) createInvite(ctx context.Context, channel, account string, hash 
 		_, err = tx.ExecContext(ctx,
 			`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, 0, ?, ?)`,
 			hash, chID, maxUses, expires.UnixNano(), now.UnixNano())
+		return err
+	})
+}
+
+// createOrgInvite stores an org invite minted by account, which must
+// belong to org.
+func (s *store) createOrgInvite(ctx context.Context, org, account string, hash []byte, maxUses int, expires, now time.Time) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO org_invites (hash, org, created_by, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, ?, 0, ?, ?)`,
+			hash, org, account, maxUses, expires.UnixNano(), now.UnixNano())
 		return err
 	})
 }
@@ -564,6 +635,7 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 			{`DELETE FROM join_requests WHERE (status = 'completed' AND updated_at < ?) OR (status = 'pending' AND created_at < ?)`, []any{cutoff, cutoff}},
 			{`DELETE FROM invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM federation_invites WHERE expires_at < ?`, []any{cutoff}},
+			{`DELETE FROM org_invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM api_keys WHERE hash IN (SELECT key_hash FROM device_grants WHERE status = 'approved' AND sealed IS NOT NULL AND expires_at <= ?)`, []any{now.UnixNano()}},
 			{`UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE status != 'expired' AND sealed IS NOT NULL AND expires_at <= ?`, []any{now.UnixNano()}},
 			{`DELETE FROM device_grants WHERE expires_at < ?`, []any{cutoff}},
