@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,10 +101,61 @@ type chanState struct {
 	hasEpoch bool
 	epoch    uint64 // expected next
 
-	evicted uint64 // rows up to here are deleted; committer only
+	// Committer only. The application entries within the cap, as runs of
+	// consecutive seqs, oldest first: seqs are strictly increasing but
+	// not contiguous (handshake entries sit between them, a crash skips
+	// the rest of a reserved block), so the cap is a count of entries,
+	// never a distance in seqs. Loaded from the archive on first use.
+	evicted uint64 // application rows up to here are deleted
+	loaded  bool
+	runs    []seqRun
+	napp    uint64         // entries in runs
+	floor   *atomic.Uint64 // the oldest seq within the cap; shared with readers via archive.floors
 
 	durable atomic.Uint64 // reserved ceiling known to be committed
 	held    atomic.Int64  // entries waiting for their commit before delivery
+}
+
+// seqRun is the seqs first..last, all of them application entries.
+type seqRun struct{ first, last uint64 }
+
+// addApp records a new application entry (above every seq recorded) and
+// drops the oldest past the cap.
+func (st *chanState) addApp(seq, capN uint64) {
+	if n := len(st.runs); n > 0 && st.runs[n-1].last+1 == seq {
+		st.runs[n-1].last = seq
+	} else {
+		st.runs = append(st.runs, seqRun{seq, seq})
+	}
+	st.napp++
+	for st.napp > capN {
+		r := &st.runs[0]
+		drop := min(st.napp-capN, r.last-r.first+1)
+		r.first += drop
+		st.napp -= drop
+		if r.first > r.last {
+			st.runs = st.runs[1:]
+		}
+	}
+}
+
+// capFloor is the oldest seq among the newest cap application entries, or
+// 0 while the channel holds fewer.
+func (st *chanState) capFloor(capN uint64) uint64 {
+	if st.napp < capN || len(st.runs) == 0 {
+		return 0
+	}
+	return st.runs[0].first
+}
+
+// raise sets f to v unless it is higher already.
+func raise(f *atomic.Uint64, v uint64) {
+	for {
+		old := f.Load()
+		if old >= v || f.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // archive is the SQLite store. The committer goroutine owns every write;
@@ -130,10 +182,17 @@ type archive struct {
 	// Owned by the committer.
 	failed error
 
+	// floors maps a channel name to its *atomic.Uint64 cap floor (see
+	// chanState.floor), for readers. A floor only ever rises, and the
+	// committer raises it only after the commit that moves it, so a reader
+	// holding an older floor may serve an entry the cap has just pushed
+	// out, but never hides one within it.
+	floors sync.Map
+
 	args []any
 
 	insert, insertN, evict, evictHS, upsert, load *sql.Stmt
-	readApp, readAll                              *sql.Stmt
+	readApp, readAll, loadApp, floorQ             *sql.Stmt
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -197,20 +256,21 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// traffic never push out the commits an offline member needs to
 		// follow the group; the TTL applies to both.
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ? AND entry_type = 0`, true},
+		{&a.loadApp, `SELECT seq FROM messages WHERE channel = ? AND entry_type = 0 ORDER BY seq DESC LIMIT ?`, true},
+		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.evictHS, `DELETE FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < (
 			SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
 		// Rows past the cap may linger until the committer evicts them in
-		// its next chunk, so reads apply the cap themselves.
+		// its next chunk, so reads apply the cap themselves: ?5 is the
+		// channel's cap floor.
 		{&a.readApp, `SELECT seq, entry_type, ts, payload FROM messages
-			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND entry_type = 0
-			AND seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5
+			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND entry_type = 0 AND seq >= ?5
 			ORDER BY seq LIMIT ?4`, false},
 		{&a.readAll, `SELECT seq, entry_type, ts, payload FROM messages
-			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3
-			AND (entry_type != 0 OR seq > (SELECT coalesce(max(seq), 0) FROM messages WHERE channel = ?1) - ?5)
+			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND (entry_type != 0 OR seq >= ?5)
 			ORDER BY seq LIMIT ?4`, false},
 	} {
 		var err error
@@ -258,7 +318,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 }
 
 func (a *archive) closeStmts() {
-	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll} {
+	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ} {
 		if s != nil {
 			s.Close()
 		}
@@ -434,6 +494,13 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	dirty := make(map[*chanState]bool)
 	evicted := make(map[*chanState]uint64)
 	handshake := make(map[*chanState]bool)
+	for _, r := range batch {
+		if r.st != nil && !r.st.loaded && r.reply == nil && !r.stale && !r.fence && r.hdr.entryType == EntryApp {
+			if err := a.loadRuns(ctx, r.st); err != nil {
+				return err
+			}
+		}
+	}
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.reply != nil || r.stale || r.st == nil {
@@ -455,6 +522,8 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 		rows[r.st] = r
 		if r.hdr.entryType != 0 {
 			handshake[r.st] = true
+		} else {
+			r.st.addApp(r.seq, a.cap)
 		}
 		if r.dirty {
 			dirty[r.st] = true
@@ -478,15 +547,15 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			}
 		}
 	}
-	for st, r := range last {
+	for st := range last {
 		// Evict in chunks: deleting one old row per commit would touch
 		// the oldest pages on every commit, doubling what one publish in
 		// flight writes and syncs.
-		if r.seq > a.cap && r.seq-a.cap >= st.evicted+a.evictChunk {
-			if _, err := a.evict.ExecContext(ctx, st.name, int64(r.seq-a.cap)); err != nil {
+		if f := st.capFloor(a.cap); f > 0 && f-1 >= st.evicted+a.evictChunk {
+			if _, err := a.evict.ExecContext(ctx, st.name, int64(f-1)); err != nil {
 				return err
 			}
-			evicted[st] = r.seq - a.cap
+			evicted[st] = f - 1
 		}
 		// Handshake entries are rare (one commit per epoch is fenced):
 		// trim them to the cap whenever one is written.
@@ -502,7 +571,61 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	for st, to := range evicted {
 		st.evicted = to
 	}
+	for st := range last {
+		if st.loaded {
+			raise(st.floor, st.capFloor(a.cap))
+		}
+	}
 	return nil
+}
+
+// loadRuns loads a channel's newest cap application seqs, inside the
+// committer's transaction and before it adds any.
+func (a *archive) loadRuns(ctx context.Context, st *chanState) error {
+	rows, err := a.loadApp.QueryContext(ctx, st.name, int64(a.cap))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var seqs []uint64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return err
+		}
+		seqs = append(seqs, uint64(seq))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	st.runs, st.napp = nil, 0
+	for i := len(seqs) - 1; i >= 0; i-- {
+		st.addApp(seqs[i], a.cap)
+	}
+	f, _ := a.floors.LoadOrStore(st.name, new(atomic.Uint64))
+	st.floor = f.(*atomic.Uint64)
+	st.loaded = true
+	return nil
+}
+
+// readFloor returns the cap floor reads of a channel apply: the
+// committer's when it has loaded the channel, else the archive's.
+func (a *archive) readFloor(ctx context.Context, name string) (uint64, error) {
+	if f, ok := a.floors.Load(name); ok {
+		return f.(*atomic.Uint64).Load(), nil
+	}
+	var seq int64
+	err := a.floorQ.QueryRowContext(ctx, name, int64(a.cap)).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // fewer entries than the cap: nothing to hide
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Cache it: nobody has raised it yet, and any later floor is higher.
+	f, _ := a.floors.LoadOrStore(name, new(atomic.Uint64))
+	raise(f.(*atomic.Uint64), uint64(seq))
+	return uint64(seq), nil
 }
 
 func (a *archive) answer(r *pubReq, err error) {
@@ -587,7 +710,11 @@ func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uin
 			stmt = a.readApp
 		}
 		cutoff := a.now().Add(-a.ttl).UnixMilli()
-		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(a.cap))
+		floor, err := a.readFloor(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("relay: archive read: %w", err)
+		}
+		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(floor))
 		if err != nil {
 			return nil, fmt.Errorf("relay: archive read: %w", err)
 		}

@@ -268,12 +268,22 @@ func TestCatchUpPaging(t *testing.T) {
 	}
 	base := tr.URL + "/v1/sync?channel=" + strings.ReplaceAll(chA, "/", "%2F")
 
-	// The archive keeps the last 1000 (default cap), and the handshake
-	// entries before them, which have a cap of their own.
+	// The archive keeps the newest 1000 application entries (the default
+	// cap: all 960 here), and the handshake entries, which have a cap of
+	// their own. The cap counts entries, never a distance in seqs.
 	var wantSeqs []uint64
+	newer := 0 // application entries after the one at i
+	for _, et := range want {
+		if et == 0 {
+			newer++
+		}
+	}
 	for i, et := range want {
-		if seq := uint64(i + 1); et != 0 || seq > 200 {
-			wantSeqs = append(wantSeqs, seq)
+		if et == 0 {
+			newer--
+		}
+		if et != 0 || newer < DefaultArchiveCap {
+			wantSeqs = append(wantSeqs, uint64(i+1))
 		}
 	}
 	var seqs []uint64
@@ -775,8 +785,8 @@ func TestCapKeepsHandshakeEntries(t *testing.T) {
 	for e := uint64(1); e <= 5; e++ {
 		c.publishAck(chA, privateMessage(gid, e, 3)) // seq 22..26
 	}
-	if got := seqs("/v1/sync", "entries"); fmt.Sprint(got) != "[23 24 25 26]" {
-		t.Fatalf("sync after commits: %v, want the last 4 commits", got)
+	if got := seqs("/v1/sync", "entries"); fmt.Sprint(got) != "[18 19 20 21 23 24 25 26]" {
+		t.Fatalf("sync after commits: %v, want the last 4 chat entries and the last 4 commits", got)
 	}
 	var rows int
 	tr.db.QueryRow(`SELECT count(*) FROM messages WHERE entry_type != 0`).Scan(&rows)
