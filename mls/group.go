@@ -70,6 +70,10 @@ const (
 	defaultMaxLeafLifetime = 365 * 24 * time.Hour
 )
 
+// NoMaxLeafLifetime, as [Config.MaxLeafLifetime], accepts KeyPackage
+// leaves of any total lifetime (Section 7.3).
+const NoMaxLeafLifetime time.Duration = -1
+
 // Config tunes a Group. A nil *Config or a zero field means the default.
 // A Config must not be modified after it has been passed to this package.
 type Config struct {
@@ -85,6 +89,10 @@ type Config struct {
 	// not_before) accepted on the leaf of a KeyPackage (Section 7.3
 	// requires applications to set one). The default is 365 days, or
 	// KeyPackageLifetime plus the clock skew allowance if that is longer.
+	// [NoMaxLeafLifetime] (or any negative value) sets no maximum, for
+	// peers whose KeyPackages carry the lifetime 0..2^63-1 that several
+	// implementations use by default; the lifetime must still cover the
+	// current time.
 	MaxLeafLifetime time.Duration
 
 	// MaxPastEpochs is how many past epochs keep their application keys
@@ -135,8 +143,10 @@ func (c *Config) withDefaults() Config {
 	if out.KeyPackageLifetime <= 0 {
 		out.KeyPackageLifetime = defaultKeyPackageLifetime
 	}
-	if out.MaxLeafLifetime <= 0 {
+	if out.MaxLeafLifetime == 0 {
 		out.MaxLeafLifetime = max(defaultMaxLeafLifetime, out.KeyPackageLifetime+lifetimeSkew)
+	} else if out.MaxLeafLifetime < 0 {
+		out.MaxLeafLifetime = NoMaxLeafLifetime
 	}
 	if out.MaxPastEpochs == 0 {
 		out.MaxPastEpochs = defaultMaxPastEpochs

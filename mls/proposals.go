@@ -488,7 +488,7 @@ func checkLifetime(ln *LeafNode, c *Config) error {
 	if now < 0 || uint64(now) < lt.NotBefore || uint64(now) > lt.NotAfter {
 		return fmt.Errorf("%w: lifetime does not cover the current time", ErrInvalidLeafNode)
 	}
-	if lt.NotAfter-lt.NotBefore > uint64(c.MaxLeafLifetime/time.Second) {
+	if c.MaxLeafLifetime >= 0 && lt.NotAfter-lt.NotBefore > uint64(c.MaxLeafLifetime/time.Second) {
 		return fmt.Errorf("%w: lifetime longer than %v", ErrInvalidLeafNode, c.MaxLeafLifetime)
 	}
 	return nil
