@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
 // frame is a client-to-relay WebSocket frame. The byte slices alias the
@@ -17,21 +19,30 @@ type frame struct {
 
 var errBadFrame = errors.New("relay: frame is not a JSON object with string fields")
 
+// frameJSON is the shape of a client frame for encoding/json.
+type frameJSON struct {
+	Type    *string `json:"type"`
+	Token   *string `json:"token"`
+	Channel *string `json:"channel"`
+	Payload *string `json:"payload"`
+}
+
 // decodeFrame decodes a client frame. The common shape, a flat object of
-// ASCII strings without escapes and with only the known keys, is decoded in
-// place without allocating; anything else goes through encoding/json, so
-// both paths accept exactly what encoding/json accepts for this struct.
+// ASCII strings without escapes and with only the known keys, each at most
+// once, is decoded in place without allocating; anything else goes through
+// encoding/json and httpx.CheckKeys, so both paths accept exactly what
+// encoding/json accepts for this struct, except that no object may repeat
+// a key and a key must spell its field exactly ("TYPE" is not "type"):
+// two readers of one frame must never disagree on what it says.
 func decodeFrame(b []byte) (frame, error) {
 	if f, ok := decodeFlat(b); ok {
 		return f, nil
 	}
-	var v struct {
-		Type    *string `json:"type"`
-		Token   *string `json:"token"`
-		Channel *string `json:"channel"`
-		Payload *string `json:"payload"`
-	}
+	var v frameJSON
 	if err := json.Unmarshal(b, &v); err != nil {
+		return frame{}, errBadFrame
+	}
+	if err := httpx.CheckKeys(b, &v); err != nil {
 		return frame{}, errBadFrame
 	}
 	var f frame
@@ -49,9 +60,11 @@ func decodeFrame(b []byte) (frame, error) {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // decodeFlat is the allocation-free fast path of decodeFrame. It reports
-// false for anything it does not fully understand.
+// false for anything it does not fully understand, and for a repeated key
+// (which the slow path then refuses).
 func decodeFlat(b []byte) (frame, bool) {
 	var f frame
+	var seen uint8 // one bit per known key
 	i := 0
 	skip := func() {
 		for i < len(b) && isSpace(b[i]) {
@@ -106,18 +119,23 @@ func decodeFlat(b []byte) (frame, bool) {
 			if val == nil {
 				val = []byte{}
 			}
+			var bit uint8
 			switch string(key) {
 			case "type":
-				f.Type = val
+				f.Type, bit = val, 1
 			case "token":
-				f.Token = val
+				f.Token, bit = val, 2
 			case "channel":
-				f.Channel = val
+				f.Channel, bit = val, 4
 			case "payload":
-				f.Payload = val
+				f.Payload, bit = val, 8
 			default:
 				return f, false
 			}
+			if seen&bit != 0 {
+				return f, false
+			}
+			seen |= bit
 			skip()
 			if i >= len(b) {
 				return f, false

@@ -3,6 +3,8 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -15,9 +17,17 @@ func TestDecodeFrame(t *testing.T) {
 		{`{"type":"auth","token":"a.b.c"}`, frame{Type: []byte("auth"), Token: []byte("a.b.c")}, true},
 		{` { "type" : "publish" , "channel":"a/b/c", "payload":"QQ==" } `, frame{Type: []byte("publish"), Channel: []byte("a/b/c"), Payload: []byte("QQ==")}, true},
 		{`{"type":"subscribe","channel":"a\/b\/c"}`, frame{Type: []byte("subscribe"), Channel: []byte("a/b/c")}, true},
-		{`{"TYPE":"auth"}`, frame{Type: []byte("auth")}, true}, // encoding/json matches keys case-insensitively
 		{`{"type":"auth","extra":{"x":[1,2]}}`, frame{Type: []byte("auth")}, true},
-		{`{"type":"a","type":"b"}`, frame{Type: []byte("b")}, true},
+		{`{"typ\u0065":"auth"}`, frame{Type: []byte("auth")}, true},
+		// Keys are exact and unique: encoding/json alone would match
+		// "TYPE" to type and keep the last of two "type" keys.
+		{`{"TYPE":"auth"}`, frame{}, false},
+		{`{"type":"publish","Channel":"a/b/c"}`, frame{}, false},
+		{`{"type":"a","type":"b"}`, frame{}, false},
+		{`{"type":"a","token":"t","type":"a"}`, frame{}, false},
+		{`{"type":"a","Type":"b"}`, frame{}, false},
+		{`{"type":"a","typ\u0065":"b"}`, frame{}, false},
+		{`{"type":"a","x":{"k":1,"k":2}}`, frame{}, false},
 		{`{}`, frame{}, true},
 		{`{"type":7}`, frame{}, false},
 		{`{"type":"a",}`, frame{}, false},
@@ -42,9 +52,60 @@ func frameEqual(a, b frame) bool {
 		bytes.Equal(a.Channel, b.Channel) && bytes.Equal(a.Payload, b.Payload)
 }
 
+// strictKeys is the fuzz target's own statement of the key rules: no
+// object anywhere repeats a key, and no top-level key differs from a frame
+// field only in case.
+func strictKeys(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func(top bool) bool
+	walk = func(top bool) bool {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return false
+				}
+				key := k.(string)
+				if seen[key] {
+					return false
+				}
+				seen[key] = true
+				if top {
+					for _, f := range []string{"type", "token", "channel", "payload"} {
+						if key != f && strings.EqualFold(key, f) {
+							return false
+						}
+					}
+				}
+				if !walk(false) {
+					return false
+				}
+			}
+			_, err = dec.Token()
+			return err == nil
+		case json.Delim('['):
+			for dec.More() {
+				if !walk(false) {
+					return false
+				}
+			}
+			_, err = dec.Token()
+			return err == nil
+		}
+		return true
+	}
+	return walk(true)
+}
+
 // FuzzDecodeFrame checks that the in-place fast path agrees with
-// encoding/json on every input, and that accepted frames re-encode and
-// decode to the same fields.
+// encoding/json plus the key rules on every input, and that accepted
+// frames re-encode and decode to the same fields.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"auth","token":"eyJ.x.y"}`,
@@ -53,6 +114,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"unsubscribe","channel":"a/b/c","x":null}`,
 		`{"type":"p\u00e9","channel":"\ud800"}`,
 		` {"type" :"a"}`, `{"type":"a",}`, `null`, `"x"`, `{"type":null}`,
+		`{"type":"a","type":"a"}`, `{"TYPE":"auth"}`, `{"type":"a","x":{"k":1,"k":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -65,6 +127,9 @@ func FuzzDecodeFrame(f *testing.F) {
 			Payload *string `json:"payload"`
 		}
 		refErr := json.Unmarshal(b, &ref)
+		if refErr == nil && !strictKeys(b) {
+			refErr = errors.New("duplicate or case-mismatched key")
+		}
 		if (err == nil) != (refErr == nil) {
 			t.Fatalf("decodeFrame err %v, encoding/json err %v", err, refErr)
 		}

@@ -31,6 +31,15 @@ func startRelay(t testing.TB, cfg Config) *testRelay {
 	if cfg.JWTSecret == nil {
 		cfg.JWTSecret = testSecret
 	}
+	if cfg.Members == nil {
+		// Tests that are not about membership use open channels; the
+		// membership tests pass a MemberSet.
+		cfg.OpenChannels = true
+	}
+	if _, ok := t.(*testing.B); ok && cfg.MaxConnsPerAccount == 0 {
+		// The benchmarks open many sockets as one account.
+		cfg.MaxConnsPerAccount = 1 << 20
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

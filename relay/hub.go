@@ -30,20 +30,25 @@ func (h *hub) register(c *conn) {
 	h.conns[c] = struct{}{}
 }
 
-// authenticated makes c findable by its subject.
-func (h *hub) authenticated(c *conn) {
+// authenticated makes c findable by its subject, unless the subject has
+// limit connections already (limit <= 0: no limit).
+func (h *hub) authenticated(c *conn, limit int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.bySub[c.sub]
+	if limit > 0 && len(m) >= limit {
+		return false
+	}
 	if m == nil {
 		m = make(map[*conn]struct{})
 		h.bySub[c.sub] = m
 	}
 	m[c] = struct{}{}
+	return true
 }
 
 // remove drops c and all its subscriptions.
-func (h *hub) remove(c *conn, channels map[string]struct{}) {
+func (h *hub) remove(c *conn, channels map[string]bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range channels {
@@ -63,6 +68,24 @@ func (h *hub) remove(c *conn, channels map[string]struct{}) {
 func (h *hub) subscribe(ch string, c *conn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.subscribeLocked(ch, c)
+}
+
+// subscribeIf subscribes c to ch if allowed reports true, checked under
+// the hub's lock: a membership removal, which changes the members first
+// and then takes this lock to end subscriptions, either sees the new
+// subscription or is seen by allowed.
+func (h *hub) subscribeIf(ch string, c *conn, allowed func() bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !allowed() {
+		return false
+	}
+	h.subscribeLocked(ch, c)
+	return true
+}
+
+func (h *hub) subscribeLocked(ch string, c *conn) {
 	old := h.chans[ch]
 	next := make([]*conn, len(old), len(old)+1)
 	copy(next, old)
@@ -75,20 +98,29 @@ func (h *hub) unsubscribe(ch string, c *conn) {
 	h.unsubscribeLocked(ch, c)
 }
 
-func (h *hub) unsubscribeLocked(ch string, c *conn) {
+// unsubscribeIfPresent removes c from ch's subscribers and reports whether
+// it was one.
+func (h *hub) unsubscribeIfPresent(ch string, c *conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unsubscribeLocked(ch, c)
+}
+
+func (h *hub) unsubscribeLocked(ch string, c *conn) bool {
 	old := h.chans[ch]
 	for i, x := range old {
 		if x == c {
 			if len(old) == 1 {
 				delete(h.chans, ch)
-				return
+				return true
 			}
 			next := make([]*conn, 0, len(old)-1)
 			next = append(next, old[:i]...)
 			h.chans[ch] = append(next, old[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // fanout queues the encoded push frame on every subscriber of ch except

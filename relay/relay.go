@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,6 +26,12 @@ const (
 	DefaultRevocationPoll = time.Second
 	DefaultSendQueue      = 1024
 	DefaultAuthTimeout    = 10 * time.Second
+
+	DefaultPreAuthReadLimit      = 4 << 10
+	DefaultMaxUnauthConns        = 1024
+	DefaultMaxUnauthConnsPerAddr = 32
+	DefaultMaxConnsPerAccount    = 64
+	DefaultMaxQueueBytes         = 16 << 20
 )
 
 // Paging limits of GET /v1/messages and GET /v1/sync.
@@ -65,6 +72,51 @@ type Config struct {
 	// NoSync turns off fsync of the archive. For tests only: an
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
+
+	// Members is where the relay learns which accounts belong to which
+	// channel (and the owners' fence resets): the directory in-process,
+	// or NewHTTPMembers for a directory elsewhere. Only members may
+	// publish; reads are member-only too unless OpenReads. Required
+	// unless OpenChannels.
+	Members MembershipSource
+	// MembersPoll is how often Members is polled (default 1 s). A request
+	// from an account the relay does not know as a member polls at once.
+	MembersPoll time.Duration
+	// OpenChannels lets every authenticated account publish to and read
+	// every channel, the seeds' behaviour. Only for an embedding
+	// application that gates channels itself.
+	OpenChannels bool
+	// OpenReads keeps subscribe, GET /v1/messages and GET /v1/sync open
+	// to every authenticated account (the seeds' behaviour, where the MLS
+	// group is the only gate); publishes stay member-only.
+	OpenReads bool
+
+	// MaxFirstEpoch is the highest epoch the first commit on a channel may
+	// carry (default 1<<32), so nobody can set a fence the group could
+	// never reach.
+	MaxFirstEpoch uint64
+	// AccountQuota bounds the payload bytes one account may have stored
+	// in the archive across all channels (default 256 MiB); a publish
+	// past it is refused with quota_exceeded.
+	AccountQuota int64
+	// MaxPageBytes bounds the body of one GET /v1/messages or /v1/sync
+	// page (default 4 MiB); a page cut by it has has_more set. A page
+	// always carries at least one entry.
+	MaxPageBytes int
+
+	// PreAuthReadLimit is the largest frame a socket may send before it
+	// has authenticated (default 4 KiB).
+	PreAuthReadLimit int64
+	// MaxUnauthConns bounds sockets not yet authenticated, in total
+	// (default 1024), and MaxUnauthConnsPerAddr per remote IP (default 32).
+	MaxUnauthConns        int
+	MaxUnauthConnsPerAddr int
+	// MaxConnsPerAccount bounds the authenticated sockets of one account
+	// (default 64).
+	MaxConnsPerAccount int
+	// MaxQueueBytes bounds the bytes queued for one socket (default
+	// 16 MiB); past it the socket is dropped as a slow consumer.
+	MaxQueueBytes int
 }
 
 // Server is a relay: an http.Handler serving the WebSocket at /ws and
@@ -78,13 +130,27 @@ type Server struct {
 	mux   *http.ServeMux
 	start time.Time
 
+	bgCtx    context.Context // ends when Close starts
 	bgCancel context.CancelFunc
 	pipe     sync.WaitGroup // the archive's sequencer and committer
-	bg       sync.WaitGroup // the revocation poller
+	bg       sync.WaitGroup // the feed pollers
 
-	revMu    sync.RWMutex // guards revoked
-	revoked  map[string]struct{}
-	revAfter int64 // owned by the poller
+	rev     *feedPoller[string]
+	revMu   sync.RWMutex // guards revoked
+	revoked map[string]struct{}
+
+	mem     *feedPoller[ChannelEvent] // nil without Config.Members
+	memMu   sync.RWMutex              // guards members
+	members map[string]map[string]struct{}
+	memGen  atomic.Uint64 // counts membership removals
+
+	missMu   sync.Mutex // guards missNext
+	missNext time.Time  // the start of the latest poll window of membership misses
+	missGap  time.Duration
+
+	slotMu   sync.Mutex // guards unauth and unauthBy
+	unauth   int
+	unauthBy map[string]int
 
 	gate httpx.Gate // requests and connections in progress
 }
@@ -94,8 +160,33 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("relay: JWTSecret is required")
 	}
-	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 {
+	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
+		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
+		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 {
 		return nil, errors.New("relay: negative limit in Config")
+	}
+	if cfg.Members == nil && !cfg.OpenChannels {
+		// Until every embedder passes a MembershipSource, a relay
+		// without one keeps the seeds' open channels.
+		cfg.OpenChannels = true
+	}
+	if cfg.MembersPoll == 0 {
+		cfg.MembersPoll = DefaultMembersPoll
+	}
+	if cfg.PreAuthReadLimit == 0 {
+		cfg.PreAuthReadLimit = DefaultPreAuthReadLimit
+	}
+	if cfg.MaxUnauthConns == 0 {
+		cfg.MaxUnauthConns = DefaultMaxUnauthConns
+	}
+	if cfg.MaxUnauthConnsPerAddr == 0 {
+		cfg.MaxUnauthConnsPerAddr = DefaultMaxUnauthConnsPerAddr
+	}
+	if cfg.MaxConnsPerAccount == 0 {
+		cfg.MaxConnsPerAccount = DefaultMaxConnsPerAccount
+	}
+	if cfg.MaxQueueBytes == 0 {
+		cfg.MaxQueueBytes = DefaultMaxQueueBytes
 	}
 	if cfg.ArchiveCap == 0 {
 		cfg.ArchiveCap = DefaultArchiveCap
@@ -127,12 +218,22 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx := context.Background()
 	s := &Server{
-		cfg:     cfg,
-		log:     log,
-		db:      db,
-		hub:     newHub(),
-		start:   cfg.Now(),
-		revoked: make(map[string]struct{}),
+		cfg:      cfg,
+		log:      log,
+		db:       db,
+		hub:      newHub(),
+		start:    cfg.Now(),
+		revoked:  make(map[string]struct{}),
+		members:  make(map[string]map[string]struct{}),
+		unauthBy: make(map[string]int),
+		// Membership misses start at most ten polls a second (and per
+		// poll interval).
+		missGap: min(cfg.MembersPoll/10, 100*time.Millisecond),
+	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.rev = s.newRevocationPoller()
+	if cfg.Members != nil {
+		s.mem = s.newMembersPoller()
 	}
 	s.cfg.Logger = log
 	s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
@@ -144,6 +245,13 @@ func New(cfg Config) (*Server, error) {
 		s.arch.close()
 		db.Close()
 		return nil, err
+	}
+	if s.mem != nil {
+		if err := s.loadMembers(ctx); err != nil {
+			s.arch.close()
+			db.Close()
+			return nil, err
+		}
 	}
 
 	s.mux = http.NewServeMux()
@@ -164,14 +272,15 @@ func New(cfg Config) (*Server, error) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
 
-	bgCtx, cancel := context.WithCancel(context.Background())
-	s.bgCancel = cancel
 	// The pipeline stops when its input is closed, never by cancellation,
 	// so Close flushes everything that was accepted.
 	s.pipe.Go(s.arch.runSequencer)
 	s.pipe.Go(func() { s.arch.runCommitter(context.Background()) })
 	if cfg.Revocations != nil {
-		s.bg.Go(func() { s.pollRevocations(bgCtx) })
+		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
+	}
+	if s.mem != nil {
+		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
 	}
 	return s, nil
 }
@@ -197,6 +306,8 @@ func (s *Server) Close(ctx context.Context) error {
 	for _, c := range s.hub.all() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, false)
 	}
+	// Polls stop, and readers waiting for one go on (and refuse).
+	s.bgCancel()
 	done := s.gate.Drained()
 	var err error
 	select {
@@ -208,11 +319,11 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		<-done
 	}
-	// No connection is left to submit, so the writer can drain and stop.
+	// No request is left to poll, and once the pollers are gone nothing
+	// can reset a fence, so the writer can drain and stop.
+	s.bg.Wait()
 	close(s.arch.reqs)
 	s.pipe.Wait()
-	s.bgCancel()
-	s.bg.Wait()
 	s.arch.close()
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -281,6 +392,11 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 	if claims.Channel != "" && claims.Channel != name {
 		s.logRequest(r, http.StatusForbidden)
 		writeError(w, http.StatusForbidden, "forbidden", "token is scoped to another channel")
+		return
+	}
+	if s.readsGated() && !s.checkMember(r.Context(), name, claims.Subject) {
+		s.logRequest(r, http.StatusForbidden)
+		writeError(w, http.StatusForbidden, "not_a_member", "this account is not a member of the channel")
 		return
 	}
 	var since uint64

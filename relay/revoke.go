@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,6 +22,187 @@ import (
 // id to ask after next time.
 type RevocationSource interface {
 	RevokedSince(ctx context.Context, after int64) (subs []string, next int64, err error)
+}
+
+// pollRound bounds one round of polling a feed, so a hung source cannot
+// hold the relay's readers.
+const pollRound = 10 * time.Second
+
+// feedPoller follows one of the directory's feeds (revocations, channel
+// events): it asks the source for what came after its cursor, stores each
+// page and the new cursor in one transaction, then applies the page to the
+// relay's memory. Rounds never overlap: whoever needs a round that started
+// after some moment shares the running one if it started late enough, or
+// else the one queued after it, which all such callers share.
+type feedPoller[T any] struct {
+	s     *Server
+	name  string // for logs
+	key   string // the cursor's key in the state table
+	fetch func(ctx context.Context, after int64) ([]T, int64, error)
+	// store writes a page in the cursor's transaction; apply then makes
+	// it take effect. prepare, if set, runs before the transaction; when
+	// it fails, the page is not stored and is fetched again next round.
+	prepare func(ctx context.Context, items []T) error
+	store   func(ctx context.Context, tx *sql.Tx, items []T) error
+	apply   func(items []T)
+
+	after int64 // the cursor; owned by the round in progress
+
+	mu        sync.Mutex // guards the following fields
+	running   bool
+	curStart  time.Time     // when the running round started
+	cur       chan struct{} // closed when the running round is done
+	next      chan struct{} // closed when the next round to start is done
+	startNext bool          // someone asked for the next round to start
+}
+
+// loadCursor reads the durable cursor.
+func (p *feedPoller[T]) loadCursor(ctx context.Context) error {
+	err := p.s.db.QueryRowContext(ctx, `SELECT value FROM state WHERE key = ?`, p.key).Scan(&p.after)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("relay: load %s cursor: %w", p.name, err)
+	}
+	return nil
+}
+
+// run polls every interval until ctx ends.
+func (p *feedPoller[T]) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		p.await(ctx, time.Now(), true)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// await waits for a round that started at or after since: the running
+// round if it started late enough, else the next one, which start makes
+// begin as soon as the running one ends (without start, whoever asks next
+// with start begins it: the ticker at the latest). The caller that begins
+// a round runs it, so no goroutine outlives the callers.
+func (p *feedPoller[T]) await(ctx context.Context, since time.Time, start bool) {
+	p.mu.Lock()
+	var wait chan struct{}
+	run := false
+	if p.running && !p.curStart.Before(since) {
+		wait = p.cur
+	} else {
+		if p.next == nil {
+			p.next = make(chan struct{})
+		}
+		wait = p.next
+		if start {
+			p.startNext = true
+		}
+		run = p.startNext && !p.running
+		if run {
+			p.running = true
+		}
+	}
+	p.mu.Unlock()
+	if run {
+		p.runRounds()
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+	}
+}
+
+func (p *feedPoller[T]) runRounds() {
+	for {
+		p.mu.Lock()
+		if !p.startNext || p.next == nil {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		done := p.next
+		p.cur, p.curStart = done, time.Now()
+		p.next, p.startNext = nil, false
+		p.mu.Unlock()
+		p.round(p.s.bgCtx)
+		close(done)
+	}
+}
+
+// round reads the feed until it is caught up (at most 100 pages).
+func (p *feedPoller[T]) round(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, pollRound)
+	defer cancel()
+	for range 100 {
+		items, next, err := p.fetch(ctx, p.after)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.s.log.Warn("relay: "+p.name+" poll failed", "err", err)
+			}
+			return
+		}
+		if err := p.storePage(ctx, items, next); err != nil {
+			if ctx.Err() == nil {
+				p.s.log.Error("relay: storing "+p.name+" failed", "err", err)
+			}
+			return
+		}
+		if len(items) == 0 || next <= p.after {
+			p.after = max(p.after, next)
+			return
+		}
+		p.after = next
+	}
+}
+
+func (p *feedPoller[T]) storePage(ctx context.Context, items []T, next int64) error {
+	if len(items) > 0 && p.prepare != nil {
+		if err := p.prepare(ctx, items); err != nil {
+			return err
+		}
+	}
+	tx, err := p.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if len(items) > 0 {
+		if err := p.store(ctx, tx, items); err != nil {
+			return err
+		}
+	}
+	if next > p.after {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO state (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, p.key, next); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		p.apply(items)
+	}
+	return nil
+}
+
+func (s *Server) newRevocationPoller() *feedPoller[string] {
+	return &feedPoller[string]{
+		s: s, name: "revocations", key: "revocations_after",
+		fetch: func(ctx context.Context, after int64) ([]string, int64, error) {
+			return s.cfg.Revocations.RevokedSince(ctx, after)
+		},
+		store: func(ctx context.Context, tx *sql.Tx, subs []string) error {
+			for _, sub := range subs {
+				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO revoked (sub) VALUES (?)`, sub); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		apply: s.applyRevoked,
+	}
 }
 
 func (s *Server) isRevoked(sub string) bool {
@@ -48,72 +230,12 @@ func (s *Server) loadRevoked(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("relay: load revocations: %w", err)
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'revocations_after'`).Scan(&s.revAfter)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("relay: load revocations: %w", err)
-	}
-	return nil
+	return s.rev.loadCursor(ctx)
 }
 
-func (s *Server) pollRevocations(ctx context.Context) {
-	t := time.NewTicker(s.cfg.RevocationPoll)
-	defer t.Stop()
-	for {
-		s.pollOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (s *Server) pollOnce(ctx context.Context) {
-	for range 100 { // a bounded catch-up per tick
-		subs, next, err := s.cfg.Revocations.RevokedSince(ctx, s.revAfter)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("relay: revocation poll failed", "err", err)
-			}
-			return
-		}
-		if err := s.revoke(ctx, subs, next); err != nil {
-			s.log.Error("relay: storing revocations failed", "err", err)
-			return
-		}
-		if len(subs) == 0 || next <= s.revAfter {
-			s.revAfter = max(s.revAfter, next)
-			return
-		}
-		s.revAfter = next
-	}
-}
-
-// revoke records subs as revoked (durably, then in memory) and closes their
-// live connections.
-func (s *Server) revoke(ctx context.Context, subs []string, next int64) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	for _, sub := range subs {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO revoked (sub) VALUES (?)`, sub); err != nil {
-			return err
-		}
-	}
-	if next > s.revAfter {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('revocations_after', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, next); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if len(subs) == 0 {
-		return nil
-	}
+// applyRevoked adds stored revocations to the revoked set and closes the
+// subjects' live connections.
+func (s *Server) applyRevoked(subs []string) {
 	s.revMu.Lock()
 	for _, sub := range subs {
 		s.revoked[sub] = struct{}{}
@@ -126,47 +248,64 @@ func (s *Server) revoke(ctx context.Context, subs []string, next int64) error {
 				errorFrame("forbidden", "subject is revoked"), true)
 		}
 	}
-	return nil
 }
 
 // NewHTTPRevocations returns a RevocationSource that polls a directory's
 // GET /v1/internal/revocations endpoint with the internal secret. A nil
 // client means http.DefaultClient.
 func NewHTTPRevocations(directoryURL, internalSecret string, client *http.Client) RevocationSource {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	return &httpRevocations{base: strings.TrimRight(directoryURL, "/"), secret: internalSecret, client: client}
+	return &httpRevocations{newInternalFeed(directoryURL, internalSecret, client)}
 }
 
-type httpRevocations struct {
+type httpRevocations struct{ f internalFeed }
+
+func (h *httpRevocations) RevokedSince(ctx context.Context, after int64) ([]string, int64, error) {
+	var body struct {
+		Subs []string `json:"subs"`
+		Next int64    `json:"next"`
+	}
+	if err := h.f.get(ctx, "/v1/internal/revocations", after, &body); err != nil {
+		return nil, 0, err
+	}
+	return body.Subs, body.Next, nil
+}
+
+// internalFeed reads one of a directory's internal feeds:
+// GET <path>?after=N with the internal secret as the bearer token.
+type internalFeed struct {
 	base   string
 	secret string
 	client *http.Client
 }
 
-func (h *httpRevocations) RevokedSince(ctx context.Context, after int64) ([]string, int64, error) {
-	u := h.base + "/v1/internal/revocations?" + url.Values{"after": {strconv.FormatInt(after, 10)}}.Encode()
+func newInternalFeed(directoryURL, internalSecret string, client *http.Client) internalFeed {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return internalFeed{base: strings.TrimRight(directoryURL, "/"), secret: internalSecret, client: client}
+}
+
+// maxFeedPage bounds the body of one feed page.
+const maxFeedPage = 16 << 20
+
+func (f internalFeed) get(ctx context.Context, path string, after int64, out any) error {
+	u := f.base + path + "?" + url.Values{"after": {strconv.FormatInt(after, 10)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("relay: revocations request: %w", err)
+		return fmt.Errorf("relay: %s request: %w", path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+h.secret)
-	resp, err := h.client.Do(req)
+	req.Header.Set("Authorization", "Bearer "+f.secret)
+	resp, err := f.client.Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("relay: revocations request: %w", err)
+		return fmt.Errorf("relay: %s request: %w", path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, 0, fmt.Errorf("relay: revocations request: status %d", resp.StatusCode)
+		return fmt.Errorf("relay: %s request: status %d", path, resp.StatusCode)
 	}
-	var body struct {
-		Subs []string `json:"subs"`
-		Next int64    `json:"next"`
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxFeedPage)).Decode(out); err != nil {
+		return fmt.Errorf("relay: %s response: %w", path, err)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&body); err != nil {
-		return nil, 0, fmt.Errorf("relay: revocations response: %w", err)
-	}
-	return body.Subs, body.Next, nil
+	return nil
 }

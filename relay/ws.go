@@ -27,14 +27,11 @@ const (
 	// MaxSubscriptions is the number of channels one connection may join.
 	MaxSubscriptions = 50
 
-	// readLimit caps one client frame: the base64 of a MaxPayload payload
-	// plus room for the JSON around it (type, a 256-byte channel name).
+	// readLimit caps one client frame once the socket has authenticated:
+	// the base64 of a MaxPayload payload plus room for the JSON around it
+	// (type, a 256-byte channel name). Before that the cap is
+	// Config.PreAuthReadLimit.
 	readLimit = (MaxPayload+2)/3*4 + 4096
-
-	// maxQueueBytes bounds the bytes queued for one connection, on top of
-	// Config.SendQueue's bound on frames, so a slow consumer on a channel
-	// of large messages cannot pin much memory.
-	maxQueueBytes = 16 << 20
 
 	// maxInflightBytes bounds the payload bytes held between the readers
 	// and the archive; a publisher past it waits.
@@ -60,8 +57,23 @@ type conn struct {
 	sub    string // set once at authentication, before the conn is findable by subject
 	scope  string // the token's chan claim, "" for an unscoped token
 
-	// subs is owned by the reader goroutine.
-	subs map[string]struct{}
+	// unauthAddr is the remote IP whose unauthenticated-socket slot this
+	// conn holds, "" once released. Reader goroutine only.
+	unauthAddr string
+	holdsSlot  bool
+
+	// exp is when the token in force expires (Unix nanoseconds); expTimer
+	// closes the socket then unless a fresh auth frame moved exp.
+	exp      atomic.Int64
+	expMu    sync.Mutex // guards expTimer
+	expTimer *time.Timer
+
+	// subs is owned by the reader goroutine: the channels this conn is
+	// subscribed to, each true when its account is known as a member (so
+	// publishes there skip the membership check). memGen is the
+	// Server.memGen it last synced subs with.
+	subs   map[string]bool
+	memGen uint64
 
 	// pending counts requests of this conn queued in the archive writer.
 	// While it is non-zero, replies go through the writer too, so replies
@@ -100,7 +112,7 @@ func (c *conn) enqueue(f []byte, slot bool) {
 		}
 		return
 	}
-	if len(c.q) >= c.srv.cfg.SendQueue || c.qBytes+len(f) > maxQueueBytes && len(c.q) > 0 {
+	if len(c.q) >= c.srv.cfg.SendQueue || c.qBytes+len(f) > c.srv.cfg.MaxQueueBytes && len(c.q) > 0 {
 		c.closing = true
 		c.closeCode = websocket.StatusTryAgainLater
 		c.closeReason = "slow consumer: send queue full"
@@ -314,9 +326,14 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 		}
 		return c.authenticate(string(f.Token), pathChannel)
 	}
+	if c.srv.cfg.Now().UnixNano() >= c.exp.Load() {
+		c.expire()
+		return false
+	}
+	c.syncMembership()
 	switch typ {
 	case "auth":
-		c.fail("already_authenticated", "connection is already authenticated")
+		return c.reauthenticate(string(f.Token))
 	case "subscribe":
 		c.subscribe(string(f.Channel))
 	case "unsubscribe":
@@ -354,20 +371,118 @@ func (c *conn) authenticate(token, pathChannel string) bool {
 	c.scope = claims.Channel
 	// Register for revocation before checking it, so a concurrent
 	// revocation either sees this conn or is seen here.
-	s.hub.authenticated(c)
+	if !s.hub.authenticated(c, s.cfg.MaxConnsPerAccount) {
+		s.log.Info("relay: too many connections for one account", "remote", c.remote, "sub", c.sub)
+		c.closeWith(websocket.StatusTryAgainLater, "too many connections",
+			errorFrame("too_many_connections", "this account has too many open connections; close one and retry"), true)
+		return false
+	}
 	c.authed.Store(true)
+	c.releaseSlot()
+	c.ws.SetReadLimit(readLimit)
 	if s.isRevoked(c.sub) {
 		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
 			errorFrame("forbidden", "subject is revoked"), true)
 		return false
 	}
-	if pathChannel != "" {
-		c.subs[pathChannel] = struct{}{}
-		s.hub.subscribe(pathChannel, c)
-	}
+	c.memGen = s.memGen.Load()
+	c.setExpiry(claims.ExpiresAt)
+	joined := pathChannel == "" || c.join(pathChannel)
 	s.log.Info("relay: authenticated", "remote", c.remote, "sub", c.sub)
 	c.push(okFrame("authenticated"))
+	if !joined {
+		c.push(notMemberFrame(pathChannel))
+	}
+	return true
+}
+
+// reauthenticate handles an auth frame on an authenticated socket: a fresh
+// token for the same subject and scope moves the socket's expiry. A token
+// that does not verify is refused and the one in force stays; a token for
+// another subject or scope closes the socket.
+func (c *conn) reauthenticate(token string) bool {
+	s := c.srv
+	claims, err := jwt.Verify(s.cfg.JWTSecret, token, s.cfg.Now(), jwt.AudienceAPI, jwt.AudienceRelay)
+	if err != nil {
+		c.fail("unauthorized", "invalid or expired token; the current one stays in force until it expires")
+		return true
+	}
+	if claims.Subject != c.sub || claims.Channel != c.scope {
+		s.log.Info("relay: reauthentication as another subject or scope", "remote", c.remote, "sub", c.sub)
+		c.closeWith(websocket.StatusPolicyViolation, "reauthentication changed the subject or scope",
+			errorFrame("forbidden", "a fresh token must have the same subject and channel scope as the first"), false)
+		return false
+	}
+	if s.isRevoked(c.sub) {
+		c.closeWith(websocket.StatusPolicyViolation, "forbidden", errorFrame("forbidden", "subject is revoked"), true)
+		return false
+	}
+	c.setExpiry(claims.ExpiresAt)
+	c.reply(okFrame("reauthenticated"))
+	return true
+}
+
+// setExpiry makes exp the moment the socket closes unless reauthenticated.
+func (c *conn) setExpiry(exp time.Time) {
+	c.exp.Store(exp.UnixNano())
+	d := exp.Sub(c.srv.cfg.Now())
+	c.expMu.Lock()
+	defer c.expMu.Unlock()
+	if c.expTimer == nil {
+		c.expTimer = time.AfterFunc(d, c.checkExpiry)
+	} else {
+		c.expTimer.Reset(d)
+	}
+}
+
+// checkExpiry runs on the expiry timer; a token renewed meanwhile moves
+// the timer instead.
+func (c *conn) checkExpiry() {
+	left := time.Unix(0, c.exp.Load()).Sub(c.srv.cfg.Now())
+	if left > 0 {
+		c.expMu.Lock()
+		c.expTimer.Reset(left)
+		c.expMu.Unlock()
+		return
+	}
+	c.expire()
+}
+
+func (c *conn) stopExpiry() {
+	c.expMu.Lock()
+	defer c.expMu.Unlock()
+	if c.expTimer != nil {
+		c.expTimer.Stop()
+	}
+}
+
+// expire closes a socket whose token has expired, after the frames
+// already queued for it.
+func (c *conn) expire() {
+	if c.isClosing() {
+		return
+	}
+	c.srv.log.Info("relay: token expired, closing", "remote", c.remote, "sub", c.sub)
+	c.closeWith(websocket.StatusPolicyViolation, "token expired",
+		errorFrame("token_expired", "the token expired; send a fresh auth frame before exp to stay connected"), false)
+}
+
+func notMemberFrame(ch string) []byte {
+	return errorFrame("not_a_member", "this account is not a member of "+ch)
+}
+
+// join subscribes c to ch if its account may read ch, and reports whether
+// it did.
+func (c *conn) join(ch string) bool {
+	s := c.srv
+	if s.readsGated() && !s.checkMember(context.Background(), ch, c.sub) {
+		return false
+	}
+	if !s.hub.subscribeIf(ch, c, func() bool { return !s.readsGated() || s.isMember(ch, c.sub) }) {
+		return false
+	}
+	c.subs[ch] = !s.gated() || s.isMember(ch, c.sub)
 	return true
 }
 
@@ -394,8 +509,10 @@ func (c *conn) subscribe(name string) {
 			c.fail("too_many_subscriptions", "at most 50 channels per connection")
 			return
 		}
-		c.subs[name] = struct{}{}
-		c.srv.hub.subscribe(name, c)
+		if !c.join(name) {
+			c.reply(notMemberFrame(name))
+			return
+		}
 	}
 	c.reply(okFrame("subscribed to " + name))
 }
@@ -414,11 +531,25 @@ func (c *conn) unsubscribe(name string) {
 }
 
 func (c *conn) publish(name, b64 []byte) {
-	if _, ok := c.subs[string(name)]; !ok {
+	member, ok := c.subs[string(name)]
+	if !ok {
 		if c.checkChannel(string(name)) {
-			c.fail("not_subscribed", "subscribe to the channel before publishing to it")
+			if !c.srv.checkMember(context.Background(), string(name), c.sub) {
+				c.reply(notMemberFrame(string(name)))
+			} else {
+				c.fail("not_subscribed", "subscribe to the channel before publishing to it")
+			}
 		}
 		return
+	}
+	if !member {
+		// Subscribed with open reads, or before a removal elsewhere
+		// made the reader recheck: publishing needs membership.
+		if !c.srv.checkMember(context.Background(), string(name), c.sub) {
+			c.reply(notMemberFrame(string(name)))
+			return
+		}
+		c.subs[string(name)] = true
 	}
 	if len(b64) == 0 {
 		c.fail("bad_payload", "payload is empty")
@@ -461,6 +592,14 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	addr := remoteIP(r.RemoteAddr)
+	if !s.takeSlot(addr) {
+		s.log.Info("relay: too many unauthenticated sockets", "remote", r.RemoteAddr)
+		s.logRequest(r, http.StatusTooManyRequests)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many sockets waiting to authenticate; retry later")
+		return
+	}
 	hw := &hijackWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
 		// Authentication is a token in the first frame, never an ambient
@@ -470,20 +609,23 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
+		s.releaseSlot(addr)
 		s.log.Info("relay: websocket upgrade failed", "remote", r.RemoteAddr)
 		if hw.failed != 0 {
 			writeError(w, hw.failed, "bad_handshake", "not a valid WebSocket handshake")
 		}
 		return
 	}
-	ws.SetReadLimit(readLimit)
+	ws.SetReadLimit(s.cfg.PreAuthReadLimit)
 	c := &conn{
-		srv:    s,
-		ws:     ws,
-		cc:     hw.cc,
-		remote: r.RemoteAddr,
-		subs:   make(map[string]struct{}),
-		wake:   make(chan struct{}, 1),
+		srv:        s,
+		ws:         ws,
+		cc:         hw.cc,
+		remote:     r.RemoteAddr,
+		unauthAddr: addr,
+		holdsSlot:  true,
+		subs:       make(map[string]bool),
+		wake:       make(chan struct{}, 1),
 		// At most half the send queue may be waiting for archive answers,
 		// so a commit's burst of acks always fits the queue.
 		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
@@ -504,11 +646,52 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	wg.Go(c.writeLoop)
 	c.readLoop(pathChannel)
 	timer.Stop()
+	c.stopExpiry()
+	c.releaseSlot()
 	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
 	wg.Wait()
 	c.ws.CloseNow()
 	s.hub.remove(c, c.subs)
 	s.log.Info("relay: connection ended", "remote", c.remote, "sub", c.sub)
+}
+
+// releaseSlot gives back the conn's unauthenticated-socket slot, once.
+func (c *conn) releaseSlot() {
+	if c.holdsSlot {
+		c.holdsSlot = false
+		c.srv.releaseSlot(c.unauthAddr)
+	}
+}
+
+// remoteIP is the address part of a RemoteAddr, the key of the
+// per-address cap.
+func remoteIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+// takeSlot admits one more unauthenticated socket from addr, within
+// Config.MaxUnauthConns and MaxUnauthConnsPerAddr.
+func (s *Server) takeSlot(addr string) bool {
+	s.slotMu.Lock()
+	defer s.slotMu.Unlock()
+	if s.unauth >= s.cfg.MaxUnauthConns || s.unauthBy[addr] >= s.cfg.MaxUnauthConnsPerAddr {
+		return false
+	}
+	s.unauth++
+	s.unauthBy[addr]++
+	return true
+}
+
+func (s *Server) releaseSlot(addr string) {
+	s.slotMu.Lock()
+	defer s.slotMu.Unlock()
+	s.unauth--
+	if s.unauthBy[addr]--; s.unauthBy[addr] <= 0 {
+		delete(s.unauthBy, addr)
+	}
 }
 
 // hijackWriter hands the WebSocket library a frameConn, so the relay can

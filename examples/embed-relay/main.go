@@ -4,7 +4,10 @@
 // The application stays the authority for who may use the relay: its
 // /token route mints the short-lived HS256 JWT the relay verifies (issuer
 // skytale-api, audience skytale-relay, at most 300 seconds), for whichever
-// user the application has authenticated.
+// user the application has authenticated. It is also the authority for
+// who belongs to which channel: there is no directory here, so it keeps a
+// relay.MemberSet, and the relay lets only members publish to a channel
+// and read it.
 //
 //	SKYTALE_JWT_SECRET=$(openssl rand -hex 32) go run ./examples/embed-relay -addr 127.0.0.1:8080
 package main
@@ -24,7 +27,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/relay"
 )
+
+// eventsChannel is the one channel of this example.
+const eventsChannel = "acme/app/events"
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
@@ -58,7 +65,8 @@ func main() {
 // newServer is the application's mux with the relay mounted under /relay/.
 // The returned func closes the relay (flushing its archive).
 func newServer(secret []byte, archive string) (http.Handler, func(), error) {
-	relay, err := skytale.NewRelay(skytale.RelayConfig{JWTSecret: secret, DBPath: archive})
+	members := relay.NewMemberSet()
+	rl, err := skytale.NewRelay(skytale.RelayConfig{JWTSecret: secret, DBPath: archive, Members: members})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,6 +82,10 @@ func newServer(secret []byte, archive string) (http.Handler, func(), error) {
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
 		}
+		// The application's membership rule, here the simplest: every
+		// signed-in user belongs to the events channel. A real one
+		// would Add and Remove as its own groups change.
+		members.Add(eventsChannel, user)
 		now := time.Now()
 		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
 			Issuer:    "skytale-api",
@@ -91,12 +103,12 @@ func newServer(secret []byte, archive string) (http.Handler, func(), error) {
 	})
 
 	// The relay: /relay/ws, /relay/v1/messages, /relay/v1/sync, /relay/health.
-	mux.Handle("/relay/", http.StripPrefix("/relay", relay))
+	mux.Handle("/relay/", http.StripPrefix("/relay", rl))
 
 	return mux, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		relay.Close(ctx)
+		rl.Close(ctx)
 	}, nil
 }
 
