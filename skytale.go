@@ -69,13 +69,15 @@ type Seat = seat.Seat
 func NewSeat(cfg SeatConfig) (*Seat, error) { return seat.Open(context.Background(), cfg) }
 
 // StackConfig configures a directory and a relay that run in one process.
-// JWTSecret is shared by both planes; the relay learns revocations from the
-// directory in-process, so Relay.Revocations is set by NewStack.
+// JWTSecret is shared by both planes. The relay learns revocations and
+// channel membership (members added and removed, owners' fence resets) from
+// the directory in-process, so Relay.Revocations and Relay.Members are set
+// by NewStack.
 type StackConfig struct {
 	JWTSecret      []byte
 	InternalSecret []byte
 	Directory      DirectoryConfig // its JWTSecret and InternalSecret are overwritten
-	Relay          RelayConfig     // its JWTSecret and Revocations are overwritten
+	Relay          RelayConfig     // its JWTSecret, Revocations and Members are overwritten
 }
 
 // Stack is a directory and a relay wired together.
@@ -97,7 +99,7 @@ func NewStack(cfg StackConfig) (*Stack, error) {
 		return nil, err
 	}
 	rc := cfg.Relay
-	rc.JWTSecret, rc.Revocations = cfg.JWTSecret, d
+	rc.JWTSecret, rc.Revocations, rc.Members = cfg.JWTSecret, d, d
 	r, err := relay.New(rc)
 	if err != nil {
 		d.Close(context.Background())
@@ -112,6 +114,8 @@ func (s *Stack) Close(ctx context.Context) error {
 }
 
 var (
-	_ http.Handler = (*Relay)(nil)
-	_ http.Handler = (*Directory)(nil)
+	_ http.Handler           = (*Relay)(nil)
+	_ http.Handler           = (*Directory)(nil)
+	_ relay.RevocationSource = (*Directory)(nil)
+	_ relay.MembershipSource = (*Directory)(nil)
 )
