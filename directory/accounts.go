@@ -39,6 +39,9 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "signup is closed: the internal secret is required")
 		return
 	}
+	if !internal && !s.allowAddr(w, r, limitSignup) {
+		return
+	}
 	var req createAccountRequest
 	if !decode(w, r, smallBody, &req) {
 		return
@@ -142,8 +145,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "an API key is required")
 		return
 	}
+	if !s.allowAddr(w, r, limitToken) {
+		return
+	}
 	p, ok := s.authenticate(w, r)
-	if !ok {
+	if !ok || !s.allowAccount(w, limitToken, p.account) {
 		return
 	}
 	var req tokenRequest

@@ -27,9 +27,8 @@ const GrantInfo = "skytale device grant v1"
 const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
 
 const (
-	userCodeLen   = 8
-	maxOpenGrants = 10000
-	maxLabel      = 128
+	userCodeLen = 8
+	maxLabel    = 128
 	// MaxSealedSeat bounds the optional sealed_seat box of an approval
 	// (decoded bytes).
 	MaxSealedSeat = 4096
@@ -123,7 +122,13 @@ type createGrantResponse struct {
 }
 
 // POST /v1/device/grants {device_key, label} (no auth) → 201 {grant_id, user_code, poll_token, expires_at}
+//
+// Takes no credential, so it is limited per remote address: a rate limit
+// and a cap on the grants the address has open (Limits).
 func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
+	if !s.allowAddr(w, r, limitGrant) {
+		return
+	}
 	var req createGrantRequest
 	if !decode(w, r, smallBody, &req) {
 		return
@@ -154,6 +159,8 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 		deviceKey: pub.Bytes(),
 		label:     req.Label,
 		pollHash:  pollHash,
+		remote:    s.limits.clientAddr(r),
+		maxOpen:   s.maxOpenGrants(),
 		newCode:   s.newUserCode,
 		expires:   exp,
 		now:       now,
@@ -163,6 +170,13 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, createGrantResponse{GrantID: id, UserCode: code, PollToken: poll, ExpiresAt: rfc3339(exp)})
+}
+
+func (s *Server) maxOpenGrants() int {
+	if s.cfg.Limits.Off {
+		return 0
+	}
+	return s.cfg.Limits.OpenGrantsPerAddr
 }
 
 // decodeUserCode reads a request body naming a grant by its user code, for
@@ -291,6 +305,8 @@ type grantParams struct {
 	deviceKey []byte
 	label     string
 	pollHash  []byte
+	remote    string // the creating client's address key
+	maxOpen   int    // open grants allowed per remote; 0 for no cap
 	newCode   func() (string, error)
 	expires   time.Time
 	now       time.Time
@@ -298,14 +314,19 @@ type grantParams struct {
 
 func (s *store) createGrant(ctx context.Context, g grantParams) (code string, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		var open int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM device_grants WHERE status = 'pending' AND expires_at > ?`,
-			g.now.UnixNano()).Scan(&open); err != nil {
-			return err
-		}
-		if open >= maxOpenGrants {
-			return errTooManyGrants
+		if g.maxOpen > 0 {
+			var (
+				open   int
+				oldest sql.NullInt64
+			)
+			if err := tx.QueryRowContext(ctx,
+				`SELECT COUNT(*), MIN(expires_at) FROM device_grants WHERE remote = ? AND status = 'pending' AND expires_at > ?`,
+				g.remote, g.now.UnixNano()).Scan(&open, &oldest); err != nil {
+				return err
+			}
+			if open >= g.maxOpen {
+				return &grantCapError{retry: time.Duration(oldest.Int64 - g.now.UnixNano())}
+			}
 		}
 		for range 8 {
 			if code, err = g.newCode(); err != nil {
@@ -315,9 +336,9 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM device_grants WHERE user_code = ?`, code).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				_, err = tx.ExecContext(ctx,
-					`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at)
-					 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
-					g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano())
+					`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at, remote)
+					 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+					g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano(), g.remote)
 				return err
 			}
 			if err != nil {

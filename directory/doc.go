@@ -22,7 +22,8 @@
 // seats), or a JWT with audience skytale-api minted from either by
 // POST /v1/tokens. A channel-scoped credential, or a JWT carrying a "chan"
 // claim, acts only on that channel and cannot register seats, approve
-// device grants or revoke. A revoked account's credentials get 403.
+// device grants, mint org invites or revoke. A revoked account's
+// credentials get 403.
 // Account creation (when signup is closed), revoking any sub, and the
 // internal feeds (GET /v1/internal/revocations and
 // GET /v1/internal/channels/events) take the internal secret instead.
@@ -48,7 +49,10 @@
 //     (409).
 //   - too_many_pending (429): a channel already holds 1000 pending join
 //     requests; the owner must admit or the requests must expire first.
-//     too_many_grants (429): 10,000 device grants are already open.
+//   - rate_limited (429): the address or account is over a rate limit
+//     (see Limits below); too_many_grants (429): the address already has
+//     its share of open device grants. Both carry a Retry-After header in
+//     whole seconds.
 //   - internal (500): a storage failure; nothing is half-applied, since
 //     every change is one transaction.
 //
@@ -118,6 +122,34 @@
 // "epoch"?}], "next": N'} over HTTP, at most 1000 events a page. A
 // revoked account keeps its memberships; the relay refuses revoked subs
 // anyway.
+//
+// # Limits
+//
+// Requests that create state or credentials are rate-limited with token
+// buckets, one set per remote address and one per account (see [Limits]
+// for the knobs and [DefaultLimits] for the values): sign-up (per address
+// only), token minting, channel registration (POST /v1/channels and
+// POST /v1/seats), invite creation (channel, federation and org invites
+// together), device grants (creation per address only; approval and
+// lookup) and joins. The address bucket is checked before the credential
+// is even looked up. A refusal is 429 {"error": "rate_limited"} with a
+// Retry-After header. Besides the rate, one address may hold at most 20
+// pending device grants (Limits.OpenGrantsPerAddr): there is no global
+// cap that one client could fill for everyone. Operator calls (the
+// internal secret) are never limited.
+//
+// The remote address is the TCP peer's (IPv6 counted per /64). Behind a
+// reverse proxy every client would share the proxy's address and so its
+// buckets: set Limits.ClientIPHeader to the header the proxy writes the
+// client's address into, and let clients reach the directory only through
+// that proxy. The limiters keep at most Limits.MaxKeys addresses or
+// accounts each (10,000 by default, a few hundred bytes each) and forget
+// a bucket once it is full again, so a flood of distinct addresses costs
+// bounded memory. Limits.Off turns all of it off, for benchmarks.
+//
+// The directory stores the address (IPv4, or the IPv6 /64) a device grant
+// came from, for the per-address cap; it goes with the grant when the
+// sweep deletes it.
 //
 // # Lifetimes
 //

@@ -46,6 +46,7 @@ func hasBody(r *http.Request) bool {
 // in the table are internal: they are logged (database errors carry no
 // request values) and answered with a bare 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	retryAfterFor(w, err)
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
 			writeError(w, e.status, e.code, e.msg)
@@ -71,7 +72,7 @@ var errorTable = []struct {
 	{errTooManyPending, http.StatusTooManyRequests, "too_many_pending", "channel already has 1000 pending join requests"},
 	{errSeatExists, http.StatusConflict, "seat_exists", "seat identity is already registered"},
 	{errGrantNotPending, http.StatusConflict, "already_approved", "device grant is already approved"},
-	{errTooManyGrants, http.StatusTooManyRequests, "too_many_grants", "too many open device grants"},
+	{errTooManyGrants, http.StatusTooManyRequests, "too_many_grants", "this address already has the most open device grants allowed; approve them or let them expire"},
 	{errAccountNotFound, http.StatusNotFound, "account_not_found", "account not found"},
 	{errNotMember, http.StatusForbidden, "not_member", "caller is neither the owner nor a member of the channel"},
 	{errOwnerCannotLeave, http.StatusConflict, "owner_cannot_leave", "the owner of a channel cannot be removed from it"},

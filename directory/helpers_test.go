@@ -60,6 +60,9 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 		InternalSecret: []byte(testInternalSecret),
 		OpenSignup:     true,
 		Now:            c.Now,
+		// Tests that are not about limits drive the directory from one
+		// address far faster than any client would.
+		Limits: Limits{Off: true},
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -81,6 +84,7 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 // reply is a decoded JSON answer.
 type reply struct {
 	status int
+	header http.Header
 	body   map[string]any
 	raw    []byte
 }
@@ -97,6 +101,12 @@ func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, bytes.Tri
 // do sends a request. body is sent as is when it is a string or []byte,
 // and JSON-encoded otherwise (nil sends no body).
 func (e *env) do(method, path, bearer string, body any) reply {
+	e.t.Helper()
+	return e.doVia(e.ts.Client(), method, path, bearer, body)
+}
+
+// doVia is do with another client (one dialing from another address).
+func (e *env) doVia(client *http.Client, method, path, bearer string, body any) reply {
 	e.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -122,7 +132,7 @@ func (e *env) do(method, path, bearer string, body any) reply {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := e.ts.Client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -131,7 +141,7 @@ func (e *env) do(method, path, bearer string, body any) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r := reply{status: resp.StatusCode, raw: raw}
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if err := json.Unmarshal(raw, &r.body); err != nil {
 		e.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
 	}

@@ -73,6 +73,10 @@ type Config struct {
 	// and device grants are kept before the sweep deletes them; 0 means
 	// DefaultRetention.
 	Retention time.Duration
+
+	// Limits are the rate limits and abuse caps; the zero value means
+	// DefaultLimits, and Limits.Off turns them off.
+	Limits Limits
 }
 
 // Server is the directory HTTP API. It is an [http.Handler].
@@ -88,7 +92,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	gate httpx.Gate // requests in flight
+	gate   httpx.Gate // requests in flight
+	limits *limiters
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -111,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
+	cfg.Limits = resolveLimits(cfg.Limits)
 	st, err := openStore(context.Background(), cfg.DBPath)
 	if err != nil {
 		return nil, err
@@ -122,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		started: cfg.Now(),
 		cancel:  cancel,
+		limits:  newLimiters(cfg.Limits),
 	}
 	s.routes()
 	s.wg.Add(1)
@@ -179,20 +186,20 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /health", s.handleHealth)
 	m.HandleFunc("POST /v1/accounts", s.handleCreateAccount)
 	m.HandleFunc("POST /v1/tokens", s.handleToken)
-	m.HandleFunc("POST /v1/channels", s.authed(s.handleRegisterChannel))
-	m.HandleFunc("POST /v1/channels/invites", s.authed(s.handleCreateInvite))
-	m.HandleFunc("POST /v1/channels/join", s.authed(s.handleJoin))
+	m.HandleFunc("POST /v1/channels", s.limited(limitChannel, s.handleRegisterChannel))
+	m.HandleFunc("POST /v1/channels/invites", s.limited(limitInvite, s.handleCreateInvite))
+	m.HandleFunc("POST /v1/channels/join", s.limited(limitJoin, s.handleJoin))
 	m.HandleFunc("GET /v1/channels/pending", s.authed(s.handlePending))
 	m.HandleFunc("POST /v1/channels/welcome", s.authed(s.handlePublishWelcome))
 	m.HandleFunc("GET /v1/channels/welcome/{request_id}", s.authed(s.handlePollWelcome))
 	m.HandleFunc("POST /v1/channels/welcome/{request_id}/ack", s.authed(s.handleAck))
-	m.HandleFunc("POST /v1/federation/invites", s.authed(s.handleCreateFederationInvite))
-	m.HandleFunc("POST /v1/orgs/invites", s.authed(s.handleCreateOrgInvite))
+	m.HandleFunc("POST /v1/federation/invites", s.limited(limitInvite, s.handleCreateFederationInvite))
+	m.HandleFunc("POST /v1/orgs/invites", s.limited(limitInvite, s.handleCreateOrgInvite))
 	m.HandleFunc("POST /v1/device/grants", s.handleCreateGrant)
-	m.HandleFunc("POST /v1/device/grants/approve", s.authed(s.handleApproveGrant))
-	m.HandleFunc("POST /v1/device/grants/lookup", s.authed(s.handleLookupGrant))
+	m.HandleFunc("POST /v1/device/grants/approve", s.limited(limitGrant, s.handleApproveGrant))
+	m.HandleFunc("POST /v1/device/grants/lookup", s.limited(limitGrant, s.handleLookupGrant))
 	m.HandleFunc("GET /v1/device/grants/{grant_id}", s.handlePollGrant)
-	m.HandleFunc("POST /v1/seats", s.authed(s.handleRegisterSeat))
+	m.HandleFunc("POST /v1/seats", s.limited(limitChannel, s.handleRegisterSeat))
 	m.HandleFunc("POST /v1/revocations", s.handleRevoke)
 	m.HandleFunc("GET /v1/internal/revocations", s.handleInternalRevocations)
 	m.HandleFunc("POST /v1/channels/members", s.authed(s.handleAddMember))

@@ -151,6 +151,12 @@ CREATE TABLE org_invites (
 	created_at INTEGER NOT NULL
 );
 `,
+	// The remote address (IPv4, or IPv6 /64) that created each device
+	// grant, for the cap on open grants per address.
+	`
+ALTER TABLE device_grants ADD COLUMN remote TEXT NOT NULL DEFAULT '';
+CREATE INDEX device_grants_remote ON device_grants(remote, status, expires_at);
+`,
 }
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
@@ -165,7 +171,7 @@ var (
 	errTooManyPending   = errors.New("directory: channel has too many pending join requests")
 	errSeatExists       = errors.New("directory: seat identity is already registered")
 	errGrantNotPending  = errors.New("directory: device grant is already approved")
-	errTooManyGrants    = errors.New("directory: too many open device grants")
+	errTooManyGrants    = errors.New("directory: too many open device grants from this address")
 	errAccountNotFound  = errors.New("directory: account not found")
 	errNotMember        = errors.New("directory: caller is not a member of the channel")
 	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")

@@ -1,0 +1,255 @@
+package directory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/ratelimit"
+)
+
+// Limits configures the directory's abuse controls: token buckets per
+// remote address and per account for the requests that create state or
+// credentials, and a cap on the open device grants of one address. A zero
+// field means its default (see [DefaultLimits]).
+//
+// The remote address is the IP of the TCP peer (http.Request.RemoteAddr),
+// IPv6 clients counted by /64. Behind a reverse proxy every client has the
+// proxy's address, so the per-address buckets become one bucket for
+// everyone: set ClientIPHeader to the header the proxy writes the client's
+// address into (for example "X-Forwarded-For"), and make sure clients
+// cannot reach the directory except through that proxy. Per-account
+// buckets are not affected by proxies.
+//
+// A refused request is answered 429 {"error": "rate_limited"} with a
+// Retry-After header (whole seconds). Requests with the internal secret
+// (the operator) are never limited.
+type Limits struct {
+	// Off turns every rate limit and the per-address cap on open device
+	// grants off: for benchmarks and test rigs that drive the directory
+	// from one address, never for a directory that faces the network.
+	Off bool
+
+	// Signup limits POST /v1/accounts (per address only: there is no
+	// account yet).
+	Signup Rate
+	// Token limits POST /v1/tokens, the sign-in of every client.
+	Token Rate
+	// Channel limits POST /v1/channels and POST /v1/seats (which may
+	// register a channel).
+	Channel Rate
+	// Invite limits POST /v1/channels/invites, POST /v1/federation/invites
+	// and POST /v1/orgs/invites together.
+	Invite Rate
+	// Grant limits POST /v1/device/grants (per address only: it takes no
+	// credential) and POST /v1/device/grants/approve and /lookup (where a
+	// guessed user code is tried).
+	Grant Rate
+	// Join limits POST /v1/channels/join.
+	Join Rate
+
+	// OpenGrantsPerAddr bounds the device grants one remote address may
+	// have pending at once (default 20; negative for no cap); one more is
+	// 429 too_many_grants with a Retry-After until the oldest expires.
+	OpenGrantsPerAddr int
+
+	// MaxKeys bounds the addresses (or accounts) each bucket set tracks
+	// at once (default 10,000; a tracked key costs a few hundred bytes).
+	// Buckets left alone until full are forgotten; past MaxKeys busy keys
+	// the least recently seen is forgotten early, which hands it a full
+	// bucket again: a flood of distinct addresses costs bounded memory
+	// and can never make the directory refuse an address with tokens left.
+	MaxKeys int
+
+	// ClientIPHeader, if set, names a header written by a trusted reverse
+	// proxy that holds the client's address: the last address in it (the
+	// one the proxy appended) is used instead of the TCP peer's. When it
+	// is absent or unparsable the TCP peer's address is used.
+	ClientIPHeader string
+}
+
+// Rate is the pair of token buckets of one kind of request.
+type Rate struct {
+	PerAddr    Bucket // per remote address
+	PerAccount Bucket // per authenticated account (unused for Signup)
+}
+
+// Bucket holds Burst requests and gains one every Every. A zero field
+// takes the default; a negative Burst means no limit.
+type Bucket struct {
+	Burst int
+	Every time.Duration
+}
+
+// DefaultLimits are the limits a zero [Limits] stands for. They are meant
+// to stop floods, not to shape ordinary use: a client signing in every few
+// minutes, an owner creating rooms and invites by hand, or an office of
+// users behind one NAT address stay well inside them.
+var DefaultLimits = Limits{
+	Signup:            Rate{PerAddr: Bucket{Burst: 20, Every: 3 * time.Minute}},
+	Token:             Rate{PerAddr: Bucket{Burst: 300, Every: 200 * time.Millisecond}, PerAccount: Bucket{Burst: 60, Every: time.Second}},
+	Channel:           Rate{PerAddr: Bucket{Burst: 100, Every: time.Second}, PerAccount: Bucket{Burst: 50, Every: 2 * time.Second}},
+	Invite:            Rate{PerAddr: Bucket{Burst: 100, Every: time.Second}, PerAccount: Bucket{Burst: 50, Every: 2 * time.Second}},
+	Grant:             Rate{PerAddr: Bucket{Burst: 20, Every: 15 * time.Second}, PerAccount: Bucket{Burst: 20, Every: 15 * time.Second}},
+	Join:              Rate{PerAddr: Bucket{Burst: 200, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 100, Every: time.Second}},
+	OpenGrantsPerAddr: 20,
+	MaxKeys:           10000,
+}
+
+// limitKind names a Rate of Limits.
+type limitKind int
+
+const (
+	limitSignup limitKind = iota
+	limitToken
+	limitChannel
+	limitInvite
+	limitGrant
+	limitJoin
+	numLimits
+)
+
+var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join"}
+
+// limiters holds the live buckets; nil buckets allow everything.
+type limiters struct {
+	addr    [numLimits]*ratelimit.Keyed
+	account [numLimits]*ratelimit.Keyed
+	header  string
+}
+
+// resolveLimits fills the zero fields of l with the defaults.
+func resolveLimits(l Limits) Limits {
+	d := DefaultLimits
+	rates := []*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join}
+	defs := []Rate{d.Signup, d.Token, d.Channel, d.Invite, d.Grant, d.Join}
+	for i, r := range rates {
+		r.PerAddr = resolveBucket(r.PerAddr, defs[i].PerAddr)
+		r.PerAccount = resolveBucket(r.PerAccount, defs[i].PerAccount)
+	}
+	if l.OpenGrantsPerAddr == 0 {
+		l.OpenGrantsPerAddr = d.OpenGrantsPerAddr
+	}
+	if l.MaxKeys <= 0 {
+		l.MaxKeys = d.MaxKeys
+	}
+	return l
+}
+
+func resolveBucket(b, def Bucket) Bucket {
+	if b.Burst == 0 {
+		b.Burst = def.Burst
+	}
+	if b.Every <= 0 {
+		b.Every = def.Every
+	}
+	return b
+}
+
+func newLimiters(l Limits) *limiters {
+	lim := &limiters{header: l.ClientIPHeader}
+	if l.Off {
+		return lim
+	}
+	rates := [numLimits]Rate{l.Signup, l.Token, l.Channel, l.Invite, l.Grant, l.Join}
+	for i, r := range rates {
+		lim.addr[i] = newKeyed(r.PerAddr, l.MaxKeys)
+		if limitKind(i) != limitSignup {
+			lim.account[i] = newKeyed(r.PerAccount, l.MaxKeys)
+		}
+	}
+	return lim
+}
+
+func newKeyed(b Bucket, maxKeys int) *ratelimit.Keyed {
+	if b.Burst < 0 || b.Every <= 0 {
+		return nil
+	}
+	return ratelimit.NewKeyed(b.Every, b.Burst, maxKeys)
+}
+
+// clientAddr is the rate-limit key of the request's client.
+func (l *limiters) clientAddr(r *http.Request) string {
+	if l.header != "" {
+		if v := r.Header.Values(l.header); len(v) > 0 {
+			last := v[len(v)-1]
+			if i := strings.LastIndexByte(last, ','); i >= 0 {
+				last = last[i+1:]
+			}
+			last = strings.TrimSpace(last)
+			if _, err := netip.ParseAddr(strings.Trim(last, "[]")); err == nil {
+				return ratelimit.AddrKey(strings.Trim(last, "[]"))
+			}
+		}
+	}
+	return ratelimit.AddrKey(r.RemoteAddr)
+}
+
+// allowAddr takes a token of kind for the request's address. On refusal
+// it writes the 429 and returns false.
+func (s *Server) allowAddr(w http.ResponseWriter, r *http.Request, kind limitKind) bool {
+	ok, retry := s.limits.addr[kind].Allow(s.limits.clientAddr(r), s.cfg.Now())
+	if !ok {
+		rateLimited(w, retry, "too many "+limitNames[kind]+" requests from this address")
+	}
+	return ok
+}
+
+// allowAccount takes a token of kind for account. On refusal it writes the
+// 429 and returns false.
+func (s *Server) allowAccount(w http.ResponseWriter, kind limitKind, account string) bool {
+	ok, retry := s.limits.account[kind].Allow(account, s.cfg.Now())
+	if !ok {
+		rateLimited(w, retry, "too many "+limitNames[kind]+" requests from this account")
+	}
+	return ok
+}
+
+// limited is authed with the buckets of kind: the address's before the
+// credential is looked up, the account's after.
+func (s *Server) limited(kind limitKind, h func(http.ResponseWriter, *http.Request, principal)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowAddr(w, r, kind) {
+			return
+		}
+		p, ok := s.authenticate(w, r)
+		if !ok || !s.allowAccount(w, kind, p.account) {
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+// retrySeconds is a Retry-After value: whole seconds, rounded up, at least 1.
+func retrySeconds(d time.Duration) int64 {
+	if d >= time.Duration(math.MaxInt64)-time.Second {
+		return math.MaxInt32
+	}
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+func rateLimited(w http.ResponseWriter, retry time.Duration, msg string) {
+	secs := retrySeconds(retry)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("%s; retry in %d s", msg, secs))
+}
+
+// grantCapError is errTooManyGrants with the time until the address's
+// oldest open grant expires.
+type grantCapError struct{ retry time.Duration }
+
+func (e *grantCapError) Error() string { return errTooManyGrants.Error() }
+func (e *grantCapError) Unwrap() error { return errTooManyGrants }
+
+func retryAfterFor(w http.ResponseWriter, err error) {
+	var ce *grantCapError
+	if errors.As(err, &ce) {
+		w.Header().Set("Retry-After", strconv.FormatInt(retrySeconds(ce.retry), 10))
+	}
+}
