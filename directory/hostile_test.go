@@ -174,12 +174,18 @@ func TestHostileInputs(t *testing.T) {
 	otherSub, _ := json.Marshal(claims(func(c map[string]any) { c["sub"] = "someone-else" }))
 	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(otherSub) + "." + parts[2]
 	creds := map[string]string{
-		"alg none":            craftJWT(map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), nil),
-		"alg none signed":     craftJWT(map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), testJWTSecret),
-		"alg HS512":           craftJWT(map[string]any{"alg": "HS512", "typ": "JWT"}, claims(nil), testJWTSecret),
-		"wrong key":           craftJWT(hs256, claims(nil), []byte("another secret entirely")),
-		"expired":             craftJWT(hs256, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Second).Unix() }), testJWTSecret),
-		"no exp":              craftJWT(hs256, claims(func(c map[string]any) { delete(c, "exp") }), testJWTSecret),
+		"alg none":          craftJWT(map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), nil),
+		"alg none signed":   craftJWT(map[string]any{"alg": "none", "typ": "JWT"}, claims(nil), testJWTSecret),
+		"alg HS512":         craftJWT(map[string]any{"alg": "HS512", "typ": "JWT"}, claims(nil), testJWTSecret),
+		"wrong key":         craftJWT(hs256, claims(nil), []byte("another secret entirely")),
+		"expired":           craftJWT(hs256, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Second).Unix() }), testJWTSecret),
+		"no exp":            craftJWT(hs256, claims(func(c map[string]any) { delete(c, "exp") }), testJWTSecret),
+		"no iat":            craftJWT(hs256, claims(func(c map[string]any) { delete(c, "iat") }), testJWTSecret),
+		"ten-year lifetime": craftJWT(hs256, claims(func(c map[string]any) { c["exp"] = now.AddDate(10, 0, 0).Unix() }), testJWTSecret),
+		"301 s lifetime":    craftJWT(hs256, claims(func(c map[string]any) { c["exp"] = now.Add(301 * time.Second).Unix() }), testJWTSecret),
+		"future iat": craftJWT(hs256, claims(func(c map[string]any) {
+			c["iat"], c["exp"] = now.Add(time.Hour).Unix(), now.Add(time.Hour+time.Minute).Unix()
+		}), testJWTSecret),
 		"wrong iss":           craftJWT(hs256, claims(func(c map[string]any) { c["iss"] = "evil" }), testJWTSecret),
 		"no iss":              craftJWT(hs256, claims(func(c map[string]any) { delete(c, "iss") }), testJWTSecret),
 		"wrong aud":           craftJWT(hs256, claims(func(c map[string]any) { c["aud"] = "evil" }), testJWTSecret),

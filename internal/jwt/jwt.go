@@ -3,8 +3,11 @@
 //
 // The contract is narrow on purpose: HS256 only (every other algorithm,
 // "none" included, is refused), the issuer is always [Issuer], the audience
-// must be one the verifier names, and the expiry is required and at most
-// [MaxTTL] after issue.
+// must be one the verifier names, and both the issue time (iat) and the
+// expiry (exp) are required, with exp at most [MaxTTL] after iat. The
+// directory always sets iat, so a token without one was not minted by it.
+// An iat more than [MaxClockSkew] in the verifier's future is refused too:
+// otherwise a far-future iat would stretch a token's life past MaxTTL.
 package jwt
 
 import (
@@ -22,8 +25,11 @@ const (
 	AudienceAPI = "skytale-api"
 	// AudienceRelay is the other audience the relay accepts.
 	AudienceRelay = "skytale-relay"
-	// MaxTTL is the longest lifetime a token may have.
+	// MaxTTL is the longest lifetime a token may have: exp − iat.
 	MaxTTL = 300 * time.Second
+	// MaxClockSkew is how far in the future of the verifier's clock a
+	// token's iat may be (the minting host's clock may run ahead).
+	MaxClockSkew = 30 * time.Second
 )
 
 // ErrInvalid is wrapped by every verification failure. Its text never
@@ -93,6 +99,15 @@ func Verify(secret []byte, token string, now time.Time, audiences ...string) (Cl
 	if wc.Subject == "" {
 		return Claims{}, fmt.Errorf("%w: missing subject", ErrInvalid)
 	}
+	if wc.IssuedAt == nil {
+		return Claims{}, fmt.Errorf("%w: missing issue time", ErrInvalid)
+	}
+	if wc.ExpiresAt.Sub(wc.IssuedAt.Time) > MaxTTL {
+		return Claims{}, fmt.Errorf("%w: lifetime longer than 300 seconds", ErrInvalid)
+	}
+	if wc.IssuedAt.Time.After(now.Add(MaxClockSkew)) {
+		return Claims{}, fmt.Errorf("%w: not valid yet", ErrInvalid)
+	}
 	aud := ""
 	for _, a := range wc.Audience {
 		for _, want := range audiences {
@@ -104,11 +119,7 @@ func Verify(secret []byte, token string, now time.Time, audiences ...string) (Cl
 	if aud == "" {
 		return Claims{}, fmt.Errorf("%w: wrong audience", ErrInvalid)
 	}
-	c := Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, ExpiresAt: wc.ExpiresAt.Time}
-	if wc.IssuedAt != nil {
-		c.IssuedAt = wc.IssuedAt.Time
-	}
-	return c, nil
+	return Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, IssuedAt: wc.IssuedAt.Time, ExpiresAt: wc.ExpiresAt.Time}, nil
 }
 
 // reason maps a parser error to a short fixed phrase, so nothing from the

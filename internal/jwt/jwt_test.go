@@ -67,7 +67,7 @@ func TestVerifyRejects(t *testing.T) {
 		"wrong aud":    {good, now, []string{AudienceAPI}, secret},
 		"garbage":      {"not.a.token", now, []string{AudienceRelay}, secret},
 		"empty":        {"", now, []string{AudienceRelay}, secret},
-		"no exp":       {signRaw(t, `{"iss":"skytale-api","sub":"a","aud":"skytale-api"}`), now, []string{AudienceAPI}, secret},
+		"no exp":       {signRaw(t, `{"iss":"skytale-api","sub":"a","aud":"skytale-api","iat":1800000000}`), now, []string{AudienceAPI}, secret},
 		"wrong issuer": {signRaw(t, `{"iss":"evil","sub":"a","aud":"skytale-api","exp":1900000000}`), now, []string{AudienceAPI}, secret},
 	}
 	for name, c := range cases {
@@ -85,4 +85,38 @@ func TestVerifyRejects(t *testing.T) {
 func signRaw(t *testing.T, claims string) string {
 	t.Helper()
 	return hs256(secret, claims)
+}
+
+// TestVerifyLifetime: exp − iat may be at most 300 s, iat is required, and
+// an iat in the future (beyond the clock skew allowance) is refused, so no
+// token lives longer than MaxTTL whatever its claims say.
+func TestVerifyLifetime(t *testing.T) {
+	const iat = 1_800_000_000
+	now := time.Unix(iat+10, 0)
+	claims := func(extra string) string {
+		return signRaw(t, `{"iss":"skytale-api","sub":"a","aud":"skytale-api"`+extra+`}`)
+	}
+	for name, c := range map[string]struct {
+		tok    string
+		ok     bool
+		reason string
+	}{
+		"300 s":             {claims(`,"iat":1800000000,"exp":1800000300`), true, ""},
+		"301 s":             {claims(`,"iat":1800000000,"exp":1800000301`), false, "lifetime"},
+		"ten years":         {claims(`,"iat":1800000000,"exp":2115360000`), false, "lifetime"},
+		"no iat":            {claims(`,"exp":1800000100`), false, "issue time"},
+		"null iat":          {claims(`,"iat":null,"exp":1800000100`), false, "issue time"},
+		"iat in the future": {claims(`,"iat":1900000000,"exp":1900000300`), false, "not valid yet"},
+		"iat within skew":   {claims(`,"iat":1800000030,"exp":1800000330`), true, ""},
+		"iat after exp":     {claims(`,"iat":1800000200,"exp":1800000100`), false, ""},
+	} {
+		_, err := Verify(secret, c.tok, now, AudienceAPI)
+		if c.ok != (err == nil) {
+			t.Errorf("%s: err = %v", name, err)
+			continue
+		}
+		if err != nil && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.reason)) {
+			t.Errorf("%s: err = %v, want ErrInvalid mentioning %q", name, err, c.reason)
+		}
+	}
 }
