@@ -121,7 +121,8 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 	if !bytes.Equal(tree.treeHash(), ctx.TreeHash) {
 		return nil, nil, fmt.Errorf("%w: tree hash mismatch", ErrInvalidWelcome)
 	}
-	if hasDuplicateExtensions(ctx.Extensions) {
+	// Section 13.4: no extension list may hold a type twice.
+	if hasDuplicateExtensions(ctx.Extensions) || hasDuplicateExtensions(gi.Extensions) {
 		return nil, nil, fmt.Errorf("%w: duplicate group extensions", ErrInvalidWelcome)
 	}
 	// Section 12.4.3.1, "Verify the integrity of the ratchet tree". The

@@ -161,8 +161,14 @@ func (x *LeafNode) sign(s suite, priv, groupID []byte, leafIndex uint32) error {
 }
 
 // verifySignature checks the signature with the leaf's own signature key
-// (Section 7.3).
+// (Section 7.3). Every received leaf passes through it (in a KeyPackage,
+// an Update, an UpdatePath or a ratchet tree), so it first checks the
+// leaf's public keys and extension list (keyvalidate.go): a leaf whose
+// keys cannot be used is refused like one whose signature fails.
 func (x *LeafNode) verifySignature(s suite, groupID []byte, leafIndex uint32) bool {
+	if x.checkKeys(s) != nil {
+		return false
+	}
 	return verifyWithLabel(s, x.SignatureKey, "LeafNodeTBS", x.tbs(groupID, leafIndex), x.Signature)
 }
 
@@ -229,7 +235,8 @@ func (x *KeyPackage) sign(s suite, priv []byte) error {
 }
 
 // verifySignatures checks the KeyPackage signature and the signature of its
-// LeafNode, both under leaf_node.signature_key (Section 10.1). It does not
+// LeafNode, both under leaf_node.signature_key (Section 10.1), after the
+// public keys and extension lists of both (keyvalidate.go). It does not
 // check the rest of the validation rules.
 func (x *KeyPackage) verifySignatures(s suite) error {
 	if x.CipherSuite != s.id() {
@@ -237,6 +244,12 @@ func (x *KeyPackage) verifySignatures(s suite) error {
 	}
 	if x.LeafNode.LeafNodeSource != LeafNodeSourceKeyPackage {
 		return errors.New("mls: key package leaf node source is not key_package")
+	}
+	if err := x.checkKeys(s); err != nil {
+		return err
+	}
+	if err := x.LeafNode.checkKeys(s); err != nil {
+		return err
 	}
 	if !x.LeafNode.verifySignature(s, nil, 0) {
 		return errors.New("mls: invalid leaf node signature")

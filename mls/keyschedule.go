@@ -268,6 +268,9 @@ func externalInitSender(s suite, externalPub []byte) (kemOutput []byte, init *in
 	if err != nil {
 		return nil, nil, err
 	}
+	if cs.checkHPKEPublicKey(externalPub) != nil {
+		return nil, nil, errors.New("mls: invalid external_pub")
+	}
 	pk, err := cs.kem.NewPublicKey(externalPub)
 	if err != nil {
 		return nil, nil, errors.New("mls: invalid external_pub")
@@ -293,6 +296,11 @@ func externalInitReceiver(s suite, externalPriv, kemOutput []byte) (*initSecret,
 	cs, err := concreteSuite(s)
 	if err != nil {
 		return nil, err
+	}
+	// kem_output is the joiner's ephemeral public key (RFC 9180,
+	// Section 4.1), a received HPKE key like any other.
+	if cs.checkHPKEPublicKey(kemOutput) != nil {
+		return nil, errors.New("mls: external init: invalid kem_output")
 	}
 	sk, err := cs.kem.NewPrivateKey(externalPriv)
 	if err != nil {

@@ -61,6 +61,11 @@ type suite interface {
 	signKey(priv []byte) (signingKey, error)
 	sign(priv, msg []byte) ([]byte, error)
 	verify(pub, msg, sig []byte) bool
+	// Validation of received public keys and of stored private keys
+	// (keyvalidate.go).
+	checkHPKEPublicKey(pub []byte) error
+	checkSignaturePublicKey(pub []byte) error
+	privateKeyLen() int
 }
 
 // cipherSuite composes the primitives named by a suite identifier.
@@ -79,6 +84,13 @@ type cipherSuite struct {
 	// curve with sigHash as the message digest.
 	curve   elliptic.Curve
 	sigHash func() hash.Hash
+	// x25519 is set when the KEM is DHKEM(X25519), whose public keys
+	// need the small-order check of keyvalidate.go.
+	x25519 bool
+	// nsk is the length of HPKE private keys (RFC 9180, Section 7.1),
+	// which is also the length of the suite's signature private keys: the
+	// Ed25519 seed or the ECDSA scalar.
+	nsk int
 }
 
 func newGCM(key []byte) (cipher.AEAD, error) {
@@ -94,29 +106,31 @@ var (
 		cs: MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, newHash: sha256.New, nh: 32,
 		nk: 16, nn: 12, newAEAD: newGCM,
 		kem: hpke.DHKEM(ecdh.X25519()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.AES128GCM(),
+		x25519: true, nsk: 32,
 	}
 	suiteP256AES128 = &cipherSuite{
 		cs: MLS_128_DHKEMP256_AES128GCM_SHA256_P256, newHash: sha256.New, nh: 32,
 		nk: 16, nn: 12, newAEAD: newGCM,
 		kem: hpke.DHKEM(ecdh.P256()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.AES128GCM(),
-		curve: elliptic.P256(), sigHash: sha256.New,
+		curve: elliptic.P256(), sigHash: sha256.New, nsk: 32,
 	}
 	suiteX25519ChaCha = &cipherSuite{
 		cs: MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519, newHash: sha256.New, nh: 32,
 		nk: 32, nn: 12, newAEAD: chacha20poly1305.New,
 		kem: hpke.DHKEM(ecdh.X25519()), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.ChaCha20Poly1305(),
+		x25519: true, nsk: 32,
 	}
 	suiteP521AES256 = &cipherSuite{
 		cs: MLS_256_DHKEMP521_AES256GCM_SHA512_P521, newHash: sha512.New, nh: 64,
 		nk: 32, nn: 12, newAEAD: newGCM,
 		kem: hpke.DHKEM(ecdh.P521()), hpkeKDF: hpke.HKDFSHA512(), hpkeAEAD: hpke.AES256GCM(),
-		curve: elliptic.P521(), sigHash: sha512.New,
+		curve: elliptic.P521(), sigHash: sha512.New, nsk: 66,
 	}
 	suiteP384AES256 = &cipherSuite{
 		cs: MLS_256_DHKEMP384_AES256GCM_SHA384_P384, newHash: sha512.New384, nh: 48,
 		nk: 32, nn: 12, newAEAD: newGCM,
 		kem: hpke.DHKEM(ecdh.P384()), hpkeKDF: hpke.HKDFSHA384(), hpkeAEAD: hpke.AES256GCM(),
-		curve: elliptic.P384(), sigHash: sha512.New384,
+		curve: elliptic.P384(), sigHash: sha512.New384, nsk: 48,
 	}
 )
 

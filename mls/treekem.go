@@ -241,6 +241,9 @@ func (t *ratchetTree) mergeUpdatePath(sender leafIndex, path *UpdatePath) error 
 	if len(path.Nodes) != len(fdp) {
 		return fmt.Errorf("mls: update path has %d nodes, filtered direct path has %d", len(path.Nodes), len(fdp))
 	}
+	if err := checkPathKeys(t.s, path); err != nil {
+		return err
+	}
 	t.blankDirectPath(sender)
 	for i, x := range fdp {
 		t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: path.Nodes[i].EncryptionKey}})

@@ -22,6 +22,8 @@ var errInvalidTree = errors.New("mls: invalid ratchet tree")
 //     lists;
 //   - HPKE encryption keys are unique across all nodes, and signature keys
 //     unique across leaves (§7.3);
+//   - the public keys of parent nodes are valid for the suite (§5.1.1;
+//     leaf keys are checked with the leaf signatures);
 //   - every leaf's signature, with groupID and its leaf index as context
 //     where its source asks for them (§7.2);
 //   - every non-blank parent node is parent-hash valid (§7.9.2).
@@ -61,24 +63,38 @@ func (t *ratchetTree) validateStructure() error {
 			sigKeys[k] = x
 			continue
 		}
-		um := n.Parent.UnmergedLeaves
-		first, end := subtreeLeaves(x)
-		for j, u := range um {
-			if j > 0 && um[j-1] >= u {
-				return fmt.Errorf("%w: unmerged leaves of node %d not strictly increasing", errInvalidTree, x)
+		if err := t.s.checkHPKEPublicKey(n.Parent.EncryptionKey); err != nil {
+			return fmt.Errorf("%w: node %d: %v", errInvalidTree, x, err)
+		}
+		if err := t.checkUnmergedLeaves(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkUnmergedLeaves checks the unmerged_leaves list of the parent node x
+// (§7.1, §7.9.2): strictly increasing, naming non-blank leaves below x,
+// which every non-blank node in between also lists. It needs no
+// cryptography, so a restored state checks it too.
+func (t *ratchetTree) checkUnmergedLeaves(x nodeIndex) error {
+	um := t.nodes[x].Parent.UnmergedLeaves
+	first, end := subtreeLeaves(x)
+	for j, u := range um {
+		if j > 0 && um[j-1] >= u {
+			return fmt.Errorf("%w: unmerged leaves of node %d not strictly increasing", errInvalidTree, x)
+		}
+		l := leafIndex(u)
+		if l < first || l >= end || t.nodes[l.node()].blank() {
+			return fmt.Errorf("%w: node %d lists unmerged leaf %d that is blank or not below it", errInvalidTree, x, u)
+		}
+		for y := parent(l.node()); y != x; y = parent(y) {
+			p := t.nodes[y].Parent
+			if p == nil {
+				continue
 			}
-			l := leafIndex(u)
-			if l < first || l >= end || t.nodes[l.node()].blank() {
-				return fmt.Errorf("%w: node %d lists unmerged leaf %d that is blank or not below it", errInvalidTree, x, u)
-			}
-			for y := parent(l.node()); y != x; y = parent(y) {
-				p := t.nodes[y].Parent
-				if p == nil {
-					continue
-				}
-				if _, found := slices.BinarySearch(p.UnmergedLeaves, u); !found {
-					return fmt.Errorf("%w: leaf %d unmerged at node %d but not at node %d", errInvalidTree, u, x, y)
-				}
+			if _, found := slices.BinarySearch(p.UnmergedLeaves, u); !found {
+				return fmt.Errorf("%w: leaf %d unmerged at node %d but not at node %d", errInvalidTree, u, x, y)
 			}
 		}
 	}

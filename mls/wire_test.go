@@ -251,7 +251,9 @@ func TestKeyPackageSignatures(t *testing.T) {
 func TestLeafNodeTBSBindsGroup(t *testing.T) {
 	s, _ := suiteFor(1)
 	priv, pub, _ := s.signKeyPair()
+	_, encPub, _ := s.hpkeGenerateKeyPair()
 	leaf := testLeaf()
+	leaf.EncryptionKey = encPub
 	leaf.SignatureKey = pub
 	leaf.LeafNodeSource = LeafNodeSourceUpdate
 	if err := leaf.sign(s, priv, []byte("group"), 3); err != nil {

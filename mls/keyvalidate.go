@@ -1,0 +1,151 @@
+package mls
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+)
+
+// This file validates the public keys that other members and strangers
+// send (RFC 9420, Section 5.1.1), at every place one enters the group
+// state: the init_key and leaf of a KeyPackage (Section 10.1), the leaves
+// of Updates and UpdatePaths and every leaf of a ratchet tree from a
+// Welcome (Section 7.3, through LeafNode.verifySignature), the parent keys
+// and kem_outputs of an UpdatePath (mergeUpdatePath), the parent keys of a
+// received tree (validateStructure), and the external_pub and kem_output
+// of external initialisation (Section 8.3).
+//
+// A key that cannot be used is worse than a bad signature: once stored in
+// the tree, every member that later encrypts to it (any commit whose path
+// covers the leaf) fails, so one KeyPackage could stop a whole group from
+// committing. The checks are those of the suite's primitives:
+//
+//   - X25519 (RFC 7748): any 32 bytes decode, so points of small order are
+//     refused explicitly: encapsulating to one gives an all-zero shared
+//     secret, which crypto/ecdh refuses (RFC 7748, Section 6.1);
+//   - P-256, P-384, P-521: the uncompressed point must be on the curve and
+//     not the identity (crypto/ecdh checks both);
+//   - Ed25519 signature keys are 32 bytes (RFC 8032; an invalid point then
+//     fails every verification), ECDSA keys an uncompressed point on the
+//     curve.
+//
+// The keys are public, so none of this needs to run in constant time.
+
+var errInvalidPublicKey = errors.New("mls: invalid public key")
+
+// x25519SmallOrder lists the u-coordinates, with bit 255 clear, whose
+// X25519 product with every clamped scalar is zero: the points of order 1,
+// 2, 4 and 8 on the curve and its twist, and their non-canonical encodings
+// u+p (the same list as libsodium's). X25519 ignores bit 255 (RFC 7748,
+// Section 5), so it is masked before comparing.
+var x25519SmallOrder = [...][32]byte{
+	// 0 (order 1 and 2)
+	{},
+	// 1 (order 4)
+	{1},
+	// order 8
+	{0xe0, 0xeb, 0x7a, 0x7c, 0x3b, 0x41, 0xb8, 0xae, 0x16, 0x56, 0xe3, 0xfa, 0xf1, 0x9f, 0xc4, 0x6a,
+		0xda, 0x09, 0x8d, 0xeb, 0x9c, 0x32, 0xb1, 0xfd, 0x86, 0x62, 0x05, 0x16, 0x5f, 0x49, 0xb8, 0x00},
+	// order 8
+	{0x5f, 0x9c, 0x95, 0xbc, 0xa3, 0x50, 0x8c, 0x24, 0xb1, 0xd0, 0xb1, 0x55, 0x9c, 0x83, 0xef, 0x5b,
+		0x04, 0x44, 0x5c, 0xc4, 0x58, 0x1c, 0x8e, 0x86, 0xd8, 0x22, 0x4e, 0xdd, 0xd0, 0x9f, 0x11, 0x57},
+	// p-1 (order 4 on the twist)
+	{0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+	// p, the non-canonical 0
+	{0xed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+	// p+1, the non-canonical 1
+	{0xee, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+}
+
+// x25519IsSmallOrder reports whether the 32-byte X25519 public key pub is
+// in x25519SmallOrder.
+func x25519IsSmallOrder(pub []byte) bool {
+	for i := range x25519SmallOrder {
+		p := &x25519SmallOrder[i]
+		if string(pub[:31]) == string(p[:31]) && pub[31]&0x7f == p[31] {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHPKEPublicKey reports whether pub is a usable HPKEPublicKey of the
+// suite's KEM (Section 5.1.1, RFC 9180 Section 4): DeserializePublicKey
+// accepts it and, for X25519, it is not of small order.
+func (s *cipherSuite) checkHPKEPublicKey(pub []byte) error {
+	if _, err := s.kem.NewPublicKey(pub); err != nil {
+		return fmt.Errorf("%w: HPKE key does not decode", errInvalidPublicKey)
+	}
+	if s.x25519 && x25519IsSmallOrder(pub) {
+		return fmt.Errorf("%w: X25519 point of small order", errInvalidPublicKey)
+	}
+	return nil
+}
+
+// checkSignaturePublicKey reports whether pub is a well-formed
+// SignaturePublicKey of the suite (Section 5.1.1).
+func (s *cipherSuite) checkSignaturePublicKey(pub []byte) error {
+	if s.curve == nil {
+		if len(pub) != ed25519.PublicKeySize {
+			return fmt.Errorf("%w: Ed25519 key of %d bytes", errInvalidPublicKey, len(pub))
+		}
+		return nil
+	}
+	if _, err := ecdsa.ParseUncompressedPublicKey(s.curve, pub); err != nil {
+		return fmt.Errorf("%w: ECDSA key is not a point on the curve", errInvalidPublicKey)
+	}
+	return nil
+}
+
+func (s *cipherSuite) privateKeyLen() int { return s.nsk }
+
+// checkKeys checks the public keys of a received LeafNode and that its
+// extension types are distinct (Section 13.4).
+func (x *LeafNode) checkKeys(s suite) error {
+	if err := s.checkHPKEPublicKey(x.EncryptionKey); err != nil {
+		return fmt.Errorf("leaf encryption_key: %w", err)
+	}
+	if err := s.checkSignaturePublicKey(x.SignatureKey); err != nil {
+		return fmt.Errorf("leaf signature_key: %w", err)
+	}
+	if hasDuplicateExtensions(x.Extensions) {
+		return errors.New("mls: duplicate leaf extension types")
+	}
+	return nil
+}
+
+// checkKeys checks the init_key of a received KeyPackage and that its
+// extension types are distinct (Sections 10.1 and 13.4); its leaf is
+// checked by LeafNode.checkKeys.
+func (x *KeyPackage) checkKeys(s suite) error {
+	if err := s.checkHPKEPublicKey(x.InitKey); err != nil {
+		return fmt.Errorf("key package init_key: %w", err)
+	}
+	if hasDuplicateExtensions(x.Extensions) {
+		return errors.New("mls: duplicate key package extension types")
+	}
+	return nil
+}
+
+// checkPathKeys checks every public key an UpdatePath carries: the new
+// public key of each node and the kem_output of each encrypted path
+// secret. Checking all kem_outputs, not only the one this member
+// decrypts, keeps members from disagreeing about a Commit (Section 7.6).
+func checkPathKeys(s suite, path *UpdatePath) error {
+	for i := range path.Nodes {
+		n := &path.Nodes[i]
+		if err := s.checkHPKEPublicKey(n.EncryptionKey); err != nil {
+			return fmt.Errorf("update path node %d: %w", i, err)
+		}
+		for j := range n.EncryptedPathSecret {
+			if err := s.checkHPKEPublicKey(n.EncryptedPathSecret[j].KEMOutput); err != nil {
+				return fmt.Errorf("update path node %d, ciphertext %d kem_output: %w", i, j, err)
+			}
+		}
+	}
+	return nil
+}
