@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -16,6 +17,21 @@ import (
 // The format is versioned: a leading byte names the version, and the rest
 // uses the TLS presentation language of Section 2.1 throughout. It holds
 // private keys; store it as a secret.
+//
+// A state file is input like any other: it may be corrupted on disk or
+// written by someone hostile. RestoreGroup therefore checks every field
+// before it is used, cheaply enough to run on every restore: lengths of
+// keys, nonces and secrets are exactly the suite's, indices lie inside
+// their trees, lists are in the canonical order MarshalBinary writes (so a
+// restored state re-encodes to the same bytes), widths and counts are
+// bounded before anything is allocated for them, and the parts agree with
+// each other (own leaf, private keys and public tree, secret tree and
+// ratchet tree, epochs). What it cannot check without the cost of the
+// operation itself is the value of a secret or a key that has the right
+// shape (a flipped bit in a ratchet secret restores, and the message it
+// should decrypt then fails to), and the signatures and hashes of the
+// tree, which were checked when the tree was received; none of those can
+// make the engine panic or allocate, only fail.
 
 const stateVersion = 1
 
@@ -90,8 +106,11 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	if !p.u32(&own) || !p.vec(&g.sigPriv) || !p.u8(&removed) || removed > 1 {
 		return nil, errState
 	}
+	if own >= maxTreeLeaves || len(g.sigPriv) != s.privateKeyLen() {
+		return nil, errState
+	}
 	g.own, g.removed = leafIndex(own), removed == 1
-	if g.cur, err = unmarshalEpochKeys(p, s, &c); err != nil {
+	if g.cur, err = unmarshalEpochKeys(p, s, &c, false); err != nil {
 		return nil, err
 	}
 	if g.keys, err = unmarshalEpochSecrets(p, s); err != nil {
@@ -100,13 +119,12 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	// The current epoch's protection shares these with the schedule.
 	g.keys.senderDataSecret = g.cur.prot.senderDataSecret
 	g.keys.membershipKey = g.cur.prot.membershipKey
-	if g.priv, err = unmarshalPrivateTree(p, g.own); err != nil {
+	if g.priv, err = unmarshalPrivateTree(p, s, g.own); err != nil {
 		return nil, err
 	}
 	if !p.vec(&g.confTag) {
 		return nil, errState
 	}
-	g.interim = interimTranscriptHash(s, g.cur.ctx.ConfirmedTranscriptHash, g.confTag)
 	ok := p.vecList(func(p *parser) bool {
 		var cp cachedProposal
 		if !p.vec(&cp.ref) || !cp.proposal.unmarshal(p) || !cp.sender.unmarshal(p) || !p.vec(&cp.updatePriv) {
@@ -116,18 +134,18 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 			cp.updatePriv = nil
 		}
 		g.proposals = append(g.proposals, cp)
-		return true
+		return len(g.proposals) <= maxStateProposals
 	})
 	if !ok {
 		return nil, errState
 	}
 	ok = p.vecList(func(p *parser) bool {
-		e, err := unmarshalEpochKeys(p, s, &c)
+		e, err := unmarshalEpochKeys(p, s, &c, true)
 		if err != nil {
 			return false
 		}
 		g.past = append(g.past, e)
-		return true
+		return len(g.past) <= maxStatePastEpochs
 	})
 	if !ok {
 		return nil, errState
@@ -138,7 +156,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 			return false
 		}
 		g.resumption = append(g.resumption, r)
-		return true
+		return len(g.resumption) <= maxResumptionPSKs
 	})
 	if !ok {
 		return nil, errState
@@ -155,7 +173,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 		if pc.keys, err = unmarshalEpochSecrets(p, s); err != nil {
 			return false
 		}
-		if pc.priv, err = unmarshalPrivateTree(p, g.own); err != nil {
+		if pc.priv, err = unmarshalPrivateTree(p, s, g.own); err != nil {
 			return false
 		}
 		if !p.vec(&pc.confTag) {
@@ -167,7 +185,128 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	if !ok || !p.empty() {
 		return nil, errState
 	}
+	if err := g.checkRestored(); err != nil {
+		return nil, err
+	}
+	g.interim = interimTranscriptHash(s, g.cur.ctx.ConfirmedTranscriptHash, g.confTag)
+	// A Config may keep fewer past epochs than the one the state was
+	// written with.
+	for len(g.past) > g.cfg.MaxPastEpochs {
+		g.past[0].wipe()
+		g.past = g.past[1:]
+	}
 	return g, nil
+}
+
+// Bounds on the lists of a saved state, checked while decoding. A Group
+// never holds more than these (MaxPastEpochs is capped at restore, and
+// a commit covers at most what one epoch's proposals can name).
+const (
+	maxStatePastEpochs = 1 << 10
+	maxStateProposals  = 1 << 16
+)
+
+// checkRestored checks that the decoded parts of a state agree with each
+// other (see the comment at the top of this file). Each check is linear in
+// the size of the state, without cryptography.
+func (g *Group) checkRestored() error {
+	s := g.s
+	bad := func(what string) error { return fmt.Errorf("%w: %s", errState, what) }
+	cur := g.cur
+	if uint32(g.own) >= cur.tree.size() {
+		return bad("own leaf outside the tree")
+	}
+	if !g.removed {
+		if cur.tree.leafNode(g.own) == nil {
+			return bad("own leaf is blank")
+		}
+		if _, ok := g.priv.keyFor(cur.tree, g.own.node()); !ok {
+			return bad("no private key for the own leaf")
+		}
+	}
+	if err := g.priv.consistent(cur.tree); err != nil {
+		return bad("private keys do not match the tree")
+	}
+	if err := checkRestoredTree(cur.tree); err != nil {
+		return err
+	}
+	if len(g.confTag) != s.hashLen() || len(cur.prot.membershipKey) != s.hashLen() {
+		return bad("confirmation tag or membership key length")
+	}
+	// The current epoch's schedule: everything but the secrets the
+	// secret tree and the protection took over.
+	for _, f := range [][]byte{g.keys.exporterSecret, g.keys.externalSecret, g.keys.confirmationKey,
+		g.keys.resumptionPSK, g.keys.epochAuthenticator, g.keys.initSecret} {
+		if f == nil {
+			return bad("missing epoch secret")
+		}
+	}
+	if g.keys.encryptionSecret != nil {
+		return bad("encryption secret held twice")
+	}
+	epoch := cur.ctx.Epoch
+	for i, e := range g.past {
+		if !sameGroup(e.ctx, cur.ctx) || e.ctx.Epoch >= epoch || (i > 0 && e.ctx.Epoch <= g.past[i-1].ctx.Epoch) {
+			return bad("past epochs out of order")
+		}
+		if e.prot.membershipKey != nil {
+			return bad("past epoch with a membership key")
+		}
+	}
+	for i, r := range g.resumption {
+		if r.epoch >= epoch || (i > 0 && r.epoch <= g.resumption[i-1].epoch) || len(r.psk) != s.hashLen() {
+			return bad("resumption PSKs out of order")
+		}
+	}
+	for _, cp := range g.proposals {
+		if len(cp.ref) != s.hashLen() {
+			return bad("proposal reference length")
+		}
+		if cp.updatePriv != nil && len(cp.updatePriv) != s.privateKeyLen() {
+			return bad("update private key length")
+		}
+	}
+	if pc := g.pending; pc != nil {
+		if !sameGroup(&pc.ctx, cur.ctx) || pc.ctx.Epoch != epoch+1 || epoch == math.MaxUint64 {
+			return bad("pending commit for another epoch")
+		}
+		if len(pc.message) == 0 || len(pc.confTag) != s.hashLen() {
+			return bad("pending commit message or tag")
+		}
+		if uint32(g.own) >= pc.tree.size() || pc.tree.leafNode(g.own) == nil {
+			return bad("own leaf of the pending commit")
+		}
+		if err := pc.priv.consistent(pc.tree); err != nil {
+			return bad("pending private keys do not match the tree")
+		}
+		if err := checkRestoredTree(pc.tree); err != nil {
+			return err
+		}
+		if pc.keys.encryptionSecret == nil || pc.keys.senderDataSecret == nil || pc.keys.membershipKey == nil {
+			return bad("missing pending epoch secret")
+		}
+	}
+	return nil
+}
+
+// sameGroup reports whether two GroupContexts are of the same group.
+func sameGroup(a, b *GroupContext) bool {
+	return a.CipherSuite == b.CipherSuite && string(a.GroupID) == string(b.GroupID)
+}
+
+// checkRestoredTree makes the checks of validateStructure that later
+// operations rely on to stay inside the tree: the unmerged_leaves lists.
+// Keys and signatures were checked when the tree was received.
+func checkRestoredTree(t *ratchetTree) error {
+	for x := 1; x < len(t.nodes); x += 2 {
+		if t.nodes[x].Parent == nil {
+			continue
+		}
+		if err := t.checkUnmergedLeaves(nodeIndex(x)); err != nil {
+			return fmt.Errorf("%w: %v", errState, err)
+		}
+	}
+	return nil
 }
 
 func boolByte(b bool) uint8 {
@@ -225,11 +364,22 @@ func sendersOnlyTree(t *ratchetTree) []byte {
 	return b.bytes()
 }
 
-func unmarshalEpochKeys(p *parser, s suite, c *Config) (*epochKeys, error) {
+// unmarshalEpochKeys reads an epoch written by marshalEpochKeys, or by
+// marshalPastEpochKeys when past is set.
+func unmarshalEpochKeys(p *parser, s suite, c *Config, past bool) (*epochKeys, error) {
 	ctx := new(GroupContext)
 	var treeData, sds, mk []byte
 	if !ctx.unmarshal(p) || !p.vec(&treeData) || !p.vec(&sds) || !p.vec(&mk) {
 		return nil, errState
+	}
+	if ctx.CipherSuite != s.id() || len(ctx.GroupID) == 0 || hasDuplicateExtensions(ctx.Extensions) {
+		return nil, errState
+	}
+	if len(sds) != s.hashLen() || (len(mk) != s.hashLen() && !(past && len(mk) == 0)) {
+		return nil, errState
+	}
+	if len(mk) == 0 {
+		mk = nil
 	}
 	tree, err := decodeRatchetTree(s, treeData)
 	if err != nil {
@@ -239,11 +389,11 @@ func unmarshalEpochKeys(p *parser, s suite, c *Config) (*epochKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tree.size() < st.nLeaves {
-		// A past epoch's tree keeps only its leaves; restore its width.
-		tree.resize(st.nLeaves)
-	}
-	if st.nLeaves != tree.size() {
+	// A past epoch's tree keeps only its leaves up to the last member, so
+	// it may be narrower than the secret tree (whose width is bounded by
+	// unmarshalSecretTree); it is only used to look up senders, and is not
+	// widened.
+	if st.nLeaves != tree.size() && !(past && st.nLeaves > tree.size()) {
 		return nil, errState
 	}
 	return &epochKeys{ctx: ctx, tree: tree, prot: &epochProtection{
@@ -294,14 +444,22 @@ func marshalPrivateTree(b *builder, pt *privateTree) {
 	})
 }
 
-func unmarshalPrivateTree(p *parser, self leafIndex) (*privateTree, error) {
+// unmarshalPrivateTree reads the private keys in the increasing node
+// order marshalPrivateTree writes. Whether they match the tree is checked
+// by checkRestored.
+func unmarshalPrivateTree(p *parser, s suite, self leafIndex) (*privateTree, error) {
 	pt := &privateTree{self: self, keys: make(map[nodeIndex]hpkeKeyPair)}
+	next := uint32(0)
 	ok := p.vecList(func(p *parser) bool {
 		var x uint32
 		var kp hpkeKeyPair
 		if !p.u32(&x) || !p.vec(&kp.priv) || !p.vec(&kp.pub) {
 			return false
 		}
+		if x < next || x >= nodeWidth(maxTreeLeaves) || len(kp.priv) != s.privateKeyLen() {
+			return false
+		}
+		next = x + 1
 		pt.keys[nodeIndex(x)] = kp
 		return true
 	})
@@ -346,51 +504,107 @@ func marshalHashRatchet(b *builder, r *hashRatchet) {
 	})
 }
 
+// unmarshalSecretTree reads a secret tree written by marshalSecretTree.
+// The width is a power of two no larger than any ratchet tree, nodes and
+// leaves come in increasing order inside it, every secret, key and nonce
+// has the suite's length, and the held node secrets form the frontier
+// the lazy derivation of secretTree keeps (checkFrontier).
 func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTree, error) {
 	var n uint32
-	if !p.u32(&n) || n == 0 || n&(n-1) != 0 {
+	if !p.u32(&n) || n == 0 || n > maxTreeLeaves || n&(n-1) != 0 {
 		return nil, errState
 	}
 	t := &secretTree{s: s, nLeaves: n, limits: limits.withDefaults(),
 		nodes: make(map[nodeIndex][]byte), leaves: make(map[uint32]*leafRatchets)}
+	next := uint32(0)
 	ok := p.vecList(func(p *parser) bool {
 		var x uint32
 		var secret []byte
-		if !p.u32(&x) || !p.vec(&secret) || x >= 2*n-1 {
+		if !p.u32(&x) || !p.vec(&secret) || x < next || x >= 2*n-1 || len(secret) != s.hashLen() {
 			return false
 		}
+		next = x + 1
 		t.nodes[nodeIndex(x)] = secret
 		return true
 	})
 	if !ok {
 		return nil, errState
 	}
+	next = 0
 	ok = p.vecList(func(p *parser) bool {
 		var l uint32
 		lr := &leafRatchets{}
-		if !p.u32(&l) || l >= n || !unmarshalHashRatchet(p, s, &lr.handshake) || !unmarshalHashRatchet(p, s, &lr.application) {
+		if !p.u32(&l) || l < next || l >= n ||
+			!unmarshalHashRatchet(p, s, &lr.handshake, t.limits) || !unmarshalHashRatchet(p, s, &lr.application, t.limits) {
 			return false
 		}
+		next = l + 1
 		t.leaves[l] = lr
 		return true
 	})
-	if !ok {
+	if !ok || !t.checkFrontier() {
 		return nil, errState
 	}
 	return t, nil
 }
 
-func unmarshalHashRatchet(p *parser, s suite, r *hashRatchet) bool {
+// checkFrontier reports whether the held node secrets and reached leaves
+// are as leafRatchetsFor leaves them: no held secret lies below another
+// one, and no reached leaf lies below (or at) a held secret.
+func (t *secretTree) checkFrontier() bool {
+	r := root(t.nLeaves)
+	heldAbove := func(x nodeIndex) bool {
+		for x != r {
+			x = parent(x)
+			if _, ok := t.nodes[x]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for x := range t.nodes {
+		if heldAbove(x) {
+			return false
+		}
+	}
+	for l := range t.leaves {
+		x := leafIndex(l).node()
+		if _, ok := t.nodes[x]; ok || heldAbove(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// unmarshalHashRatchet reads a ratchet written by marshalHashRatchet: its
+// secret (empty once exhausted) and its retained keys, in increasing
+// generation order below the ratchet's next generation. A Config that
+// retains fewer keys than the one the state was written with drops the
+// oldest.
+func unmarshalHashRatchet(p *parser, s suite, r *hashRatchet, limits secretTreeLimits) bool {
 	r.s = s
 	if !p.vec(&r.secret) || !p.u32(&r.gen) {
 		return false
 	}
-	if len(r.secret) == 0 {
+	switch len(r.secret) {
+	case 0:
 		r.secret = nil
+	case s.hashLen():
+	default:
+		return false
 	}
-	return p.vecList(func(p *parser) bool {
+	ok := p.vecList(func(p *parser) bool {
 		var k ratchetKey
 		if !p.u32(&k.generation) || !p.vec(&k.key) || !p.vec(&k.nonce) {
+			return false
+		}
+		if len(k.key) != s.aeadKeyLen() || len(k.nonce) != s.aeadNonceLen() {
+			return false
+		}
+		if n := len(r.order); n > 0 && k.generation <= r.order[n-1] {
+			return false
+		}
+		if r.secret != nil && k.generation >= r.gen {
 			return false
 		}
 		if r.skipped == nil {
@@ -400,4 +614,12 @@ func unmarshalHashRatchet(p *parser, s suite, r *hashRatchet) bool {
 		r.order = append(r.order, k.generation)
 		return true
 	})
+	if !ok {
+		return false
+	}
+	for len(r.order) > limits.MaxRetainedKeys {
+		r.wipeSkipped(r.order[0])
+		r.order = r.order[1:]
+	}
+	return true
 }
