@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkMintToken measures POST /v1/tokens over loopback HTTP: API key
@@ -59,5 +60,20 @@ func benchJoinAdmit(b *testing.B, path string) {
 			b.Fatal(w)
 		}
 		i++
+	}
+}
+
+// BenchmarkMintTokenLimited is BenchmarkMintToken with the rate limits on
+// (buckets too large to refuse), to show what the two bucket checks cost
+// per request.
+func BenchmarkMintTokenLimited(b *testing.B) {
+	big := Bucket{Burst: 1 << 30, Every: time.Nanosecond}
+	e := newEnv(b, withLimits(Limits{Token: Rate{PerAddr: big, PerAccount: big}}))
+	_, key := e.account("acme")
+	b.ResetTimer()
+	for b.Loop() {
+		if r := e.do("POST", "/v1/tokens", key, nil); r.status != 201 {
+			b.Fatal(r)
+		}
 	}
 }

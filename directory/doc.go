@@ -22,9 +22,10 @@
 // seats), or a JWT with audience skytale-api minted from either by
 // POST /v1/tokens. A channel-scoped credential, or a JWT carrying a "chan"
 // claim, acts only on that channel and cannot register seats, approve
-// device grants, mint org invites or revoke. A revoked account's
-// credentials get 403.
-// Account creation (when signup is closed), revoking any sub, and the
+// device grants, mint org invites or revoke. A JWT must carry both iat
+// and exp, with exp at most 300 seconds after iat (see internal/jwt); the
+// directory's own tokens always do. A revoked account's credentials get
+// 403. Account creation (when signup is closed), revoking any sub, and the
 // internal feeds (GET /v1/internal/revocations and
 // GET /v1/internal/channels/events) take the internal secret instead.
 //
@@ -33,8 +34,8 @@
 // Every error answer is JSON, {"error": code, "message": text}, where code
 // is a stable machine-readable string. Codes worth knowing:
 //
-//   - invalid_json (400): malformed JSON, wrong types, unknown fields or
-//     trailing data.
+//   - invalid_json (400): malformed JSON, wrong types, unknown,
+//     repeated or case-mismatched keys, or trailing data.
 //   - body_too_large, payload_too_large (413): the request body, or a
 //     decoded key package (over 65,536 bytes) or Welcome (over 262,144
 //     bytes), is over its limit.
@@ -112,6 +113,9 @@
 //     recover a room whose fence a member jammed. With
 //     remove_account_id, that account's membership ends first, in the
 //     same change (naming the owner is 409 owner_cannot_leave).
+//
+// A channel-scoped credential manages and lists the members of its
+// channel only, with the rights of its account there.
 //
 // Every change writes an event (member_added, member_removed,
 // fence_reset; see internal/feed) in the same transaction, with strictly
