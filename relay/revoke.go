@@ -157,6 +157,9 @@ func (p *feedPoller[T]) round(ctx context.Context) {
 }
 
 func (p *feedPoller[T]) storePage(ctx context.Context, items []T, next int64) error {
+	if len(items) == 0 && next <= p.after {
+		return nil // nothing new: no transaction
+	}
 	if len(items) > 0 && p.prepare != nil {
 		if err := p.prepare(ctx, items); err != nil {
 			return err
