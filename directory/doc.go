@@ -135,7 +135,8 @@
 // only), token minting, channel registration (POST /v1/channels and
 // POST /v1/seats), invite creation (channel, federation and org invites
 // together), device grants (creation per address only; approval and
-// lookup) and joins. The address bucket is checked before the credential
+// lookup), joins, and changes to the channel feed (members added or
+// removed, fence resets). The address bucket is checked before the credential
 // is even looked up. A refusal is 429 {"error": "rate_limited"} with a
 // Retry-After header. Besides the rate, one address may hold at most 20
 // pending device grants (Limits.OpenGrantsPerAddr): there is no global

@@ -52,6 +52,10 @@ type Limits struct {
 	Grant Rate
 	// Join limits POST /v1/channels/join.
 	Join Rate
+	// Member limits the changes owners make to the channel feed every
+	// relay applies: POST and DELETE /v1/channels/members and
+	// POST /v1/channels/fence.
+	Member Rate
 
 	// OpenGrantsPerAddr bounds the device grants one remote address may
 	// have pending at once (default 20; negative for no cap); one more is
@@ -97,6 +101,7 @@ var DefaultLimits = Limits{
 	Invite:            Rate{PerAddr: Bucket{Burst: 100, Every: time.Second}, PerAccount: Bucket{Burst: 50, Every: 2 * time.Second}},
 	Grant:             Rate{PerAddr: Bucket{Burst: 20, Every: 15 * time.Second}, PerAccount: Bucket{Burst: 20, Every: 15 * time.Second}},
 	Join:              Rate{PerAddr: Bucket{Burst: 200, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 100, Every: time.Second}},
+	Member:            Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
 	OpenGrantsPerAddr: 20,
 	MaxKeys:           10000,
 }
@@ -111,10 +116,11 @@ const (
 	limitInvite
 	limitGrant
 	limitJoin
+	limitMember
 	numLimits
 )
 
-var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join"}
+var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join", "membership"}
 
 // limiters holds the live buckets; nil buckets allow everything.
 type limiters struct {
@@ -126,8 +132,8 @@ type limiters struct {
 // resolveLimits fills the zero fields of l with the defaults.
 func resolveLimits(l Limits) Limits {
 	d := DefaultLimits
-	rates := []*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join}
-	defs := []Rate{d.Signup, d.Token, d.Channel, d.Invite, d.Grant, d.Join}
+	rates := []*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member}
+	defs := []Rate{d.Signup, d.Token, d.Channel, d.Invite, d.Grant, d.Join, d.Member}
 	for i, r := range rates {
 		r.PerAddr = resolveBucket(r.PerAddr, defs[i].PerAddr)
 		r.PerAccount = resolveBucket(r.PerAccount, defs[i].PerAccount)
@@ -156,7 +162,7 @@ func newLimiters(l Limits) *limiters {
 	if l.Off {
 		return lim
 	}
-	rates := [numLimits]Rate{l.Signup, l.Token, l.Channel, l.Invite, l.Grant, l.Join}
+	rates := [numLimits]Rate{l.Signup, l.Token, l.Channel, l.Invite, l.Grant, l.Join, l.Member}
 	for i, r := range rates {
 		lim.addr[i] = newKeyed(r.PerAddr, l.MaxKeys)
 		if limitKind(i) != limitSignup {

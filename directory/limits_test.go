@@ -98,7 +98,7 @@ func tightLimits(perAccount bool) Limits {
 	if perAccount {
 		r = Rate{PerAddr: open, PerAccount: tight}
 	}
-	return Limits{Signup: Rate{PerAddr: tight}, Token: r, Channel: r, Invite: r, Grant: r, Join: r, OpenGrantsPerAddr: -1}
+	return Limits{Signup: Rate{PerAddr: tight}, Token: r, Channel: r, Invite: r, Grant: r, Join: r, Member: r, OpenGrantsPerAddr: -1}
 }
 
 // provision creates an account in process, past every limit.
@@ -180,6 +180,15 @@ func limitedRequests(t *testing.T, e *env, ownerID string) map[string]func(c *ht
 		},
 		"grant lookup": func(c *http.Client, key string) reply {
 			return e.doVia(c, "POST", "/v1/device/grants/lookup", key, map[string]string{"user_code": e.grantInProcess()})
+		},
+		"member add": func(c *http.Client, key string) reply {
+			return e.doVia(c, "POST", "/v1/channels/members", key, map[string]string{"channel": ownChannel(key), "account_id": ownerID})
+		},
+		"member remove": func(c *http.Client, key string) reply {
+			return e.doVia(c, "DELETE", membersPath(ownChannel(key), ownerID), key, nil)
+		},
+		"fence": func(c *http.Client, key string) reply {
+			return e.doVia(c, "POST", "/v1/channels/fence", key, map[string]any{"channel": ownChannel(key), "epoch": 1})
 		},
 		"join": func(c *http.Client, key string) reply {
 			return e.doVia(c, "POST", "/v1/channels/join", key, map[string]string{

@@ -202,10 +202,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/seats", s.limited(limitChannel, s.handleRegisterSeat))
 	m.HandleFunc("POST /v1/revocations", s.handleRevoke)
 	m.HandleFunc("GET /v1/internal/revocations", s.handleInternalRevocations)
-	m.HandleFunc("POST /v1/channels/members", s.authed(s.handleAddMember))
-	m.HandleFunc("DELETE /v1/channels/members", s.authed(s.handleRemoveMember))
+	m.HandleFunc("POST /v1/channels/members", s.limited(limitMember, s.handleAddMember))
+	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
 	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))
-	m.HandleFunc("POST /v1/channels/fence", s.authed(s.handleResetFence))
+	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	s.mux = m
 }
