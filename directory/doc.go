@@ -136,9 +136,9 @@
 // POST /v1/seats), invite creation (channel, federation and org invites
 // together), device grants (creation per address only; approval and
 // lookup), joins, and changes to the channel feed (members added or
-// removed, fence resets). The address bucket is checked before the credential
-// is even looked up. A refusal is 429 {"error": "rate_limited"} with a
-// Retry-After header. Besides the rate, one address may hold at most 20
+// removed, fence resets). The address bucket is checked before the
+// credential is even looked up. A refusal is 429 {"error":
+// "rate_limited"} with a Retry-After header. Besides the rate, one address may hold at most 20
 // pending device grants (Limits.OpenGrantsPerAddr): there is no global
 // cap that one client could fill for everyone. Operator calls (the
 // internal secret) are never limited.
