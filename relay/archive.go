@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"strconv"
@@ -45,6 +48,33 @@ var migrations = []string{
 		sub     TEXT NOT NULL,
 		PRIMARY KEY (channel, sub)
 	) WITHOUT ROWID;`,
+	// The payload bytes each account has stored, as of the last clean
+	// shutdown (the state key 'usage_clean' says whether it is current).
+	`CREATE TABLE usage (sub TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;`,
+}
+
+// Defaults of the archive's zero Config fields.
+const (
+	DefaultMaxFirstEpoch = 1 << 32
+	DefaultAccountQuota  = 256 << 20
+	DefaultMaxPageBytes  = 4 << 20
+)
+
+// archiveDefaults fills and checks the Config fields the archive applies.
+func archiveDefaults(cfg *Config) error {
+	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 {
+		return errors.New("relay: negative limit in Config")
+	}
+	if cfg.MaxFirstEpoch == 0 {
+		cfg.MaxFirstEpoch = DefaultMaxFirstEpoch
+	}
+	if cfg.AccountQuota == 0 {
+		cfg.AccountQuota = DefaultAccountQuota
+	}
+	if cfg.MaxPageBytes == 0 {
+		cfg.MaxPageBytes = DefaultMaxPageBytes
+	}
+	return nil
 }
 
 const (
@@ -65,6 +95,7 @@ const (
 // order after the conn's earlier publishes) queued for the archive.
 type pubReq struct {
 	c       *conn
+	sub     string // the publishing account, charged for the payload
 	channel string
 	payload []byte
 	hdr     header
@@ -83,8 +114,7 @@ type pubReq struct {
 	seq      uint64
 	ts       int64
 	held     bool   // deliver only after the commit
-	stale    bool   // refused by the commit fence
-	expected uint64 // the epoch expected next, for stale
+	refused  []byte // the error frame of a publish refused (fence, quota): nothing is stored or delivered
 	dirty    bool   // the channel row changes with this entry
 	reserved uint64 // the channel row after this entry
 	hasEpoch bool
@@ -167,11 +197,16 @@ type archive struct {
 	cap uint64
 	ttl time.Duration
 
-	evictChunk uint64 // rows the cap eviction deletes at a time, at least
-	now        func() time.Time
-	log        *slog.Logger
-	reqs       chan *pubReq // to the sequencer
-	seqd       chan *pubReq // from the sequencer to the committer
+	evictChunk    uint64 // rows the cap eviction deletes at a time, at least
+	maxFirstEpoch uint64
+	quota         int64
+
+	usageMu sync.Mutex       // guards usage
+	usage   map[string]int64 // payload bytes stored (or being stored) per account
+	now     func() time.Time
+	log     *slog.Logger
+	reqs    chan *pubReq // to the sequencer
+	seqd    chan *pubReq // from the sequencer to the committer
 
 	inflight *semaphore.Weighted // payload bytes between readers and answers
 
@@ -192,10 +227,13 @@ type archive struct {
 	args []any
 
 	insert, insertN, evict, evictHS, upsert, load *sql.Stmt
-	readApp, readAll, loadApp, floorQ             *sql.Stmt
+	readApp, readAll, loadApp, floorQ, sweep      *sql.Stmt
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
+	if err := archiveDefaults(cfg); err != nil {
+		return nil, err
+	}
 	w, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("relay: archive connection: %w", err)
@@ -211,18 +249,21 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	a := &archive{
-		db:         db,
-		w:          w,
-		hub:        h,
-		cap:        uint64(cfg.ArchiveCap),
-		evictChunk: max(1, uint64(cfg.ArchiveCap)/16),
-		ttl:        cfg.ArchiveTTL,
-		now:        cfg.Now,
-		log:        cfg.Logger,
-		reqs:       make(chan *pubReq, maxBatch),
-		inflight:   semaphore.NewWeighted(maxInflightBytes),
-		seqd:       make(chan *pubReq, maxBatch),
-		states:     make(map[string]*chanState),
+		db:            db,
+		w:             w,
+		hub:           h,
+		cap:           uint64(cfg.ArchiveCap),
+		evictChunk:    max(1, uint64(cfg.ArchiveCap)/16),
+		maxFirstEpoch: cfg.MaxFirstEpoch,
+		quota:         cfg.AccountQuota,
+		usage:         make(map[string]int64),
+		ttl:           cfg.ArchiveTTL,
+		now:           cfg.Now,
+		log:           cfg.Logger,
+		reqs:          make(chan *pubReq, maxBatch),
+		inflight:      semaphore.NewWeighted(maxInflightBytes),
+		seqd:          make(chan *pubReq, maxBatch),
+		states:        make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
 		a.closeStmts()
@@ -248,18 +289,25 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		query string
 		conn  bool
 	}{
-		{&a.insert, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES (?, ?, ?, ?, ?)`, true},
-		{&a.insertN, `INSERT INTO messages (channel, seq, entry_type, ts, payload) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?),", insertRows), ","), true},
+		{&a.insert, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES (?, ?, ?, ?, ?, ?)`, true},
+		{&a.insertN, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?),", insertRows), ","), true},
 		// The cap counts application entries and handshake entries
 		// (commits, proposals, Welcomes) separately, so chat and cover
 		// traffic never push out the commits an offline member needs to
 		// follow the group; the TTL applies to both.
-		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ? AND entry_type = 0`, true},
+		// Every delete returns what it frees, for the accounts' quotas.
+		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ? AND entry_type = 0
+			RETURNING sub, length(payload)`, true},
 		{&a.loadApp, `SELECT seq FROM messages WHERE channel = ? AND entry_type = 0 ORDER BY seq DESC LIMIT ?`, true},
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.evictHS, `DELETE FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < (
-			SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)`, true},
+			SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)
+			RETURNING sub, length(payload)`, true},
+		{&a.sweep, `DELETE FROM messages WHERE id < coalesce(
+			(SELECT id FROM messages WHERE ts >= ?1 ORDER BY id LIMIT 1),
+			(SELECT coalesce(max(id), 0) + 1 FROM messages))
+			RETURNING sub, length(payload)`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
@@ -288,7 +336,105 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		return fail(err)
 	}
 	a.lastTS = last.Int64
+	if err := a.loadUsage(ctx); err != nil {
+		return fail(err)
+	}
 	return a, nil
+}
+
+// loadUsage restores the bytes each account has stored. Keeping the
+// figures current in the usage table would add a write to every commit,
+// the hot path, so the committer keeps them in memory and saves them at a
+// clean shutdown (finish). A clean start loads that table, one row per
+// account; after a crash the figures are recomputed with one pass over
+// the archive (length() reads only the record headers, not the payloads;
+// a few hundred milliseconds per million rows). The clean mark is cleared
+// before anything is written, so a crash after this start recomputes too.
+func (a *archive) loadUsage(ctx context.Context) error {
+	var clean int64
+	err := a.w.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'usage_clean'`).Scan(&clean)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	q := `SELECT sub, sum(length(payload)) FROM messages GROUP BY sub`
+	if clean == 1 {
+		q = `SELECT sub, bytes FROM usage`
+	}
+	rows, err := a.w.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sub string
+		var n int64
+		if err := rows.Scan(&sub, &n); err != nil {
+			return err
+		}
+		a.usage[sub] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if clean == 1 {
+		_, err = a.w.ExecContext(ctx, `UPDATE state SET value = 0 WHERE key = 'usage_clean'`)
+	}
+	return err
+}
+
+// charge reserves n bytes of an account's quota for a publish; false
+// when they do not fit. Called by the sequencer.
+func (a *archive) charge(sub string, n int64) bool {
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	u := a.usage[sub]
+	if u+n > a.quota {
+		return false
+	}
+	a.usage[sub] = u + n
+	return true
+}
+
+// credit returns bytes freed by deletes to their accounts.
+func (a *archive) credit(freed map[string]int64) {
+	if len(freed) == 0 {
+		return
+	}
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	for sub, n := range freed {
+		if u := a.usage[sub] - n; u > 0 {
+			a.usage[sub] = u
+		} else {
+			delete(a.usage, sub)
+		}
+	}
+}
+
+// used returns the bytes an account has stored.
+func (a *archive) used(sub string) int64 {
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	return a.usage[sub]
+}
+
+// deleteRows runs a delete that returns (sub, length(payload)) of every row
+// it removes, and adds those to freed.
+func deleteRows(ctx context.Context, stmt *sql.Stmt, freed map[string]int64, args ...any) error {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sub string
+		var n int64
+		if err := rows.Scan(&sub, &n); err != nil {
+			return err
+		}
+		freed[sub] += n
+	}
+	return rows.Err()
 }
 
 // archivePageSize is the page size of a new archive file. Rows are about
@@ -318,7 +464,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 }
 
 func (a *archive) closeStmts() {
-	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ} {
+	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep} {
 		if s != nil {
 			s.Close()
 		}
@@ -368,9 +514,21 @@ func (a *archive) sequence(r *pubReq) {
 	}
 	if r.hdr.commit {
 		if st.hasEpoch && r.hdr.epoch != st.epoch {
-			r.stale, r.expected = true, st.epoch
+			r.refused = staleEpochFrame(st.epoch)
 			return
 		}
+		// The first commit sets the fence; one far ahead of any group
+		// (or one no epoch could follow) would jam the channel for good.
+		if r.hdr.epoch == math.MaxUint64 || !st.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
+			r.refused = epochOutOfRangeFrame(a.maxFirstEpoch)
+			return
+		}
+	}
+	if !a.charge(r.sub, int64(len(r.payload))) {
+		r.refused = errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
+		return
+	}
+	if r.hdr.commit {
 		st.hasEpoch, st.epoch, r.dirty = true, r.hdr.epoch+1, true
 	}
 	ts := a.now().UnixMilli()
@@ -494,8 +652,9 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	dirty := make(map[*chanState]bool)
 	evicted := make(map[*chanState]uint64)
 	handshake := make(map[*chanState]bool)
+	var freed map[string]int64 // bytes deleted per account
 	for _, r := range batch {
-		if r.st != nil && !r.st.loaded && r.reply == nil && !r.stale && !r.fence && r.hdr.entryType == EntryApp {
+		if r.st != nil && !r.st.loaded && r.reply == nil && r.refused == nil && !r.fence && r.hdr.entryType == EntryApp {
 			if err := a.loadRuns(ctx, r.st); err != nil {
 				return err
 			}
@@ -503,7 +662,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	}
 	args := a.args[:0]
 	for _, r := range batch {
-		if r.reply != nil || r.stale || r.st == nil {
+		if r.reply != nil || r.refused != nil || r.st == nil {
 			continue
 		}
 		if r.fence {
@@ -511,8 +670,8 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			dirty[r.st] = true
 			continue
 		}
-		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload)
-		if len(args) == 5*insertRows {
+		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload, r.sub)
+		if len(args) == 6*insertRows {
 			if _, err := a.insertN.ExecContext(ctx, args...); err != nil {
 				return err
 			}
@@ -529,8 +688,8 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			dirty[r.st] = true
 		}
 	}
-	for i := 0; i < len(args); i += 5 {
-		if _, err := a.insert.ExecContext(ctx, args[i:i+5]...); err != nil {
+	for i := 0; i < len(args); i += 6 {
+		if _, err := a.insert.ExecContext(ctx, args[i:i+6]...); err != nil {
 			return err
 		}
 	}
@@ -552,7 +711,10 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 		// the oldest pages on every commit, doubling what one publish in
 		// flight writes and syncs.
 		if f := st.capFloor(a.cap); f > 0 && f-1 >= st.evicted+a.evictChunk {
-			if _, err := a.evict.ExecContext(ctx, st.name, int64(f-1)); err != nil {
+			if freed == nil {
+				freed = make(map[string]int64)
+			}
+			if err := deleteRows(ctx, a.evict, freed, st.name, int64(f-1)); err != nil {
 				return err
 			}
 			evicted[st] = f - 1
@@ -560,7 +722,10 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 		// Handshake entries are rare (one commit per epoch is fenced):
 		// trim them to the cap whenever one is written.
 		if handshake[st] {
-			if _, err := a.evictHS.ExecContext(ctx, st.name, int64(a.cap)); err != nil {
+			if freed == nil {
+				freed = make(map[string]int64)
+			}
+			if err := deleteRows(ctx, a.evictHS, freed, st.name, int64(a.cap)); err != nil {
 				return err
 			}
 		}
@@ -571,6 +736,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	for st, to := range evicted {
 		st.evicted = to
 	}
+	a.credit(freed)
 	for st := range last {
 		if st.loaded {
 			raise(st.floor, st.capFloor(a.cap))
@@ -645,8 +811,8 @@ func (a *archive) answer(r *pubReq, err error) {
 	f := r.reply
 	switch {
 	case f != nil:
-	case r.stale:
-		f = staleEpochFrame(r.expected)
+	case r.refused != nil:
+		f = r.refused
 	case err != nil || r.st == nil:
 		f = errorFrame("internal", "the archive could not store the message")
 	default:
@@ -682,28 +848,78 @@ func (a *archive) finish(ctx context.Context) {
 			return
 		}
 	}
+	if err := a.saveUsage(ctx); err != nil {
+		a.w.ExecContext(ctx, "ROLLBACK")
+		return
+	}
 	a.w.ExecContext(ctx, "COMMIT")
+}
+
+// saveUsage stores the accounts' usage and marks it current (see
+// loadUsage), inside finish's transaction.
+func (a *archive) saveUsage(ctx context.Context) error {
+	if _, err := a.w.ExecContext(ctx, `DELETE FROM usage`); err != nil {
+		return err
+	}
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	for sub, n := range a.usage {
+		if _, err := a.w.ExecContext(ctx, `INSERT INTO usage (sub, bytes) VALUES (?, ?)`, sub, n); err != nil {
+			return err
+		}
+	}
+	_, err := a.w.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('usage_clean', 1)
+		ON CONFLICT (key) DO UPDATE SET value = 1`)
+	return err
 }
 
 // sweepTTL deletes entries older than the TTL. ts grows with the row id, so
 // the expired rows are exactly those before the first unexpired one.
 func (a *archive) sweepTTL(ctx context.Context) {
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
-	a.w.ExecContext(ctx, `DELETE FROM messages WHERE id < coalesce(
-		(SELECT id FROM messages WHERE ts >= ?1 ORDER BY id LIMIT 1),
-		(SELECT coalesce(max(id), 0) + 1 FROM messages))`, cutoff)
+	freed := make(map[string]int64)
+	err := deleteRows(ctx, a.sweep, freed, cutoff)
+	// What was deleted is gone even if the statement stopped early.
+	a.credit(freed)
+	if err != nil {
+		a.log.Error("relay: archive TTL sweep failed", "err", err)
+	}
 }
 
-// readJSON appends the JSON body of GET /v1/messages (appOnly) or
-// GET /v1/sync to b: up to limit entries of a channel after since, and
-// has_more. Payloads are encoded straight from SQLite's row buffer.
-func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uint64, limit int, appOnly bool) ([]byte, error) {
+// Pages of GET /v1/messages and GET /v1/sync are streamed: rows go to the
+// client through one bounded buffer as SQLite yields them, so a read holds
+// at most a buffer and one row, whatever the page's size.
+const (
+	pageBuffer = 64 << 10
+	b64Chunk   = 48 << 10 // payload bytes encoded at a time; a multiple of 3
+)
+
+var pageBufs = sync.Pool{New: func() any {
+	return &pageBuf{w: bufio.NewWriterSize(nil, pageBuffer), b64: make([]byte, 0, base64.StdEncoding.EncodedLen(b64Chunk))}
+}}
+
+type pageBuf struct {
+	w   *bufio.Writer
+	b64 []byte
+	num []byte
+}
+
+// pageTail is the longest end of a page.
+const pageTail = len(`],"has_more":false}` + "\n")
+
+// writePage writes the JSON body of GET /v1/messages (appOnly) or GET
+// /v1/sync to w: the entries of a channel after since, up to limit of
+// them and up to maxBytes of body (but always one entry, if there is one),
+// and has_more, which is true when either bound cut the page. begin is
+// called once the archive has answered, before the first byte of the body;
+// started reports whether it was. An error after that leaves a partial
+// body, which the caller can only abort.
+func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
 	key := `{"entries":[`
 	if appOnly {
 		key = `{"messages":[`
 	}
-	b = append(b, key...)
-	more := false
+	var rows *sql.Rows
 	if since < math.MaxInt64 {
 		stmt := a.readAll
 		if appOnly {
@@ -712,47 +928,75 @@ func (a *archive) readJSON(ctx context.Context, b []byte, name string, since uin
 		cutoff := a.now().Add(-a.ttl).UnixMilli()
 		floor, err := a.readFloor(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("relay: archive read: %w", err)
+			return false, fmt.Errorf("relay: archive read: %w", err)
 		}
-		rows, err := stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(floor))
+		rows, err = stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(floor))
 		if err != nil {
-			return nil, fmt.Errorf("relay: archive read: %w", err)
+			return false, fmt.Errorf("relay: archive read: %w", err)
 		}
 		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			if n == limit {
-				more = true
-				break
-			}
-			var seq, et, ts int64
-			var payload sql.RawBytes
-			if err := rows.Scan(&seq, &et, &ts, &payload); err != nil {
-				return nil, fmt.Errorf("relay: archive read: %w", err)
-			}
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = append(b, `{"seq":`...)
-			b = strconv.AppendInt(b, seq, 10)
-			if !appOnly {
-				b = append(b, `,"entry_type":`...)
-				b = strconv.AppendInt(b, et, 10)
-			}
-			b = append(b, `,"payload":"`...)
-			b = base64.StdEncoding.AppendEncode(b, payload)
-			b = append(b, `","ts":`...)
-			b = strconv.AppendInt(b, ts, 10)
-			b = append(b, '}')
+	}
+	begin()
+	pb := pageBufs.Get().(*pageBuf)
+	pb.w.Reset(w)
+	defer func() {
+		pb.w.Reset(nil)
+		pageBufs.Put(pb)
+	}()
+	bw := pb.w
+	bw.WriteString(key)
+	size := len(key)
+	more := false
+	for n := 0; rows != nil && rows.Next(); n++ {
+		if n == limit {
+			more = true
+			break
 		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("relay: archive read: %w", err)
+		var seq, et, ts int64
+		var payload sql.RawBytes
+		if err := rows.Scan(&seq, &et, &ts, &payload); err != nil {
+			return true, fmt.Errorf("relay: archive read: %w", err)
+		}
+		num := pb.num[:0]
+		if n > 0 {
+			num = append(num, ',')
+		}
+		num = append(num, `{"seq":`...)
+		num = strconv.AppendInt(num, seq, 10)
+		if !appOnly {
+			num = append(num, `,"entry_type":`...)
+			num = strconv.AppendInt(num, et, 10)
+		}
+		num = append(num, `,"payload":"`...)
+		head := len(num)
+		num = append(num, `","ts":`...)
+		num = strconv.AppendInt(num, ts, 10)
+		num = append(num, '}')
+		pb.num = num
+		entry := len(num) + base64.StdEncoding.EncodedLen(len(payload))
+		if n > 0 && size+entry+pageTail > maxBytes {
+			more = true
+			break
+		}
+		size += entry
+		bw.Write(num[:head])
+		for off := 0; off < len(payload); off += b64Chunk {
+			pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], payload[off:min(off+b64Chunk, len(payload))])
+			bw.Write(pb.b64)
+		}
+		if _, err := bw.Write(num[head:]); err != nil {
+			return true, err // the client is gone
 		}
 	}
-	b = append(b, `],"has_more":`...)
-	b = strconv.AppendBool(b, more)
-	return append(b, "}\n"...), nil
+	if rows != nil {
+		if err := rows.Err(); err != nil {
+			return true, fmt.Errorf("relay: archive read: %w", err)
+		}
+	}
+	bw.WriteString(`],"has_more":`)
+	bw.WriteString(strconv.FormatBool(more))
+	bw.WriteString("}\n")
+	return true, bw.Flush()
 }
 
 // resetFence is the owner's recovery of a jammed commit fence: from now on
@@ -768,6 +1012,16 @@ func (a *archive) resetFence(channel string, epoch uint64) error {
 	done := make(chan error, 1)
 	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, done: done})
 	return <-done
+}
+
+func epochOutOfRangeFrame(maxFirst uint64) []byte {
+	b, _ := json.Marshal(struct {
+		Type     string `json:"type"`
+		Code     string `json:"code"`
+		MaxEpoch uint64 `json:"max_epoch"`
+		Message  string `json:"message"`
+	}{"error", "epoch_out_of_range", maxFirst, "a channel's first commit must carry an epoch up to max_epoch, and no commit may carry the last epoch"})
+	return b
 }
 
 func (a *archive) close() {

@@ -340,8 +340,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}{"ok", int64(s.cfg.Now().Sub(s.start).Seconds())})
 }
 
-var pagePool = sync.Pool{New: func() any { b := make([]byte, 0, 160<<10); return &b }}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	httpx.WriteError(w, status, code, message)
 }
@@ -417,24 +415,27 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		}
 		limit = int(min(n, MaxLimit))
 	}
-	bp := pagePool.Get().(*[]byte)
-	defer pagePool.Put(bp)
-	b, err := s.arch.readJSON(r.Context(), (*bp)[:0], name, since, limit, appOnly)
-	if err != nil {
+	// The page is streamed (chunked when it is large), never built whole.
+	begin := func() {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+	}
+	started, err := s.arch.writePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
+	if err != nil && !started {
 		s.log.Error("relay: archive read failed", "err", err)
 		s.logRequest(r, http.StatusInternalServerError)
 		writeError(w, http.StatusInternalServerError, "internal", "archive read failed")
 		return
 	}
-	if cap(b) <= 4<<20 {
-		*bp = b
+	if err != nil {
+		// The status and part of the body are out, so a 500 can no
+		// longer be sent: abort the response, and the client sees a
+		// broken body (no final chunk), never a page that looks whole.
+		s.log.Error("relay: archive read failed mid-page", "err", err)
+		panic(http.ErrAbortHandler)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
 	s.logRequest(r, http.StatusOK)
 }

@@ -578,7 +578,7 @@ func (c *conn) publish(name, b64 []byte) {
 	c.slots <- struct{}{}
 	c.pending.Add(1)
 	c.srv.arch.inflight.Acquire(context.Background(), int64(len(payload)))
-	c.srv.arch.submit(&pubReq{c: c, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
+	c.srv.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
 }
 
 // handleWS serves /ws and /ws/{org}/{ns}/{svc}.

@@ -1,0 +1,178 @@
+package relay
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// TestFirstEpochBounded is finding 2's fence half: a first commit far
+// ahead of any group, or at the last epoch, is refused with
+// epoch_out_of_range, is neither stored nor delivered, and leaves the
+// channel open to the real first commit.
+func TestFirstEpochBounded(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true, OpenChannels: true, MaxFirstEpoch: 100})
+	gid := []byte("g")
+	tok := mint(t, "alice", "")
+	a := dialWS(t, tr.URL, "/ws/"+chA)
+	a.auth(tok)
+	b := dialWS(t, tr.URL, "/ws/"+chA)
+	b.auth(mint(t, "bob", ""))
+
+	for _, p := range [][]byte{
+		publicMessage(gid, math.MaxUint64-1, 3),
+		privateMessage(gid, math.MaxUint64, 3),
+		publicMessage(gid, 101, 3),
+	} {
+		a.publish(chA, p)
+		if m := a.expectError("epoch_out_of_range"); m["max_epoch"].(float64) != 100 {
+			t.Fatalf("refusal %v", m)
+		}
+	}
+	b.expectQuiet()
+	if _, m := httpGet(t, tr.URL+"/v1/sync?channel="+chA, tok); len(m["entries"].([]any)) != 0 {
+		t.Fatalf("refused commits archived: %v", m)
+	}
+	// The group's real first commit at the bound sets the fence.
+	if seq := a.publishAck(chA, publicMessage(gid, 100, 3)); seq != 1 {
+		t.Fatalf("first accepted commit got seq %d", seq)
+	}
+	b.expect(map[string]any{"type": "message", "seq": 1, "entry_type": 1})
+	a.publish(chA, publicMessage(gid, 100, 3))
+	a.expectError("stale_epoch")
+
+	// A fence reset to the last epoch but one: the commit there would
+	// move the fence past every epoch, so it is refused too.
+	if err := tr.arch.resetFence(chA, math.MaxUint64-1); err != nil {
+		t.Fatal(err)
+	}
+	a.publishAck(chA, publicMessage(gid, math.MaxUint64-1, 3)) // expects MaxUint64 next
+	a.publish(chA, publicMessage(gid, math.MaxUint64, 3))
+	a.expectError("epoch_out_of_range")
+
+	// The default bound is 2^32.
+	a.c.CloseNow()
+	b.c.CloseNow()
+	tr.stop(t)
+	tr2 := startRelay(t, Config{NoSync: true, OpenChannels: true})
+	c := dialWS(t, tr2.URL, "/ws/"+chA)
+	c.auth(tok)
+	c.publish(chA, publicMessage(gid, 1<<32+1, 3))
+	c.expectError("epoch_out_of_range")
+	c.publishAck(chA, publicMessage(gid, 1<<32, 3))
+}
+
+// TestAccountQuota: an account that fills its quota is refused with
+// quota_exceeded (nothing stored, nothing delivered); another account is
+// unaffected; eviction by the cap and by the TTL gives the bytes back; the
+// figures survive a restart, clean or not.
+func TestAccountQuota(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, OpenChannels: true, ArchiveCap: 4, AccountQuota: 1000,
+		ArchiveTTL: time.Hour, Now: clock}
+	const chQ = "acme/rooms/quota"
+	tr := startRelay(t, cfg)
+	alice := dialWS(t, tr.URL, "/ws/"+chA)
+	alice.auth(mintAt(t, "alice", "", clock()))
+	alice.subscribe(chQ)
+	bob := dialWS(t, tr.URL, "/ws/"+chA)
+	bob.auth(mintAt(t, "bob", "", clock()))
+	bob.subscribe(chQ)
+	p := func(tag byte) []byte { return bytes.Repeat([]byte{tag}, 300) }
+
+	// 300 bytes each: three fit, across channels; the fourth does not.
+	alice.publishAck(chA, p('a'))
+	alice.publishAck(chQ, p('b'))
+	alice.publishAck(chA, p('c'))
+	for _, ch := range []string{chA, chQ} {
+		alice.publish(ch, p('x'))
+		alice.expectError("quota_exceeded")
+	}
+	bob.expect(map[string]any{"type": "message", "seq": 1})
+	bob.expect(map[string]any{"type": "message", "seq": 1, "channel": chQ})
+	bob.expect(map[string]any{"type": "message", "seq": 2})
+	bob.expectQuiet()
+	if got := tr.arch.used("alice"); got != 900 {
+		t.Fatalf("alice uses %d bytes, want 900", got)
+	}
+	// Bob is unaffected: he fills chA, whose cap (4) evicts alice's
+	// oldest entries there.
+	for i := range 3 {
+		bob.publishAck(chA, []byte(fmt.Sprint("bob ", i)))
+		alice.expect(map[string]any{"type": "message", "channel": chA})
+	}
+	if got := tr.arch.used("alice"); got != 600 {
+		t.Fatalf("after eviction alice uses %d bytes, want 600", got)
+	}
+	alice.publishAck(chQ, p('d'))
+	alice.publish(chQ, p('y'))
+	alice.expectError("quota_exceeded")
+	_, m := httpGet(t, tr.URL+"/v1/sync?channel="+chQ, mintAt(t, "alice", "", clock()))
+	if n := len(m["entries"].([]any)); n != 2 {
+		t.Fatalf("%s holds %d entries, want 2", chQ, n)
+	}
+
+	// A clean restart keeps the figures.
+	alice.c.CloseNow()
+	bob.c.CloseNow()
+	tr.stop(t)
+	tr = startRelay(t, cfg)
+	if got, bobs := tr.arch.used("alice"), tr.arch.used("bob"); got != 900 || bobs != int64(3*len("bob 0")) {
+		t.Fatalf("after a clean restart alice uses %d, bob %d", got, bobs)
+	}
+	// So does a restart after a crash: the saved figures are not current
+	// then (the mark is cleared while the relay runs), and the archive is
+	// scanned instead.
+	var clean int64
+	tr.db.QueryRow(`SELECT value FROM state WHERE key = 'usage_clean'`).Scan(&clean)
+	if clean != 0 {
+		t.Fatalf("usage_clean is %d while the relay runs", clean)
+	}
+	tr.stop(t)
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(`UPDATE usage SET bytes = 5`)                           // stale figures
+	db.Exec(`UPDATE state SET value = 0 WHERE key = 'usage_clean'`) // as a crash leaves it
+	db.Close()
+	tr = startRelay(t, cfg)
+	if got := tr.arch.used("alice"); got != 900 {
+		t.Fatalf("after an unclean restart alice uses %d, want 900", got)
+	}
+}
+
+// TestQuotaFreedByTTL: entries that expire give their bytes back.
+func TestQuotaFreedByTTL(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	// The sweep runs every TTL; entries expire only when the clock moves.
+	tr := startRelay(t, Config{NoSync: true, OpenChannels: true, AccountQuota: 1000,
+		ArchiveTTL: 50 * time.Millisecond, Now: clock})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	c.publishAck(chA, bytes.Repeat([]byte{1}, 600))
+	c.publish(chA, bytes.Repeat([]byte{2}, 600))
+	c.expectError("quota_exceeded")
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for tr.arch.used("alice") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("alice still uses %d bytes after her entry expired", tr.arch.used("alice"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.publishAck(chA, bytes.Repeat([]byte{3}, 1000))
+}
