@@ -172,7 +172,7 @@ func roomCommands() []*ucli.Command {
 						}
 						did, _ := s.Identity()
 						e.out(map[string]any{"room": ch, "left": true},
-							"left %s: this home forgot it; the owner removes your seat with `tally room remove %s %s`", ch, ch, did)
+							"left %s: this account is no longer a member of its channel and this home forgot it; the owner removes your seat from the group with `tally room remove %s %s`", ch, ch, did)
 						return nil
 					}),
 				},
@@ -183,10 +183,19 @@ func roomCommands() []*ucli.Command {
 						if !strings.HasPrefix(did, "did:key:") {
 							return &usageError{fmt.Sprintf("%q is not a member identity", did), "see `tally room members " + ch + "`"}
 						}
-						if err := s.RoomRemove(e.c.Context, ch, did); err != nil {
+						rm, err := s.RoomRemoveMember(e.c.Context, ch, did)
+						if err != nil {
 							return err
 						}
-						e.out(map[string]string{"room": ch, "removed": did}, "removed %s from %s", did, ch)
+						note := "its account no longer reaches the room at the relay"
+						switch {
+						case rm.OtherSeats:
+							note = "its account keeps its membership of the channel: other seats of that account are still in the room"
+						case rm.AccountID == "":
+							note = "this home did not learn its account when admitting it, so the account's membership of the channel is unchanged (the commit alone keeps it from new messages)"
+						}
+						e.out(map[string]any{"room": ch, "removed": did, "account_id": rm.AccountID, "membership_ended": rm.MembershipEnded},
+							"removed %s from %s; %s", did, ch, note)
 						return nil
 					}),
 				},
@@ -323,6 +332,10 @@ func trailingFlags(c *ucli.Context, args []string) ([]string, error) {
 
 // roomError turns room errors into hints that name the room.
 func roomError(err error, ch string) error {
+	var re *seat.RoomError
+	if ch == "" && errors.As(err, &re) {
+		ch = re.Room
+	}
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ch != "" {
 		switch ae.Code {
@@ -349,6 +362,9 @@ func roomError(err error, ch string) error {
 		return &usageError{"this home already has " + ch, "pick another name, or `tally room leave " + ch + "` first"}
 	case errors.Is(err, seat.ErrNotOwner):
 		return &usageError{"only the owner of " + ch + " can do that", ""}
+	case errors.Is(err, seat.ErrNotMember):
+		return &usageError{"this account is not a member of " + ch + " at the relay: the owner removed it, or has not admitted it yet",
+			"ask the owner of " + ch + " for an invite and run `tally room join " + ch + " TOKEN`; `tally room leave " + ch + "` forgets the room"}
 	case errors.Is(err, seat.ErrRemovedRoom):
 		return &usageError{"this seat was removed from " + ch, "ask the owner for a new invite; `tally room leave " + ch + "` forgets the room"}
 	}

@@ -96,11 +96,35 @@ func newHome(t *testing.T, st *skytaletest.Stack, org string) ([]string, string)
 	return g, id.Identity
 }
 
+// newHomeWithKey is newHome with the account made by the test, so the test
+// holds its API key (to read the relay as a member of the account's
+// channels).
+func newHomeWithKey(t *testing.T, st *skytaletest.Stack, org string) ([]string, string, skytaletest.Account) {
+	t.Helper()
+	acct := st.NewAccount(t, org)
+	g := []string{"--home", t.TempDir()}
+	mustTally(t, append(g, "config", "set", "api_url", st.APIURL)...)
+	mustTally(t, append(g, "config", "set", "relay_url", st.RelayURL)...)
+	var id struct{ Identity string }
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "init")...)), &id); err != nil {
+		t.Fatal(err)
+	}
+	s, err := seat.Open(context.Background(), seat.Config{Home: g[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.UseAccount(context.Background(), acct.ID, acct.Org, acct.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	return g, id.Identity, acct
+}
+
 func TestCLIRoomTwoSeats(t *testing.T) {
 	defer func(d time.Duration) { admitInterval = d }(admitInterval)
 	admitInterval = 100 * time.Millisecond
 	st := skytaletest.NewStack(t)
-	alice, _ := newHome(t, st, "acme")
+	alice, _, aliceAcct := newHomeWithKey(t, st, "acme")
 	bob, bobDID := newHome(t, st, "bobco")
 	mustTally(t, append(bob, "config", "set", "cover_traffic", "off")...)
 
@@ -197,7 +221,7 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 	}
 
 	// The relay holds only the two real messages: bob's cover was off.
-	tok := st.Token(t, st.NewAccount(t, "acme").APIKey)
+	tok := st.Token(t, aliceAcct.APIKey)
 	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
 	apps := 0
 	if _, err := rc.SyncAll(context.Background(), "acme/rooms/ops", 0, func(e seat.RelayEntry) error {
@@ -212,12 +236,28 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 		t.Fatalf("%d application entries on the relay, want 2", apps)
 	}
 
-	// Removal: bob can no longer send.
-	if out := mustTally(t, append(alice, "room", "remove", "ops", bobDID)...); !strings.Contains(out, "removed "+bobDID) {
+	// Removal: bob is out of the group and his account out of the
+	// channel, so the relay refuses him and tally says what happened.
+	if out := mustTally(t, append(alice, "room", "remove", "ops", bobDID)...); !strings.Contains(out, "removed "+bobDID) ||
+		!strings.Contains(out, "its account no longer reaches the room at the relay") {
 		t.Fatalf("remove: %s", out)
 	}
-	if _, err := tally(t, "", append(bob, "msg", "acme/rooms/ops", "still here?")...); err == nil || !strings.Contains(err.Error(), "removed from acme/rooms/ops") {
+	// Until the relay learns of the removal (within a second) bob reads
+	// the commit that removed him; after, the relay refuses him.
+	eventually(t, "the relay to refuse bob", func() bool {
+		_, err := tally(t, "", append(bob, "msg", "acme/rooms/ops", "still here?")...)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "not a member of acme/rooms/ops at the relay: the owner removed it"):
+			return true
+		case err != nil && strings.Contains(err.Error(), "this seat was removed from acme/rooms/ops"):
+			return false
+		}
 		t.Fatalf("msg after removal: %v", err)
+		return false
+	})
+	if _, err := tally(t, "", append(bob, "watch", "acme/rooms/ops")...); err == nil ||
+		!strings.Contains(err.Error(), "not a member of acme/rooms/ops at the relay") {
+		t.Fatalf("watch after removal: %v", err)
 	}
 	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "1 member,") {
 		t.Fatalf("members after removal: %s", out)

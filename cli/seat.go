@@ -157,6 +157,10 @@ func hint(err error) error {
 	case errors.Is(err, seat.ErrNoRelayURL):
 		return &usageError{"no relay URL", "pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"}
 	}
+	if errors.Is(err, seat.ErrNotMember) {
+		return &usageError{"the relay refused: this account is not a member of the channel (" + err.Error() + ")",
+			"a channel's owner adds members: rooms by `tally room admit`"}
+	}
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Code == "revoked" {
 		return &usageError{"this account has been revoked at the directory",
@@ -204,15 +208,19 @@ func seatCommands() []*ucli.Command {
 			Usage: "mint an account on an open-signup directory, or sign in a new device (--recover)",
 			Flags: append([]ucli.Flag{
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail (default: tally@localhost)"},
-				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>)"},
+				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>); an existing org needs --org-invite"},
+				&ucli.StringFlag{Name: "org-invite", Usage: "org invite (skt_org_…) from an account of --org (`tally org invite`)"},
 			}, recoverFlags()...),
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				if e.c.Bool("recover") {
 					return signinRecover(e, s)
 				}
-				email, org := e.c.String("email"), e.c.String("org")
+				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
 				if email == "" {
 					email = "tally@localhost"
+				}
+				if invite != "" && org == "" {
+					return &usageError{"--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for"}
 				}
 				if org == "" {
 					did, err := s.Identity()
@@ -221,8 +229,15 @@ func seatCommands() []*ucli.Command {
 					}
 					org = "seat-" + did[len(did)-8:]
 				}
-				a, err := s.SignIn(e.c.Context, email, org)
-				if err != nil {
+				a, err := s.SignInInvited(e.c.Context, email, org, invite)
+				switch {
+				case errors.Is(err, seat.ErrOrgTaken):
+					return &usageError{"the org " + org + " already exists and belongs to its accounts",
+						"ask an account of " + org + " to run `tally org invite`, then run `tally signin --org " + org + " --org-invite TOKEN`; or pick a new org"}
+				case errors.Is(err, seat.ErrInvalidOrgInvite):
+					return &usageError{"the org invite is invalid, expired, used up or not for " + org,
+						"ask an account of " + org + " for a new one (`tally org invite`)"}
+				case err != nil:
 					return err
 				}
 				e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", a.Org, a.AccountID)
@@ -313,6 +328,53 @@ func seatCommands() []*ucli.Command {
 		},
 		configCommand(),
 		devicesCommand(),
+		orgCommand(),
+	}
+}
+
+func orgCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "org",
+		Usage: "invite new accounts into this account's org",
+		Subcommands: []*ucli.Command{
+			{
+				Name: "invite", Usage: "mint an org invite for a new account (prints it)",
+				Flags: []ucli.Flag{
+					&ucli.IntFlag{Name: "uses", Usage: "how many accounts may sign up with it (default 1)"},
+					&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid (default 1h)"},
+				},
+				Action: withSeat(func(e *env, s *seat.Seat) error {
+					if e.c.NArg() != 0 {
+						return &usageError{"tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]"}
+					}
+					uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
+					if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
+						return &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
+					}
+					org, err := s.Org(e.c.Context)
+					if err != nil {
+						return err
+					}
+					tok, exp, err := s.OrgInvite(e.c.Context, uses, ttl)
+					var ae *seat.APIError
+					if errors.As(err, &ae) && ae.Status == 400 {
+						return &usageError{ae.Message, "--uses is 1 to 100, --ttl 1m to 168h"}
+					}
+					if err != nil {
+						return err
+					}
+					if e.json {
+						e.out(map[string]any{"org": org, "token": tok, "expires_at": exp}, "")
+						return nil
+					}
+					// The token alone on stdout, so TOKEN=$(tally org invite) works.
+					fmt.Fprintln(e.c.App.Writer, tok)
+					fmt.Fprintf(e.c.App.ErrWriter, "valid until %s; the new account runs: tally signin --org %s --org-invite %s\n",
+						exp.Local().Format("2006-01-02 15:04"), org, tok)
+					return nil
+				}),
+			},
+		},
 	}
 }
 

@@ -279,16 +279,16 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 // what it merged, says so, and the next pull goes on.
 func TestCLIPullInterrupted(t *testing.T) {
 	st := skytaletest.NewStack(t)
-	g := []string{"--home", t.TempDir(), "--api-url", st.APIURL, "--relay-url", st.RelayURL}
-	mustTally(t, append(g, "init")...)
-	mustTally(t, append(g, "signin", "--org", "acme")...)
+	home, _, acct := newHomeWithKey(t, st, "acme")
+	g := append(home, "--api-url", st.APIURL, "--relay-url", st.RelayURL)
 	var conn struct{ Channel string }
 	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "connect")...)), &conn); err != nil {
 		t.Fatal(err)
 	}
 	// More than one page of entries on the sync channel: foreign bytes,
-	// which a pull skips, then a real batch.
-	tok := st.Token(t, st.NewAccount(t, "acme").APIKey)
+	// which a pull skips, then a real batch. They come from the account
+	// itself: the relay takes no one else's publishes on its channel.
+	tok := st.Token(t, acct.APIKey)
 	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
 	c, err := rc.Dial(context.Background())
 	if err != nil {

@@ -19,6 +19,8 @@ type DirectoryClient struct {
 	BaseURL    string
 	Credential string
 	HTTP       *http.Client // nil means http.DefaultClient
+	// TokenTTL, if set, is the lifetime Token asks for (1 s to 300 s).
+	TokenTTL time.Duration
 }
 
 // APIError is a non-2xx answer of either plane.
@@ -26,6 +28,22 @@ type APIError struct {
 	Status  int
 	Code    string `json:"error"`
 	Message string `json:"message"`
+}
+
+// Is makes an APIError match the sentinel of its code: org_taken
+// [ErrOrgTaken], invalid_org_invite [ErrInvalidOrgInvite], not_a_member
+// [ErrNotMember].
+func (e *APIError) Is(target error) bool {
+	return target != nil && codeSentinels[e.Code] == target
+}
+
+// codeSentinels are the errors a server's error code stands for.
+var codeSentinels = map[string]error{
+	"org_taken":          ErrOrgTaken,
+	"invalid_org_invite": ErrInvalidOrgInvite,
+	"not_a_member":       ErrNotMember, // the relay
+	"not_member":         ErrNotMember, // the directory's member list
+	"stale_epoch":        ErrStaleEpoch,
 }
 
 func (e *APIError) Error() string {
@@ -95,11 +113,42 @@ type Account struct {
 }
 
 // CreateAccount creates an account (open signup, or Credential is the
-// internal secret).
+// internal secret). The first account of an org owns it: creating one in
+// an org that exists fails with [ErrOrgTaken]; see
+// [DirectoryClient.CreateAccountInvited].
 func (c *DirectoryClient) CreateAccount(ctx context.Context, email, org string) (Account, error) {
+	return c.CreateAccountInvited(ctx, email, org, "")
+}
+
+// CreateAccountInvited creates an account in an existing org with an org
+// invite (skt_org_…) minted by an account of that org. A bad invite fails
+// with [ErrInvalidOrgInvite]. An empty invite is CreateAccount.
+func (c *DirectoryClient) CreateAccountInvited(ctx context.Context, email, org, orgInvite string) (Account, error) {
+	in := map[string]string{"email": email, "org": org}
+	if orgInvite != "" {
+		in["org_invite"] = orgInvite
+	}
 	var a Account
-	err := c.call(ctx, "POST", "/v1/accounts", map[string]string{"email": email, "org": org}, &a)
+	err := c.call(ctx, "POST", "/v1/accounts", in, &a)
 	return a, err
+}
+
+// OrgInvite mints an invite into org, the caller's own org, for new
+// accounts. Zero values take the directory's defaults (one use, one hour).
+func (c *DirectoryClient) OrgInvite(ctx context.Context, org string, maxUses, ttlSeconds int) (string, time.Time, error) {
+	in := map[string]any{"org": org}
+	if maxUses != 0 {
+		in["max_uses"] = maxUses
+	}
+	if ttlSeconds != 0 {
+		in["ttl_seconds"] = ttlSeconds
+	}
+	var out struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err := c.call(ctx, "POST", "/v1/orgs/invites", in, &out)
+	return out.Token, out.ExpiresAt, err
 }
 
 // Token mints a JWT for the relay from Credential.
@@ -108,7 +157,11 @@ func (c *DirectoryClient) Token(ctx context.Context) (string, time.Time, error) 
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	err := c.call(ctx, "POST", "/v1/tokens", map[string]any{"audience": "skytale-relay"}, &out)
+	in := map[string]any{"audience": "skytale-relay"}
+	if c.TokenTTL > 0 {
+		in["ttl_seconds"] = max(1, int(c.TokenTTL/time.Second))
+	}
+	err := c.call(ctx, "POST", "/v1/tokens", in, &out)
 	return out.Token, out.ExpiresAt, err
 }
 
@@ -147,10 +200,12 @@ func (c *DirectoryClient) Join(ctx context.Context, channel, token, identity str
 	return out.RequestID, err
 }
 
-// JoinRequest is one pending request as the owner sees it.
+// JoinRequest is one pending request as the owner sees it. AccountID is
+// the account that made the request, when the directory reports it.
 type JoinRequest struct {
 	ID         string    `json:"id"`
 	Identity   string    `json:"identity"`
+	AccountID  string    `json:"account_id,omitempty"`
 	KeyPackage []byte    `json:"key_package"`
 	CreatedAt  time.Time `json:"created_at"`
 }
@@ -204,4 +259,39 @@ func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel st
 // Revoke revokes did:skytale:<sub>.
 func (c *DirectoryClient) Revoke(ctx context.Context, sub string) error {
 	return c.call(ctx, "POST", "/v1/revocations", map[string]string{"did": "did:skytale:" + sub}, nil)
+}
+
+// ChannelMembers is a channel's owner and member accounts, oldest first.
+type ChannelMembers struct {
+	Channel string          `json:"channel"`
+	Owner   string          `json:"owner"`
+	Members []ChannelMember `json:"members"`
+}
+
+// ChannelMember is one member account of a channel.
+type ChannelMember struct {
+	AccountID string    `json:"account_id"`
+	AddedAt   time.Time `json:"added_at"`
+}
+
+// Members lists the member accounts of a channel, for its owner and its
+// members. The relay carries a channel's traffic only for these accounts.
+func (c *DirectoryClient) Members(ctx context.Context, channel string) (ChannelMembers, error) {
+	var out ChannelMembers
+	err := c.call(ctx, "GET", "/v1/channels/members?channel="+url.QueryEscape(channel), nil, &out)
+	return out, err
+}
+
+// AddMember makes an account a member of a channel the caller owns
+// (idempotent).
+func (c *DirectoryClient) AddMember(ctx context.Context, channel, accountID string) error {
+	return c.call(ctx, "POST", "/v1/channels/members", map[string]string{"channel": channel, "account_id": accountID}, nil)
+}
+
+// RemoveMember ends an account's membership of a channel: the owner may
+// remove any member but itself, a member itself. Removing an account that
+// is not a member succeeds.
+func (c *DirectoryClient) RemoveMember(ctx context.Context, channel, accountID string) error {
+	q := url.Values{"channel": {channel}, "account_id": {accountID}}
+	return c.call(ctx, "DELETE", "/v1/channels/members?"+q.Encode(), nil, nil)
 }

@@ -26,4 +26,29 @@
 // the padding package's buckets. A cover batch ([SyncKey.SealCover]) has the
 // same outer shape and opens to [Batch.Cover], so receivers drop it after
 // decryption and the relay cannot tell it from a real batch.
+//
+// # Accounts, orgs and channel membership
+//
+// An org belongs to its first account ([Seat.SignIn] into a new org); other
+// accounts join it with an org invite minted by one of its accounts
+// ([Seat.OrgInvite], [Seat.SignInInvited]); signing in to an existing org
+// without one fails with [ErrOrgTaken].
+//
+// The relay carries a channel's traffic only for the channel's member
+// accounts, which the directory keeps: the owner from registration, and a
+// joiner once the owner publishes its Welcome ([Seat.RoomAdmit]). Removing
+// a member from a room ([Seat.RoomRemoveMember]) also ends its account's
+// membership, unless other seats of that account are still in the room,
+// and [Seat.RoomLeave] ends this account's own. The owner's seat learns
+// which account an identity belongs to when it admits it. A relay refusal
+// for want of membership is [ErrNotMember] (errors.Is), from a publish, a
+// subscribe, the catch-up reads, or a live subscription the relay ends.
+//
+// # Tokens on long-lived connections
+//
+// The relay closes a WebSocket when its token expires unless the client
+// sends a fresh one first. A [Conn] does this by itself, two thirds of the
+// way through each token's lifetime ([RelayClient].Refresh mints the
+// fresh ones), so a watch or an open room stays on one connection for as
+// long as it runs.
 package seat

@@ -11,15 +11,21 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 )
 
 // RelayClient speaks the relay's catch-up endpoints and opens WebSockets.
-// Token returns a fresh JWT for each request.
+// Token returns a JWT for each request (it may hand out a cached one that
+// is still valid).
 type RelayClient struct {
 	BaseURL string
 	Token   func(ctx context.Context) (string, error)
+	// Refresh, if set, mints a new JWT, never a cached one: a connection
+	// sends it to the relay before the token in force expires. Nil means
+	// Token.
+	Refresh func(ctx context.Context) (string, error)
 	HTTP    *http.Client
 }
 
@@ -112,6 +118,7 @@ type FrameError struct {
 	Code    string
 	Message string
 	Epoch   uint64 // for stale_epoch: the epoch the relay expects
+	Channel string // the channel, when the frame names it
 }
 
 func (e *FrameError) Error() string { return "seat: relay: " + e.Message + " (" + e.Code + ")" }
@@ -119,7 +126,9 @@ func (e *FrameError) Error() string { return "seat: relay: " + e.Message + " (" 
 // ErrStaleEpoch is wrapped by a FrameError with code stale_epoch.
 var ErrStaleEpoch = errors.New("stale epoch")
 
-func (e *FrameError) Is(target error) bool { return target == ErrStaleEpoch && e.Code == "stale_epoch" }
+// Is makes a FrameError match the sentinel of its code: stale_epoch
+// [ErrStaleEpoch], not_a_member [ErrNotMember].
+func (e *FrameError) Is(target error) bool { return target != nil && codeSentinels[e.Code] == target }
 
 // Push is a message the relay delivered on a subscribed channel.
 type Push struct {
@@ -136,6 +145,12 @@ type Conn struct {
 	closing   chan struct{} // closed by Close: pushes nobody reads are dropped
 	closeOnce sync.Once
 	ignore    atomic.Bool // set by IgnorePushes
+
+	// refresh mints the fresh tokens that keep the connection past its
+	// first token's expiry; exp is the expiry of the token in force
+	// (Unix nanoseconds, 0 when unknown).
+	refresh func(ctx context.Context) (string, error)
+	exp     atomic.Int64
 
 	wmu     sync.Mutex // serializes writes and the order of waiters
 	mu      sync.Mutex // guards the following fields
@@ -159,13 +174,126 @@ func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
 		return nil, fmt.Errorf("seat: relay: %w", err)
 	}
 	ws.SetReadLimit(4 << 20)
-	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{}), closing: make(chan struct{})}
+	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{}), closing: make(chan struct{}), refresh: c.Refresh}
+	if conn.refresh == nil {
+		conn.refresh = c.Token
+	}
 	go conn.readLoop()
 	if _, err := conn.request(ctx, wireFrame{Type: "auth", Token: tok}); err != nil {
 		ws.CloseNow()
 		return nil, err
 	}
+	if exp, life, ok := tokenTimes(tok); ok {
+		conn.exp.Store(exp.UnixNano())
+		go conn.refreshLoop(exp, life)
+	}
 	return conn, nil
+}
+
+// The relay closes a socket when its token expires unless the client sends
+// a fresh one first, in an auth frame of the same shape as the first
+// ({"type":"auth","token":…}, answered {"type":"ok","message":
+// "reauthenticated"}). A connection does so once two thirds of its token's
+// lifetime have passed, and on a failure tries again until the token in
+// force expires; then the relay closes the connection and its user
+// reconnects as after any drop.
+
+// tokenTimes reads the expiry and lifetime of a JWT without verifying it
+// (the relay does that): the client only schedules by them.
+func tokenTimes(tok string) (exp time.Time, life time.Duration, ok bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return time.Time{}, 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, 0, false
+	}
+	var c struct {
+		Exp float64 `json:"exp"`
+		Iat float64 `json:"iat"`
+	}
+	if json.Unmarshal(b, &c) != nil || c.Exp <= 0 {
+		return time.Time{}, 0, false
+	}
+	exp = time.Unix(int64(c.Exp), 0)
+	if c.Iat > 0 && c.Iat < c.Exp {
+		life = time.Duration(c.Exp-c.Iat) * time.Second
+	} else {
+		life = time.Until(exp)
+	}
+	return exp, max(life, time.Second), true
+}
+
+// refreshDue is how long to wait before replacing a token of lifetime
+// life that expires at exp: until a third of its lifetime is left, and
+// never longer than two thirds of it from now, so a clock behind the
+// directory's does not make the refresh late.
+func refreshDue(exp time.Time, life time.Duration) time.Duration {
+	return min(time.Until(exp)-life/3, life*2/3)
+}
+
+func (c *Conn) refreshLoop(exp time.Time, life time.Duration) {
+	wait := refreshDue(exp, life)
+	for {
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-t.C:
+		case <-c.closing:
+			t.Stop()
+			return
+		case <-c.done:
+			t.Stop()
+			return
+		}
+		newExp, newLife, err := c.reauthenticate()
+		if err == nil {
+			exp, life = newExp, newLife
+			wait = refreshDue(exp, life)
+			continue
+		}
+		if c.Err() != nil {
+			return // the connection ended
+		}
+		// The directory or the relay refused or failed: try again a few
+		// times before the token in force runs out.
+		left := time.Until(exp)
+		if left <= 0 {
+			return
+		}
+		wait = min(max(left/4, 100*time.Millisecond), 5*time.Second)
+	}
+}
+
+// reauthenticate sends a fresh token and returns its expiry and lifetime
+// once the relay has taken it.
+func (c *Conn) reauthenticate() (time.Time, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := c.refresh(ctx)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	exp, life, ok := tokenTimes(tok)
+	if !ok {
+		return time.Time{}, 0, errors.New("seat: the directory minted a token without an expiry")
+	}
+	if _, err := c.request(ctx, wireFrame{Type: "auth", Token: tok}); err != nil {
+		return time.Time{}, 0, err
+	}
+	c.exp.Store(exp.UnixNano())
+	return exp, life, nil
+}
+
+// Expiry returns when the token in force on the connection expires (the
+// zero time if its token has no readable expiry). It moves forward each
+// time the connection sends the relay a fresh token.
+func (c *Conn) Expiry() time.Time {
+	n := c.exp.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // IgnorePushes drops the messages the relay pushes on this connection,
@@ -245,7 +373,7 @@ func (c *Conn) request(ctx context.Context, f wireFrame) (wireFrame, error) {
 			return wireFrame{}, c.Err()
 		}
 		if r.Type == "error" {
-			return r, &FrameError{Code: r.Code, Message: r.Message, Epoch: r.Epoch}
+			return r, &FrameError{Code: r.Code, Message: r.Message, Epoch: r.Epoch, Channel: r.Channel}
 		}
 		return r, nil
 	case <-ctx.Done():
@@ -286,11 +414,20 @@ func (c *Conn) readLoop() {
 			}
 			continue
 		}
+		if f.Type == "error" && f.Code == "not_a_member" {
+			// The answer to a request, or the relay ending a subscription
+			// of an account that was removed: the two look alike, and
+			// either way the account may no longer use the channel. The
+			// connection ends here, so no later answer is matched to the
+			// wrong request; every request waiting gets this error.
+			err = &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
+			break
+		}
 		c.mu.Lock()
 		if len(c.waiters) == 0 {
 			c.mu.Unlock()
 			if f.Type == "error" {
-				err = &FrameError{Code: f.Code, Message: f.Message}
+				err = &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
 				break
 			}
 			continue

@@ -20,6 +20,10 @@ func TestConnUnreadPushes(t *testing.T) {
 	a := st.NewAccount(t, "acme")
 	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
 	const ch = "acme/ops/busy"
+	// The relay carries a channel for its members: the owner is one.
+	if err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: a.APIKey}).RegisterChannel(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
 
 	publisher, err := rc.DialPublisher(ctx, ch)
 	if err != nil {

@@ -31,10 +31,13 @@ const (
 
 // Errors of room operations.
 var (
-	ErrNoRoom       = errors.New("seat: no such room in this home")
-	ErrRoomExists   = errors.New("seat: this home already has that room")
-	ErrNotOwner     = errors.New("seat: only the room's owner can do that")
-	ErrNotMember    = errors.New("seat: not a member of that room")
+	ErrNoRoom     = errors.New("seat: no such room in this home")
+	ErrRoomExists = errors.New("seat: this home already has that room")
+	ErrNotOwner   = errors.New("seat: only the room's owner can do that")
+	// ErrNotMember: the relay or the directory refused because this
+	// account is not a member of the channel (code not_a_member): the
+	// owner has not admitted it yet, or removed it.
+	ErrNotMember    = errors.New("seat: this account is not a member of the channel")
 	ErrWelcomeWait  = errors.New("seat: the owner has not admitted this seat yet")
 	ErrRemovedRoom  = errors.New("seat: this seat was removed from the room")
 	ErrNoRooms      = errors.New("seat: this home has no rooms")
@@ -43,6 +46,15 @@ var (
 	// since it was loaded; nothing was stored.
 	errRoomMoved = errors.New("seat: the room changed in another process; try again")
 )
+
+// RoomError is an error of one room among several (a watch).
+type RoomError struct {
+	Room string
+	Err  error
+}
+
+func (e *RoomError) Error() string { return e.Err.Error() + ": " + e.Room }
+func (e *RoomError) Unwrap() error { return e.Err }
 
 // RoomMessage is one decrypted room message.
 type RoomMessage struct {
@@ -491,10 +503,13 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 	return nil, errStaleRetries
 }
 
-// Admitted is a join request the owner admitted.
+// Admitted is a join request the owner admitted. AccountID is the
+// joiner's directory account when the owner could learn it (see
+// [Seat.RoomRemoveMember]).
 type Admitted struct {
 	RequestID string
 	Identity  string
+	AccountID string
 }
 
 // RoomAdmit admits every pending join request of a room this seat owns,
@@ -529,7 +544,11 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 		return nil, err
 	}
 	var done []Admitted
+	var known map[string]bool // member accounts before this admit
 	for _, req := range pending {
+		if req.AccountID == "" && known == nil {
+			known = s.memberAccounts(ctx, dir, ch)
+		}
 		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(req.KeyPackage) })
 		if err != nil {
 			if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) {
@@ -540,9 +559,54 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 		if err := dir.PublishWelcome(ctx, req.ID, res.Welcome); err != nil {
 			return done, err
 		}
-		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity})
+		// The directory made the joiner's account a member when the
+		// Welcome arrived; remember which account the identity is.
+		account := req.AccountID
+		if account == "" && known != nil {
+			now := s.memberAccounts(ctx, dir, ch)
+			account = addedAccount(known, now)
+			known = now
+		}
+		if account != "" {
+			s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
+				ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, ch, req.Identity, account)
+		}
+		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity, AccountID: account})
 	}
 	return done, nil
+}
+
+// memberAccounts returns the channel's member accounts, or nil if the
+// directory cannot list them.
+func (s *Seat) memberAccounts(ctx context.Context, dir *DirectoryClient, ch string) map[string]bool {
+	m, err := dir.Members(ctx, ch)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, x := range m.Members {
+		out[x.AccountID] = true
+	}
+	return out
+}
+
+// addedAccount is the one account in now that is not in before, or "" if
+// there is not exactly one (the joiner's account was a member already, for
+// another of its seats, or the list could not be read).
+func addedAccount(before, now map[string]bool) string {
+	if now == nil {
+		return ""
+	}
+	var added []string
+	for a := range now {
+		if !before[a] {
+			added = append(added, a)
+		}
+	}
+	if len(added) != 1 {
+		return ""
+	}
+	return added[0]
 }
 
 // RoomSend sends text to a room and returns its seq.
@@ -656,9 +720,43 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 	return out, epoch, err
 }
 
-// RoomRemove removes the member whose identity is did.
+// RoomRemove removes the member whose identity is did; see
+// [Seat.RoomRemoveMember].
 func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
-	return s.withNamedRoom(ctx, name, func(r *room) error {
+	_, err := s.RoomRemoveMember(ctx, name, did)
+	return err
+}
+
+// Removal is what [Seat.RoomRemoveMember] did besides the commit.
+type Removal struct {
+	// AccountID is the removed identity's directory account, if this home
+	// learned it when admitting the identity; "" if not.
+	AccountID string
+	// MembershipEnded reports that the account's channel membership was
+	// ended at the directory, so the relay no longer carries the room's
+	// traffic for it.
+	MembershipEnded bool
+	// OtherSeats reports that the membership was kept because other
+	// identities of the same account are still in the room.
+	OtherSeats bool
+}
+
+// RoomRemoveMember removes the member whose identity is did with a commit,
+// then ends its account's channel membership at the directory, unless
+// another identity of that account is still in the room. The account is
+// the one the directory added when this home admitted the identity
+// (the join request names it, or this home saw it appear among the
+// channel's members when it published the Welcome); for an identity this
+// home did not admit, or whose account it could not tell apart, the
+// membership is left as is and Removal.AccountID is empty. The commit is
+// what cuts the member off from new messages; the membership only stops
+// the relay from serving it the ciphertext.
+func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal, error) {
+	var rm Removal
+	var ch string
+	var remaining []string
+	err := s.withNamedRoom(ctx, name, func(r *room) error {
+		ch = r.channel
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
@@ -669,8 +767,43 @@ func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
 			}
 			return r.g.RemoveMembers(m.LeafIndex)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		remaining = remaining[:0]
+		for _, m := range r.g.Members() {
+			remaining = append(remaining, m.Identity)
+		}
+		return nil
 	})
+	if err != nil {
+		return rm, err
+	}
+	err = s.st.db.QueryRowContext(ctx, `SELECT account_id FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did).Scan(&rm.AccountID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rm, nil
+	}
+	if err != nil {
+		return rm, err
+	}
+	for _, id := range remaining {
+		var other string
+		if s.st.db.QueryRowContext(ctx, `SELECT account_id FROM room_accounts WHERE channel = ? AND identity = ?`, ch, id).Scan(&other) == nil && other == rm.AccountID {
+			rm.OtherSeats = true
+		}
+	}
+	if !rm.OtherSeats {
+		key, err := s.apiKey(ctx)
+		if err != nil {
+			return rm, err
+		}
+		if err := s.directory(key).RemoveMember(ctx, ch, rm.AccountID); err != nil {
+			return rm, fmt.Errorf("seat: %s is out of the room, but its account's membership of %s could not be ended: %w", did, ch, err)
+		}
+		rm.MembershipEnded = true
+	}
+	_, err = s.st.db.ExecContext(ctx, `DELETE FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did)
+	return rm, err
 }
 
 // withNamedRoom runs f on the room called name; see withRoom.
@@ -682,8 +815,13 @@ func (s *Seat) withNamedRoom(ctx context.Context, name string, f func(*room) err
 	return s.withRoom(ctx, ch, f)
 }
 
-// RoomLeave forgets a room on this seat. (MLS has no self-removal by
-// commit; another member removes the leaf.)
+// RoomLeave ends this account's membership of a room's channel at the
+// directory (so the relay stops carrying the room for it) and forgets the
+// room on this seat. The owner's membership stays: the directory never
+// removes a channel's owner. (MLS has no self-removal by commit; another
+// member removes the leaf.) Every seat of the account loses the relay's
+// service for the room, not only this one. If the directory cannot be
+// reached, nothing changes and the error says why.
 func (s *Seat) RoomLeave(ctx context.Context, name string) error {
 	s.lockRooms()
 	defer s.unlockRooms()
@@ -691,12 +829,50 @@ func (s *Seat) RoomLeave(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	var role string
+	err = s.st.db.QueryRowContext(ctx, `SELECT role FROM rooms WHERE channel = ?`, ch).Scan(&role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNoRoom
+	}
+	if err != nil {
+		return err
+	}
+	if role != "owner" {
+		if err := s.leaveChannel(ctx, ch); err != nil {
+			return err
+		}
+	}
 	res, err := s.st.db.ExecContext(ctx, `DELETE FROM rooms WHERE channel = ?`, ch)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNoRoom
+	}
+	return nil
+}
+
+// leaveChannel removes this account from the channel's members. A
+// channel or account the directory no longer knows has nothing to leave.
+func (s *Seat) leaveChannel(ctx context.Context, ch string) error {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return err
+	}
+	account, err := s.st.meta(ctx, "account_id")
+	if errors.Is(err, errNoValue) {
+		return nil // a home from before accounts were kept: nothing to name
+	}
+	if err != nil {
+		return err
+	}
+	err = s.directory(key).RemoveMember(ctx, ch, account)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 404 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("seat: leaving %s at the directory: %w", ch, err)
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ type Config struct {
 	// Cover configures the cover traffic a watch sends on each room while
 	// it is connected; the zero value is on at the default rate.
 	Cover cover.Config
+	// TokenTTL is the lifetime of the relay tokens the seat mints, at most
+	// 300 s; zero means the directory's default. Long-lived connections
+	// send the relay a fresh token before each one expires.
+	TokenTTL time.Duration
 }
 
 // Errors a caller can act on.
@@ -43,6 +47,13 @@ var (
 	ErrNotSignedIn  = errors.New("seat: not signed in")
 	ErrNotConnected = errors.New("seat: not connected")
 	ErrSignedIn     = errors.New("seat: already signed in")
+
+	// ErrOrgTaken: signup named an org that exists; joining it takes an
+	// org invite from one of its accounts.
+	ErrOrgTaken = errors.New("seat: the org exists and joining it needs an org invite")
+	// ErrInvalidOrgInvite: the org invite is unknown, expired, used up or
+	// for another org.
+	ErrInvalidOrgInvite = errors.New("seat: the org invite is invalid, expired, used up or for another org")
 
 	ErrNoDirectoryURL = errors.New("seat: no directory URL configured")
 	ErrNoRelayURL     = errors.New("seat: no relay URL configured")
@@ -66,6 +77,7 @@ type Seat struct {
 type cachedToken struct {
 	token string
 	exp   time.Time
+	life  time.Duration
 }
 
 // Open opens (creating if needed) the seat in cfg.Home.
@@ -230,19 +242,27 @@ func (s *Seat) Identity() (string, error) {
 }
 
 func (s *Seat) directory(cred string) *DirectoryClient {
-	return &DirectoryClient{BaseURL: s.cfg.APIURL, Credential: cred, HTTP: s.cfg.HTTPClient}
+	return &DirectoryClient{BaseURL: s.cfg.APIURL, Credential: cred, HTTP: s.cfg.HTTPClient, TokenTTL: s.cfg.TokenTTL}
 }
 
 // SignIn creates an account on a directory with open signup and keeps its
-// API key in the home folder.
+// API key in the home folder. The org must be new (the account becomes its
+// owner); an existing org fails with [ErrOrgTaken], see
+// [Seat.SignInInvited].
 func (s *Seat) SignIn(ctx context.Context, email, org string) (Account, error) {
+	return s.SignInInvited(ctx, email, org, "")
+}
+
+// SignInInvited is SignIn into an existing org with an org invite minted by
+// one of its accounts ([Seat.OrgInvite]).
+func (s *Seat) SignInInvited(ctx context.Context, email, org, orgInvite string) (Account, error) {
 	if s.cfg.APIURL == "" {
 		return Account{}, ErrNoDirectoryURL
 	}
 	if _, err := s.st.meta(ctx, "api_key"); err == nil {
 		return Account{}, ErrSignedIn
 	}
-	a, err := s.directory("").CreateAccount(ctx, email, org)
+	a, err := s.directory("").CreateAccountInvited(ctx, email, org, orgInvite)
 	if err != nil {
 		return Account{}, err
 	}
@@ -250,6 +270,21 @@ func (s *Seat) SignIn(ctx context.Context, email, org string) (Account, error) {
 		return Account{}, err
 	}
 	return a, nil
+}
+
+// OrgInvite mints an invite into this account's org for a new account,
+// which signs in with it through [Seat.SignInInvited]. Zero values take the
+// directory's defaults (one use, one hour).
+func (s *Seat) OrgInvite(ctx context.Context, uses int, ttl time.Duration) (string, time.Time, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	org, err := s.Org(ctx)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return s.directory(key).OrgInvite(ctx, org, uses, int(ttl/time.Second))
 }
 
 // UseAccount stores an existing account's API key (as a device grant
@@ -322,23 +357,28 @@ func (s *Seat) syncCredential(ctx context.Context) (string, error) {
 }
 
 // relay returns a relay client whose tokens are minted from cred and
-// cached until shortly before they expire.
+// cached until shortly before they expire (30 s, or a third of a shorter
+// lifetime); its connections refresh their tokens with newly minted ones.
 func (s *Seat) relay(cred string) *RelayClient {
-	return &RelayClient{BaseURL: s.cfg.RelayURL, HTTP: s.cfg.HTTPClient, Token: func(ctx context.Context) (string, error) {
-		s.mu.Lock()
-		t, ok := s.tokens[cred]
-		s.mu.Unlock()
-		if ok && s.cfg.Now().Add(30*time.Second).Before(t.exp) {
-			return t.token, nil
-		}
+	mint := func(ctx context.Context) (string, error) {
+		start := s.cfg.Now()
 		tok, exp, err := s.directory(cred).Token(ctx)
 		if err != nil {
 			return "", err
 		}
 		s.mu.Lock()
-		s.tokens[cred] = cachedToken{tok, exp}
+		s.tokens[cred] = cachedToken{tok, exp, exp.Sub(start)}
 		s.mu.Unlock()
 		return tok, nil
+	}
+	return &RelayClient{BaseURL: s.cfg.RelayURL, HTTP: s.cfg.HTTPClient, Refresh: mint, Token: func(ctx context.Context) (string, error) {
+		s.mu.Lock()
+		t, ok := s.tokens[cred]
+		s.mu.Unlock()
+		if ok && s.cfg.Now().Add(min(30*time.Second, t.life/3)).Before(t.exp) {
+			return t.token, nil
+		}
+		return mint(ctx)
 	}}
 }
 

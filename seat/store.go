@@ -67,6 +67,15 @@ var storeMigrations = []string{
 	// that nobody stored another state since the load without comparing
 	// the (up to megabytes of) state itself.
 	`ALTER TABLE rooms ADD COLUMN version INTEGER NOT NULL DEFAULT 0;`,
+	// The directory account behind each member identity of a room this
+	// seat admitted, so removing the identity can also end the account's
+	// channel membership at the directory (and so at the relay).
+	`CREATE TABLE room_accounts (
+		channel    TEXT NOT NULL,
+		identity   TEXT NOT NULL,
+		account_id TEXT NOT NULL,
+		PRIMARY KEY (channel, identity)
+	);`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {

@@ -57,7 +57,9 @@ func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage
 // resumes. While connected it sends cover traffic on every room unless
 // [Config].Cover disables it. It returns early only on errors that a retry
 // cannot fix: an unknown room, a seat that is not signed in, a revoked
-// account.
+// account, an account that is not (or no longer) a member of a room's
+// channel ([ErrNotMember], in a [RoomError] naming the room when the
+// watch can tell which).
 //
 // OnMessage is called for every message that enters the watched rooms'
 // history while the watch runs, in the order they are stored: other
@@ -154,7 +156,7 @@ func permanentWatchError(err error) bool {
 	case err == nil:
 		return false
 	case errors.Is(err, ErrNoRoom), errors.Is(err, ErrNotSignedIn), errors.Is(err, ErrNoSeed),
-		errors.Is(err, ErrNoRelayURL), errors.Is(err, ErrNoDirectoryURL):
+		errors.Is(err, ErrNoRelayURL), errors.Is(err, ErrNoDirectoryURL), errors.Is(err, ErrNotMember):
 		return true
 	case errors.As(err, &ae):
 		return ae.Status == 401 || ae.Status == 403 || ae.Status == 404
@@ -187,6 +189,9 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f 
 	// both in the log and pushed, and applying it twice is a no-op.
 	for _, ch := range chans {
 		if err := conn.Subscribe(ctx, ch); err != nil {
+			if errors.Is(err, ErrNotMember) {
+				return false, &RoomError{Room: ch, Err: err}
+			}
 			return false, err
 		}
 	}
@@ -246,7 +251,7 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f 
 		case <-tick.C:
 		case p, ok := <-conn.Pushes():
 			if !ok {
-				return true, conn.Err()
+				return true, notMemberRoom(conn.Err(), chans)
 			}
 			if err := s.applyPush(ctx, p, onMsg); err != nil {
 				return true, err
@@ -256,6 +261,22 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f 
 			return true, err
 		}
 	}
+}
+
+// notMemberRoom names the room of a not_a_member error that ended a
+// watch's connection, when the frame or the watch tells which.
+func notMemberRoom(err error, chans []string) error {
+	var fe *FrameError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrNotMember) {
+		return err
+	}
+	switch {
+	case fe.Channel != "":
+		return &RoomError{Room: fe.Channel, Err: err}
+	case len(chans) == 1:
+		return &RoomError{Room: chans[0], Err: err}
+	}
+	return err
 }
 
 // feed delivers a watch's messages from the history table, so a message
