@@ -1,8 +1,11 @@
 package mls
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"math"
 	"slices"
@@ -33,7 +36,19 @@ import (
 // tree, which were checked when the tree was received; none of those can
 // make the engine panic or allocate, only fail.
 
-const stateVersion = 1
+// Version 2 is version 1 followed by a CRC-32C (Castagnoli) of every
+// byte before it. The checksum catches accidental corruption (a bad disk
+// sector, a truncated copy) that would otherwise restore into a member
+// that silently fails to decrypt; it is no defence against a hostile
+// file, whose author can recompute it, which is what the field checks of
+// RestoreGroup are for. Version 1 states (without the checksum) are still
+// read.
+const (
+	stateVersion   = 2
+	stateVersionV1 = 1
+)
+
+var stateCRC = crc32.MakeTable(crc32.Castagnoli)
 
 var errState = errors.New("mls: malformed group state")
 
@@ -77,22 +92,32 @@ func (g *Group) MarshalBinary() ([]byte, error) {
 		marshalPrivateTree(b, p.priv)
 		b.vec(p.confTag)
 	})
+	b.u32(crc32.Checksum(b.bytes(), stateCRC))
 	return b.bytes(), nil
 }
 
 // RestoreGroup decodes a state written by [Group.MarshalBinary]. cfg is
 // the configuration to use from now on (it is not part of the state).
+// A corrupted or inconsistent state is refused with an error; decoding
+// never panics, and allocates in proportion to the size of data.
 func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	c := cfg.withDefaults()
-	p := newParser(data)
-	var v uint8
-	var cs uint16
-	if !p.u8(&v) {
+	if len(data) == 0 {
 		return nil, errState
 	}
-	if v != stateVersion {
+	switch v := data[0]; v {
+	case stateVersion:
+		n := len(data) - 4
+		if n < 1 || binary.BigEndian.Uint32(data[n:]) != crc32.Checksum(data[:n], stateCRC) {
+			return nil, fmt.Errorf("%w: checksum mismatch", errState)
+		}
+		data = data[:n]
+	case stateVersionV1:
+	default:
 		return nil, fmt.Errorf("mls: unsupported group state version %d", v)
 	}
+	p := newParser(data[1:])
+	var cs uint16
 	if !p.u16(&cs) {
 		return nil, errState
 	}
@@ -116,7 +141,11 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	if g.keys, err = unmarshalEpochSecrets(p, s); err != nil {
 		return nil, err
 	}
-	// The current epoch's protection shares these with the schedule.
+	// The current epoch's protection shares these with the schedule, so
+	// the state holds them twice; the copies must agree.
+	if !bytes.Equal(g.keys.senderDataSecret, g.cur.prot.senderDataSecret) || !bytes.Equal(g.keys.membershipKey, g.cur.prot.membershipKey) {
+		return nil, errState
+	}
 	g.keys.senderDataSecret = g.cur.prot.senderDataSecret
 	g.keys.membershipKey = g.cur.prot.membershipKey
 	if g.priv, err = unmarshalPrivateTree(p, s, g.own); err != nil {
