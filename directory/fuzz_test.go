@@ -12,13 +12,14 @@ import (
 // and checks that the answer is JSON, never a 500, and never a panic.
 func FuzzRequestBodies(f *testing.F) {
 	e := newEnv(f, nil)
-	_, owner := e.account("acme")
+	ownerID, owner := e.account("acme")
 	e.channel(owner, "acme/pay/agent")
 	inv := e.invite(owner, "acme/pay/agent", 100)
 	paths := []string{
 		"/v1/accounts", "/v1/tokens", "/v1/channels", "/v1/channels/invites",
 		"/v1/channels/join", "/v1/channels/welcome", "/v1/federation/invites",
 		"/v1/device/grants", "/v1/device/grants/approve", "/v1/device/grants/lookup", "/v1/seats", "/v1/revocations",
+		"/v1/channels/members", "/v1/channels/fence", "/v1/orgs/invites",
 	}
 	for _, seed := range []string{
 		`{"name":"acme/pay/agent"}`,
@@ -31,6 +32,10 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"did":"did:skytale:x"}`,
 		`{"email":"a@b.c","org":"acme"}`,
 		`{"ttl_seconds":60,"audience":"skytale-relay"}`,
+		`{"channel":"acme/pay/agent","account_id":"` + ownerID + `"}`,
+		`{"channel":"acme/pay/agent","epoch":4294967296,"remove_account_id":"x"}`,
+		`{"org":"acme","max_uses":3,"ttl_seconds":60}`,
+		`{"email":"a@b.c","org":"acme","org_invite":"skt_org_x"}`,
 		``, `[]`, `{"a":`, "\x00",
 	} {
 		for i := range paths {
