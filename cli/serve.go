@@ -36,7 +36,7 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "api-addr", Value: "127.0.0.1:3100", Usage: "directory listen address"},
 			&ucli.StringFlag{Name: "relay-addr", Value: "127.0.0.1:8443", Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
-			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations from (default http://<api-addr>)"},
+			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations and channel members from (default http://<api-addr>)"},
 			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts (default: on when listening on loopback only)"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
@@ -240,7 +240,10 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		if dirURL == "" {
 			dirURL = "http://" + o.APIAddr
 		}
+		// A relay apart from its directory learns revocations and channel
+		// members by polling the directory's internal feeds.
 		rcfg.Revocations = relay.NewHTTPRevocations(dirURL, string(internal), nil)
+		rcfg.Members = relay.NewHTTPMembers(dirURL, string(internal), nil)
 		r, err := skytale.NewRelay(rcfg)
 		if err != nil {
 			return err

@@ -279,6 +279,24 @@ func TestServeSplitRevocation(t *testing.T) {
 		t.Fatalf("publish: %+v", got)
 	}
 
+	// The split relay learns channel members from the directory too: an
+	// account of another org is not one, and is refused.
+	var other testAccount
+	if code := postJSON(t, d.apiURL+"/v1/accounts", "", map[string]string{"email": "eve@evil.test", "org": "evil"}, &other); code != 201 {
+		t.Fatalf("second account: %d", code)
+	}
+	var otherTok testToken
+	if code := postJSON(t, d.apiURL+"/v1/tokens", other.APIKey, map[string]any{}, &otherTok); code != 201 {
+		t.Fatalf("token: %d", code)
+	}
+	_, sendOther := relaySocket(ctx, t, r.relURL+"/ws", otherTok.Token)
+	if got := sendOther(frame{Type: "publish", Channel: "acme/ops/split", Payload: "Yg=="}); got.Type != "error" || got.Code != "not_a_member" {
+		t.Fatalf("a non-member's publish on the split relay: %+v", got)
+	}
+	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme%2Fops%2Fsplit", otherTok.Token, nil); code != 403 {
+		t.Fatalf("a non-member's sync on the split relay: %d, want 403", code)
+	}
+
 	var rev struct{ Revoked bool }
 	if code := postJSON(t, d.apiURL+"/v1/revocations", acct.APIKey, map[string]string{"did": "did:skytale:" + acct.AccountID}, &rev); code != 200 || !rev.Revoked {
 		t.Fatalf("revoke: %d %+v", code, rev)
