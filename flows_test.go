@@ -163,13 +163,19 @@ func TestSeedFlows(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	const ch = "acme/payments/agent-v1"
 	owner := &flowClient{t, st, st.NewAccount(t, "acme").APIKey}
-	member := &flowClient{t, st, st.NewAccount(t, "acme").APIKey}
+	memberAcct := st.NewAccount(t, "acme")
+	member := &flowClient{t, st, memberAcct.APIKey}
 	gid := []byte("group id: SHA-256 of the name")
 
 	// Owner: register, subscribe, invite.
 	var reg struct{ ID, Name string }
 	if code := owner.call("POST", "/v1/channels", map[string]string{"name": ch}, &reg); code != 201 || reg.Name != ch {
 		t.Fatalf("register: %d %+v", code, reg)
+	}
+	// The member joined earlier; the owner lists it in the directory,
+	// which is what lets it use the channel on the relay.
+	if code := owner.call("POST", "/v1/channels/members", map[string]string{"channel": ch, "account_id": memberAcct.ID}, nil); code != 200 {
+		t.Fatalf("add member: %d", code)
 	}
 	ownerWS := owner.dial(ch)
 	memberWS := member.dial(ch)

@@ -25,6 +25,9 @@ func revocationRoundTrip(t *testing.T, apiURL, relayURL, apiKey string) {
 		tok, _, err := dir.Token(ctx)
 		return tok, err
 	}}
+	if err := dir.RegisterChannel(ctx, "acme/ops/alerts"); err != nil {
+		t.Fatal(err)
+	}
 	conn, err := rc.Dial(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +119,7 @@ func TestRevocationSplit(t *testing.T) {
 		JWTSecret:      jwtSecret,
 		Revocations:    relay.NewHTTPRevocations(api.URL, internal, nil),
 		RevocationPoll: 200 * time.Millisecond,
+		Members:        relay.NewHTTPMembers(api.URL, internal, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
