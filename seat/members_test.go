@@ -186,3 +186,42 @@ func openDB(t *testing.T, home string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestRoomRemoveFinishesAnInterruptedRemoval: a removal whose commit went
+// through but whose membership change did not (the directory was away)
+// is finished by removing the identity again: no second commit, the
+// membership ends.
+func TestRoomRemoveFinishesAnInterruptedRemoval(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	if _, err := alice.RoomRemoveMember(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	_, epoch, err := alice.RoomMembers(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Put back what a failed membership change leaves: the account still
+	// a member, and this home still knowing whose it is.
+	if err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}).AddMember(ctx, room, bob.acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openDB(t, alice.home).Exec(`INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)`, room, bob.did, bob.acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	if err != nil || !rm.MembershipEnded || rm.AccountID != bob.acct.AccountID {
+		t.Fatalf("second removal: %+v, %v", rm, err)
+	}
+	if got := memberAccounts(t, st, alice, room); strings.Join(got, ",") != alice.acct.AccountID {
+		t.Fatalf("members after the finished removal: %v", got)
+	}
+	if _, again, err := alice.RoomMembers(ctx, room); err != nil || again != epoch {
+		t.Fatalf("epoch %d after finishing the removal, was %d (%v): a second commit", again, epoch, err)
+	}
+	// With nothing left to finish, removing a non-member is an error.
+	if _, err := alice.RoomRemoveMember(ctx, room, bob.did); err == nil {
+		t.Fatal("removing a non-member again succeeded")
+	}
+}

@@ -760,15 +760,22 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
-		_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
-			m, ok := r.g.MemberByIdentity(did)
-			if !ok {
-				return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
+		_, inGroup := r.g.MemberByIdentity(did)
+		var known int
+		s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known)
+		// Out of the group already, with its account still recorded: an
+		// earlier removal whose membership change failed; finish it.
+		if inGroup || known == 0 {
+			_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+				m, ok := r.g.MemberByIdentity(did)
+				if !ok {
+					return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
+				}
+				return r.g.RemoveMembers(m.LeafIndex)
+			})
+			if err != nil {
+				return err
 			}
-			return r.g.RemoveMembers(m.LeafIndex)
-		})
-		if err != nil {
-			return err
 		}
 		remaining = remaining[:0]
 		for _, m := range r.g.Members() {
@@ -798,7 +805,7 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 			return rm, err
 		}
 		if err := s.directory(key).RemoveMember(ctx, ch, rm.AccountID); err != nil {
-			return rm, fmt.Errorf("seat: %s is out of the room, but its account's membership of %s could not be ended: %w", did, ch, err)
+			return rm, fmt.Errorf("seat: %s is out of the room, but its account's membership of %s could not be ended (remove it again to retry): %w", did, ch, err)
 		}
 		rm.MembershipEnded = true
 	}
