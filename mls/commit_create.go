@@ -264,7 +264,7 @@ func (g *Group) ConfirmCommit() error {
 	if err := g.installEpoch(p.ctx, p.tree, p.keys, p.confTag); err != nil {
 		return err
 	}
-	g.priv = p.priv
+	g.setPrivate(p.priv)
 	g.pending = nil
 	return nil
 }
@@ -275,6 +275,7 @@ func (g *Group) ConfirmCommit() error {
 func (g *Group) DiscardCommit() {
 	if g.pending != nil {
 		g.pending.keys.wipe()
+		g.pending.priv.wipeReplaced(g.priv)
 		clear(g.pending.keys.senderDataSecret)
 		clear(g.pending.keys.membershipKey)
 		g.pending = nil

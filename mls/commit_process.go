@@ -345,7 +345,7 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if err := g.installEpoch(ctx, tree, keys, ac.Auth.ConfirmationTag); err != nil {
 		return 0, err
 	}
-	g.priv = priv
+	g.setPrivate(priv)
 	return committer, nil
 }
 

@@ -286,9 +286,11 @@ func (g *Group) installEpoch(ctx GroupContext, tree *ratchetTree, keys *epochSec
 	if g.cur != nil {
 		if g.cfg.MaxPastEpochs > 0 {
 			// Past epochs only read application messages, which are never
-			// PublicMessages: their membership key is not needed.
+			// PublicMessages: their membership key and handshake ratchets
+			// are not needed, and are deleted (Sections 9.2 and 15.3).
 			clear(g.cur.prot.membershipKey)
 			g.cur.prot.membershipKey = nil
+			g.cur.prot.tree.keepApplicationOnly()
 			g.past = append(g.past, g.cur)
 			if len(g.past) > g.cfg.MaxPastEpochs {
 				g.past[0].wipe()

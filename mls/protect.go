@@ -406,10 +406,30 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 		return nil, errBadSenderData
 	}
 
-	k, commit, err := p.tree.receiveKey(sd.LeafIndex, ratchetFor(pm.ContentType), sd.Generation)
+	k, pending, err := p.tree.receiveKey(sd.LeafIndex, ratchetFor(pm.ContentType), sd.Generation)
 	if err != nil {
 		return nil, err
 	}
+	ac, err := p.openContent(pm, &sd, k, signer)
+	if err != nil {
+		// §9.2: nothing is consumed, and what the lookup derived is wiped.
+		pending.discard()
+		return nil, err
+	}
+	// §9.2: the key and nonce are consumed now that the message has been
+	// authenticated. Consuming them only after the signature check keeps
+	// a member, who can derive every sender's keys, from burning another
+	// sender's generations with forged messages. commit deletes a stored
+	// (skipped) key; a freshly derived one is wiped here.
+	pending.commit()
+	clear(k.key)
+	clear(k.nonce)
+	return ac, nil
+}
+
+// openContent decrypts the content of pm with the key k of its sender's
+// ratchet and verifies its signature (§6.3.1, §6.1). It changes nothing.
+func (p *epochProtection) openContent(pm *PrivateMessage, sd *SenderData, k ratchetKey, signer signerKey) (*AuthenticatedContent, error) {
 	nonce := applyReuseGuard(k.nonce, sd.ReuseGuard)
 	aad := marshal(&PrivateContentAAD{
 		GroupID:           pm.GroupID,
@@ -451,13 +471,5 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 	if err := verifyFramedContent(p.s, pub, ac, p.gc); err != nil {
 		return nil, err
 	}
-	// §9.2: the key and nonce are consumed now that the message has been
-	// authenticated. Consuming them only after the signature check keeps
-	// a member, who can derive every sender's keys, from burning another
-	// sender's generations with forged messages. commit deletes a stored
-	// (skipped) key; a freshly derived one is wiped here.
-	commit()
-	clear(k.key)
-	clear(k.nonce)
 	return ac, nil
 }

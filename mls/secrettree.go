@@ -32,6 +32,7 @@ var (
 	errGenerationTooFar   = errors.New("mls: generation too far ahead of the ratchet")
 	errLeafOutOfRange     = errors.New("mls: leaf index outside the secret tree")
 	errRatchetExhausted   = errors.New("mls: ratchet generation counter exhausted")
+	errHandshakeDeleted   = errors.New("mls: handshake keys of a past epoch are deleted")
 )
 
 // ratchetType selects one of a leaf's two hash ratchets (§9).
@@ -76,6 +77,10 @@ type secretTree struct {
 	s       suite
 	nLeaves uint32
 	limits  secretTreeLimits
+	// applicationOnly is set for the tree of a past epoch, which only
+	// reads late application messages (§15.3): its handshake ratchets are
+	// deleted, and are not derived for leaves reached later.
+	applicationOnly bool
 	// nodes holds the not yet consumed tree_node_[N]_secret values, keyed by
 	// node index. Initially only the root is present.
 	nodes map[nodeIndex][]byte
@@ -119,6 +124,34 @@ func (t *secretTree) leafRatchetsFor(leaf uint32) (*leafRatchets, error) {
 	if lr, ok := t.leaves[leaf]; ok {
 		return lr, nil
 	}
+	d, err := t.deriveLeaf(leaf)
+	if err != nil {
+		return nil, err
+	}
+	d.apply()
+	return d.lr, nil
+}
+
+// leafDerivation is the derivation of a leaf's ratchets that is not yet
+// stored in the tree: the held ancestor secret it consumes, the secrets of
+// the siblings along the way down, and the leaf's two ratchets.
+type leafDerivation struct {
+	t        *secretTree
+	leaf     uint32
+	from     nodeIndex
+	siblings []nodeSecret
+	lr       *leafRatchets
+}
+
+type nodeSecret struct {
+	x      nodeIndex
+	secret []byte
+}
+
+// deriveLeaf computes the ratchets of a leaf not reached yet, without
+// changing the tree, so that a lookup for a message that then fails to
+// authenticate leaves the tree as it was.
+func (t *secretTree) deriveLeaf(leaf uint32) (*leafDerivation, error) {
 	target := leafIndex(leaf).node()
 	// Find the lowest ancestor of the leaf whose secret is still held.
 	// Walking down from the root, the first node found on the path is it:
@@ -138,28 +171,55 @@ func (t *secretTree) leafRatchetsFor(leaf uint32) (*leafRatchets, error) {
 			x = right(x)
 		}
 	}
-	for {
-		secret := t.nodes[x]
-		delete(t.nodes, x)
-		if x.isLeaf() {
-			lr := &leafRatchets{
-				handshake:   newHashRatchet(t.s, expandWithLabel(t.s, secret, "handshake", nil, t.s.hashLen())),
-				application: newHashRatchet(t.s, expandWithLabel(t.s, secret, "application", nil, t.s.hashLen())),
-			}
-			clear(secret)
-			t.leaves[leaf] = lr
-			return lr, nil
-		}
+	d := &leafDerivation{t: t, leaf: leaf, from: x}
+	secret, owned := t.nodes[x], false
+	for !x.isLeaf() {
 		l, r := left(x), right(x)
-		t.nodes[l] = expandWithLabel(t.s, secret, "tree", []byte("left"), t.s.hashLen())
-		t.nodes[r] = expandWithLabel(t.s, secret, "tree", []byte("right"), t.s.hashLen())
-		clear(secret)
-		if target < x {
-			x = l
-		} else {
-			x = r
+		ls := expandWithLabel(t.s, secret, "tree", []byte("left"), t.s.hashLen())
+		rs := expandWithLabel(t.s, secret, "tree", []byte("right"), t.s.hashLen())
+		if owned {
+			clear(secret)
 		}
+		if target < x {
+			d.siblings = append(d.siblings, nodeSecret{r, rs})
+			x, secret = l, ls
+		} else {
+			d.siblings = append(d.siblings, nodeSecret{l, ls})
+			x, secret = r, rs
+		}
+		owned = true
 	}
+	d.lr = &leafRatchets{application: newHashRatchet(t.s, expandWithLabel(t.s, secret, "application", nil, t.s.hashLen()))}
+	if t.applicationOnly {
+		d.lr.handshake = hashRatchet{s: t.s}
+	} else {
+		d.lr.handshake = newHashRatchet(t.s, expandWithLabel(t.s, secret, "handshake", nil, t.s.hashLen()))
+	}
+	if owned {
+		clear(secret)
+	}
+	return d, nil
+}
+
+// apply stores the derivation: the consumed ancestor secret is deleted
+// (§9.2), the siblings' secrets and the leaf's ratchets are kept.
+func (d *leafDerivation) apply() {
+	t := d.t
+	clear(t.nodes[d.from])
+	delete(t.nodes, d.from)
+	for _, n := range d.siblings {
+		t.nodes[n.x] = n.secret
+	}
+	t.leaves[d.leaf] = d.lr
+}
+
+// discard wipes a derivation that is not applied.
+func (d *leafDerivation) discard() {
+	for _, n := range d.siblings {
+		clear(n.secret)
+	}
+	d.lr.handshake.wipe()
+	d.lr.application.wipe()
 }
 
 // wipe overwrites every secret the tree still holds: node secrets, ratchet
@@ -177,7 +237,20 @@ func (t *secretTree) wipe() {
 	}
 }
 
+// keepApplicationOnly turns the tree into that of a past epoch: the
+// handshake ratchets and their retained keys are wiped (§9.2: they are
+// never used again), and no new ones are derived.
+func (t *secretTree) keepApplicationOnly() {
+	t.applicationOnly = true
+	for _, lr := range t.leaves {
+		lr.handshake.wipe()
+	}
+}
+
 func (t *secretTree) ratchet(leaf uint32, rt ratchetType) (*hashRatchet, error) {
+	if rt == handshakeRatchet && t.applicationOnly {
+		return nil, errHandshakeDeleted
+	}
 	lr, err := t.leafRatchetsFor(leaf)
 	if err != nil {
 		return nil, err
@@ -200,16 +273,69 @@ func (t *secretTree) nextSendKey(leaf uint32, rt ratchetType) (ratchetKey, error
 }
 
 // receiveKey looks up the key for generation of leaf's ratchet without
-// consuming anything. The caller decrypts with it and then calls commit, so a
-// forged or corrupted message (whose sender data any member can produce)
-// neither advances the ratchet nor deletes keys (§9.2: only successful
-// decryption consumes a value).
-func (t *secretTree) receiveKey(leaf uint32, rt ratchetType, generation uint32) (ratchetKey, func(), error) {
-	r, err := t.ratchet(leaf, rt)
+// changing the tree: not even the ratchets of a leaf reached for the first
+// time are stored yet. The caller decrypts with the key and then calls
+// commit, or discard when the message fails, so a forged or corrupted
+// message (whose sender data any member can produce) neither advances the
+// ratchet nor deletes keys (§9.2: only successful decryption consumes a
+// value), and leaves the tree, and so the serialized state, as it was.
+// Only one pendingKey of a tree may be outstanding at a time.
+func (t *secretTree) receiveKey(leaf uint32, rt ratchetType, generation uint32) (ratchetKey, *pendingKey, error) {
+	if leaf >= t.nLeaves {
+		return ratchetKey{}, nil, errLeafOutOfRange
+	}
+	if rt == handshakeRatchet && t.applicationOnly {
+		return ratchetKey{}, nil, errHandshakeDeleted
+	}
+	pk := &pendingKey{}
+	lr, ok := t.leaves[leaf]
+	if !ok {
+		d, err := t.deriveLeaf(leaf)
+		if err != nil {
+			return ratchetKey{}, nil, err
+		}
+		pk.leaf, lr = d, d.lr
+	}
+	r := &lr.application
+	if rt == handshakeRatchet {
+		r = &lr.handshake
+	}
+	k, step, err := r.lookup(generation, t.limits)
 	if err != nil {
+		pk.discard()
 		return ratchetKey{}, nil, err
 	}
-	return r.lookup(generation, t.limits)
+	pk.step = step
+	return k, pk, nil
+}
+
+// pendingKey is what consuming a received key would change in the secret
+// tree. Exactly one of commit and discard must be called.
+type pendingKey struct {
+	leaf *leafDerivation // the leaf's ratchets, when first reached
+	step *ratchetStep
+}
+
+// commit consumes the key (§9.2). A key taken from the retained keys is
+// wiped; a freshly derived one is the caller's to wipe.
+func (p *pendingKey) commit() {
+	if p.leaf != nil {
+		p.leaf.apply()
+	}
+	if p.step != nil {
+		p.step.apply()
+	}
+}
+
+// discard wipes everything the lookup derived, the key included, and
+// leaves the tree unchanged.
+func (p *pendingKey) discard() {
+	if p.step != nil {
+		p.step.discard()
+	}
+	if p.leaf != nil {
+		p.leaf.discard()
+	}
 }
 
 // hashRatchet is one §9.1 sender ratchet: ratchet_secret_[N]_[j] for the next
@@ -263,23 +389,35 @@ func (r *hashRatchet) advanceTo(secret []byte, gen uint32) {
 	r.gen = gen
 }
 
+// ratchetStep is the change a received generation makes to a ratchet:
+// the deletion of a retained key, or a move forward past g that keeps the
+// keys of the generations skipped over.
+type ratchetStep struct {
+	r      *hashRatchet
+	g      uint32
+	stored bool         // the key is a retained one
+	key    ratchetKey   // a derived key (the caller's copy)
+	skip   []ratchetKey // keys of the generations between r.gen and g
+	next   []byte       // ratchet secret of generation g+1
+	limits secretTreeLimits
+}
+
 // lookup finds the key of generation g for a received message. It changes
-// nothing; the returned commit function applies the consumption: it deletes
-// the key of g, records the keys of any generations skipped over, and moves
-// the ratchet past g.
-func (r *hashRatchet) lookup(g uint32, limits secretTreeLimits) (ratchetKey, func(), error) {
+// nothing; the returned step applies the consumption, or wipes what was
+// derived when the message is rejected.
+func (r *hashRatchet) lookup(g uint32, limits secretTreeLimits) (ratchetKey, *ratchetStep, error) {
 	if r.secret == nil || g < r.gen {
 		k, ok := r.skipped[g]
 		if !ok {
 			return ratchetKey{}, nil, errGenerationConsumed
 		}
-		return k, func() { r.dropSkipped(g) }, nil
+		return k, &ratchetStep{r: r, g: g, stored: true}, nil
 	}
 	if g-r.gen > limits.MaxForwardSkip {
 		return ratchetKey{}, nil, errGenerationTooFar
 	}
-	// Derive forward on copies; nothing is stored until commit.
-	var pending []ratchetKey
+	// Derive forward on copies; nothing is stored until apply.
+	st := &ratchetStep{r: r, g: g, limits: limits}
 	secret, owned := r.secret, false
 	for j := r.gen; j < g; j++ {
 		k, next := deriveRatchetStep(r.s, secret, j)
@@ -287,23 +425,48 @@ func (r *hashRatchet) lookup(g uint32, limits secretTreeLimits) (ratchetKey, fun
 			clear(secret)
 		}
 		secret, owned = next, true
-		pending = append(pending, k)
+		st.skip = append(st.skip, k)
 	}
 	k, next := deriveRatchetStep(r.s, secret, g)
 	if owned {
 		clear(secret)
 	}
-	commit := func() {
-		keep := len(pending)
-		if keep > limits.MaxRetainedKeys {
-			keep = limits.MaxRetainedKeys
-		}
-		for _, p := range pending[len(pending)-keep:] {
-			r.addSkipped(p, limits.MaxRetainedKeys)
-		}
-		r.advanceTo(next, g+1)
+	st.key, st.next = k, next
+	return k, st, nil
+}
+
+// apply consumes generation g: a retained key is deleted; otherwise the
+// ratchet moves past g, keeping at most MaxRetainedKeys of the skipped
+// keys, and the skipped keys beyond that cap are wiped (§9.2).
+func (st *ratchetStep) apply() {
+	r := st.r
+	if st.stored {
+		r.dropSkipped(st.g)
+		return
 	}
-	return k, commit, nil
+	keep := min(len(st.skip), st.limits.MaxRetainedKeys)
+	for _, k := range st.skip[:len(st.skip)-keep] {
+		clear(k.key)
+		clear(k.nonce)
+	}
+	for _, k := range st.skip[len(st.skip)-keep:] {
+		r.addSkipped(k, st.limits.MaxRetainedKeys)
+	}
+	r.advanceTo(st.next, st.g+1)
+}
+
+// discard wipes what lookup derived for a message that was rejected.
+func (st *ratchetStep) discard() {
+	if st.stored {
+		return
+	}
+	for _, k := range st.skip {
+		clear(k.key)
+		clear(k.nonce)
+	}
+	clear(st.next)
+	clear(st.key.key)
+	clear(st.key.nonce)
 }
 
 func (r *hashRatchet) addSkipped(k ratchetKey, max int) {

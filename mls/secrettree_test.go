@@ -80,14 +80,14 @@ func TestSecretTreeSendAndReceive(t *testing.T) {
 	}
 	// Receive out of order: 3, 0, 4, then 0 again (a replay).
 	for _, g := range []uint32{3, 0, 4} {
-		k, commit, err := receiver.receiveKey(2, applicationRatchet, g)
+		k, pending, err := receiver.receiveKey(2, applicationRatchet, g)
 		if err != nil {
 			t.Fatalf("generation %d: %v", g, err)
 		}
 		if !bytes.Equal(k.key, sent[g].key) || !bytes.Equal(k.nonce, sent[g].nonce) {
 			t.Fatalf("generation %d: key mismatch", g)
 		}
-		commit()
+		pending.commit()
 	}
 	if _, _, err := receiver.receiveKey(2, applicationRatchet, 0); !errors.Is(err, errGenerationConsumed) {
 		t.Errorf("replayed generation: got %v", err)
@@ -117,11 +117,11 @@ func TestSecretTreeUncommittedLookup(t *testing.T) {
 	if r.gen != 0 || len(r.skipped) != 0 {
 		t.Fatalf("uncommitted lookup moved the ratchet to %d with %d skipped", r.gen, len(r.skipped))
 	}
-	k, commit, err := tree.receiveKey(1, applicationRatchet, 0)
+	k, pending, err := tree.receiveKey(1, applicationRatchet, 0)
 	if err != nil || k.generation != 0 {
 		t.Fatal(err)
 	}
-	commit()
+	pending.commit()
 	if r.gen != 1 {
 		t.Fatalf("ratchet at %d after committing generation 0", r.gen)
 	}
@@ -132,11 +132,11 @@ func TestSecretTreeLimits(t *testing.T) {
 	if _, _, err := tree.receiveKey(0, applicationRatchet, 11); !errors.Is(err, errGenerationTooFar) {
 		t.Fatalf("skip of 11: got %v", err)
 	}
-	_, commit, err := tree.receiveKey(0, applicationRatchet, 10)
+	_, pending, err := tree.receiveKey(0, applicationRatchet, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit()
+	pending.commit()
 	r, _ := tree.ratchet(0, applicationRatchet)
 	if len(r.skipped) != 3 || len(r.order) != 3 {
 		t.Fatalf("%d skipped keys kept, want 3", len(r.skipped))
@@ -148,11 +148,11 @@ func TestSecretTreeLimits(t *testing.T) {
 			t.Errorf("generation %d: got %v", g, err)
 		}
 	}
-	_, commit, err = tree.receiveKey(0, applicationRatchet, 8)
+	_, pending, err = tree.receiveKey(0, applicationRatchet, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit()
+	pending.commit()
 	if _, ok := r.skipped[8]; ok || len(r.order) != 2 {
 		t.Error("used skipped key not deleted")
 	}
@@ -200,18 +200,18 @@ func TestSecretTreeWipes(t *testing.T) {
 		t.Error("ratchet secret not wiped when the ratchet moved on")
 	}
 	// Receiving: a skipped key is wiped when used.
-	_, commit, err := tree.receiveKey(2, handshakeRatchet, 3)
+	_, pending, err := tree.receiveKey(2, handshakeRatchet, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit()
+	pending.commit()
 	h, _ := tree.ratchet(2, handshakeRatchet)
 	kept := h.skipped[1]
-	_, commit, err = tree.receiveKey(2, handshakeRatchet, 1)
+	_, pending, err = tree.receiveKey(2, handshakeRatchet, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit()
+	pending.commit()
 	if !zero(kept.key) || !zero(kept.nonce) {
 		t.Error("used skipped key not wiped")
 	}

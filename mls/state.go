@@ -117,6 +117,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 		return nil, fmt.Errorf("mls: unsupported group state version %d", v)
 	}
 	p := newParser(data[1:])
+	v1 := data[0] == stateVersionV1
 	var cs uint16
 	if !p.u16(&cs) {
 		return nil, errState
@@ -135,7 +136,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 		return nil, errState
 	}
 	g.own, g.removed = leafIndex(own), removed == 1
-	if g.cur, err = unmarshalEpochKeys(p, s, &c, false); err != nil {
+	if g.cur, err = unmarshalEpochKeys(p, s, &c, false, v1); err != nil {
 		return nil, err
 	}
 	if g.keys, err = unmarshalEpochSecrets(p, s); err != nil {
@@ -169,7 +170,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 		return nil, errState
 	}
 	ok = p.vecList(func(p *parser) bool {
-		e, err := unmarshalEpochKeys(p, s, &c, true)
+		e, err := unmarshalEpochKeys(p, s, &c, true, v1)
 		if err != nil {
 			return false
 		}
@@ -394,8 +395,9 @@ func sendersOnlyTree(t *ratchetTree) []byte {
 }
 
 // unmarshalEpochKeys reads an epoch written by marshalEpochKeys, or by
-// marshalPastEpochKeys when past is set.
-func unmarshalEpochKeys(p *parser, s suite, c *Config, past bool) (*epochKeys, error) {
+// marshalPastEpochKeys when past is set. A past epoch holds no handshake
+// ratchets; version 1 states still had them, and they are wiped.
+func unmarshalEpochKeys(p *parser, s suite, c *Config, past, v1 bool) (*epochKeys, error) {
 	ctx := new(GroupContext)
 	var treeData, sds, mk []byte
 	if !ctx.unmarshal(p) || !p.vec(&treeData) || !p.vec(&sds) || !p.vec(&mk) {
@@ -424,6 +426,14 @@ func unmarshalEpochKeys(p *parser, s suite, c *Config, past bool) (*epochKeys, e
 	// widened.
 	if st.nLeaves != tree.size() && !(past && st.nLeaves > tree.size()) {
 		return nil, errState
+	}
+	if past {
+		for _, lr := range st.leaves {
+			if !v1 && (lr.handshake.secret != nil || len(lr.handshake.order) > 0) {
+				return nil, errState
+			}
+		}
+		st.keepApplicationOnly()
 	}
 	return &epochKeys{ctx: ctx, tree: tree, prot: &epochProtection{
 		s:                s,

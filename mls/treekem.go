@@ -45,6 +45,30 @@ func (p *privateTree) clone() *privateTree {
 	return &privateTree{self: p.self, keys: maps.Clone(p.keys)}
 }
 
+// wipeReplaced zeroes the private keys of p that next does not hold, once
+// next has taken p's place as the member's private state: the keys of
+// nodes that were blanked or got new keys (§7.4, §9.2: a replaced key must
+// not outlive its use). Keys that next shares with p are kept.
+func (p *privateTree) wipeReplaced(next *privateTree) {
+	for x, k := range p.keys {
+		if next != nil {
+			if nk, ok := next.keys[x]; ok && bytes.Equal(nk.priv, k.priv) {
+				continue
+			}
+		}
+		clear(k.priv)
+	}
+}
+
+// setPrivate makes next the member's private keys and wipes the old keys
+// it no longer holds.
+func (g *Group) setPrivate(next *privateTree) {
+	if g.priv != nil && g.priv != next {
+		g.priv.wipeReplaced(next)
+	}
+	g.priv = next
+}
+
 // keyFor returns the private key for node x if p knows the key that t holds
 // at x.
 func (p *privateTree) keyFor(t *ratchetTree, x nodeIndex) ([]byte, bool) {

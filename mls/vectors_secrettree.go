@@ -55,7 +55,7 @@ func checkSecretTree(data []byte, r *vectorRun) error {
 						{handshakeRatchet, "handshake", g.HandshakeKey, g.HandshakeNonce},
 						{applicationRatchet, "application", g.ApplicationKey, g.ApplicationNonce},
 					} {
-						k, commit, err := t.receiveKey(uint32(leaf), rt.typ, g.Generation)
+						k, pending, err := t.receiveKey(uint32(leaf), rt.typ, g.Generation)
 						if err != nil {
 							return fmt.Errorf("leaf %d %s generation %d: %w", leaf, rt.name, g.Generation, err)
 						}
@@ -66,7 +66,7 @@ func checkSecretTree(data []byte, r *vectorRun) error {
 						if err := expectEqual(what+" nonce", k.nonce, rt.nonce); err != nil {
 							return err
 						}
-						commit()
+						pending.commit()
 					}
 				}
 			}

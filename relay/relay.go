@@ -166,9 +166,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("relay: negative limit in Config")
 	}
 	if cfg.Members == nil && !cfg.OpenChannels {
-		// Until every embedder passes a MembershipSource, a relay
-		// without one keeps the seeds' open channels.
-		cfg.OpenChannels = true
+		return nil, errors.New("relay: Config.Members is required (the directory, NewHTTPMembers or a MemberSet), unless OpenChannels")
 	}
 	if cfg.MembersPoll == 0 {
 		cfg.MembersPoll = DefaultMembersPoll

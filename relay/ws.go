@@ -315,7 +315,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 			c.refuseUnauthenticated()
 			return false
 		}
-		c.fail("bad_frame", "frame is not a JSON object with string fields")
+		c.fail("bad_frame", "frame is not a JSON object of string fields, each key once and spelled exactly")
 		return true
 	}
 	typ := string(f.Type)
