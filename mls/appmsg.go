@@ -22,9 +22,10 @@ func (g *Group) Protect(data, authenticatedData []byte) ([]byte, error) {
 		return nil, fmt.Errorf("mls: application message longer than %d bytes", maxVectorLen)
 	}
 	// Section 12.4: a member that has seen proposals in the epoch must
-	// commit them before sending application data.
+	// commit them before sending application data. It always can: a
+	// Commit leaves out the pending proposals that are not valid.
 	if len(g.proposals) > 0 {
-		return nil, fmt.Errorf("%w: proposals must be committed before sending", ErrInvalidProposal)
+		return nil, fmt.Errorf("%w (%d)", ErrPendingProposals, len(g.proposals))
 	}
 	fc := &FramedContent{
 		GroupID:           g.cur.ctx.GroupID,

@@ -14,9 +14,10 @@ import (
 // ([Group.ConfirmCommit]), or stays where it is when the Commit was
 // rejected ([Group.DiscardCommit]).
 
-// CommitOptions says what a Commit changes. Proposals received in the
-// current epoch are always included by reference, except those that are
-// invalid for this committer (its own Updates).
+// CommitOptions says what a Commit changes and how it is sent. The
+// proposals cached in the current epoch are included by reference as long
+// as they are valid and fit with the rest (Section 12.4); those left out
+// are listed in [CommitResult.Dropped].
 type CommitOptions struct {
 	// Add lists KeyPackages (MLSMessage or bare encoding) of members to
 	// add.
@@ -32,7 +33,34 @@ type CommitOptions struct {
 	// (Section 12.4). By default every Commit carries a path, which gives
 	// post-compromise security for the committer.
 	OmitPath bool
+
+	// WireFormat is how this Commit is sent: WireFormatPublicMessage or
+	// WireFormatPrivateMessage. Zero means the group's default,
+	// [Config.PublicHandshake].
+	WireFormat WireFormat
+	// Tree says whether the Welcome of this Commit carries the ratchet
+	// tree (Section 12.4.3.3). TreeDefault means the group's default,
+	// [Config.OutOfBandTree].
+	Tree TreeDelivery
+
+	// testOnlyLeaf, when set, is the template of the committer's new leaf
+	// in the UpdatePath (tests build hostile Commits with it).
+	testOnlyLeaf *LeafNode
 }
+
+// TreeDelivery says how the members a Commit adds get the ratchet tree.
+type TreeDelivery uint8
+
+const (
+	// TreeDefault follows [Config.OutOfBandTree].
+	TreeDefault TreeDelivery = iota
+	// TreeInBand puts the tree in the Welcome's GroupInfo, in the
+	// ratchet_tree extension.
+	TreeInBand
+	// TreeOutOfBand leaves the tree out; joiners pass it to [Join] in
+	// [JoinOptions.RatchetTree] (from [Group.RatchetTree]).
+	TreeOutOfBand
+)
 
 // CommitResult is a created Commit.
 type CommitResult struct {
@@ -41,6 +69,21 @@ type CommitResult struct {
 	// Welcome is the MLSMessage for the added members, nil when the
 	// Commit adds nobody.
 	Welcome []byte
+	// Dropped lists the proposals pending in the epoch that the Commit
+	// leaves out, with the reason for each. They stay pending (see
+	// [Group.PendingProposals]) until the epoch ends.
+	Dropped []DroppedProposal
+}
+
+// DroppedProposal is a pending proposal that a Commit left out.
+type DroppedProposal struct {
+	// Ref is the proposal's ProposalRef (Section 5.2).
+	Ref    []byte
+	Type   ProposalType
+	Sender Sender
+	// Err says why: the proposal is invalid (Section 12.1), breaks the
+	// proposal list (Section 12.2), or was superseded.
+	Err error
 }
 
 // pendingCommit is the state the group moves to when its Commit is
@@ -71,53 +114,82 @@ func (g *Group) SelfUpdate() (*CommitResult, error) {
 	return g.Commit(CommitOptions{})
 }
 
-// Commit creates a Commit covering the pending proposals and those in
-// opts. The group does not change until [Group.ConfirmCommit].
+// Commit creates a Commit covering the proposals in opts and the pending
+// proposals that fit with them. The group does not change until
+// [Group.ConfirmCommit].
+//
+// The proposals of opts must be valid: when one is not, Commit fails.
+// A pending proposal never makes it fail: one that is invalid, or that
+// conflicts with opts or with a proposal chosen before it, is left out
+// and reported in [CommitResult.Dropped].
 func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 	if err := g.checkCanSend(); err != nil {
 		return nil, err
 	}
-	committer := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}
-	var props []committedProposal
-	var por []ProposalOrRef
-	// Section 12.4: include the proposals received in this epoch, except
-	// those that would make the list invalid (Section 12.2): the
-	// committer's own Updates, its removal, and further Updates or Removes
-	// of a leaf already covered, where a Remove wins over an Update.
-	touched := make(map[uint32]bool)
-	for _, r := range opts.Remove {
-		touched[r] = true
+	wf, err := opts.wireFormat(&g.cfg)
+	if err != nil {
+		return nil, err
 	}
-	lastUpdate := make(map[uint32]int) // the most recent Update of each leaf wins
-	for i, cp := range g.proposals {
-		if cp.proposal.ProposalType == ProposalTypeUpdate {
-			lastUpdate[cp.sender.LeafIndex] = i
+	inline, err := g.inlineProposals(&opts)
+	if err != nil {
+		return nil, err
+	}
+	props, dropped, err := g.chooseProposals(inline, true)
+	if err != nil {
+		return nil, err
+	}
+	res, err := g.createCommit(props, &opts, wf)
+	if err != nil && len(props) > len(inline) {
+		// Every pending proposal that was chosen passed the checks of
+		// Sections 12.1 and 12.2, so this should not happen; but a Commit
+		// includes pending proposals only "as long as this results in a
+		// valid proposal list" (Section 12.4), so when the Commit cannot
+		// be made with them it is made without them.
+		reason := fmt.Errorf("%w: the commit cannot be made with it: %v", ErrInvalidProposal, err)
+		props, _, _ = g.chooseProposals(inline, false)
+		if res, err = g.createCommit(props, &opts, wf); err != nil {
+			return nil, err
+		}
+		dropped = dropped[:0]
+		for _, cp := range g.proposals {
+			dropped = append(dropped, droppedProposal(&cp, reason))
 		}
 	}
-	for pass := range 2 {
-		for i, cp := range g.proposals {
-			isRemove := cp.proposal.ProposalType == ProposalTypeRemove
-			if (pass == 0) != isRemove {
-				continue
-			}
-			switch cp.proposal.ProposalType {
-			case ProposalTypeRemove:
-				l := cp.proposal.Remove.Removed
-				if l == uint32(g.own) || touched[l] || g.cur.tree.leafNode(leafIndex(l)) == nil {
-					continue
-				}
-				touched[l] = true
-			case ProposalTypeUpdate:
-				l := cp.sender.LeafIndex
-				if cp.sender == committer || touched[l] || lastUpdate[l] != i {
-					continue
-				}
-				touched[l] = true
-			}
-			props = append(props, committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref})
-			por = append(por, ProposalOrRef{Type: ProposalOrRefTypeReference, Reference: cp.ref})
-		}
+	if err != nil {
+		return nil, err
 	}
+	res.Dropped = dropped
+	return res, nil
+}
+
+func (o *CommitOptions) wireFormat(c *Config) (WireFormat, error) {
+	switch o.WireFormat {
+	case 0:
+		if c.PublicHandshake {
+			return WireFormatPublicMessage, nil
+		}
+		return WireFormatPrivateMessage, nil
+	case WireFormatPublicMessage, WireFormatPrivateMessage:
+		return o.WireFormat, nil
+	}
+	return 0, fmt.Errorf("mls: a commit cannot be sent with wire format %d", o.WireFormat)
+}
+
+func (o *CommitOptions) treeInBand(c *Config) (bool, error) {
+	switch o.Tree {
+	case TreeDefault:
+		return !c.OutOfBandTree, nil
+	case TreeInBand:
+		return true, nil
+	case TreeOutOfBand:
+		return false, nil
+	}
+	return false, fmt.Errorf("mls: unknown tree delivery %d", o.Tree)
+}
+
+// inlineProposals returns the proposals that opts asks for, to be sent by
+// value.
+func (g *Group) inlineProposals(opts *CommitOptions) ([]Proposal, error) {
 	var inline []Proposal
 	if opts.Extensions != nil {
 		inline = append(inline, Proposal{ProposalType: ProposalTypeGroupContextExtensions,
@@ -149,12 +221,92 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 		inline = append(inline, Proposal{ProposalType: ProposalTypePSK, PreSharedKey: &PreSharedKey{
 			PSK: PreSharedKeyID{PSKType: PSKTypeExternal, PSKID: bytes.Clone(id), PSKNonce: nonce}}})
 	}
-	for _, p := range inline {
-		props = append(props, committedProposal{proposal: p, sender: committer})
-		por = append(por, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: p})
+	return inline, nil
+}
+
+// chooseProposals builds the proposal list of an own Commit (Section
+// 12.4): the inline proposals, which must all be valid, and, when
+// withPending is set, the pending proposals that fit, offered in the
+// order of Section 12.2's preferences: Removes before Updates of the same
+// leaf, the most recent Update of a leaf before earlier ones, and the
+// proposals that came by reference after the committer's own. It returns
+// the list and the pending proposals left out.
+func (g *Group) chooseProposals(inline []Proposal, withPending bool) ([]committedProposal, []DroppedProposal, error) {
+	committer := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}
+	own := make([]committedProposal, len(inline))
+	for i, p := range inline {
+		own[i] = committedProposal{proposal: p, sender: committer}
 	}
-	if err := g.validateProposals(props, committer, false); err != nil {
+	if err := g.verifyAddSignatures(own); err != nil {
+		return nil, nil, err
+	}
+	l := g.newProposalList(committer, false)
+	l.creating = true
+	var dropped []DroppedProposal
+	// The pending proposals in the order they are offered: as received,
+	// but Updates from the newest, so that the most recent Update of a
+	// leaf that fits wins it and the earlier ones then conflict with it.
+	var order []*cachedProposal
+	if withPending {
+		order = make([]*cachedProposal, 0, len(g.proposals))
+		for i := range g.proposals {
+			if g.proposals[i].proposal.ProposalType != ProposalTypeUpdate {
+				order = append(order, &g.proposals[i])
+			}
+		}
+		for i := len(g.proposals) - 1; i >= 0; i-- {
+			if g.proposals[i].proposal.ProposalType == ProposalTypeUpdate {
+				order = append(order, &g.proposals[i])
+			}
+		}
+	}
+	for phase := range 3 {
+		for _, p := range own {
+			if validatePhase(p.proposal.ProposalType) != phase {
+				continue
+			}
+			if err := l.add(p); err != nil {
+				return nil, nil, err
+			}
+		}
+		for _, cp := range order {
+			if validatePhase(cp.proposal.ProposalType) != phase {
+				continue
+			}
+			if cp.proposal.ProposalType == ProposalTypeUpdate && cp.sender == committer {
+				// Section 12.2: the committer's own Updates are replaced by
+				// its UpdatePath.
+				dropped = append(dropped, droppedProposal(cp, invalidProposal("update by the committer, superseded by its commit")))
+				continue
+			}
+			err := l.add(committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref})
+			if err != nil {
+				dropped = append(dropped, droppedProposal(cp, err))
+			}
+		}
+	}
+	return l.props, dropped, nil
+}
+
+func droppedProposal(cp *cachedProposal, err error) DroppedProposal {
+	return DroppedProposal{Ref: bytes.Clone(cp.ref), Type: cp.proposal.ProposalType, Sender: cp.sender, Err: err}
+}
+
+// createCommit creates the Commit of a validated proposal list (Section
+// 12.4.1) and makes it pending.
+func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf WireFormat) (*CommitResult, error) {
+	inBand, err := opts.treeInBand(&g.cfg)
+	if err != nil {
 		return nil, err
+	}
+	committer := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}
+	por := make([]ProposalOrRef, len(props))
+	for i, p := range props {
+		if p.byRef {
+			por[i] = ProposalOrRef{Type: ProposalOrRefTypeReference, Reference: p.ref}
+		} else {
+			por[i] = ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: p.proposal}
+		}
 	}
 
 	// Section 12.3: apply the proposals to copies of the tree and context.
@@ -180,7 +332,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 	var path *updatePathResult
 	if pathRequired(props) || !opts.OmitPath {
 		oldConfirmed := g.cur.ctx.ConfirmedTranscriptHash
-		path, err = tree.generateUpdatePath(g.priv, nil, g.sigPriv, ctx.GroupID, eff.added, func(treeHash []byte) ([]byte, error) {
+		path, err = tree.generateUpdatePath(g.priv, opts.testOnlyLeaf, g.sigPriv, ctx.GroupID, eff.added, func(treeHash []byte) ([]byte, error) {
 			pc := ctx
 			pc.TreeHash = treeHash
 			pc.ConfirmedTranscriptHash = oldConfirmed
@@ -204,7 +356,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 		ContentType: ContentTypeCommit,
 		Commit:      commit,
 	}
-	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
+	ac, err := g.signContent(wf, fc, g.cur.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +395,7 @@ func (g *Group) Commit(opts CommitOptions) (*CommitResult, error) {
 	}
 	res := &CommitResult{Commit: msg}
 	if len(eff.added) > 0 {
-		res.Welcome, err = g.makeWelcome(&ctx, tree, keys, confTag, joinerSecret, welcomeSecret, eff, path)
+		res.Welcome, err = g.makeWelcome(&ctx, tree, keys, confTag, joinerSecret, welcomeSecret, eff, path, inBand)
 		if err != nil {
 			return nil, err
 		}
@@ -287,8 +439,8 @@ func (g *Group) HasPendingCommit() bool { return g.pending != nil }
 
 // makeWelcome builds the Welcome for the members added by a Commit
 // (Section 12.4.3.1).
-func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag, joinerSecret, welcomeSecret []byte, eff *proposalEffects, path *updatePathResult) ([]byte, error) {
-	gi, err := g.makeGroupInfo(ctx, tree, keys, confTag, false)
+func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag, joinerSecret, welcomeSecret []byte, eff *proposalEffects, path *updatePathResult, inBand bool) ([]byte, error) {
+	gi, err := g.makeGroupInfo(ctx, tree, keys, confTag, inBand, false)
 	if err != nil {
 		return nil, err
 	}
@@ -317,11 +469,11 @@ func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSec
 }
 
 // makeGroupInfo builds and signs the GroupInfo of an epoch (Section
-// 12.4.3), with the ratchet_tree extension unless the tree goes out of
-// band, and with external_pub when external is set.
-func (g *Group) makeGroupInfo(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag []byte, external bool) (*GroupInfo, error) {
+// 12.4.3), with the ratchet_tree extension when inBand is set, and with
+// external_pub when external is set.
+func (g *Group) makeGroupInfo(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag []byte, inBand, external bool) (*GroupInfo, error) {
 	gi := &GroupInfo{GroupContext: *ctx, ConfirmationTag: confTag, Signer: uint32(g.own)}
-	if !g.cfg.OutOfBandTree {
+	if inBand {
 		gi.Extensions = append(gi.Extensions, Extension{ExtensionType: ExtensionTypeRatchetTree, ExtensionData: tree.encode()})
 	}
 	if external {
@@ -341,7 +493,7 @@ func (g *Group) makeGroupInfo(ctx *GroupContext, tree *ratchetTree, keys *epochS
 // with the external_pub extension, which lets a new member join by
 // external Commit (Section 12.4.3.2).
 func (g *Group) GroupInfo() ([]byte, error) {
-	gi, err := g.makeGroupInfo(g.cur.ctx, g.cur.tree, g.keys, g.confTag, true)
+	gi, err := g.makeGroupInfo(g.cur.ctx, g.cur.tree, g.keys, g.confTag, !g.cfg.OutOfBandTree, true)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,9 @@ type Received struct {
 	AuthenticatedData []byte
 	// Removed is set when a Commit removed this member.
 	Removed bool
+	// ProposalRef is the ProposalRef of a KindProposal (Section 5.2), as
+	// listed by [Group.PendingProposals].
+	ProposalRef []byte
 }
 
 // Process handles one incoming MLSMessage carrying a PublicMessage or a
@@ -123,8 +126,13 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		if err := g.validateSingleProposal(fc.Proposal, fc.Sender); err != nil {
 			return nil, err
 		}
+		if fc.Sender.SenderType != SenderTypeMember {
+			if err := g.checkExternalProposal(fc.Proposal, fc.Sender); err != nil {
+				return nil, err
+			}
+		}
 		rec.Kind = KindProposal
-		g.cacheProposal(ac, nil)
+		rec.ProposalRef = bytes.Clone(g.cacheProposal(ac, nil))
 		return rec, nil
 	case ContentTypeCommit:
 		rec.Kind = KindCommit
@@ -227,17 +235,32 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if (pathRequired(props) || external) && c.Path == nil {
 		return 0, fmt.Errorf("%w: path required", ErrInvalidCommit)
 	}
+	var resync bool
+	var replaced leafIndex
 	if external {
 		// Section 12.2: the one Remove an external Commit may hold removes
-		// an old appearance of the joiner, so the new leaf must name the
-		// same client as the removed one.
+		// an old appearance of the joiner, so the new leaf must meet the
+		// criteria of an Update of the removed leaf: the same credential,
+		// or an allowed successor (Section 5.3.1).
 		for _, p := range props {
 			if p.proposal.ProposalType != ProposalTypeRemove {
 				continue
 			}
-			old := g.cur.tree.leafNode(leafIndex(p.proposal.Remove.Removed))
-			if old == nil || !sameClient(&old.Credential, &c.Path.LeafNode.Credential) {
-				return 0, fmt.Errorf("%w: external commit removes another client", ErrInvalidProposal)
+			replaced, resync = leafIndex(p.proposal.Remove.Removed), true
+			old := g.cur.tree.leafNode(replaced)
+			if old == nil {
+				return 0, fmt.Errorf("%w: external commit removes a blank leaf", ErrInvalidProposal)
+			}
+			if err := g.cfg.checkSuccessor(&old.Credential, &c.Path.LeafNode.Credential); err != nil {
+				return 0, fmt.Errorf("%w: external commit removes another client: %w", ErrInvalidProposal, err)
+			}
+		}
+	} else if c.Path != nil {
+		// Section 5.3.1: a committer's new leaf keeps its credential, or
+		// presents an allowed successor.
+		if old := g.cur.tree.leafNode(leafIndex(fc.Sender.LeafIndex)); old != nil {
+			if err := g.cfg.checkSuccessor(&old.Credential, &c.Path.LeafNode.Credential); err != nil {
+				return 0, err
 			}
 		}
 	}
@@ -292,6 +315,13 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 		if err := g.validateLeafNode(&c.Path.LeafNode, committer, ctx.Extensions, false); err != nil {
 			return 0, err
 		}
+		// One credential, one leaf: a joiner's credential, or one that a
+		// member's leaf changed to, is nowhere else in the tree.
+		if external || !sameCredential(&g.cur.tree.leafNode(committer).Credential, &c.Path.LeafNode.Credential) {
+			if err := checkCredentialUnique(tree, committer, &c.Path.LeafNode.Credential); err != nil {
+				return 0, err
+			}
+		}
 		if !external {
 			if old := g.cur.tree.leafNode(committer); old != nil && bytes.Equal(old.EncryptionKey, c.Path.LeafNode.EncryptionKey) {
 				return 0, fmt.Errorf("%w: committer kept its encryption key", ErrInvalidCommit)
@@ -324,6 +354,13 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	ctx.ConfirmedTranscriptHash = confirmed
 
 	if eff.removedSelf {
+		if external {
+			// A removed member cannot check the confirmation tag, so the
+			// policy decides on what it has.
+			if err := g.checkExternalCommit(tree, committer, replaced, resync); err != nil {
+				return 0, err
+			}
+		}
 		// We cannot follow into the new epoch. Section 12.4.2: the
 		// member keeps its old state only to read late messages.
 		g.removed = true
@@ -339,6 +376,14 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if !keys.verifyConfirmationTag(confirmed, ac.Auth.ConfirmationTag) {
 		keys.wipe()
 		return 0, ErrInvalidConfirmationTag
+	}
+	if external {
+		// Section 12.4.3.2: whether members accept an external Commit is
+		// the application's decision; it sees only authentic ones.
+		if err := g.checkExternalCommit(tree, committer, replaced, resync); err != nil {
+			keys.wipe()
+			return 0, err
+		}
 	}
 	g.DiscardCommit()
 	prunePrivate(priv, tree)

@@ -22,4 +22,39 @@
 //
 // Secrets, MACs and tags are compared in constant time with
 // [crypto/hmac.Equal] or [crypto/subtle]. Nothing in this package logs.
+//
+// # Messages from outside the group
+//
+// Nothing from outside a group acts on it unless the application says so.
+// Proposals from new_member_proposal and external senders, and external
+// Commits, go to [Config.ExternalPolicy] once they have passed the checks
+// of RFC 9420; without a policy they are all refused with
+// [ErrRefusedByPolicy], and a refused message changes nothing.
+//
+// # Proposals and Commits
+//
+// Proposals are checked on their own when they arrive (Section 12.1) and
+// cached for the epoch; [Group.PendingProposals] lists them and
+// [Group.DiscardProposals] drops them. Until a Commit ends the epoch,
+// [Group.Protect] refuses to send, with [ErrPendingProposals] (Section
+// 12.4). A member can always commit: [Group.Commit] includes the pending
+// proposals that are valid and fit together with those it asks for, in
+// the order of preference of Section 12.2, and leaves out the rest,
+// listing them with the reason in [CommitResult.Dropped]. So no proposal
+// a peer can send stops a member from committing, and from sending after.
+// [CommitOptions] also chooses, per Commit, between PublicMessage and
+// PrivateMessage and whether the Welcome carries the ratchet tree; the
+// defaults are the group's [Config.PublicHandshake] and
+// [Config.OutOfBandTree].
+//
+// # Credentials
+//
+// One credential, one leaf, for life: an Add of a credential already in
+// the group (compared by its whole encoding) is refused unless the same
+// Commit removes the leaf that holds it, and an Update, an UpdatePath or a
+// resync external Commit must keep the leaf's credential unless
+// [Config.ValidateSuccessor] allows the new one. [Config.ValidateCredential]
+// is the Authentication Service of Section 5.3.1: it sees every credential
+// that enters the group, with its leaf's signature key. Refusals carry
+// [ErrInvalidCredential].
 package mls

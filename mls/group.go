@@ -130,6 +130,37 @@ type Config struct {
 	// SkipLifetimeCheck disables the lifetime check on received leaf nodes.
 	// Lifetimes of KeyPackages this member adds are always checked.
 	SkipLifetimeCheck bool
+
+	// ExternalPolicy decides on everything that comes from outside the
+	// group: proposals from new_member_proposal and external senders
+	// (Section 12.1.8) and external Commits (Section 12.4.3.2). It is
+	// called once the message has passed every check of the RFC, and
+	// returns nil to admit it; a refused message fails with
+	// [ErrRefusedByPolicy] (wrapping the returned error) and changes
+	// nothing. A proposal is decided on when it is received: only admitted
+	// ones are cached, so only they can be committed. When nil, nothing
+	// from outside the group is admitted.
+	ExternalPolicy func(ExternalRequest) error
+
+	// ValidateCredential is the application's Authentication Service
+	// (Section 5.3.1): it reports whether cred legitimately belongs to the
+	// holder of signatureKey. It is called for every leaf that enters the
+	// group or changes: the KeyPackage of an Add, the leaf of an Update,
+	// the leaf of a Commit's UpdatePath (external Commits included), and
+	// every leaf of the tree a member joins with, and for every entry of an
+	// external_senders extension that a GroupContextExtensions proposal
+	// sets. An error refuses the leaf, with [ErrInvalidCredential]. When
+	// nil, every credential is accepted: the application must then
+	// authenticate members some other way.
+	ValidateCredential func(cred Credential, signatureKey []byte) error
+
+	// ValidateSuccessor decides whether a member may replace its leaf's
+	// credential old with next, in an Update, in its Commit's UpdatePath,
+	// or in an external Commit that replaces its leaf (Section 5.3.1: the
+	// new credential must be "valid as a successor"). It is called only
+	// when the two differ, after ValidateCredential has accepted next.
+	// When nil, a leaf keeps its credential for life.
+	ValidateSuccessor func(old, next Credential) error
 }
 
 func (c *Config) withDefaults() Config {
@@ -207,6 +238,9 @@ type Group struct {
 	// creds caches the credential summary of credsTree.
 	creds     *credentialSummary
 	credsTree *ratchetTree
+	// index caches the member index of indexTree (proposallist.go).
+	index     *memberIndex
+	indexTree *ratchetTree
 }
 
 type resumptionPSK struct {

@@ -236,7 +236,7 @@ func TestStateRoundTrip(t *testing.T) {
 func TestExternalJoin(t *testing.T) {
 	for _, oob := range []bool{false, true} {
 		t.Run(fmt.Sprintf("oob=%v", oob), func(t *testing.T) {
-			tg, alice, _ := twoMembers(t, &Config{OutOfBandTree: oob})
+			tg, alice, _ := twoMembers(t, &Config{OutOfBandTree: oob, ExternalPolicy: admitExternal})
 			gi, err := alice.GroupInfo()
 			if err != nil {
 				t.Fatal(err)
@@ -448,7 +448,7 @@ func TestPadding(t *testing.T) {
 }
 
 func TestExternalSenderProposal(t *testing.T) {
-	tg, alice, _ := twoMembers(t, nil)
+	tg, alice, _ := twoMembers(t, &Config{ExternalPolicy: admitExternal})
 	tg.add("did:key:alice", "did:key:carol")
 	// The group lists an external sender (a server that may remove members).
 	extPriv, err := GenerateSignatureKey(testSuite)

@@ -146,13 +146,16 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 			continue
 		}
 		if err := g.checkLeafCompat(ln, ctx.Extensions); err != nil {
-			return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
+			return nil, nil, fmt.Errorf("%w: leaf %d: %w", ErrInvalidWelcome, l, err)
 		}
 		if ln.LeafNodeSource == LeafNodeSourceKeyPackage && !c.SkipLifetimeCheck {
 			if err := checkLifetime(ln, &c); err != nil {
 				return nil, nil, fmt.Errorf("%w: leaf %d: %v", ErrInvalidWelcome, l, err)
 			}
 		}
+	}
+	if err := checkTreeCredentials(tree); err != nil {
+		return nil, nil, err
 	}
 	g.cur = nil
 	return g, tree, nil

@@ -94,175 +94,6 @@ type proposalEffects struct {
 	updated      []leafIndex     // leaves replaced by Update proposals
 }
 
-// validateProposals checks a proposal list against Section 12.2 and each
-// proposal against Section 12.1, for a Commit by committer (a member, or
-// for an external Commit the joiner). It does not change anything.
-func (g *Group) validateProposals(props []committedProposal, committer Sender, external bool) error {
-	tree := g.cur.tree
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidProposal}, args...)...)
-	}
-	if external {
-		var inits, removes int
-		for _, p := range props {
-			if p.byRef {
-				return bad("external commit includes a proposal by reference")
-			}
-			switch p.proposal.ProposalType {
-			case ProposalTypeExternalInit:
-				inits++
-			case ProposalTypeRemove:
-				removes++
-			case ProposalTypePSK:
-			default:
-				return bad("external commit includes a %d proposal", p.proposal.ProposalType)
-			}
-		}
-		if inits != 1 || removes > 1 {
-			return bad("external commit needs one ExternalInit and at most one Remove")
-		}
-	}
-	// The KeyPackage signatures of a large Add list dominate the cost of
-	// validation; they are independent, so check them in parallel.
-	var adds []*KeyPackage
-	for i := range props {
-		if pr := &props[i].proposal; pr.ProposalType == ProposalTypeAdd && pr.Add != nil {
-			adds = append(adds, &pr.Add.KeyPackage)
-		}
-	}
-	err := parallelFor(len(adds), func(i int) error {
-		kp := adds[i]
-		if kp.Version != ProtocolVersionMLS10 || kp.CipherSuite != g.s.id() {
-			return fmt.Errorf("%w: key package version or cipher suite differs from the group's", ErrInvalidLeafNode)
-		}
-		if err := kp.verifySignatures(g.s); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidLeafNode, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	var memberKeys map[string]bool // signature keys in the tree, built on first Add
-	touched := make(map[leafIndex]bool)
-	addKeys := make(map[string]bool)
-	var pskIDs [][]byte
-	var gce, reinit int
-	removedSig := make(map[string]bool)
-	for _, p := range props {
-		if p.proposal.ProposalType == ProposalTypeRemove && p.proposal.Remove != nil {
-			if ln := tree.leafNode(leafIndex(p.proposal.Remove.Removed)); ln != nil {
-				removedSig[string(ln.SignatureKey)] = true
-			}
-		}
-	}
-	for _, p := range props {
-		pr := &p.proposal
-		// Proposals from non-members: only Add from new_member_proposal
-		// or external senders reach here; both are checked like any Add.
-		switch pr.ProposalType {
-		case ProposalTypeAdd:
-			if pr.Add == nil {
-				return bad("empty add")
-			}
-			kp := &pr.Add.KeyPackage
-			if err := g.validateKeyPackageContent(kp, false); err != nil {
-				return err
-			}
-			sk := string(kp.LeafNode.SignatureKey)
-			if addKeys[sk] {
-				return bad("two adds for the same client")
-			}
-			addKeys[sk] = true
-			if memberKeys == nil {
-				memberKeys = tree.signatureKeys()
-			}
-			if !removedSig[sk] && memberKeys[sk] {
-				return bad("add of a client already in the group")
-			}
-		case ProposalTypeUpdate:
-			if pr.Update == nil || p.sender.SenderType != SenderTypeMember {
-				return bad("update not sent by a member")
-			}
-			l := leafIndex(p.sender.LeafIndex)
-			if !external && committer.SenderType == SenderTypeMember && l == leafIndex(committer.LeafIndex) {
-				return bad("commit includes an update by the committer")
-			}
-			if touched[l] {
-				return bad("several updates or removes for leaf %d", l)
-			}
-			touched[l] = true
-			old := tree.leafNode(l)
-			if old == nil {
-				return bad("update from blank leaf %d", l)
-			}
-			ln := &pr.Update.LeafNode
-			if ln.LeafNodeSource != LeafNodeSourceUpdate {
-				return fmt.Errorf("%w: update leaf source is not update", ErrInvalidLeafNode)
-			}
-			if bytes.Equal(ln.EncryptionKey, old.EncryptionKey) {
-				return fmt.Errorf("%w: update keeps the encryption key", ErrInvalidLeafNode)
-			}
-			if err := g.validateLeafNode(ln, l, g.cur.ctx.Extensions, true); err != nil {
-				return err
-			}
-		case ProposalTypeRemove:
-			if pr.Remove == nil {
-				return bad("empty remove")
-			}
-			l := leafIndex(pr.Remove.Removed)
-			if tree.leafNode(l) == nil {
-				return bad("remove of blank leaf %d", l)
-			}
-			if !external && committer.SenderType == SenderTypeMember && l == leafIndex(committer.LeafIndex) {
-				return bad("commit removes the committer")
-			}
-			if touched[l] {
-				return bad("several updates or removes for leaf %d", l)
-			}
-			touched[l] = true
-		case ProposalTypePSK:
-			if pr.PreSharedKey == nil {
-				return bad("empty psk")
-			}
-			id := &pr.PreSharedKey.PSK
-			if len(id.PSKNonce) != g.s.hashLen() {
-				return bad("psk nonce has the wrong length")
-			}
-			if id.PSKType == PSKTypeResumption && id.Usage != ResumptionPSKUsageApplication {
-				return bad("resumption psk with usage %d in a commit", id.Usage)
-			}
-			enc := marshal(id)
-			for _, o := range pskIDs {
-				if bytes.Equal(o, enc) {
-					return bad("psk listed twice")
-				}
-			}
-			pskIDs = append(pskIDs, enc)
-		case ProposalTypeGroupContextExtensions:
-			gce++
-			if gce > 1 {
-				return bad("several group context extensions proposals")
-			}
-			if pr.GroupContextExtensions == nil || hasDuplicateExtensions(pr.GroupContextExtensions.Extensions) {
-				return bad("group context extensions with duplicates")
-			}
-		case ProposalTypeReInit:
-			reinit++
-		case ProposalTypeExternalInit:
-			if !external {
-				return bad("external init in a regular commit")
-			}
-		default:
-			return bad("unsupported proposal type %d", pr.ProposalType)
-		}
-	}
-	if reinit > 0 && len(props) != 1 {
-		return bad("reinit together with other proposals")
-	}
-	return nil
-}
-
 // applyProposals applies a validated proposal list to tree and ctx, which
 // must be copies the caller owns (Section 12.3). exts receives the
 // GroupContext extensions in effect (changed by a GroupContextExtensions
@@ -401,17 +232,6 @@ func checkLeafSupports(ln *LeafNode, exts []Extension) error {
 	return nil
 }
 
-// signatureKeys returns the set of the members' signature keys.
-func (t *ratchetTree) signatureKeys() map[string]bool {
-	keys := make(map[string]bool, t.memberCount())
-	for l := leafIndex(0); uint32(l) < t.size(); l++ {
-		if ln := t.leafNode(l); ln != nil {
-			keys[string(ln.SignatureKey)] = true
-		}
-	}
-	return keys
-}
-
 // parallelFor runs f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
 // returns the first error. Every goroutine it starts has finished when it
 // returns.
@@ -456,18 +276,15 @@ func parallelFor(n int, f func(i int) error) error {
 // is to be added to this group. own is true for KeyPackages this member
 // adds, whose lifetime is always checked (Section 7.3).
 func (g *Group) validateKeyPackage(kp *KeyPackage, own bool) error {
-	if kp.Version != ProtocolVersionMLS10 || kp.CipherSuite != g.s.id() {
-		return fmt.Errorf("%w: key package version or cipher suite differs from the group's", ErrInvalidLeafNode)
+	if err := g.verifyKeyPackage(kp); err != nil {
+		return err
 	}
-	if err := kp.verifySignatures(g.s); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidLeafNode, err)
-	}
-	return g.validateKeyPackageContent(kp, own)
+	return g.validateKeyPackageContent(kp, own, g.cur.ctx.Extensions)
 }
 
 // validateKeyPackageContent is validateKeyPackage without the version,
-// suite and signature checks.
-func (g *Group) validateKeyPackageContent(kp *KeyPackage, own bool) error {
+// suite and signature checks, for a group whose extensions will be exts.
+func (g *Group) validateKeyPackageContent(kp *KeyPackage, own bool, exts []Extension) error {
 	if bytes.Equal(kp.InitKey, kp.LeafNode.EncryptionKey) {
 		return fmt.Errorf("%w: init key equals the encryption key", ErrInvalidLeafNode)
 	}
@@ -476,7 +293,7 @@ func (g *Group) validateKeyPackageContent(kp *KeyPackage, own bool) error {
 			return err
 		}
 	}
-	return g.checkLeafCompat(&kp.LeafNode, g.cur.ctx.Extensions)
+	return g.checkLeafCompat(&kp.LeafNode, exts)
 }
 
 // checkLifetime checks the lifetime of a KeyPackage's leaf (Section 7.3):
@@ -512,11 +329,15 @@ func (g *Group) validateLeafNode(ln *LeafNode, l leafIndex, exts []Extension, up
 	return g.checkLeafCompat(ln, exts)
 }
 
-// checkLeafCompat checks that a leaf fits the group (Section 7.3): its
-// extensions are in its capabilities, it supports the group's extensions
-// and required capabilities, it supports the credential types in use, and
-// every member supports its credential type.
+// checkLeafCompat checks that a leaf fits the group (Section 7.3): the
+// application accepts its credential for its signature key (Section
+// 5.3.1), its extensions are in its capabilities, it supports the group's
+// extensions and required capabilities, it supports the credential types
+// in use, and every member supports its credential type.
 func (g *Group) checkLeafCompat(ln *LeafNode, exts []Extension) error {
+	if err := g.cfg.validateCredential(&ln.Credential, ln.SignatureKey); err != nil {
+		return err
+	}
 	for _, e := range ln.Extensions {
 		if !isDefaultExtension(e.ExtensionType) && !slices.Contains(ln.Capabilities.Extensions, e.ExtensionType) {
 			return fmt.Errorf("%w: leaf extension %d not in its capabilities", ErrInvalidLeafNode, e.ExtensionType)
@@ -648,23 +469,6 @@ func (g *Group) cacheProposal(ac *AuthenticatedContent, updatePriv []byte) []byt
 	return ref
 }
 
-// validateSingleProposal checks a received proposal on its own (Section
-// 12.1), before caching it. List rules are checked at commit time.
-func (g *Group) validateSingleProposal(p *Proposal, sender Sender) error {
-	switch p.ProposalType {
-	case ProposalTypeExternalInit:
-		return fmt.Errorf("%w: external init sent as a proposal", ErrInvalidProposal)
-	case ProposalTypeUpdate:
-		if sender.SenderType != SenderTypeMember {
-			return fmt.Errorf("%w: update from a non-member", ErrInvalidProposal)
-		}
-	}
-	if sender.SenderType == SenderTypeNewMemberProposal && p.ProposalType != ProposalTypeAdd {
-		return fmt.Errorf("%w: new member proposals must be adds", ErrInvalidProposal)
-	}
-	return g.validateProposals([]committedProposal{{proposal: *p, sender: sender}}, Sender{SenderType: SenderTypeExternal}, false)
-}
-
 // Proposal creation (Section 12.1).
 
 // ProposeAdd returns a proposal message to add the owner of keyPackage.
@@ -752,4 +556,61 @@ func (g *Group) sendProposal(p *Proposal, updatePriv []byte) ([]byte, error) {
 	}
 	g.cacheProposal(ac, updatePriv)
 	return msg, nil
+}
+
+// PendingProposal is a proposal received or sent in the current epoch
+// that no Commit has included yet.
+type PendingProposal struct {
+	// Ref is the proposal's ProposalRef (Section 5.2).
+	Ref      []byte
+	Sender   Sender
+	Proposal Proposal
+}
+
+// PendingProposals returns the proposals pending in the current epoch, in
+// the order they arrived. Until a Commit ends the epoch, [Group.Protect]
+// refuses to send (Section 12.4). A Commit by this member includes those
+// that are valid and fit together, and reports the others in
+// [CommitResult.Dropped].
+func (g *Group) PendingProposals() []PendingProposal {
+	out := make([]PendingProposal, len(g.proposals))
+	for i := range g.proposals {
+		cp := &g.proposals[i]
+		out[i] = PendingProposal{Ref: bytes.Clone(cp.ref), Sender: cp.sender}
+		// A deep copy, so that the caller cannot change the cache. (Every
+		// cached proposal was decoded or built to encode, so it decodes.)
+		if err := unmarshal(marshal(&cp.proposal), &out[i].Proposal); err != nil {
+			out[i].Proposal = Proposal{ProposalType: cp.proposal.ProposalType}
+		}
+	}
+	return out
+}
+
+// DiscardProposals drops the pending proposals with the given refs and
+// reports how many it dropped; unknown refs are ignored. This member then
+// holds them invalid, as Section 12.2 lets an application do with
+// proposals it does not authorize: a Commit from another member that
+// includes one of them is rejected.
+func (g *Group) DiscardProposals(refs ...[]byte) int {
+	n := 0
+	g.proposals = slices.DeleteFunc(g.proposals, func(cp cachedProposal) bool {
+		for _, r := range refs {
+			if bytes.Equal(cp.ref, r) {
+				clear(cp.updatePriv)
+				n++
+				return true
+			}
+		}
+		return false
+	})
+	return n
+}
+
+// ClearPendingProposals drops every pending proposal, as
+// [Group.DiscardProposals] does.
+func (g *Group) ClearPendingProposals() {
+	for i := range g.proposals {
+		clear(g.proposals[i].updatePriv)
+	}
+	g.proposals = nil
 }

@@ -260,7 +260,8 @@ func TestTokenExpiryClosesSocket(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
 		tr := startRelay(t, Config{NoSync: true})
 		c := dialWS(t, tr.URL, "/ws/"+chA)
-		c.auth(mintTTL(t, "alice", "", time.Now(), time.Second))
+		// exp has whole seconds: two seconds from now is more than one.
+		c.auth(mintTTL(t, "alice", "", time.Now(), 2*time.Second))
 		c.expectError("token_expired")
 		expectCloseReason(t, c, websocket.StatusPolicyViolation, "token expired")
 	})
@@ -326,10 +327,10 @@ func TestReauthenticationMovesTimer(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	first := time.Now()
-	c.auth(mintTTL(t, "alice", "", first, time.Second))
+	c.auth(mintTTL(t, "alice", "", first, 2*time.Second)) // exp within (first+1s, first+2s]
 	c.send(map[string]string{"type": "auth", "token": mint(t, "alice", "")})
 	c.expect(map[string]any{"type": "ok", "message": "reauthenticated"})
-	time.Sleep(time.Until(first.Add(1500 * time.Millisecond)))
+	time.Sleep(time.Until(first.Add(2500 * time.Millisecond)))
 	c.publishAck(chA, []byte("after the first exp"))
 }
 

@@ -1,0 +1,227 @@
+package mls
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// admitExternal is an ExternalPolicy that admits everything.
+func admitExternal(ExternalRequest) error { return nil }
+
+// strangerAdd returns the new_member_proposal Add (Section 12.1.8) with
+// which the owner of b asks to join the group that sent appMsg. A
+// stranger needs nothing but what every PrivateMessage shows in its
+// header: the group id and the epoch.
+func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
+	t.Helper()
+	var m MLSMessage
+	if err := unmarshal(appMsg, &m); err != nil || m.WireFormat != WireFormatPrivateMessage {
+		t.Fatalf("not a private message: %v", err)
+	}
+	fc := &FramedContent{
+		GroupID:     m.PrivateMessage.GroupID,
+		Epoch:       m.PrivateMessage.Epoch,
+		Sender:      Sender{SenderType: SenderTypeNewMemberProposal},
+		ContentType: ContentTypeProposal,
+		Proposal:    &Proposal{ProposalType: ProposalTypeAdd, Add: &Add{KeyPackage: b.kp}},
+	}
+	ac, err := signFramedContent(b.s, b.sigPriv, WireFormatPublicMessage, fc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+}
+
+// TestStrangerAddRefused is finding 1 of issue 9: a stranger's
+// new_member_proposal Add was cached, and the next plain SelfUpdate of a
+// member committed it. With no policy it is refused, changes nothing, and
+// the next Commit adds nobody.
+func TestStrangerAddRefused(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	hello, err := bob.Protect([]byte("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Process(hello); err != nil {
+		t.Fatal(err)
+	}
+	mallory := newTestBundle(t, "did:key:mallory")
+	prop := strangerAdd(t, hello, mallory)
+	for name, m := range tg.members {
+		before := fingerprint(t, m)
+		if _, err := m.Process(prop); !errors.Is(err, ErrRefusedByPolicy) {
+			t.Fatalf("%s: got %v, want ErrRefusedByPolicy", name, err)
+		}
+		expectUnchanged(t, m, before)
+	}
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Welcome != nil {
+		t.Fatal("a self update welcomes someone")
+	}
+	tg.fanOut("did:key:alice", res)
+	if _, ok := alice.MemberByIdentity("did:key:mallory"); ok {
+		t.Fatal("the stranger is a member")
+	}
+	tg.check()
+}
+
+// TestExternalPolicyAdmits checks that a policy sees who asks to join and
+// that what it admits is committed: an invited joiner's Add is cached and
+// included in the next Commit, and the joiner can join from the Welcome.
+func TestExternalPolicyAdmits(t *testing.T) {
+	var asked []string
+	cfg := &Config{ExternalPolicy: func(r ExternalRequest) error {
+		if r.Sender.SenderType != SenderTypeNewMemberProposal || r.Joiner == nil {
+			return errors.New("only add proposals")
+		}
+		asked = append(asked, r.Joiner.Identity)
+		if !strings.HasPrefix(r.Joiner.Identity, "did:key:invited") {
+			return errors.New("not invited")
+		}
+		return nil
+	}}
+	tg, alice, bob := twoMembers(t, cfg)
+	hello, err := bob.Protect([]byte("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Process(hello); err != nil {
+		t.Fatal(err)
+	}
+	mallory := newTestBundle(t, "did:key:mallory")
+	invited := newTestBundle(t, "did:key:invited-carol")
+	for name, m := range tg.members {
+		if _, err := m.Process(strangerAdd(t, hello, mallory)); !errors.Is(err, ErrRefusedByPolicy) || !strings.Contains(err.Error(), "not invited") {
+			t.Fatalf("%s: got %v, want the policy's refusal", name, err)
+		}
+		rec, err := m.Process(strangerAdd(t, hello, invited))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rec.Kind != KindProposal || len(rec.ProposalRef) == 0 {
+			t.Fatalf("%s: got %+v", name, rec)
+		}
+	}
+	if len(asked) != 4 {
+		t.Fatalf("policy asked %d times: %v", len(asked), asked)
+	}
+	res, err := bob.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != 0 || res.Welcome == nil {
+		t.Fatalf("dropped %v, welcome %v", res.Dropped, res.Welcome != nil)
+	}
+	tg.fanOut("did:key:bob", res)
+	g, err := Join(res.Welcome, invited, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.members["did:key:invited-carol"] = g
+	tg.check()
+}
+
+// TestExternalCommitPolicy checks that an external Commit is refused
+// without a policy, changing nothing, and that a policy sees the joiner
+// and the member a resync replaces.
+func TestExternalCommitPolicy(t *testing.T) {
+	tg, alice, _ := twoMembers(t, nil)
+	gi, err := alice.GroupInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, commit, err := JoinExternal(gi, newTestBundle(t, "did:key:dave"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range tg.members {
+		before := fingerprint(t, m)
+		if _, err := m.Process(commit); !errors.Is(err, ErrRefusedByPolicy) {
+			t.Fatalf("%s: got %v, want ErrRefusedByPolicy", name, err)
+		}
+		expectUnchanged(t, m, before)
+	}
+	tg.check()
+
+	// A policy that admits joins but no resync.
+	var seen []ExternalRequest
+	cfg := &Config{ExternalPolicy: func(r ExternalRequest) error {
+		seen = append(seen, r)
+		if r.Replaces != nil {
+			return errors.New("no resync")
+		}
+		return nil
+	}}
+	tg, alice, _ = twoMembers(t, cfg)
+	gi, _ = alice.GroupInfo()
+	dave, commit, err := JoinExternal(gi, newTestBundle(t, "did:key:dave"), nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range tg.members {
+		if _, err := m.Process(commit); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	tg.members["did:key:dave"] = dave
+	tg.check()
+	if len(seen) != 2 || seen[0].Sender.SenderType != SenderTypeNewMemberCommit || seen[0].Joiner.Identity != "did:key:dave" ||
+		seen[0].Joiner.LeafIndex != dave.LeafIndex() || seen[0].Replaces != nil {
+		t.Fatalf("policy saw %+v", seen)
+	}
+	gi, _ = alice.GroupInfo()
+	_, commit, err = JoinExternal(gi, newTestBundle(t, "did:key:dave"), nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(commit); !errors.Is(err, ErrRefusedByPolicy) {
+		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
+	}
+	expectUnchanged(t, alice, before)
+	if r := seen[len(seen)-1]; r.Replaces == nil || r.Replaces.Identity != "did:key:dave" {
+		t.Fatalf("policy saw %+v", r)
+	}
+}
+
+// TestExternalSenderRefusedByDefault checks that a proposal signed by an
+// entry of external_senders still needs the application's policy.
+func TestExternalSenderRefusedByDefault(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	extPriv, err := GenerateSignatureKey(testSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extPub, _ := alice.s.signPublicFromPrivate(extPriv)
+	senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: extPub,
+		Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
+	res, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	fc := &FramedContent{
+		GroupID:     alice.cur.ctx.GroupID,
+		Epoch:       alice.cur.ctx.Epoch,
+		Sender:      Sender{SenderType: SenderTypeExternal, SenderIndex: 0},
+		ContentType: ContentTypeProposal,
+		Proposal:    &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: bob.LeafIndex()}},
+	}
+	ac, err := signFramedContent(alice.s, extPriv, WireFormatPublicMessage, fc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(msg); !errors.Is(err, ErrRefusedByPolicy) {
+		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
+	}
+	expectUnchanged(t, alice, before)
+	tg.check()
+}
