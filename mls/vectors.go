@@ -3,16 +3,29 @@ package mls
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
-// This file runs the IETF MLS test vectors
-// (https://github.com/mlswg/mls-implementations, test-vectors.md). It is
-// ordinary package code so that the mlsvectors command can use it; the
-// checkers for each file live in vectors_<topic>.go.
+// This file holds the checkers of the IETF MLS test vectors
+// (https://github.com/mlswg/mls-implementations, test-vectors.md), one per
+// vector file, in vectors_<topic>.go. They need the engine's internals, so
+// they are package code, but none of them is exported: the mlsvectors
+// command and the tests reach them through mls/internal/vectors, to which
+// init hands them. That registration is the only thing this package does
+// at initialisation.
+
+func init() {
+	m := make(map[string]vectors.Checker, len(vectorCheckers))
+	for name, check := range vectorCheckers {
+		m[name] = func(data []byte, runCase func(string, func() error)) error {
+			return check(data, &vectorRun{runCase: runCase})
+		}
+	}
+	vectors.Register(m)
+}
 
 // hexBytes is a byte string written as hex in the vector JSON.
 type hexBytes []byte
@@ -37,7 +50,7 @@ type vectorRun struct {
 }
 
 // errSkip marks a case that cannot run here; wrap it with the reason.
-var errSkip = errors.New("skipped")
+var errSkip = vectors.ErrSkip
 
 // vectorCheckers maps a vector file name to its checker. Keep one line per
 // file, sorted by name.
@@ -58,67 +71,6 @@ var vectorCheckers = map[string]func(data []byte, r *vectorRun) error{
 	"tree-validation.json":                checkTreeValidation,
 	"treekem.json":                        checkTreeKEM,
 	"welcome.json":                        checkWelcome,
-}
-
-// VectorReport is the outcome of one vector file.
-type VectorReport struct {
-	File                    string
-	Passed, Failed, Skipped int
-	SkipReasons             []string // distinct reasons, in order of first use
-	Failures                []string // "case: error"
-}
-
-// KnownVectorFiles returns the names of the vector files that have a
-// checker, sorted.
-func KnownVectorFiles() []string {
-	names := make([]string, 0, len(vectorCheckers))
-	for name := range vectorCheckers {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// CheckVectorFile runs the checker for the vector file called name over its
-// contents. The error is for files that have no checker or do not parse;
-// failing cases are counted in the report.
-func CheckVectorFile(name string, data []byte) (VectorReport, error) {
-	rep := VectorReport{File: name}
-	check, ok := vectorCheckers[name]
-	if !ok {
-		return rep, fmt.Errorf("mls: no checker for vector file %q", name)
-	}
-	r := &vectorRun{runCase: func(c string, f func() error) {
-		err := runCaseSafely(f)
-		switch {
-		case err == nil:
-			rep.Passed++
-		case errors.Is(err, errSkip):
-			rep.Skipped++
-			reason := strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
-			if !slices.Contains(rep.SkipReasons, reason) {
-				rep.SkipReasons = append(rep.SkipReasons, reason)
-			}
-		default:
-			rep.Failed++
-			rep.Failures = append(rep.Failures, c+": "+err.Error())
-		}
-	}}
-	if err := check(data, r); err != nil {
-		return rep, err
-	}
-	return rep, nil
-}
-
-// runCaseSafely turns a panic inside a case into a failure, so that one bad
-// case cannot hide the others.
-func runCaseSafely(f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	return f()
 }
 
 // skipSuite returns an errSkip error when cs is not implemented here.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 // TestCryptoBasicsCatchesWrongValues changes each expected value of the
@@ -35,7 +37,7 @@ func TestCryptoBasicsCatchesWrongValues(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					rep, err := CheckVectorFile("crypto-basics.json", in)
+					rep, err := vectors.Check("crypto-basics.json", in)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 // TestVectorMutations checks that the checkers compare every value a
@@ -50,12 +52,12 @@ func TestVectorMutations(t *testing.T) {
 			case "tree-math.json": // 128 leaves rather than one
 				base = cases[7]
 			}
-			run := func(c any) VectorReport {
+			run := func(c any) vectors.Report {
 				b, err := json.Marshal([]any{c})
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := CheckVectorFile(name, b)
+				rep, err := vectors.Check(name, b)
 				if err != nil {
 					t.Fatal(err)
 				}

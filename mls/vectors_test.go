@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 // vectorsDir finds the IETF vector folder: $MLS_VECTORS_DIR, else
@@ -37,7 +39,7 @@ func vectorsDir(t testing.TB) string {
 
 func TestVectors(t *testing.T) {
 	dir := vectorsDir(t)
-	for _, name := range KnownVectorFiles() {
+	for _, name := range vectors.Files() {
 		t.Run(name, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(dir, name))
 			if errors.Is(err, os.ErrNotExist) {
@@ -46,9 +48,10 @@ func TestVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := &vectorRun{runCase: func(c string, f func() error) {
+			check, _ := vectors.CheckerFor(name)
+			runCase := func(c string, f func() error) {
 				t.Run(c, func(t *testing.T) {
-					err := runCaseSafely(f)
+					err := vectors.RunCase(f)
 					switch {
 					case errors.Is(err, errSkip):
 						t.Skip(err)
@@ -56,8 +59,8 @@ func TestVectors(t *testing.T) {
 						t.Fatal(err)
 					}
 				})
-			}}
-			if err := vectorCheckers[name](data, r); err != nil {
+			}
+			if err := check(data, runCase); err != nil {
 				t.Fatal(err)
 			}
 		})

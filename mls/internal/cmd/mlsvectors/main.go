@@ -1,5 +1,6 @@
 // Command mlsvectors runs the IETF MLS test vectors found in a folder
-// against package mls and prints one summary line per file.
+// against package mls (through mls/internal/vectors) and prints one
+// summary line per file.
 //
 // Usage:
 //
@@ -19,7 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/skytale-oss/skytale/mls"
+	_ "github.com/skytale-oss/skytale/mls" // registers the checkers
+	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 func main() {
@@ -37,7 +39,7 @@ func main() {
 
 func run(dir string) error {
 	found, failed := 0, false
-	for _, name := range mls.KnownVectorFiles() {
+	for _, name := range vectors.Files() {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -46,7 +48,7 @@ func run(dir string) error {
 			return err
 		}
 		found++
-		rep, err := mls.CheckVectorFile(name, data)
+		rep, err := vectors.Check(name, data)
 		if err != nil {
 			fmt.Printf("%s: error: %v\n", name, err)
 			failed = true
