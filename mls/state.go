@@ -175,7 +175,7 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 			return false
 		}
 		g.past = append(g.past, e)
-		return len(g.past) <= maxStatePastEpochs
+		return len(g.past) <= max(maxStatePastEpochs, c.MaxPastEpochs)
 	})
 	if !ok {
 		return nil, errState
@@ -228,9 +228,11 @@ func RestoreGroup(data []byte, cfg *Config) (*Group, error) {
 	return g, nil
 }
 
-// Bounds on the lists of a saved state, checked while decoding. A Group
-// never holds more than these (MaxPastEpochs is capped at restore, and
-// a commit covers at most what one epoch's proposals can name).
+// Bounds on the lists of a saved state, checked while decoding, so that
+// a state cannot make RestoreGroup build more than a Group holds: past
+// epochs are at most Config.MaxPastEpochs (more are dropped after
+// decoding, the oldest first), and no epoch caches more proposals than
+// this.
 const (
 	maxStatePastEpochs = 1 << 10
 	maxStateProposals  = 1 << 16
