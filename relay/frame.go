@@ -179,6 +179,18 @@ func errorFrame(code, message string) []byte {
 	return b
 }
 
+// channelErrorFrame is an error frame about one channel, which it names
+// in a channel field (for a client with many subscriptions on one socket).
+func channelErrorFrame(code, channel, message string) []byte {
+	b, _ := json.Marshal(struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Channel string `json:"channel"`
+		Message string `json:"message"`
+	}{"error", code, channel, message})
+	return b
+}
+
 func staleEpochFrame(expected uint64) []byte {
 	b, _ := json.Marshal(struct {
 		Type    string `json:"type"`

@@ -223,7 +223,7 @@ func (c *conn) removedFrom(ch string) {
 	}
 	if c.srv.hub.unsubscribeIfPresent(ch, c) {
 		c.srv.log.Info("relay: subscription ended, no longer a member", "remote", c.remote, "sub", c.sub)
-		c.push(errorFrame("not_a_member", "no longer a member of "+ch+"; the subscription has ended"))
+		c.push(channelErrorFrame("not_a_member", ch, "no longer a member of "+ch+"; the subscription has ended"))
 	}
 }
 

@@ -52,7 +52,7 @@ func TestStrangerCannotJamFence(t *testing.T) {
 	m := dialWS(t, tr.URL, "/ws")
 	m.auth(mallory)
 	m.send(map[string]string{"type": "subscribe", "channel": chA})
-	if e := m.expectError("not_a_member"); !strings.Contains(e["message"].(string), chA) {
+	if e := m.expectError("not_a_member"); e["channel"] != chA || !strings.Contains(e["message"].(string), chA) {
 		t.Fatalf("not_a_member frame does not name the channel: %v", e)
 	}
 	for _, forged := range [][]byte{publicMessage(gid, 1, 3), privateMessage(gid, 1, 3), publicMessage(gid, 1<<64-2, 3), []byte("spam")} {
@@ -163,7 +163,7 @@ func TestRemovedMemberSubscriptionEnds(t *testing.T) {
 
 	ms.Remove(chA, "bob")
 	for _, c := range []*wsClient{bob, bob2} {
-		if e := c.expectError("not_a_member"); !strings.Contains(e["message"].(string), chA) {
+		if e := c.expectError("not_a_member"); e["channel"] != chA || !strings.Contains(e["message"].(string), chA) {
 			t.Fatalf("removal frame does not name the channel: %v", e)
 		}
 	}

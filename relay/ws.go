@@ -469,7 +469,7 @@ func (c *conn) expire() {
 }
 
 func notMemberFrame(ch string) []byte {
-	return errorFrame("not_a_member", "this account is not a member of "+ch)
+	return channelErrorFrame("not_a_member", ch, "this account is not a member of "+ch)
 }
 
 // join subscribes c to ch if its account may read ch, and reports whether
