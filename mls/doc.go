@@ -57,4 +57,34 @@
 // is the Authentication Service of Section 5.3.1: it sees every credential
 // that enters the group, with its leaf's signature key. Refusals carry
 // [ErrInvalidCredential].
+//
+// # Received keys
+//
+// Every public key a peer sends is checked for the group's cipher suite
+// before it is stored (Section 5.1.1): X25519 keys of small order and
+// P-256, P-384 or P-521 points off the curve are refused, as are Ed25519
+// keys of the wrong length and ECDSA keys off the curve; so are extension
+// lists that repeat a type (Section 13.4). This covers KeyPackages, the
+// leaves of Updates and UpdatePaths, the node keys and kem_outputs of
+// UpdatePaths, the ratchet tree of a Welcome, and the keys of external
+// joins. A key that cannot be used would otherwise make every later
+// Commit of every member fail.
+//
+// # Deleting secrets
+//
+// Secrets are zeroed once consumed (Section 9.2): ratchet keys once used,
+// skipped keys beyond [Config.MaxRetainedKeys], the private keys of tree
+// nodes that a Commit replaces, and everything a lookup derived for a
+// PrivateMessage that then fails, which leaves the group state exactly as
+// it was. Past epochs kept for late application messages
+// ([Config.MaxPastEpochs]) keep only their application ratchets and
+// sender data secret.
+//
+// # Saved state
+//
+// [Group.MarshalBinary] writes the whole state, secrets included, with a
+// CRC-32C that catches accidental corruption. [RestoreGroup] treats the
+// state as untrusted input: every length, index, count and width is
+// checked, and the parts must agree with each other, before anything is
+// used; a state it accepts re-encodes to the same bytes.
 package mls
