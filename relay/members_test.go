@@ -91,6 +91,9 @@ func TestStrangerCannotJamFence(t *testing.T) {
 	}
 	bob.expect(map[string]any{"type": "message", "seq": 2, "entry_type": 1})
 	bob.expectQuiet()
+	// The stranger's sockets got none of the channel's traffic.
+	m.expectQuiet()
+	p.expectQuiet()
 	if code, body := httpGet(t, tr.URL+"/v1/sync?channel="+chA, mint(t, "bob", "")); code != 200 || len(body["entries"].([]any)) != 2 {
 		t.Fatalf("member read: %d %v", code, body)
 	}
