@@ -226,8 +226,9 @@ type archive struct {
 
 	args []any
 
-	insert, insertN, evict, evictHS, upsert, load *sql.Stmt
-	readApp, readAll, loadApp, floorQ, sweep      *sql.Stmt
+	insert, insertN, evict, evictHS, upsert, load    *sql.Stmt
+	readApp, readAll, loadApp, floorQ, sweep         *sql.Stmt
+	evictSum, hsFloor, evictHSSum, sweepTo, sweepSum *sql.Stmt
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -296,18 +297,27 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// (commits, proposals, Welcomes) separately, so chat and cover
 		// traffic never push out the commits an offline member needs to
 		// follow the group; the TTL applies to both.
-		// Every delete returns what it frees, for the accounts' quotas.
-		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq <= ? AND entry_type = 0
-			RETURNING sub, length(payload)`, true},
+		// Each delete has a query that sums what it frees per account,
+		// for the quotas, run just before it. (DELETE ... RETURNING costs
+		// three times a plain delete, a sum over the same, cached rows
+		// far less.)
+		// Application rows up to the evicted mark are gone already, so
+		// neither needs to walk past the handshake rows kept below it.
+		{&a.evictSum, `SELECT sub, sum(length(payload)) FROM messages
+			WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0 GROUP BY sub`, true},
+		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0`, true},
 		{&a.loadApp, `SELECT seq FROM messages WHERE channel = ? AND entry_type = 0 ORDER BY seq DESC LIMIT ?`, true},
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
-		{&a.evictHS, `DELETE FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < (
-			SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)
-			RETURNING sub, length(payload)`, true},
-		{&a.sweep, `DELETE FROM messages WHERE id < coalesce(
+		{&a.hsFloor, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
+			ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, true},
+		{&a.evictHSSum, `SELECT sub, sum(length(payload)) FROM messages
+			WHERE channel = ? AND entry_type != 0 AND seq < ? GROUP BY sub`, true},
+		{&a.evictHS, `DELETE FROM messages WHERE channel = ? AND entry_type != 0 AND seq < ?`, true},
+		{&a.sweepTo, `SELECT coalesce(
 			(SELECT id FROM messages WHERE ts >= ?1 ORDER BY id LIMIT 1),
-			(SELECT coalesce(max(id), 0) + 1 FROM messages))
-			RETURNING sub, length(payload)`, true},
+			(SELECT coalesce(max(id), 0) + 1 FROM messages))`, true},
+		{&a.sweepSum, `SELECT sub, sum(length(payload)) FROM messages WHERE id < ? GROUP BY sub`, true},
+		{&a.sweep, `DELETE FROM messages WHERE id < ?`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
@@ -419,9 +429,18 @@ func (a *archive) used(sub string) int64 {
 	return a.usage[sub]
 }
 
-// deleteRows runs a delete that returns (sub, length(payload)) of every row
-// it removes, and adds those to freed.
-func deleteRows(ctx context.Context, stmt *sql.Stmt, freed map[string]int64, args ...any) error {
+// deleteRows adds what the rows a delete will remove hold per account
+// (sum's rows of sub and bytes) to freed, then runs the delete, both with
+// args. Only the committer deletes, so both see the same rows.
+func deleteRows(ctx context.Context, sum, del *sql.Stmt, freed map[string]int64, args ...any) error {
+	if err := addFreed(ctx, sum, freed, args...); err != nil {
+		return err
+	}
+	_, err := del.ExecContext(ctx, args...)
+	return err
+}
+
+func addFreed(ctx context.Context, stmt *sql.Stmt, freed map[string]int64, args ...any) error {
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return err
@@ -465,7 +484,8 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 }
 
 func (a *archive) closeStmts() {
-	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep} {
+	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
+		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum} {
 		if s != nil {
 			s.Close()
 		}
@@ -715,7 +735,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			if freed == nil {
 				freed = make(map[string]int64)
 			}
-			if err := deleteRows(ctx, a.evict, freed, st.name, int64(f-1)); err != nil {
+			if err := deleteRows(ctx, a.evictSum, a.evict, freed, st.name, int64(st.evicted), int64(f-1)); err != nil {
 				return err
 			}
 			evicted[st] = f - 1
@@ -726,8 +746,15 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			if freed == nil {
 				freed = make(map[string]int64)
 			}
-			if err := deleteRows(ctx, a.evictHS, freed, st.name, int64(a.cap)); err != nil {
+			var below int64
+			err := a.hsFloor.QueryRowContext(ctx, st.name, int64(a.cap)).Scan(&below)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
+			}
+			if err == nil {
+				if err := deleteRows(ctx, a.evictHSSum, a.evictHS, freed, st.name, below); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -878,13 +905,17 @@ func (a *archive) saveUsage(ctx context.Context) error {
 // the expired rows are exactly those before the first unexpired one.
 func (a *archive) sweepTTL(ctx context.Context) {
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
+	var below int64
+	err := a.sweepTo.QueryRowContext(ctx, cutoff).Scan(&below)
 	freed := make(map[string]int64)
-	err := deleteRows(ctx, a.sweep, freed, cutoff)
-	// What was deleted is gone even if the statement stopped early.
-	a.credit(freed)
+	if err == nil {
+		err = deleteRows(ctx, a.sweepSum, a.sweep, freed, below)
+	}
 	if err != nil {
 		a.log.Error("relay: archive TTL sweep failed", "err", err)
+		return
 	}
+	a.credit(freed)
 }
 
 // Pages of GET /v1/messages and GET /v1/sync are streamed: rows go to the
