@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,9 +142,46 @@ type chanState struct {
 	runs    []seqRun
 	napp    uint64         // entries in runs
 	floor   *atomic.Uint64 // the oldest seq within the cap; shared with readers via archive.floors
+	// The application rows stored above evicted, in blocks of about
+	// evictChunk, with the bytes each account has in them: the cap
+	// evicts whole blocks and gives their bytes back without reading the
+	// rows again.
+	blocks []evBlock
 
 	durable atomic.Uint64 // reserved ceiling known to be committed
 	held    atomic.Int64  // entries waiting for their commit before delivery
+}
+
+// evBlock is a run of stored application rows, seqs first..last, and the
+// payload bytes per account in them. A block the TTL sweep cut into is not
+// exact any more; its bytes are then summed from the rows when it goes.
+type evBlock struct {
+	first, last uint64
+	n           uint64
+	exact       bool
+	subs        []subBytes
+}
+
+type subBytes struct {
+	sub string
+	n   int64
+}
+
+// addStored records a stored application row for eviction.
+func (st *chanState) addStored(seq uint64, sub string, n int64, chunk uint64) {
+	if k := len(st.blocks); k == 0 || st.blocks[k-1].n >= chunk {
+		st.blocks = append(st.blocks, evBlock{first: seq, exact: true})
+	}
+	b := &st.blocks[len(st.blocks)-1]
+	b.last = seq
+	b.n++
+	for i := range b.subs {
+		if b.subs[i].sub == sub {
+			b.subs[i].n += n
+			return
+		}
+	}
+	b.subs = append(b.subs, subBytes{sub, n})
 }
 
 // seqRun is the seqs first..last, all of them application entries.
@@ -229,6 +267,9 @@ type archive struct {
 	insert, insertN, evict, evictHS, upsert, load    *sql.Stmt
 	readApp, readAll, loadApp, floorQ, sweep         *sql.Stmt
 	evictSum, hsFloor, evictHSSum, sweepTo, sweepSum *sql.Stmt
+	sweepMax                                         *sql.Stmt
+
+	loaded map[string]*chanState // the channels the committer has loaded; committer only
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -258,6 +299,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		maxFirstEpoch: cfg.MaxFirstEpoch,
 		quota:         cfg.AccountQuota,
 		usage:         make(map[string]int64),
+		loaded:        make(map[string]*chanState),
 		ttl:           cfg.ArchiveTTL,
 		now:           cfg.Now,
 		log:           cfg.Logger,
@@ -306,7 +348,9 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.evictSum, `SELECT sub, sum(length(payload)) FROM messages
 			WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0 GROUP BY sub`, true},
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0`, true},
-		{&a.loadApp, `SELECT seq FROM messages WHERE channel = ? AND entry_type = 0 ORDER BY seq DESC LIMIT ?`, true},
+		{&a.loadApp, `SELECT seq, sub, length(payload) FROM messages WHERE channel = ? AND entry_type = 0
+			ORDER BY seq DESC LIMIT ?`, true},
+		{&a.sweepMax, `SELECT channel, max(seq) FROM messages WHERE id < ? GROUP BY channel`, true},
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.hsFloor, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
 			ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, true},
@@ -485,7 +529,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 
 func (a *archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
-		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum} {
+		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax} {
 		if s != nil {
 			s.Close()
 		}
@@ -672,6 +716,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	rows := make(map[*chanState]*pubReq) // the last request per channel; it carries the channel row
 	dirty := make(map[*chanState]bool)
 	evicted := make(map[*chanState]uint64)
+	popped := make(map[*chanState]int) // blocks evicted per channel
 	handshake := make(map[*chanState]bool)
 	var freed map[string]int64 // bytes deleted per account
 	for _, r := range batch {
@@ -704,6 +749,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			handshake[r.st] = true
 		} else {
 			r.st.addApp(r.seq, a.cap)
+			r.st.addStored(r.seq, r.sub, int64(len(r.payload)), a.evictChunk)
 		}
 		if r.dirty {
 			dirty[r.st] = true
@@ -731,14 +777,32 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 		// Evict in chunks: deleting one old row per commit would touch
 		// the oldest pages on every commit, doubling what one publish in
 		// flight writes and syncs.
-		if f := st.capFloor(a.cap); f > 0 && f-1 >= st.evicted+a.evictChunk {
+		// Whole blocks go once all their rows are below the cap floor.
+		f := st.capFloor(a.cap)
+		k, exact := 0, true
+		for k < len(st.blocks) && st.blocks[k].last < f {
+			exact = exact && st.blocks[k].exact
+			k++
+		}
+		if k > 0 {
 			if freed == nil {
 				freed = make(map[string]int64)
 			}
-			if err := deleteRows(ctx, a.evictSum, a.evict, freed, st.name, int64(st.evicted), int64(f-1)); err != nil {
+			hi := st.blocks[k-1].last
+			if exact {
+				for _, b := range st.blocks[:k] {
+					for _, sb := range b.subs {
+						freed[sb.sub] += sb.n
+					}
+				}
+				_, err = a.evict.ExecContext(ctx, st.name, int64(st.evicted), int64(hi))
+			} else {
+				err = deleteRows(ctx, a.evictSum, a.evict, freed, st.name, int64(st.evicted), int64(hi))
+			}
+			if err != nil {
 				return err
 			}
-			evicted[st] = f - 1
+			evicted[st], popped[st] = hi, k
 		}
 		// Handshake entries are rare (one commit per epoch is fenced):
 		// trim them to the cap whenever one is written.
@@ -763,6 +827,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	}
 	for st, to := range evicted {
 		st.evicted = to
+		st.blocks = slices.Delete(st.blocks, 0, popped[st])
 	}
 	a.credit(freed)
 	for st := range last {
@@ -781,24 +846,43 @@ func (a *archive) loadRuns(ctx context.Context, st *chanState) error {
 		return err
 	}
 	defer rows.Close()
-	var seqs []uint64
+	type stored struct {
+		seq uint64
+		sub string
+		n   int64
+	}
+	var got []stored
 	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
+		var seq, n int64
+		var sub string
+		if err := rows.Scan(&seq, &sub, &n); err != nil {
 			return err
 		}
-		seqs = append(seqs, uint64(seq))
+		got = append(got, stored{uint64(seq), sub, n})
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	st.runs, st.napp = nil, 0
-	for i := len(seqs) - 1; i >= 0; i-- {
-		st.addApp(seqs[i], a.cap)
+	rows.Close()
+	st.runs, st.napp, st.blocks = nil, 0, nil
+	for i := len(got) - 1; i >= 0; i-- {
+		st.addApp(got[i].seq, a.cap)
+		st.addStored(got[i].seq, got[i].sub, got[i].n, a.evictChunk)
+	}
+	// Rows below the newest cap may be left from before a restart; they
+	// are in no block, so they go now.
+	if f := st.capFloor(a.cap); f > 1 {
+		freed := make(map[string]int64)
+		if err := deleteRows(ctx, a.evictSum, a.evict, freed, st.name, 0, int64(f-1)); err != nil {
+			return err
+		}
+		st.evicted = f - 1
+		a.credit(freed) // the archive fails stop if the transaction does not commit
 	}
 	f, _ := a.floors.LoadOrStore(st.name, new(atomic.Uint64))
 	st.floor = f.(*atomic.Uint64)
 	st.loaded = true
+	a.loaded[st.name] = st
 	return nil
 }
 
@@ -908,6 +992,10 @@ func (a *archive) sweepTTL(ctx context.Context) {
 	var below int64
 	err := a.sweepTo.QueryRowContext(ctx, cutoff).Scan(&below)
 	freed := make(map[string]int64)
+	var cut map[string]uint64
+	if err == nil {
+		cut, err = a.sweptTo(ctx, below)
+	}
 	if err == nil {
 		err = deleteRows(ctx, a.sweepSum, a.sweep, freed, below)
 	}
@@ -916,6 +1004,43 @@ func (a *archive) sweepTTL(ctx context.Context) {
 		return
 	}
 	a.credit(freed)
+	// The sweep gave back the bytes of what it deleted, so the blocks
+	// that held those rows must not give them back again.
+	for name, to := range cut {
+		st := a.loaded[name]
+		if st == nil {
+			continue
+		}
+		k := 0
+		for k < len(st.blocks) && st.blocks[k].last <= to {
+			k++
+		}
+		st.blocks = slices.Delete(st.blocks, 0, k)
+		if len(st.blocks) > 0 && st.blocks[0].first <= to {
+			st.blocks[0].exact = false
+		}
+		st.evicted = max(st.evicted, to)
+	}
+}
+
+// sweptTo returns, per channel, the highest seq the sweep of the rows with
+// ids below below deletes.
+func (a *archive) sweptTo(ctx context.Context, below int64) (map[string]uint64, error) {
+	rows, err := a.sweepMax.QueryContext(ctx, below)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cut := make(map[string]uint64)
+	for rows.Next() {
+		var name string
+		var seq int64
+		if err := rows.Scan(&name, &seq); err != nil {
+			return nil, err
+		}
+		cut[name] = uint64(seq)
+	}
+	return cut, rows.Err()
 }
 
 // Pages of GET /v1/messages and GET /v1/sync are streamed: rows go to the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -223,4 +224,110 @@ func BenchmarkOpenRecomputeUsage(b *testing.B) {
 	b.StopTimer()
 	db.Close()
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)*1e6/rows, "ms/Mrows")
+}
+
+// TestQuotaMatchesArchive: with random publishes from several accounts,
+// evictions by a small cap, TTL sweeps that cut into what the cap would
+// evict next, and restarts, the bytes the relay counts per account are
+// always, once it is idle, what the archive holds.
+func TestQuotaMatchesArchive(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	path := filepath.Join(t.TempDir(), "relay.db")
+	// The sweep runs every TTL of real time; entries expire only when the
+	// clock is moved past it.
+	cfg := Config{DBPath: path, NoSync: true, OpenChannels: true, ArchiveCap: 32, ArchiveTTL: 100 * time.Millisecond, Now: clock}
+	chans := []string{chA, "acme/rooms/quota"}
+	subs := []string{"alice", "bob", "carol"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(tr *testRelay, when string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			want := map[string]int64{}
+			rows, err := tr.db.Query(`SELECT sub, sum(length(payload)) FROM messages GROUP BY sub`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var sub string
+				var n int64
+				rows.Scan(&sub, &n)
+				want[sub] = n
+			}
+			rows.Close()
+			ok := true
+			for _, s := range subs {
+				if tr.arch.used(s) != want[s] {
+					ok = false
+				}
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				for _, s := range subs {
+					t.Errorf("%s: %s uses %d bytes, the archive holds %d", when, s, tr.arch.used(s), want[s])
+				}
+				t.FailNow()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for round := range 4 {
+		tr := startRelay(t, cfg)
+		conns := map[string]*wsClient{}
+		for _, s := range subs {
+			c := dialWS(t, tr.URL, "/ws")
+			c.auth(mintAt(t, s, "", clock()))
+			for _, ch := range chans {
+				c.subscribe(ch)
+			}
+			conns[s] = c
+		}
+		for step := range 300 {
+			s := subs[rng.IntN(len(subs))]
+			// Pushes of the others' publishes come first; read to the ack.
+			c := conns[s]
+			c.publish(chans[rng.IntN(len(chans))], bytes.Repeat([]byte{byte(step)}, 1+rng.IntN(500)))
+			for {
+				m := c.recv()
+				if m["type"] == "ok" && m["message"] == "published" {
+					break
+				}
+				if m["type"] == "error" {
+					t.Fatalf("publish refused: %v", m)
+				}
+			}
+			if step%50 == 49 {
+				check(tr, fmt.Sprintf("round %d step %d", round, step))
+				// Expire the oldest entries, often some within the cap:
+				// the sweep then cuts into what the cap evicts next.
+				advance(time.Duration(40+rng.IntN(60)) * time.Millisecond)
+				cutoff := clock().Add(-cfg.ArchiveTTL).UnixMilli()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					var old int
+					tr.db.QueryRow(`SELECT count(*) FROM messages WHERE ts < ?`, cutoff).Scan(&old)
+					if old == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d expired rows are not swept", old)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				check(tr, fmt.Sprintf("round %d step %d after a sweep", round, step))
+			} else {
+				advance(time.Millisecond)
+			}
+		}
+		check(tr, fmt.Sprintf("round %d end", round))
+		for _, c := range conns {
+			c.c.CloseNow()
+		}
+		tr.stop(t)
+	}
 }
