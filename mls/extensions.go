@@ -45,8 +45,20 @@ func findExtension(exts []Extension, t ExtensionType) ([]byte, bool) {
 }
 
 // hasDuplicateExtensions reports whether exts holds two extensions of the
-// same type, which Section 13 forbids in any extension list.
+// same type, which Section 13.4 forbids in any extension list. It runs for
+// every received leaf and every restored epoch, so the short lists that
+// occur in practice are compared pairwise, without allocating.
 func hasDuplicateExtensions(exts []Extension) bool {
+	if len(exts) <= 16 {
+		for i := 1; i < len(exts); i++ {
+			for j := range i {
+				if exts[i].ExtensionType == exts[j].ExtensionType {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	seen := make(map[ExtensionType]bool, len(exts))
 	for _, e := range exts {
 		if seen[e.ExtensionType] {

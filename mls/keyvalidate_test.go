@@ -151,6 +151,9 @@ func TestRejectOffCurveKeys(t *testing.T) {
 	if err := suiteX25519AES128.checkSignaturePublicKey(make([]byte, 31)); err == nil {
 		t.Fatal("31-byte Ed25519 key accepted")
 	}
+	if err := suiteX25519AES128.checkHPKEPublicKey(make([]byte, 33)); err == nil {
+		t.Fatal("33-byte X25519 key accepted")
+	}
 }
 
 // TestRejectDuplicateExtensionTypes: Section 13.4, "Any field containing

@@ -345,3 +345,36 @@ func corrupt(rng *rand.Rand, st []byte) []byte {
 	}
 	return b
 }
+
+// TestRestoreSecretTreeFrontier: the secret tree of a restored state must
+// hold its secrets as the lazy derivation leaves them (Section 9: a node
+// secret is deleted once its children are derived). A state holding a
+// node secret next to one of its descendants, or next to a reached leaf
+// below it, is refused.
+func TestRestoreSecretTreeFrontier(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	tg.add("did:key:alice", "did:key:carol")
+	msg, err := alice.Protect([]byte("1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Process(msg); err != nil {
+		t.Fatal(err)
+	}
+	good := fingerprint(t, bob)
+	for name, corrupt := range map[string]func(st *secretTree){
+		"root held again":     func(st *secretTree) { st.nodes[root(st.nLeaves)] = make([]byte, 32) },
+		"reached leaf's node": func(st *secretTree) { st.nodes[leafIndex(alice.LeafIndex()).node()] = make([]byte, 32) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g, err := RestoreGroup(good, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			corrupt(g.cur.prot.tree)
+			if _, err := RestoreGroup(fingerprint(t, g), nil); err == nil {
+				t.Fatal("restored")
+			}
+		})
+	}
+}

@@ -549,7 +549,7 @@ func marshalHashRatchet(b *builder, r *hashRatchet) {
 // The width is a power of two no larger than any ratchet tree, nodes and
 // leaves come in increasing order inside it, every secret, key and nonce
 // has the suite's length, and the held node secrets form the frontier
-// the lazy derivation of secretTree keeps (checkFrontier).
+// the lazy derivation of secretTree keeps.
 func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTree, error) {
 	var n uint32
 	if !p.u32(&n) || n == 0 || n > maxTreeLeaves || n&(n-1) != 0 {
@@ -557,6 +557,13 @@ func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTr
 	}
 	t := &secretTree{s: s, nLeaves: n, limits: limits.withDefaults(),
 		nodes: make(map[nodeIndex][]byte), leaves: make(map[uint32]*leafRatchets)}
+	// The held secrets and the reached leaves must be as leafRatchetsFor
+	// leaves them (Section 9): no held secret lies below another one, and
+	// no reached leaf lies below or at a held secret. The subtrees of a
+	// binary tree are nested or disjoint, so for the held secrets, read in
+	// increasing order, it is enough that each subtree starts after the
+	// previous one ends.
+	end := -1
 	next := uint32(0)
 	ok := p.vecList(func(p *parser) bool {
 		var x uint32
@@ -564,7 +571,11 @@ func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTr
 		if !p.u32(&x) || !p.vec(&secret) || x < next || x >= 2*n-1 || len(secret) != s.hashLen() {
 			return false
 		}
-		next = x + 1
+		span := 1<<level(nodeIndex(x)) - 1
+		if int(x)-span <= end {
+			return false
+		}
+		next, end = x+1, int(x)+span
 		t.nodes[nodeIndex(x)] = secret
 		return true
 	})
@@ -575,7 +586,7 @@ func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTr
 	ok = p.vecList(func(p *parser) bool {
 		var l uint32
 		lr := &leafRatchets{}
-		if !p.u32(&l) || l < next || l >= n ||
+		if !p.u32(&l) || l < next || l >= n || t.heldAtOrAbove(leafIndex(l).node()) ||
 			!unmarshalHashRatchet(p, s, &lr.handshake, t.limits) || !unmarshalHashRatchet(p, s, &lr.application, t.limits) {
 			return false
 		}
@@ -583,38 +594,25 @@ func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTr
 		t.leaves[l] = lr
 		return true
 	})
-	if !ok || !t.checkFrontier() {
+	if !ok {
 		return nil, errState
 	}
 	return t, nil
 }
 
-// checkFrontier reports whether the held node secrets and reached leaves
-// are as leafRatchetsFor leaves them: no held secret lies below another
-// one, and no reached leaf lies below (or at) a held secret.
-func (t *secretTree) checkFrontier() bool {
+// heldAtOrAbove reports whether the secret of x or of one of its ancestors
+// is held.
+func (t *secretTree) heldAtOrAbove(x nodeIndex) bool {
 	r := root(t.nLeaves)
-	heldAbove := func(x nodeIndex) bool {
-		for x != r {
-			x = parent(x)
-			if _, ok := t.nodes[x]; ok {
-				return true
-			}
+	for {
+		if _, ok := t.nodes[x]; ok {
+			return true
 		}
-		return false
-	}
-	for x := range t.nodes {
-		if heldAbove(x) {
+		if x == r {
 			return false
 		}
+		x = parent(x)
 	}
-	for l := range t.leaves {
-		x := leafIndex(l).node()
-		if _, ok := t.nodes[x]; ok || heldAbove(x) {
-			return false
-		}
-	}
-	return true
 }
 
 // unmarshalHashRatchet reads a ratchet written by marshalHashRatchet: its
