@@ -33,7 +33,8 @@ var (
 )
 
 // ExternalRequest is a message from outside the group, on which
-// [Config.ExternalPolicy] decides. The policy must not modify it.
+// [Config.ExternalPolicy] decides. It holds copies: the policy may keep
+// or change them.
 type ExternalRequest struct {
 	// GroupID and Epoch name the group and the epoch the message is for.
 	GroupID []byte
@@ -68,11 +69,16 @@ type ExternalRequest struct {
 // received from outside the group (Section 12.1.8: "External proposals
 // that are not authorized are considered invalid").
 func (g *Group) checkExternalProposal(p *Proposal, sender Sender) error {
+	// The policy gets copies: nothing it does can change the group.
+	var cp Proposal
+	if err := unmarshal(marshal(p), &cp); err != nil {
+		return invalidProposal("proposal does not re-encode")
+	}
 	req := ExternalRequest{
-		GroupID:  g.cur.ctx.GroupID,
+		GroupID:  bytes.Clone(g.cur.ctx.GroupID),
 		Epoch:    g.cur.ctx.Epoch,
 		Sender:   sender,
-		Proposal: p,
+		Proposal: &cp,
 	}
 	if sender.SenderType == SenderTypeExternal {
 		es, err := g.externalSender(sender.SenderIndex)
@@ -81,8 +87,8 @@ func (g *Group) checkExternalProposal(p *Proposal, sender Sender) error {
 		}
 		req.ExternalSender = es
 	}
-	if p.ProposalType == ProposalTypeAdd && p.Add != nil {
-		m := memberOf(0, &p.Add.KeyPackage.LeafNode)
+	if cp.ProposalType == ProposalTypeAdd && cp.Add != nil {
+		m := memberOf(0, &cp.Add.KeyPackage.LeafNode)
 		req.Joiner = &m
 	}
 	return g.askExternalPolicy(&req)
@@ -94,8 +100,9 @@ func (g *Group) checkExternalProposal(p *Proposal, sender Sender) error {
 // resync is set).
 func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replaced leafIndex, resync bool) error {
 	m := memberOf(joiner, tree.leafNode(joiner))
+	m.Credential = cloneCredential(&m.Credential)
 	req := ExternalRequest{
-		GroupID: g.cur.ctx.GroupID,
+		GroupID: bytes.Clone(g.cur.ctx.GroupID),
 		Epoch:   g.cur.ctx.Epoch,
 		Sender:  Sender{SenderType: SenderTypeNewMemberCommit},
 		Joiner:  &m,
@@ -103,6 +110,7 @@ func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replace
 	if resync {
 		if ln := g.cur.tree.leafNode(replaced); ln != nil {
 			r := memberOf(replaced, ln)
+			r.Credential = cloneCredential(&r.Credential)
 			req.Replaces = &r
 		}
 	}
@@ -142,7 +150,7 @@ func (c *Config) validateCredential(cred *Credential, signatureKey []byte) error
 	if c.ValidateCredential == nil {
 		return nil
 	}
-	if err := c.ValidateCredential(*cred, bytes.Clone(signatureKey)); err != nil {
+	if err := c.ValidateCredential(cloneCredential(cred), bytes.Clone(signatureKey)); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrInvalidLeafNode, ErrInvalidCredential, err)
 	}
 	return nil
@@ -159,10 +167,20 @@ func (c *Config) checkSuccessor(old, next *Credential) error {
 	if c.ValidateSuccessor == nil {
 		return fmt.Errorf("%w: %w: a member may not change its credential", ErrInvalidLeafNode, ErrInvalidCredential)
 	}
-	if err := c.ValidateSuccessor(*old, *next); err != nil {
+	if err := c.ValidateSuccessor(cloneCredential(old), cloneCredential(next)); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrInvalidLeafNode, ErrInvalidCredential, err)
 	}
 	return nil
+}
+
+// cloneCredential returns a copy of c that shares no memory with it, for
+// the application's hooks.
+func cloneCredential(c *Credential) Credential {
+	out := Credential{CredentialType: c.CredentialType, Identity: bytes.Clone(c.Identity)}
+	for _, cert := range c.Certificates {
+		out.Certificates = append(out.Certificates, bytes.Clone(cert))
+	}
+	return out
 }
 
 // sameCredential compares two credentials by their whole encoding.
