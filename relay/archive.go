@@ -245,6 +245,7 @@ type archive struct {
 	log     *slog.Logger
 	reqs    chan *pubReq // to the sequencer
 	seqd    chan *pubReq // from the sequencer to the committer
+	mark    *commitMark  // lets reads wait for what was pushed before them
 
 	inflight *semaphore.Weighted // payload bytes between readers and answers
 
@@ -306,6 +307,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		reqs:          make(chan *pubReq, maxBatch),
 		inflight:      semaphore.NewWeighted(maxInflightBytes),
 		seqd:          make(chan *pubReq, maxBatch),
+		mark:          newCommitMark(),
 		states:        make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
@@ -558,6 +560,7 @@ func (a *archive) submit(r *pubReq) { a.reqs <- r }
 func (a *archive) runSequencer() {
 	defer close(a.seqd)
 	for r := range a.reqs {
+		a.mark.taken()
 		a.sequence(r)
 		a.seqd <- r
 	}
@@ -700,6 +703,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 		}
 		a.answer(r, err)
 	}
+	a.mark.done(len(batch))
 }
 
 // write stores a batch in one transaction.

@@ -413,6 +413,13 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		}
 		limit = int(min(n, MaxLimit))
 	}
+	// Whatever was pushed before this read began is in it (see
+	// commitMark).
+	if err := s.arch.mark.wait(r.Context()); err != nil {
+		s.logRequest(r, http.StatusServiceUnavailable)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request ended before the archive caught up")
+		return
+	}
 	// The page is streamed (chunked when it is large), never built whole.
 	begin := func() {
 		h := w.Header()

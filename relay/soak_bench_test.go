@@ -20,9 +20,9 @@ import (
 )
 
 // BenchmarkSoak publishes b.N messages from one publisher to 50
-// subscribers that disconnect and reconnect at random (connected for an
-// exponentially distributed time of mean 500 ms, then away for up to
-// 50 ms). A subscriber that comes back subscribes first, then catches up
+// subscribers (SOAK_SUBSCRIBERS) that disconnect and reconnect at random
+// (connected for an exponentially distributed time of mean 2 s, SOAK_STAY,
+// then away for up to 50 ms). A subscriber that comes back subscribes first, then catches up
 // with GET /v1/sync from the highest seq it has; when the publisher is
 // done, every subscriber catches up once more. The benchmark fails unless
 // every acknowledged message reached every subscriber, live or through
@@ -31,7 +31,7 @@ import (
 //
 //	go test ./relay -run '^$' -bench Soak -benchtime 1000000x -timeout 30m
 func BenchmarkSoak(b *testing.B) {
-	const subscribers = 50
+	subscribers := soakSubscribers()
 	// The archive must hold what a subscriber misses while away and
 	// while it catches up; 200,000 entries also keep eviction running.
 	tr := benchRelay(b, Config{ArchiveCap: 200_000, OpenChannels: true})
@@ -60,10 +60,13 @@ func BenchmarkSoak(b *testing.B) {
 	var readers sync.WaitGroup
 	readers.Go(func() {
 		drain(pub, func(f []byte) {
-			if !bytes.Contains(f, []byte(`"published"`)) {
+			switch {
+			case bytes.Contains(f, []byte(`"published"`)):
+				ackc <- frameSeq(f)
+			case bytes.Contains(f, []byte(`"reauthenticated"`)):
+			default:
 				panic(fmt.Sprintf("publisher got %s", f))
 			}
-			ackc <- frameSeq(f)
 		})
 		close(ackc)
 	})
@@ -89,6 +92,7 @@ func BenchmarkSoak(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	out := 0
+	renewed := time.Now()
 	for i := range n {
 		for out == benchWindow || lastAck-min(slowest(), lastAck) > 4*benchWindow {
 			select {
@@ -103,12 +107,23 @@ func BenchmarkSoak(b *testing.B) {
 			b.Fatalf("publish %d: %v", i, err)
 		}
 		out++
+		// Tokens live a minute in these tests: renew the publisher's
+		// socket well before its token expires.
+		if time.Since(renewed) > 20*time.Second {
+			renewed = time.Now()
+			if err := pub.Write(ctx, websocket.MessageText, []byte(`{"type":"auth","token":"`+mint(b, "soak-publisher", "")+`"}`)); err != nil {
+				b.Fatalf("renew: %v", err)
+			}
+		}
 	}
 	for ; out > 0; out-- {
 		acked = append(acked, <-ackc)
 	}
 	publishing := time.Since(start)
 	done.Store(true)
+	for _, s := range subs {
+		s.stop()
+	}
 	wg.Wait()
 	for _, s := range subs {
 		if err := s.catchUp(); err != nil {
@@ -122,16 +137,21 @@ func BenchmarkSoak(b *testing.B) {
 	lost, reconnects := 0, 0
 	for _, s := range subs {
 		reconnects += s.reconnects
+		var miss []uint64
 		for _, seq := range acked {
 			if !s.has(seq) {
 				lost++
+				miss = append(miss, seq)
 			}
+		}
+		if len(miss) > 0 {
+			b.Logf("subscriber %d missed %d, first %v", s.id, len(miss), miss[:min(20, len(miss))])
 		}
 	}
 	if lost > 0 {
 		b.Fatalf("%d acknowledged deliveries lost (of %d x %d)", lost, len(acked), subscribers)
 	}
-	b.ReportMetric(float64(n)*subscribers/publishing.Seconds(), "delivered/s")
+	b.ReportMetric(float64(n*subscribers)/publishing.Seconds(), "delivered/s")
 	b.ReportMetric(float64(reconnects), "reconnects")
 	b.ReportMetric(float64(lost), "lost")
 	b.ReportMetric(float64(rssBefore)/(1<<20), "rss-before-MB")
@@ -150,8 +170,19 @@ type soakSub struct {
 	hi         atomic.Uint64
 	connected  atomic.Bool
 	reconnects int
+	cmu        sync.Mutex // guards c
 	c          *websocket.Conn
 	mu         sync.Mutex // guards got
+}
+
+// stop ends the current socket, so a read waiting for the end of its
+// stay returns at once.
+func (s *soakSub) stop() {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.c != nil {
+		s.c.CloseNow()
+	}
 }
 
 func (s *soakSub) mark(seq uint64) {
@@ -195,9 +226,16 @@ func (s *soakSub) connect() error {
 		c.CloseNow()
 		return fmt.Errorf("auth: %s %v", m, err)
 	}
+	s.cmu.Lock()
 	s.c = c
+	s.cmu.Unlock()
+	if err := s.catchUp(); err != nil {
+		c.CloseNow()
+		return err
+	}
+	// Only now does the publisher wait for this subscriber.
 	s.connected.Store(true)
-	return s.catchUp()
+	return nil
 }
 
 // catchUp pages through GET /v1/sync from the highest seq received.
@@ -234,21 +272,27 @@ func (s *soakSub) catchUp() error {
 // run reads pushes, dropping and reopening the socket at random, until
 // done.
 func (s *soakSub) run(done *atomic.Bool) {
+	buf := make([]byte, 0, 4096)
 	for !done.Load() {
-		stay := time.Duration(rand.ExpFloat64() * float64(500*time.Millisecond))
+		stay := time.Duration(rand.ExpFloat64() * float64(soakStay()))
 		deadline := time.Now().Add(stay)
+		s.cmu.Lock()
 		c := s.c
-		for time.Now().Before(deadline) && !done.Load() {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			_, m, err := c.Read(ctx)
-			cancel()
+		s.cmu.Unlock()
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		for !done.Load() {
+			_, r, err := c.Reader(ctx)
+			if err == nil {
+				buf, err = readAll(r, buf[:0])
+			}
 			if err != nil {
 				break // the stay is over, or the relay dropped a slow consumer
 			}
-			if bytes.HasPrefix(m, pushPrefixBytes) {
-				s.mark(frameSeq(m))
+			if bytes.HasPrefix(buf, pushPrefixBytes) {
+				s.mark(frameSeq(buf))
 			}
 		}
+		cancel()
 		s.connected.Store(false)
 		c.CloseNow()
 		if done.Load() {
@@ -260,10 +304,8 @@ func (s *soakSub) run(done *atomic.Bool) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if s.connected.Load() {
-		s.connected.Store(false)
-		s.c.CloseNow()
-	}
+	s.connected.Store(false)
+	s.stop()
 }
 
 // frameSeq is the "seq" of a push or ack frame.
@@ -295,4 +337,18 @@ func rssBytes() int64 {
 		}
 	}
 	return 0
+}
+
+func soakStay() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SOAK_STAY")); err == nil {
+		return d
+	}
+	return 2 * time.Second
+}
+
+func soakSubscribers() int {
+	if n, err := strconv.Atoi(os.Getenv("SOAK_SUBSCRIBERS")); err == nil && n > 0 {
+		return n
+	}
+	return 50
 }
