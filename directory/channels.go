@@ -231,6 +231,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal)
 type pendingEntry struct {
 	ID         string `json:"id"`
 	Identity   string `json:"identity"`
+	AccountID  string `json:"account_id"`
 	KeyPackage string `json:"key_package"`
 	CreatedAt  string `json:"created_at"`
 }
@@ -251,6 +252,7 @@ func (s *Server) handlePending(w http.ResponseWriter, r *http.Request, p princip
 		out[i] = pendingEntry{
 			ID:         q.id,
 			Identity:   q.identity,
+			AccountID:  q.account,
 			KeyPackage: base64.StdEncoding.EncodeToString(q.keyPackage),
 			CreatedAt:  rfc3339(q.createdAt),
 		}

@@ -205,7 +205,7 @@ func TestInvites(t *testing.T) {
 func TestOwnerAndJoinerFlows(t *testing.T) {
 	e := newEnv(t, nil)
 	_, owner := e.account("acme")
-	_, joiner := e.account("globex")
+	joinerID, joiner := e.account("globex")
 	_, bystander := e.account("acme")
 	const ch = "acme/payments/agent-v1"
 	e.channel(owner, ch)
@@ -254,7 +254,7 @@ func TestOwnerAndJoinerFlows(t *testing.T) {
 			t.Fatalf("cycle %d: %d pending", cycle, len(reqs))
 		}
 		first := reqs[0].(map[string]any)
-		if first["id"] != ids[cycle] || first["identity"] != fmt.Sprintf("did:web:agent%d.example.com", cycle) {
+		if first["id"] != ids[cycle] || first["identity"] != fmt.Sprintf("did:web:agent%d.example.com", cycle) || first["account_id"] != joinerID {
 			t.Fatalf("cycle %d: head of queue %v", cycle, first)
 		}
 		kp, _ := base64.StdEncoding.DecodeString(first["key_package"].(string))

@@ -412,6 +412,7 @@ func (s *store) createFederationInvite(ctx context.Context, channel, account, or
 type joinRequest struct {
 	id         string
 	identity   string
+	account    string // the requesting account, which the owner adds as a member
 	keyPackage []byte
 	createdAt  time.Time
 }
@@ -487,7 +488,7 @@ func (s *store) pending(ctx context.Context, channel, account string) ([]joinReq
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, identity, key_package, created_at FROM join_requests
+		`SELECT id, identity, account_id, key_package, created_at FROM join_requests
 		 WHERE channel_id = ? AND status = 'pending' ORDER BY created_at, rowid`, chID)
 	if err != nil {
 		return nil, err
@@ -497,7 +498,7 @@ func (s *store) pending(ctx context.Context, channel, account string) ([]joinReq
 	for rows.Next() {
 		var r joinRequest
 		var created int64
-		if err := rows.Scan(&r.id, &r.identity, &r.keyPackage, &created); err != nil {
+		if err := rows.Scan(&r.id, &r.identity, &r.account, &r.keyPackage, &created); err != nil {
 			return nil, err
 		}
 		r.createdAt = time.Unix(0, created).UTC()
