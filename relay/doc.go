@@ -28,13 +28,72 @@
 // on their channel, are pushed only once durable, so subscribers never act
 // on a group change the relay could forget.
 //
+// Seqs are strictly increasing per channel but not contiguous: a crash may
+// skip some. The cap counts entries (ArchiveCap application entries and as
+// many handshake entries per channel), never a distance in seqs, so a gap
+// hides or evicts nothing.
+//
+// # Catching up
+//
+// A client that was away subscribes first, waits for the subscription's
+// ok, then pages through GET /v1/sync from the last seq it has, and drops
+// pushes it already has by seq. Nothing falls between the two: a read
+// first waits for the commit of everything the relay pushed before the read
+// began. Pages are bounded in bytes as well as in entries (MaxPageBytes,
+// default 4 MiB; a page cut by bytes has has_more set, and a page always
+// carries at least one entry) and are streamed from the archive, never
+// built whole in memory.
+//
 // # Entry types and commit fencing
 //
 // The relay reads only the cleartext MLSMessage header (RFC 9420 §6): a
 // commit or proposal is entry type 1, a Welcome type 2, anything else 0.
 // Per channel it remembers the epoch it expects the next commit for; a
 // commit for any other epoch is refused with a stale_epoch error and is
-// neither archived nor delivered.
+// neither archived nor delivered. The first commit on a channel may set
+// the expected epoch only up to MaxFirstEpoch (default 2^32), and no
+// commit may carry epoch 2^64-1: both are refused with
+// {"type":"error","code":"epoch_out_of_range","max_epoch":…}. A room's
+// owner recovers a channel whose fence a member jammed through the
+// directory (POST /v1/channels/fence), which reaches the relay as a
+// fence_reset event of the channel feed.
+//
+// # Members
+//
+// Only a channel's members may publish to it, and by default only members
+// may subscribe to it or read it (OpenReads keeps reads open, the seeds'
+// behaviour; OpenChannels turns the gate off for an application that gates
+// channels itself). The relay learns members from Config.Members: the
+// directory in process, [NewHTTPMembers] for a directory elsewhere, or a
+// [MemberSet] an embedding application fills itself. It polls every
+// MembersPoll and at once when an account it does not know asks, so a new
+// member is served without waiting. Refusals are
+// {"type":"error","code":"not_a_member","channel":…,"message":…} on the
+// socket and 403 {"error":"not_a_member"} on the catch-up endpoints. When a
+// member is removed, its live subscriptions to the channel end with that
+// frame; its socket stays open for its other channels. A channel-scoped
+// token (with a chan claim) acts on its channel only, as its account.
+//
+// # Tokens on long-lived sockets
+//
+// Tokens live at most 300 s (exp − iat). A socket sends a fresh
+// {"type":"auth","token":…} frame for the same account and scope before
+// its token expires and gets {"type":"ok","message":"reauthenticated"};
+// otherwise it is closed at exp with a token_expired error frame and close
+// status 1008.
+//
+// # Bounds
+//
+// Every resource a client can make the relay hold is bounded: a socket may
+// send PreAuthReadLimit bytes (4 KiB) before it authenticates and one
+// 1 MiB payload per frame after; MaxUnauthConns (1024) sockets may wait
+// for authentication, MaxUnauthConnsPerAddr (32) per remote IP (429
+// rate_limited with Retry-After before the upgrade); an account may hold
+// MaxConnsPerAccount (64) sockets (too_many_connections, close 1013); a
+// socket's queue holds at most SendQueue frames and MaxQueueBytes (16 MiB);
+// an account may have AccountQuota bytes (256 MiB) of payload stored across
+// all channels (quota_exceeded). Frames with a repeated key or a key in the
+// wrong case are refused (bad_frame).
 //
 // # Slow consumers
 //
