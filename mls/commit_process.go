@@ -95,6 +95,11 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		// A removed member may still read late application messages of
 		// the epochs it held, but follows the group no further.
 		return nil, ErrRemoved
+	} else if ct == ContentTypeProposal {
+		// Before decryption, so that a refused proposal consumes no key.
+		if err := g.checkProposalRoom(); err != nil {
+			return nil, err
+		}
 	}
 
 	var ac *AuthenticatedContent

@@ -455,6 +455,20 @@ func proposalRef(s suite, ac *AuthenticatedContent) []byte {
 	return makeProposalRef(s, marshal(ac))
 }
 
+// maxPendingProposals bounds the proposals cached in one epoch, so that a
+// member that floods the group cannot grow the others' state without
+// limit. A saved state holds at most this many (state.go).
+const maxPendingProposals = maxStateProposals
+
+// checkProposalRoom refuses a new proposal when the epoch already caches
+// maxPendingProposals; a Commit makes room.
+func (g *Group) checkProposalRoom() error {
+	if len(g.proposals) >= maxPendingProposals {
+		return fmt.Errorf("%w: %d proposals already pending in this epoch", ErrInvalidProposal, len(g.proposals))
+	}
+	return nil
+}
+
 // cacheProposal stores a received or sent proposal for the current epoch.
 func (g *Group) cacheProposal(ac *AuthenticatedContent, updatePriv []byte) []byte {
 	ref := proposalRef(g.s, ac)
@@ -535,6 +549,9 @@ func (g *Group) ProposeGroupContextExtensions(exts []Extension) ([]byte, error) 
 // so that a later Commit (by anyone) can include it by reference.
 func (g *Group) sendProposal(p *Proposal, updatePriv []byte) ([]byte, error) {
 	if err := g.checkCanSend(); err != nil {
+		return nil, err
+	}
+	if err := g.checkProposalRoom(); err != nil {
 		return nil, err
 	}
 	sender := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}

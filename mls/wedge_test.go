@@ -566,3 +566,56 @@ func TestCommitWithoutBrokenPending(t *testing.T) {
 	tg.fanOut("did:key:alice", res)
 	tg.check()
 }
+
+// TestPendingProposalsBounded: a member flooding the group with proposals
+// fills the cache up to its bound and no further; the others can still
+// commit, and a state at the bound saves and restores.
+func TestPendingProposalsBounded(t *testing.T) {
+	tg := threeMembers(t, nil)
+	alice, bob := tg.members["did:key:alice"], tg.members["did:key:bob"]
+	// Fill alice's cache directly (sending 65,536 real proposals would
+	// only make the test slow): Removes of a blank leaf, which no Commit
+	// can include.
+	for i := range maxPendingProposals - 1 {
+		ref := make([]byte, 32)
+		ref[0], ref[1], ref[2] = byte(i), byte(i>>8), byte(i>>16)
+		alice.proposals = append(alice.proposals, cachedProposal{ref: ref,
+			proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: 99}},
+			sender:   Sender{SenderType: SenderTypeMember, LeafIndex: bob.LeafIndex()}})
+	}
+	p, err := bob.ProposeUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Process(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tg.members["did:key:carol"].Process(p); err != nil {
+		t.Fatal(err)
+	}
+	p, err = bob.ProposeUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(p); !errors.Is(err, ErrInvalidProposal) {
+		t.Fatalf("got %v, want ErrInvalidProposal", err)
+	}
+	expectUnchanged(t, alice, before)
+	restored, err := RestoreGroup(before, nil)
+	if err != nil {
+		t.Fatalf("restoring a state at the bound: %v", err)
+	}
+	if len(restored.PendingProposals()) != maxPendingProposals {
+		t.Fatalf("restored %d proposals", len(restored.PendingProposals()))
+	}
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != maxPendingProposals-1 {
+		t.Fatalf("dropped %d", len(res.Dropped))
+	}
+	tg.fanOut("did:key:alice", res)
+	tg.check()
+}
