@@ -378,3 +378,47 @@ func TestRestoreSecretTreeFrontier(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreVersion1: a state written before the checksum (version 1)
+// still restores, and is written back as version 2.
+func TestRestoreVersion1(t *testing.T) {
+	states, _ := stateCorpus(t)
+	for i, st := range states {
+		v1 := bytes.Clone(st[:len(st)-4])
+		v1[0] = stateVersionV1
+		g, err := RestoreGroup(v1, nil)
+		if err != nil {
+			t.Fatalf("state %d as version 1: %v", i, err)
+		}
+		if got := fingerprint(t, g); !bytes.Equal(got, st) {
+			t.Fatalf("state %d: a version 1 state is not written back as the same version 2 state", i)
+		}
+	}
+}
+
+// TestRestorePastHandshakeRatchet: a version 2 state whose past epoch
+// holds a handshake ratchet is refused; past epochs keep only application
+// keys.
+func TestRestorePastHandshakeRatchet(t *testing.T) {
+	tg, alice, bob := twoMembers(t, nil)
+	msg, err := alice.Protect([]byte("1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Process(msg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := alice.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	lr := bob.past[len(bob.past)-1].prot.tree.leaves[alice.LeafIndex()]
+	if lr == nil {
+		t.Fatal("setup: no ratchets for alice in the past epoch")
+	}
+	lr.handshake.secret = bytes.Repeat([]byte{1}, 32)
+	if _, err := RestoreGroup(fingerprint(t, bob), nil); err == nil {
+		t.Fatal("restored a past epoch with a handshake ratchet")
+	}
+}

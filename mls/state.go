@@ -418,7 +418,7 @@ func unmarshalEpochKeys(p *parser, s suite, c *Config, past, v1 bool) (*epochKey
 	if err != nil {
 		return nil, errState
 	}
-	st, err := unmarshalSecretTree(p, s, c.limits())
+	st, err := unmarshalSecretTree(p, s, c.limits(), past && !v1)
 	if err != nil {
 		return nil, err
 	}
@@ -429,12 +429,7 @@ func unmarshalEpochKeys(p *parser, s suite, c *Config, past, v1 bool) (*epochKey
 	if st.nLeaves != tree.size() && !(past && st.nLeaves > tree.size()) {
 		return nil, errState
 	}
-	if past {
-		for _, lr := range st.leaves {
-			if !v1 && (lr.handshake.secret != nil || len(lr.handshake.order) > 0) {
-				return nil, errState
-			}
-		}
+	if past && v1 {
 		st.keepApplicationOnly()
 	}
 	return &epochKeys{ctx: ctx, tree: tree, prot: &epochProtection{
@@ -545,17 +540,19 @@ func marshalHashRatchet(b *builder, r *hashRatchet) {
 	})
 }
 
-// unmarshalSecretTree reads a secret tree written by marshalSecretTree.
+// unmarshalSecretTree reads a secret tree written by marshalSecretTree;
+// applicationOnly is set for the tree of a past epoch, which holds no
+// handshake ratchets.
 // The width is a power of two no larger than any ratchet tree, nodes and
 // leaves come in increasing order inside it, every secret, key and nonce
 // has the suite's length, and the held node secrets form the frontier
 // the lazy derivation of secretTree keeps.
-func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTree, error) {
+func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits, applicationOnly bool) (*secretTree, error) {
 	var n uint32
 	if !p.u32(&n) || n == 0 || n > maxTreeLeaves || n&(n-1) != 0 {
 		return nil, errState
 	}
-	t := &secretTree{s: s, nLeaves: n, limits: limits.withDefaults(),
+	t := &secretTree{s: s, nLeaves: n, limits: limits.withDefaults(), applicationOnly: applicationOnly,
 		nodes: make(map[nodeIndex][]byte), leaves: make(map[uint32]*leafRatchets)}
 	// The held secrets and the reached leaves must be as leafRatchetsFor
 	// leaves them (Section 9): no held secret lies below another one, and
@@ -589,6 +586,9 @@ func unmarshalSecretTree(p *parser, s suite, limits secretTreeLimits) (*secretTr
 		if !p.u32(&l) || l < next || l >= n || t.heldAtOrAbove(leafIndex(l).node()) ||
 			!unmarshalHashRatchet(p, s, &lr.handshake, t.limits) || !unmarshalHashRatchet(p, s, &lr.application, t.limits) {
 			return false
+		}
+		if applicationOnly && (lr.handshake.secret != nil || len(lr.handshake.order) > 0) {
+			return false // a past epoch keeps no handshake keys
 		}
 		next = l + 1
 		t.leaves[l] = lr
