@@ -158,10 +158,13 @@ func rawReader(c net.Conn, f func(payload []byte)) {
 // on. The publisher keeps at most 256 messages outstanding for the slowest
 // subscriber. One op is one published message; delivered/s counts frames
 // received by all subscribers.
-func BenchmarkFanout(b *testing.B) {
-	const subscribers = 100
-	tr := benchRelay(b, Config{})
-	ch := "bench/fanout/chan"
+func BenchmarkFanout(b *testing.B) { benchFanout(b, Config{}, "bench/fanout/chan", 100) }
+
+// benchFanout runs the fan-out benchmark on a relay with cfg: one
+// publisher, account "publisher", and the given number of subscribers,
+// accounts "sub-0", "sub-1", ..., all on channel ch.
+func benchFanout(b *testing.B, cfg Config, ch string, subscribers int) {
+	tr := benchRelay(b, cfg)
 	counts := make([]atomic.Int64, subscribers)
 	progress := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -223,7 +226,7 @@ func BenchmarkFanout(b *testing.B) {
 	}
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)*subscribers/elapsed.Seconds(), "delivered/s")
+	b.ReportMetric(float64(b.N)*float64(subscribers)/elapsed.Seconds(), "delivered/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*subscribers), "cpu-ns/delivered")
 	pub.CloseNow()
 	for _, c := range conns {

@@ -2,19 +2,14 @@ package relay
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // BenchmarkFanoutMembers is BenchmarkFanout with channel gating on: the
@@ -28,75 +23,7 @@ func BenchmarkFanoutMembers(b *testing.B) {
 	for i := range subscribers {
 		ms.Add(ch, fmt.Sprintf("sub-%d", i))
 	}
-	tr := benchRelay(b, Config{Members: ms})
-	counts := make([]atomic.Int64, subscribers)
-	progress := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	conns := make([]net.Conn, subscribers)
-	addr := strings.TrimPrefix(tr.URL, "http://")
-	for i := range subscribers {
-		conns[i] = rawSubscriber(b, addr, "/ws/"+ch, mint(b, fmt.Sprintf("sub-%d", i), ""))
-	}
-	for i, c := range conns {
-		wg.Go(func() {
-			rawReader(c, func(f []byte) {
-				if bytes.HasPrefix(f, pushPrefixBytes) {
-					if n := counts[i].Add(1); n%16 == 0 {
-						select {
-						case progress <- struct{}{}:
-						default:
-						}
-					}
-				}
-			})
-		})
-	}
-	pub := benchDial(b, tr.URL, "/ws/"+ch, "publisher")
-	var acks atomic.Int64
-	wg.Go(func() { drain(pub, func([]byte) { acks.Add(1) }) })
-	frame := publishFrame(ch)
-	minCount := func() int64 {
-		m := counts[0].Load()
-		for i := 1; i < subscribers; i++ {
-			m = min(m, counts[i].Load())
-		}
-		return m
-	}
-	ctx := context.Background()
-
-	b.SetBytes(benchPayload)
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
-	low := int64(0)
-	for i := int64(0); i < int64(b.N); i++ {
-		for i-low >= benchWindow {
-			if low = minCount(); i-low >= benchWindow {
-				select {
-				case <-progress:
-				case <-time.After(10 * time.Second):
-					b.Fatalf("no progress: published %d, slowest subscriber at %d", i, low)
-				}
-			}
-		}
-		if err := pub.Write(ctx, websocket.MessageText, frame); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for minCount() < int64(b.N) {
-		select {
-		case <-progress:
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)*subscribers/elapsed.Seconds(), "delivered/s")
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*subscribers), "cpu-ns/delivered")
-	pub.CloseNow()
-	for _, c := range conns {
-		c.Close()
-	}
-	wg.Wait()
+	benchFanout(b, Config{Members: ms}, ch, subscribers)
 }
 
 // procRSS is the process's resident set size from /proc/self/status, or 0
