@@ -383,23 +383,7 @@ func BenchmarkMessagesPage(b *testing.B) {
 // authenticates and stays idle. It holds no goroutine and no buffers, so
 // the process's memory growth per connection is the relay's.
 func rawSubscriber(b *testing.B, addr, path, tok string) net.Conn {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr)
-	var resp []byte
-	one := make([]byte, 1)
-	for !bytes.HasSuffix(resp, []byte("\r\n\r\n")) {
-		if _, err := c.Read(one); err != nil {
-			b.Fatal(err)
-		}
-		resp = append(resp, one[0])
-	}
-	if !bytes.HasPrefix(resp, []byte("HTTP/1.1 101")) {
-		b.Fatalf("upgrade: %s", resp)
-	}
+	c := rawUpgradeFrom(b, addr, path, nil)
 	auth := []byte(`{"type":"auth","token":"` + tok + `"}`)
 	// A masked text frame; the all-zero mask leaves the payload as is.
 	frame := []byte{0x81, 0x80 | 126, byte(len(auth) >> 8), byte(len(auth)), 0, 0, 0, 0}

@@ -135,26 +135,3 @@ func BenchmarkIdleAuthConnMemory(b *testing.B) {
 		}
 	}
 }
-
-// rawUpgradeFrom opens a WebSocket by hand from a given local address.
-func rawUpgradeFrom(b *testing.B, addr, path string, local *net.TCPAddr) net.Conn {
-	d := net.Dialer{LocalAddr: local}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr)
-	var resp []byte
-	one := make([]byte, 1)
-	for !bytes.HasSuffix(resp, []byte("\r\n\r\n")) {
-		if _, err := c.Read(one); err != nil {
-			b.Fatal(err)
-		}
-		resp = append(resp, one[0])
-	}
-	if !bytes.HasPrefix(resp, []byte("HTTP/1.1 101")) {
-		b.Fatalf("upgrade: %s", resp)
-	}
-	return c
-}

@@ -72,7 +72,8 @@ func TestPreAuthReadLimit(t *testing.T) {
 
 	// A raw frame header declaring 1.4 MB, followed by a little of it.
 	addr := strings.TrimPrefix(tr.URL, "http://")
-	raw := rawUpgrade(t, addr, "/ws")
+	raw := rawUpgradeFrom(t, addr, "/ws", nil)
+	t.Cleanup(func() { raw.Close() })
 	hdr := []byte{0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x15, 0x5c, 0xc0, 0, 0, 0, 0} // 1,400,000 bytes, zero mask
 	raw.Write(append(hdr, bytes.Repeat([]byte{'x'}, 4096)...))
 	if code := readCloseCode(t, raw); code != websocket.StatusMessageTooBig {
@@ -85,25 +86,31 @@ func TestPreAuthReadLimit(t *testing.T) {
 	a.publishAck(chA, bytes.Repeat([]byte{1}, 512<<10))
 }
 
-// rawUpgrade opens a WebSocket by hand and leaves the socket to the test.
-func rawUpgrade(t *testing.T, addr, path string) net.Conn {
+// rawUpgradeFrom opens a WebSocket by hand, from the local address local
+// when it is not nil, and leaves the socket to the caller.
+func rawUpgradeFrom(t testing.TB, addr, path string, local *net.TCPAddr) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	var d net.Dialer
+	if local != nil {
+		d.LocalAddr = local
+	}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr)
 	var resp []byte
 	one := make([]byte, 1)
 	for !bytes.HasSuffix(resp, []byte("\r\n\r\n")) {
 		if _, err := c.Read(one); err != nil {
+			c.Close()
 			t.Fatal(err)
 		}
 		resp = append(resp, one[0])
 	}
 	if !bytes.HasPrefix(resp, []byte("HTTP/1.1 101")) {
+		c.Close()
 		t.Fatalf("upgrade: %s", resp)
 	}
 	return c
