@@ -66,15 +66,9 @@ func archiveDefaults(cfg *Config) error {
 	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 {
 		return errors.New("relay: negative limit in Config")
 	}
-	if cfg.MaxFirstEpoch == 0 {
-		cfg.MaxFirstEpoch = DefaultMaxFirstEpoch
-	}
-	if cfg.AccountQuota == 0 {
-		cfg.AccountQuota = DefaultAccountQuota
-	}
-	if cfg.MaxPageBytes == 0 {
-		cfg.MaxPageBytes = DefaultMaxPageBytes
-	}
+	setDefault(&cfg.MaxFirstEpoch, DefaultMaxFirstEpoch)
+	setDefault(&cfg.AccountQuota, DefaultAccountQuota)
+	setDefault(&cfg.MaxPageBytes, DefaultMaxPageBytes)
 	return nil
 }
 

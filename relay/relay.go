@@ -168,39 +168,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Members == nil && !cfg.OpenChannels {
 		return nil, errors.New("relay: Config.Members is required (the directory, NewHTTPMembers or a MemberSet), unless OpenChannels")
 	}
-	if cfg.MembersPoll == 0 {
-		cfg.MembersPoll = DefaultMembersPoll
-	}
-	if cfg.PreAuthReadLimit == 0 {
-		cfg.PreAuthReadLimit = DefaultPreAuthReadLimit
-	}
-	if cfg.MaxUnauthConns == 0 {
-		cfg.MaxUnauthConns = DefaultMaxUnauthConns
-	}
-	if cfg.MaxUnauthConnsPerAddr == 0 {
-		cfg.MaxUnauthConnsPerAddr = DefaultMaxUnauthConnsPerAddr
-	}
-	if cfg.MaxConnsPerAccount == 0 {
-		cfg.MaxConnsPerAccount = DefaultMaxConnsPerAccount
-	}
-	if cfg.MaxQueueBytes == 0 {
-		cfg.MaxQueueBytes = DefaultMaxQueueBytes
-	}
-	if cfg.ArchiveCap == 0 {
-		cfg.ArchiveCap = DefaultArchiveCap
-	}
-	if cfg.ArchiveTTL == 0 {
-		cfg.ArchiveTTL = DefaultArchiveTTL
-	}
-	if cfg.RevocationPoll == 0 {
-		cfg.RevocationPoll = DefaultRevocationPoll
-	}
-	if cfg.SendQueue == 0 {
-		cfg.SendQueue = DefaultSendQueue
-	}
-	if cfg.AuthTimeout == 0 {
-		cfg.AuthTimeout = DefaultAuthTimeout
-	}
+	setDefault(&cfg.MembersPoll, DefaultMembersPoll)
+	setDefault(&cfg.PreAuthReadLimit, DefaultPreAuthReadLimit)
+	setDefault(&cfg.MaxUnauthConns, DefaultMaxUnauthConns)
+	setDefault(&cfg.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr)
+	setDefault(&cfg.MaxConnsPerAccount, DefaultMaxConnsPerAccount)
+	setDefault(&cfg.MaxQueueBytes, DefaultMaxQueueBytes)
+	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
+	setDefault(&cfg.ArchiveTTL, DefaultArchiveTTL)
+	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
+	setDefault(&cfg.SendQueue, DefaultSendQueue)
+	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -281,6 +259,14 @@ func New(cfg Config) (*Server, error) {
 		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
 	}
 	return s, nil
+}
+
+// setDefault sets *v to def when *v is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // ServeHTTP implements http.Handler.
