@@ -136,7 +136,14 @@ func (c *DirectoryClient) CreateAccountInvited(ctx context.Context, email, org, 
 // OrgInvite mints an invite into org, the caller's own org, for new
 // accounts. Zero values take the directory's defaults (one use, one hour).
 func (c *DirectoryClient) OrgInvite(ctx context.Context, org string, maxUses, ttlSeconds int) (string, time.Time, error) {
-	in := map[string]any{"org": org}
+	return c.mintInvite(ctx, "/v1/orgs/invites", "org", org, maxUses, ttlSeconds)
+}
+
+// mintInvite posts an invite request naming what the invite is into
+// (key: value) to path. Zero maxUses and ttlSeconds are left out, so the
+// directory's defaults apply.
+func (c *DirectoryClient) mintInvite(ctx context.Context, path, key, value string, maxUses, ttlSeconds int) (string, time.Time, error) {
+	in := map[string]any{key: value}
 	if maxUses != 0 {
 		in["max_uses"] = maxUses
 	}
@@ -147,7 +154,7 @@ func (c *DirectoryClient) OrgInvite(ctx context.Context, org string, maxUses, tt
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	err := c.call(ctx, "POST", "/v1/orgs/invites", in, &out)
+	err := c.call(ctx, "POST", path, in, &out)
 	return out.Token, out.ExpiresAt, err
 }
 
@@ -173,19 +180,7 @@ func (c *DirectoryClient) RegisterChannel(ctx context.Context, name string) erro
 // Invite mints an invite token for a channel the caller owns. Zero values
 // take the directory's defaults.
 func (c *DirectoryClient) Invite(ctx context.Context, channel string, maxUses, ttlSeconds int) (string, time.Time, error) {
-	in := map[string]any{"channel": channel}
-	if maxUses != 0 {
-		in["max_uses"] = maxUses
-	}
-	if ttlSeconds != 0 {
-		in["ttl_seconds"] = ttlSeconds
-	}
-	var out struct {
-		Token     string    `json:"token"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}
-	err := c.call(ctx, "POST", "/v1/channels/invites", in, &out)
-	return out.Token, out.ExpiresAt, err
+	return c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds)
 }
 
 // Join publishes a key package for channel with an invite token; it
