@@ -209,7 +209,7 @@ func seatCommands() []*ucli.Command {
 			Flags: append([]ucli.Flag{
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail (default: tally@localhost)"},
 				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>); an existing org needs --org-invite"},
-				&ucli.StringFlag{Name: "org-invite", Usage: "org invite (skt_org_…) from an account of --org (`tally org invite`)"},
+				&ucli.StringFlag{Name: "org-invite", Usage: "an org invite (`TOKEN`, skt_org_…) that an account of --org made with tally org invite"},
 			}, recoverFlags()...),
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				if e.c.Bool("recover") {
