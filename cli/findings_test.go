@@ -101,7 +101,7 @@ func syncAll(t *testing.T, relURL, path, ch, tok string) map[uint64]string {
 func TestFindingAckedEntriesSurviveACrashGap(t *testing.T) {
 	data := t.TempDir()
 	s := startServe(t, data, "--quiet")
-	acct, tok := signUpIn(t, s.apiURL, "ops@acme.test", "acme")
+	acct, tok := signUp(t, s.apiURL)
 	const ch = "acme/ops/gap"
 	registerChannel(t, s.apiURL, acct.APIKey, ch)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -187,7 +187,7 @@ func TestFindingOutsiderCannotJamARoom(t *testing.T) {
 // Finding 3: memory and disk a client could make the server hold.
 func TestFindingBoundedResources(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
-	acct, tok := signUpIn(t, s.apiURL, "ops@acme.test", "acme")
+	acct, tok := signUp(t, s.apiURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -308,7 +308,7 @@ func TestFindingServeOperationalFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, data, "--quiet")
-	acct, _ := signUpIn(t, s.apiURL, "ops@acme.test", "acme")
+	acct, _ := signUp(t, s.apiURL)
 	registerChannel(t, s.apiURL, acct.APIKey, "acme/ops/perm")
 	fi, err := os.Stat(data)
 	if err != nil {
@@ -349,7 +349,7 @@ func TestFindingServeOperationalFaults(t *testing.T) {
 func TestFindingContractHoles(t *testing.T) {
 	data := t.TempDir()
 	s := startServe(t, data, "--quiet")
-	acct, _ := signUpIn(t, s.apiURL, "ops@acme.test", "acme")
+	acct, _ := signUp(t, s.apiURL)
 	const ch = "acme/ops/tokens"
 	registerChannel(t, s.apiURL, acct.APIKey, ch)
 	secret, err := os.ReadFile(filepath.Join(data, "jwt_secret"))

@@ -120,7 +120,7 @@ func TestServeSecondServeOnOneDataFolderRefused(t *testing.T) {
 	}
 
 	// The first one still serves, untouched.
-	if code := getJSON(t, first.relURL+"/v1/sync?channel=acme%2Fops%2Flocked", tok.Token, nil); code != 200 {
+	if code := getJSON(t, first.relURL+"/v1/sync?channel=acme%2Fops%2Flocked", tok, nil); code != 200 {
 		t.Fatalf("first serve after the refused ones: %d", code)
 	}
 
@@ -173,14 +173,11 @@ func TestServeTightensModes(t *testing.T) {
 	}
 
 	p = serveInProcess(t, serveOptions{Data: data})
-	var tok testToken
-	if code := postJSON(t, p.apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
-		t.Fatalf("token: %d", code)
-	}
+	tok := mintToken(t, p.apiURL, acct.APIKey)
 	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/modes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/modes", tok.Token)
+	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/modes", tok)
 	if r := send(frame{Type: "publish", Channel: "acme/ops/modes", Payload: "YQ=="}); r.Type != "ok" {
 		t.Fatalf("publish: %+v", r)
 	}
@@ -369,7 +366,7 @@ func TestServeCutsSlowAndIdleConnections(t *testing.T) {
 	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/slow")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/slow", tok.Token)
+	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/slow", tok)
 	time.Sleep(2500 * time.Millisecond) // past every timeout of the HTTP server
 	if r := send(frame{Type: "publish", Channel: "acme/ops/slow", Payload: "YQ=="}); r.Type != "ok" {
 		t.Fatalf("publish on a socket older than the HTTP timeouts: %+v", r)
@@ -398,16 +395,7 @@ func TestServeConnectionCap(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		held = append(held, c)
 	}
-	answered := make(chan int, 1)
-	go func() {
-		resp, err := (&http.Client{Transport: &http.Transport{}}).Get(p.apiURL + "/health")
-		if err != nil {
-			answered <- -1
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
+	answered := getInBackground(p.apiURL + "/health")
 	select {
 	case code := <-answered:
 		t.Fatalf("a third connection over the cap of 2 was answered (%d)", code)
@@ -423,17 +411,9 @@ func TestServeConnectionCap(t *testing.T) {
 	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/cap")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ws1, _ := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/cap", tok.Token)
-	relaySocket(ctx, t, p.relURL+"/ws/acme/ops/cap", tok.Token)
-	go func() {
-		resp, err := (&http.Client{Transport: &http.Transport{}}).Get(p.relURL + "/health")
-		if err != nil {
-			answered <- -1
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
+	ws1, _ := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/cap", tok)
+	relaySocket(ctx, t, p.relURL+"/ws/acme/ops/cap", tok)
+	answered = getInBackground(p.relURL + "/health")
 	select {
 	case code := <-answered:
 		t.Fatalf("the relay answered over a cap of two WebSockets (%d)", code)
@@ -443,4 +423,20 @@ func TestServeConnectionCap(t *testing.T) {
 	if code := <-answered; code != 200 {
 		t.Fatalf("relay health once a WebSocket closed: %d", code)
 	}
+}
+
+// getInBackground GETs url on a connection of its own and sends the status
+// on the channel it returns, or -1 if the request failed.
+func getInBackground(url string) <-chan int {
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: &http.Transport{}}).Get(url)
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	return answered
 }

@@ -160,7 +160,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, send := relaySocket(ctx, t, s.relURL+"/ws/acme/ops/durable", tok.Token)
+	c, send := relaySocket(ctx, t, s.relURL+"/ws/acme/ops/durable", tok)
 	const n = 200
 	acked := map[uint64]string{}
 	for i := 0; i < n; i++ {
@@ -180,7 +180,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 	c.CloseNow()
 
 	s2 := startServe(t, data, "--quiet")
-	postJSON(t, s2.apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok)
+	tok = mintToken(t, s2.apiURL, acct.APIKey)
 	got := map[uint64]string{}
 	since := uint64(0)
 	for {
@@ -192,7 +192,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 			HasMore bool `json:"has_more"`
 		}
 		url := fmt.Sprintf("%s/v1/sync?channel=acme%%2Fops%%2Fdurable&since_seq=%d&limit=500", s2.relURL, since)
-		if code := getJSON(t, url, tok.Token, &page); code != 200 {
+		if code := getJSON(t, url, tok, &page); code != 200 {
 			t.Fatalf("sync: %d", code)
 		}
 		for _, e := range page.Entries {
@@ -214,7 +214,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 
 	// The sequence continues and is never reused (the relay may skip
 	// numbers it had reserved before the crash).
-	_, send = relaySocket(ctx, t, s2.relURL+"/ws/acme/ops/durable", tok.Token)
+	_, send = relaySocket(ctx, t, s2.relURL+"/ws/acme/ops/durable", tok)
 	if r := send(frame{Type: "publish", Channel: "acme/ops/durable", Payload: "YWZ0ZXI="}); r.Type != "ok" || r.Seq <= n {
 		t.Fatalf("publish after restart: %+v, want seq > %d", r, n)
 	}
@@ -274,26 +274,19 @@ func TestServeSplitRevocation(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, send := relaySocket(ctx, t, r.relURL+"/ws/acme/ops/split", tok.Token)
+	c, send := relaySocket(ctx, t, r.relURL+"/ws/acme/ops/split", tok)
 	if got := send(frame{Type: "publish", Channel: "acme/ops/split", Payload: "YQ=="}); got.Type != "ok" || got.Seq != 1 {
 		t.Fatalf("publish: %+v", got)
 	}
 
 	// The split relay learns channel members from the directory too: an
 	// account of another org is not one, and is refused.
-	var other testAccount
-	if code := postJSON(t, d.apiURL+"/v1/accounts", "", map[string]string{"email": "eve@evil.test", "org": "evil"}, &other); code != 201 {
-		t.Fatalf("second account: %d", code)
-	}
-	var otherTok testToken
-	if code := postJSON(t, d.apiURL+"/v1/tokens", other.APIKey, map[string]any{}, &otherTok); code != 201 {
-		t.Fatalf("token: %d", code)
-	}
-	_, sendOther := relaySocket(ctx, t, r.relURL+"/ws", otherTok.Token)
+	_, otherTok := signUpIn(t, d.apiURL, "eve@evil.test", "evil")
+	_, sendOther := relaySocket(ctx, t, r.relURL+"/ws", otherTok)
 	if got := sendOther(frame{Type: "publish", Channel: "acme/ops/split", Payload: "Yg=="}); got.Type != "error" || got.Code != "not_a_member" {
 		t.Fatalf("a non-member's publish on the split relay: %+v", got)
 	}
-	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme%2Fops%2Fsplit", otherTok.Token, nil); code != 403 {
+	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme%2Fops%2Fsplit", otherTok, nil); code != 403 {
 		t.Fatalf("a non-member's sync on the split relay: %d, want 403", code)
 	}
 
@@ -312,7 +305,7 @@ func TestServeSplitRevocation(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("revoked socket closed after %v", d)
 	}
-	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme/ops/split", tok.Token, nil); code != 403 {
+	if code := getJSON(t, r.relURL+"/v1/sync?channel=acme/ops/split", tok, nil); code != 403 {
 		t.Fatalf("revoked token on the split relay: %d, want 403", code)
 	}
 }
@@ -351,15 +344,7 @@ type testToken struct{ Token string }
 
 // signUp creates an account in org acme on an open-signup directory and
 // mints a token for it.
-func signUp(t *testing.T, apiURL string) (testAccount, testToken) {
+func signUp(t *testing.T, apiURL string) (testAccount, string) {
 	t.Helper()
-	var acct testAccount
-	if code := postJSON(t, apiURL+"/v1/accounts", "", map[string]string{"email": "ops@acme.test", "org": "acme"}, &acct); code != 201 {
-		t.Fatalf("account: %d", code)
-	}
-	var tok testToken
-	if code := postJSON(t, apiURL+"/v1/tokens", acct.APIKey, map[string]any{}, &tok); code != 201 {
-		t.Fatalf("token: %d", code)
-	}
-	return acct, tok
+	return signUpIn(t, apiURL, "ops@acme.test", "acme")
 }
