@@ -85,6 +85,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // and identity.
 func newHome(t *testing.T, st *skytaletest.Stack, org string) ([]string, string) {
 	t.Helper()
+	g, id := initHome(t, st)
+	mustTally(t, append(g, "signin", "--org", org)...)
+	return g, id
+}
+
+// initHome makes a seat home configured for st, with an identity and no
+// account, and returns its global flags and identity.
+func initHome(t *testing.T, st *skytaletest.Stack) ([]string, string) {
+	t.Helper()
 	g := []string{"--home", t.TempDir()}
 	mustTally(t, append(g, "config", "set", "api_url", st.APIURL)...)
 	mustTally(t, append(g, "config", "set", "relay_url", st.RelayURL)...)
@@ -92,7 +101,6 @@ func newHome(t *testing.T, st *skytaletest.Stack, org string) ([]string, string)
 	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "init")...)), &id); err != nil {
 		t.Fatal(err)
 	}
-	mustTally(t, append(g, "signin", "--org", org)...)
 	return g, id.Identity
 }
 
@@ -102,13 +110,7 @@ func newHome(t *testing.T, st *skytaletest.Stack, org string) ([]string, string)
 func newHomeWithKey(t *testing.T, st *skytaletest.Stack, org string) ([]string, string, skytaletest.Account) {
 	t.Helper()
 	acct := st.NewAccount(t, org)
-	g := []string{"--home", t.TempDir()}
-	mustTally(t, append(g, "config", "set", "api_url", st.APIURL)...)
-	mustTally(t, append(g, "config", "set", "relay_url", st.RelayURL)...)
-	var id struct{ Identity string }
-	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "init")...)), &id); err != nil {
-		t.Fatal(err)
-	}
+	g, id := initHome(t, st)
 	s, err := seat.Open(context.Background(), seat.Config{Home: g[1]})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +119,7 @@ func newHomeWithKey(t *testing.T, st *skytaletest.Stack, org string) ([]string, 
 	if err := s.UseAccount(context.Background(), acct.ID, acct.Org, acct.APIKey); err != nil {
 		t.Fatal(err)
 	}
-	return g, id.Identity, acct
+	return g, id, acct
 }
 
 func TestCLIRoomTwoSeats(t *testing.T) {
