@@ -50,8 +50,7 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "email is invalid")
 		return
 	}
-	if !validOrg(req.Org) {
-		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
+	if !checkOrg(w, req.Org) {
 		return
 	}
 	var invite []byte
@@ -121,6 +120,15 @@ func validOrg(o string) bool {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
 			return false
 		}
+	}
+	return true
+}
+
+// checkOrg answers 400 unless o is a valid org, and reports whether it is.
+func checkOrg(w http.ResponseWriter, o string) bool {
+	if !validOrg(o) {
+		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
+		return false
 	}
 	return true
 }

@@ -164,8 +164,7 @@ func (s *Server) handleCreateFederationInvite(w http.ResponseWriter, r *http.Req
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	if !validOrg(req.Org) {
-		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
+	if !checkOrg(w, req.Org) {
 		return
 	}
 	s.mintInvite(w, r, prefixFed, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {

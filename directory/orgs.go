@@ -25,8 +25,7 @@ func (s *Server) handleCreateOrgInvite(w http.ResponseWriter, r *http.Request, p
 	if !decode(w, r, smallBody, &req) {
 		return
 	}
-	if !validOrg(req.Org) {
-		badRequest(w, "org must be 1 to 128 characters of [A-Za-z0-9_.-], not \".\" or \"..\"")
+	if !checkOrg(w, req.Org) {
 		return
 	}
 	if req.Org != p.org {
