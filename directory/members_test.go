@@ -23,6 +23,11 @@ func membersPath(channel, account string) string {
 	return "/v1/channels/members?" + q.Encode()
 }
 
+// addMember asks, with key, that account be made a member of channel.
+func (e *env) addMember(key, channel, account string) reply {
+	return e.do("POST", "/v1/channels/members", key, map[string]string{"channel": channel, "account_id": account})
+}
+
 // events reads the whole channel feed in process.
 func (e *env) events() []feed.Event {
 	e.t.Helper()
@@ -62,27 +67,24 @@ func TestMembersHostile(t *testing.T) {
 	const other = "acme/rooms/other"
 	e.channel(owner, ch)
 	e.channel(owner, other)
-	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
+	want(t, e.addMember(owner, ch, memberID), 200, "")
 	seat := e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6MkScoped", "channel": other})
 	want(t, seat, 201, "")
 	scoped := seat.str("credential")
 	scopedJWT := e.jwt(scoped, nil)
 
-	add := func(key, channel, account string) reply {
-		return e.do("POST", "/v1/channels/members", key, map[string]string{"channel": channel, "account_id": account})
-	}
 	before := e.snapshot()
 	// Not the owner: neither a member nor a stranger may add anyone.
-	want(t, add(member, ch, strangerID), 403, "not_owner")
-	want(t, add(stranger, ch, strangerID), 403, "not_owner")
+	want(t, e.addMember(member, ch, strangerID), 403, "not_owner")
+	want(t, e.addMember(stranger, ch, strangerID), 403, "not_owner")
 	// A credential scoped to another channel of the owner.
-	want(t, add(scoped, ch, strangerID), 403, "forbidden")
-	want(t, add(scopedJWT, ch, strangerID), 403, "forbidden")
+	want(t, e.addMember(scoped, ch, strangerID), 403, "forbidden")
+	want(t, e.addMember(scopedJWT, ch, strangerID), 403, "forbidden")
 	// Wrong or malformed channel, unknown account, bad bodies.
-	want(t, add(owner, "acme/rooms/none", strangerID), 404, "channel_not_found")
-	want(t, add(owner, "acme/rooms", strangerID), 400, "invalid_channel")
-	want(t, add(owner, ch, "no-such-account"), 404, "account_not_found")
-	want(t, add(owner, ch, ""), 400, "invalid_request")
+	want(t, e.addMember(owner, "acme/rooms/none", strangerID), 404, "channel_not_found")
+	want(t, e.addMember(owner, "acme/rooms", strangerID), 400, "invalid_channel")
+	want(t, e.addMember(owner, ch, "no-such-account"), 404, "account_not_found")
+	want(t, e.addMember(owner, ch, ""), 400, "invalid_request")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":`), 400, "invalid_json")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":"`+ch+`","account_id":7}`), 400, "invalid_json")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":"`+ch+`","account_id":"x","extra":1}`), 400, "invalid_json")
@@ -110,7 +112,7 @@ func TestMembersHostile(t *testing.T) {
 	}
 
 	// The scoped credential acts on its own channel: it belongs to the owner.
-	want(t, add(scoped, other, memberID), 200, "")
+	want(t, e.addMember(scoped, other, memberID), 200, "")
 	want(t, e.do("GET", membersPath(other, ""), scopedJWT, nil), 200, "")
 }
 
@@ -146,15 +148,15 @@ func TestMembersFlow(t *testing.T) {
 	}
 
 	e.clock.Advance(time.Second)
-	r = e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": aID})
+	r = e.addMember(owner, ch, aID)
 	want(t, r, 200, "")
 	if strings.TrimSpace(string(r.raw)) != fmt.Sprintf(`{"channel":%q,"account_id":%q,"member":true}`, ch, aID) {
 		t.Fatalf("add = %s", r)
 	}
 	// Idempotent: same answer, no second event.
-	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": aID}), 200, "")
+	want(t, e.addMember(owner, ch, aID), 200, "")
 	e.clock.Advance(time.Second)
-	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": bID}), 200, "")
+	want(t, e.addMember(owner, ch, bID), 200, "")
 
 	// A member sees the list too, oldest first.
 	if got := fmt.Sprint(ids(list(a))); got != fmt.Sprint([]string{ownerID, aID, bID}) {
@@ -235,7 +237,7 @@ func TestFenceReset(t *testing.T) {
 	const ch = "acme/rooms/payroll"
 	e.channel(owner, ch)
 	e.channel(owner, "acme/rooms/other")
-	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": jammerID}), 200, "")
+	want(t, e.addMember(owner, ch, jammerID), 200, "")
 	scoped := e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6MkF", "channel": "acme/rooms/other"}).str("credential")
 
 	fence := func(key string, body any) reply { return e.do("POST", "/v1/channels/fence", key, body) }

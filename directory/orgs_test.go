@@ -126,31 +126,24 @@ func TestOrgOperatorProvisions(t *testing.T) {
 // TestConcurrentOrgSignupsNeverOverUse fires 20 signups at once with an
 // org invite of max_uses 5: exactly 5 accounts are created.
 func TestConcurrentOrgSignupsNeverOverUse(t *testing.T) {
-	for _, file := range []bool{false, true} {
-		t.Run(fmt.Sprint("file=", file), func(t *testing.T) {
-			e := newEnv(t, func(c *Config) {
-				if file {
-					c.DBPath = filepath.Join(t.TempDir(), "dir.db")
-				}
-			})
-			_, owner := e.account("acme")
-			inv := e.orgInvite(owner, "acme", 5)
-			count := raceStatuses(20, func(i int) int {
-				return e.do("POST", "/v1/accounts", "", map[string]string{
-					"email": fmt.Sprintf("u%d@acme.example", i), "org": "acme", "org_invite": inv,
-				}).status
-			})
-			if count[201] != 5 || count[403] != 15 {
-				t.Fatalf("statuses %v, want 5×201 and 15×403", count)
-			}
-			var uses, accounts int
-			e.s.store.db.QueryRow(`SELECT uses FROM org_invites`).Scan(&uses)
-			e.s.store.db.QueryRow(`SELECT COUNT(*) FROM accounts WHERE org = 'acme'`).Scan(&accounts)
-			if uses != 5 || accounts != 6 {
-				t.Fatalf("uses %d, accounts %d", uses, accounts)
-			}
+	inMemoryAndOnFile(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		inv := e.orgInvite(owner, "acme", 5)
+		count := raceStatuses(20, func(i int) int {
+			return e.do("POST", "/v1/accounts", "", map[string]string{
+				"email": fmt.Sprintf("u%d@acme.example", i), "org": "acme", "org_invite": inv,
+			}).status
 		})
-	}
+		if count[201] != 5 || count[403] != 15 {
+			t.Fatalf("statuses %v, want 5×201 and 15×403", count)
+		}
+		var uses, accounts int
+		e.s.store.db.QueryRow(`SELECT uses FROM org_invites`).Scan(&uses)
+		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM accounts WHERE org = 'acme'`).Scan(&accounts)
+		if uses != 5 || accounts != 6 {
+			t.Fatalf("uses %d, accounts %d", uses, accounts)
+		}
+	})
 }
 
 // TestFederationNeedsOwnedOrg: declaring the org a federation invite names

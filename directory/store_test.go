@@ -16,33 +16,40 @@ import (
 // TestConcurrentJoinsNeverOverUseAnInvite fires 20 joins at once at an
 // invite with max_uses 5: exactly 5 succeed.
 func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
+	inMemoryAndOnFile(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		inv := e.invite(owner, ch, 5)
+		keys := make([]string, 20)
+		for i := range keys {
+			_, keys[i] = e.account("globex")
+		}
+		count := raceStatuses(len(keys), func(i int) int {
+			return e.join(keys[i], ch, inv, fmt.Sprint("did:web:", i), []byte("kp")).status
+		})
+		if count[201] != 5 || count[403] != 15 {
+			t.Fatalf("statuses %v, want 5×201 and 15×403", count)
+		}
+		var uses, pending int
+		e.s.store.db.QueryRow(`SELECT uses FROM invites`).Scan(&uses)
+		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
+		if uses != 5 || pending != 5 {
+			t.Fatalf("uses %d, requests %d", uses, pending)
+		}
+	})
+}
+
+// inMemoryAndOnFile runs f in two subtests: on an in-memory database
+// ("file=false") and on a database file ("file=true").
+func inMemoryAndOnFile(t *testing.T, f func(t *testing.T, e *env)) {
 	for _, file := range []bool{false, true} {
 		t.Run(fmt.Sprint("file=", file), func(t *testing.T) {
-			e := newEnv(t, func(c *Config) {
+			f(t, newEnv(t, func(c *Config) {
 				if file {
 					c.DBPath = filepath.Join(t.TempDir(), "dir.db")
 				}
-			})
-			_, owner := e.account("acme")
-			const ch = "acme/pay/agent"
-			e.channel(owner, ch)
-			inv := e.invite(owner, ch, 5)
-			keys := make([]string, 20)
-			for i := range keys {
-				_, keys[i] = e.account("globex")
-			}
-			count := raceStatuses(len(keys), func(i int) int {
-				return e.join(keys[i], ch, inv, fmt.Sprint("did:web:", i), []byte("kp")).status
-			})
-			if count[201] != 5 || count[403] != 15 {
-				t.Fatalf("statuses %v, want 5×201 and 15×403", count)
-			}
-			var uses, pending int
-			e.s.store.db.QueryRow(`SELECT uses FROM invites`).Scan(&uses)
-			e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
-			if uses != 5 || pending != 5 {
-				t.Fatalf("uses %d, requests %d", uses, pending)
-			}
+			}))
 		})
 	}
 }
