@@ -30,6 +30,22 @@ func dial(t *testing.T, l net.Listener) net.Conn {
 	return c
 }
 
+// hold dials l n times and accepts each connection; it returns the
+// accepted ends, for the test to hold open.
+func hold(t *testing.T, l net.Listener, n int) []net.Conn {
+	t.Helper()
+	held := make([]net.Conn, 0, n)
+	for range n {
+		dial(t, l)
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	return held
+}
+
 type accepted struct {
 	c   net.Conn
 	err error
@@ -49,15 +65,7 @@ func acceptAsync(l net.Listener) <-chan accepted {
 // then accepted, not lost.
 func TestLimitListenerWaitsAtTotalCap(t *testing.T) {
 	l := listen(t, LimitOptions{Max: 2})
-	var held []net.Conn
-	for i := 0; i < 2; i++ {
-		dial(t, l)
-		c, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
+	held := hold(t, l, 2)
 	if n := l.Active(); n != 2 {
 		t.Fatalf("Active = %d, want 2", n)
 	}
@@ -105,15 +113,7 @@ func TestLimitListenerWaitsAtTotalCap(t *testing.T) {
 // counted.
 func TestLimitListenerPerAddr(t *testing.T) {
 	l := listen(t, LimitOptions{Max: 10, MaxPerAddr: 2})
-	var held []net.Conn
-	for i := 0; i < 2; i++ {
-		dial(t, l)
-		c, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
+	held := hold(t, l, 2)
 	over := dial(t, l)
 	got := acceptAsync(l)
 	// The server closes the connection over the per-address cap without
@@ -137,12 +137,7 @@ func TestLimitListenerPerAddr(t *testing.T) {
 	}
 
 	ex := listen(t, LimitOptions{MaxPerAddr: 1, ExemptAddr: netip.Addr.IsLoopback})
-	for i := 0; i < 3; i++ {
-		dial(t, ex)
-		c, err := ex.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range hold(t, ex, 3) {
 		defer c.Close()
 	}
 	if n := ex.Active(); n != 3 {
