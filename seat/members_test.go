@@ -54,22 +54,8 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 		t.Fatalf("members of a new room: %v", got)
 	}
 	for _, m := range []*member{bob, carol} {
-		tok, err := alice.RoomInvite(ctx, room, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
-			t.Fatalf("join before admit: %v", err)
-		}
-		adm, err := alice.RoomAdmit(ctx, room)
-		if err != nil || len(adm) != 1 {
-			t.Fatalf("admit: %+v %v", adm, err)
-		}
-		if adm[0].AccountID != m.acct.AccountID {
-			t.Fatalf("admitted %s as account %q, want %s", adm[0].Identity, adm[0].AccountID, m.acct.AccountID)
-		}
-		if _, err := m.RoomJoin(ctx, room, "", time.Minute); err != nil {
-			t.Fatal(err)
+		if adm := join(t, alice, m, room); adm.AccountID != m.acct.AccountID {
+			t.Fatalf("admitted %s as account %q, want %s", adm.Identity, adm.AccountID, m.acct.AccountID)
 		}
 	}
 	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID, carol.acct.AccountID); strings.Join(got, ",") != strings.Join(want, ",") {

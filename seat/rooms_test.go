@@ -43,8 +43,9 @@ func newMember(t *testing.T, st *skytaletest.Stack, org string) *member {
 }
 
 // join runs the joiner side without blocking: publish the KeyPackage,
-// let the owner admit, then finish the join from the Welcome.
-func join(t *testing.T, owner, joiner *member, room string) {
+// let the owner admit, then finish the join from the Welcome. It returns
+// what the owner's admit reported.
+func join(t *testing.T, owner, joiner *member, room string) seat.Admitted {
 	t.Helper()
 	ctx := context.Background()
 	tok, err := owner.RoomInvite(ctx, room, 0, 0)
@@ -61,6 +62,7 @@ func join(t *testing.T, owner, joiner *member, room string) {
 	if _, err := joiner.RoomJoin(ctx, room, "", time.Minute); err != nil {
 		t.Fatalf("join: %v", err)
 	}
+	return adm[0]
 }
 
 // roomOfTwo makes a room called name owned by a new member in org acme,
