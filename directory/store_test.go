@@ -28,9 +28,7 @@ func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
 		count := raceStatuses(len(keys), func(i int) int {
 			return e.join(keys[i], ch, inv, fmt.Sprint("did:web:", i), []byte("kp")).status
 		})
-		if count[201] != 5 || count[403] != 15 {
-			t.Fatalf("statuses %v, want 5×201 and 15×403", count)
-		}
+		wantWinners(t, count, 5, 15)
 		var uses, pending int
 		e.s.store.db.QueryRow(`SELECT uses FROM invites`).Scan(&uses)
 		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
@@ -51,6 +49,15 @@ func inMemoryAndOnFile(t *testing.T, f func(t *testing.T, e *env)) {
 				}
 			}))
 		})
+	}
+}
+
+// wantWinners fails unless won of the raced requests were answered 201
+// and lost of them 403.
+func wantWinners(t *testing.T, count map[int]int, won, lost int) {
+	t.Helper()
+	if count[201] != won || count[403] != lost {
+		t.Fatalf("statuses %v, want %d×201 and %d×403", count, won, lost)
 	}
 }
 
@@ -94,9 +101,7 @@ func TestConcurrentFederationJoinsNeverOverUse(t *testing.T) {
 			"channel": ch, "federation_token": fed, "identity": fmt.Sprint("did:web:p", i), "key_package": "AAEC",
 		}).status
 	})
-	if count[201] != 3 || count[403] != 9 {
-		t.Fatalf("statuses %v, want 3×201 and 9×403", count)
-	}
+	wantWinners(t, count, 3, 9)
 	var uses, pending int
 	e.s.store.db.QueryRow(`SELECT uses FROM federation_invites`).Scan(&uses)
 	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
