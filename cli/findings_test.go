@@ -47,6 +47,8 @@ func mintToken(t *testing.T, apiURL, apiKey string) string {
 	return tok.Token
 }
 
+// registerChannel registers name for the account with apiKey, which makes
+// the account its owner and first member.
 func registerChannel(t *testing.T, apiURL, apiKey, name string) {
 	t.Helper()
 	if code := postJSON(t, apiURL+"/v1/channels", apiKey, map[string]string{"name": name}, nil); code != 201 && code != 200 {

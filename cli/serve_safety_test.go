@@ -22,15 +22,6 @@ import (
 	"github.com/coder/websocket"
 )
 
-// ownChannel registers name for the account with apiKey, which makes the
-// account its owner and first member.
-func ownChannel(t *testing.T, apiURL, apiKey, name string) {
-	t.Helper()
-	if code := postJSON(t, apiURL+"/v1/channels", apiKey, map[string]string{"name": name}, nil); code != 201 && code != 200 {
-		t.Fatalf("register %s: %d", name, code)
-	}
-}
-
 type inProcess struct {
 	apiURL, relURL string
 	log            *syncBuffer
@@ -91,7 +82,7 @@ func TestServeSecondServeOnOneDataFolderRefused(t *testing.T) {
 	data := t.TempDir()
 	first := startServe(t, data, "--quiet")
 	acct, tok := signUp(t, first.apiURL)
-	ownChannel(t, first.apiURL, acct.APIKey, "acme/ops/locked")
+	registerChannel(t, first.apiURL, acct.APIKey, "acme/ops/locked")
 
 	cmd := exec.Command(os.Args[0], "serve", "--data", data, "--api-addr", "127.0.0.1:0", "--relay-addr", "127.0.0.1:0", "--quiet")
 	cmd.Env = append(os.Environ(), "TALLY_TEST_AS_MAIN=1")
@@ -174,7 +165,7 @@ func TestServeTightensModes(t *testing.T) {
 
 	p = serveInProcess(t, serveOptions{Data: data})
 	tok := mintToken(t, p.apiURL, acct.APIKey)
-	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/modes")
+	registerChannel(t, p.apiURL, acct.APIKey, "acme/ops/modes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/modes", tok)
@@ -363,7 +354,7 @@ func TestServeCutsSlowAndIdleConnections(t *testing.T) {
 	// A WebSocket is not cut by the read, write or idle timeouts: the
 	// relay takes the connection over and sets its own deadlines.
 	acct, tok := signUp(t, p.apiURL)
-	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/slow")
+	registerChannel(t, p.apiURL, acct.APIKey, "acme/ops/slow")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ws, send := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/slow", tok)
@@ -408,7 +399,7 @@ func TestServeConnectionCap(t *testing.T) {
 
 	// On the relay, two WebSockets fill the cap.
 	acct, tok := signUp(t, p.apiURL)
-	ownChannel(t, p.apiURL, acct.APIKey, "acme/ops/cap")
+	registerChannel(t, p.apiURL, acct.APIKey, "acme/ops/cap")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ws1, _ := relaySocket(ctx, t, p.relURL+"/ws/acme/ops/cap", tok)

@@ -156,7 +156,7 @@ func TestServeDurableAcrossKill(t *testing.T) {
 	s := startServe(t, data, "--quiet")
 
 	acct, tok := signUp(t, s.apiURL)
-	ownChannel(t, s.apiURL, acct.APIKey, "acme/ops/durable")
+	registerChannel(t, s.apiURL, acct.APIKey, "acme/ops/durable")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -270,7 +270,7 @@ func TestServeSplitRevocation(t *testing.T) {
 	}
 
 	acct, tok := signUp(t, d.apiURL)
-	ownChannel(t, d.apiURL, acct.APIKey, "acme/ops/split")
+	registerChannel(t, d.apiURL, acct.APIKey, "acme/ops/split")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
