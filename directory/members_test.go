@@ -2,6 +2,7 @@ package directory
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"net/url"
@@ -350,18 +351,27 @@ func ownerOf(t *testing.T, e *env, ch string) string {
 	return owner
 }
 
-// TestMembersBackfill opens a database written with the schema before
-// channel members existed: owners and completed joiners become members,
-// each with a member_added event, and pending joiners do not.
-func TestMembersBackfill(t *testing.T) {
+// oldDatabase makes a database file with only the first n migrations
+// applied, as an older build left it, and returns its path and an open
+// handle for the test to fill and close.
+func oldDatabase(t *testing.T, n int) (string, *sql.DB) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sqlitedb.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitedb.Migrate(t.Context(), db, migrations[:2]); err != nil {
+	if err := sqlitedb.Migrate(t.Context(), db, migrations[:n]); err != nil {
 		t.Fatal(err)
 	}
+	return path, db
+}
+
+// TestMembersBackfill opens a database written with the schema before
+// channel members existed: owners and completed joiners become members,
+// each with a member_added event, and pending joiners do not.
+func TestMembersBackfill(t *testing.T) {
+	path, db := oldDatabase(t, 2)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {

@@ -3,12 +3,9 @@ package directory
 import (
 	"encoding/base64"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // TestFinding5OrgsAreOwned reproduces finding 5: a second signup claiming
@@ -176,14 +173,7 @@ func TestFederationNeedsOwnedOrg(t *testing.T) {
 // TestOrgsBackfill opens a database written before orgs were owned: each
 // org belongs to its earliest account, and joining it needs an invite.
 func TestOrgsBackfill(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sqlitedb.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitedb.Migrate(t.Context(), db, migrations[:3]); err != nil {
-		t.Fatal(err)
-	}
+	path, db := oldDatabase(t, 3)
 	for _, a := range []struct {
 		id, org string
 		at      int
