@@ -72,10 +72,10 @@ func signinRecover(e *env, s *seat.Seat) error {
 	if err != nil {
 		return err
 	}
-	e.out(map[string]any{"user_code": g.UserCode, "expires_at": g.ExpiresAt, "device": g.Fingerprint, "identity": did},
-		"user code: %s", g.UserCode)
+	e.out(map[string]any{"user_code": g.UserCode, "fingerprint": g.Fingerprint, "device": g.Fingerprint, "expires_at": g.ExpiresAt, "identity": did},
+		"user code: %s\ndevice fingerprint: %s", g.UserCode, g.Fingerprint)
 	if !e.json {
-		fmt.Fprintf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(check it shows device %s; waiting up to %v, Ctrl-C to stop)\n",
+		fmt.Fprintf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
 			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
 	}
 	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
@@ -100,22 +100,64 @@ func signinRecover(e *env, s *seat.Seat) error {
 	return nil
 }
 
+// testOnlyTerminal makes devices approve treat its input as a terminal, so
+// tests can answer its question.
+var testOnlyTerminal bool
+
 func devicesCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "devices",
 		Usage: "manage this account's devices",
 		Subcommands: []*ucli.Command{
 			{
-				Name:      "approve",
-				Usage:     "approve a new device by the user code it shows",
+				Name:  "approve",
+				Usage: "approve a new device by the user code it shows, once its fingerprint matches",
+				Description: "Shows the requesting device's fingerprint and asks whether the new device shows the same;\n" +
+					"without a terminal, pass the fingerprint the new device shows with --fingerprint.\n" +
+					"A different fingerprint means someone else's device is behind the code: nothing is approved.",
 				ArgsUsage: "CODE",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "fingerprint", Usage: "the device fingerprint (`FP`) the new device shows, for scripts and pipes"},
+				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if e.c.NArg() != 1 {
 						return &usageError{"want the user code", "tally devices approve XXXX-XXXX"}
 					}
-					a, err := s.ApproveDevice(e.c.Context, e.c.Args().First())
-					var apiErr *seat.APIError
-					if errors.As(err, &apiErr) && apiErr.Status == 404 {
+					code := e.c.Args().First()
+					notFound := func(err error) bool {
+						var apiErr *seat.APIError
+						return errors.As(err, &apiErr) && apiErr.Status == 404
+					}
+					p, err := s.PendingDevice(e.c.Context, code)
+					if notFound(err) {
+						return &usageError{"no pending device with that code", "check the code, or start `tally signin --recover` again on the new device"}
+					}
+					if err != nil {
+						return err
+					}
+					shown := e.c.String("fingerprint")
+					if shown == "" {
+						if !isTerminal(e.c.App.Reader) && !testOnlyTerminal {
+							return &usageError{"not on a terminal, so the fingerprint cannot be confirmed here",
+								"pass the fingerprint the new device shows: tally devices approve --fingerprint \"XXXX XXXX XXXX\" " + code}
+						}
+						label := p.Label
+						if label == "" {
+							label = "a device"
+						}
+						fmt.Fprintf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
+						answer, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
+						if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+							return &usageError{"not approved", "approve only a device whose screen shows the same fingerprint"}
+						}
+						shown = p.Fingerprint
+					}
+					a, err := s.ApproveDevice(e.c.Context, code, shown)
+					if errors.Is(err, seat.ErrFingerprintMismatch) {
+						return &usageError{"the fingerprint does not match the device behind that code: nothing was approved",
+							"check the fingerprint on the new device's screen; if it differs, someone else used the code: start `tally signin --recover` again"}
+					}
+					if notFound(err) {
 						return &usageError{"no pending device with that code", "check the code, or start `tally signin --recover` again on the new device"}
 					}
 					if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -45,8 +46,9 @@ func TestCLIDeviceGrant(t *testing.T) {
 		t.Fatalf("no first line: %v", lines.Err())
 	}
 	var first struct {
-		UserCode string `json:"user_code"`
-		Device   string `json:"device"`
+		UserCode    string `json:"user_code"`
+		Device      string `json:"device"`
+		Fingerprint string `json:"fingerprint"`
 	}
 	if err := json.Unmarshal(lines.Bytes(), &first); err != nil || len(first.UserCode) != 9 {
 		t.Fatalf("first line %q: %v", lines.Text(), err)
@@ -55,7 +57,35 @@ func TestCLIDeviceGrant(t *testing.T) {
 	if _, err := tally(t, "", append(a, "devices", "approve", "BCDF-GHJK")...); err == nil || !strings.Contains(err.Error(), "no pending device") {
 		t.Fatalf("approve of an unknown code: %v", err)
 	}
-	out := mustTally(t, append(a, "devices", "approve", first.UserCode)...)
+	// Without a terminal the fingerprint is a flag; a wrong one, or none,
+	// approves nothing.
+	if _, err := tally(t, "", append(a, "devices", "approve", first.UserCode)...); err == nil || !strings.Contains(err.Error(), "--fingerprint") {
+		t.Fatalf("approve without a fingerprint off a terminal: %v", err)
+	}
+	if _, err := tally(t, "", append(a, "devices", "approve", "--fingerprint", "0000 0000 0000", first.UserCode)...); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("approve with a wrong fingerprint: %v", err)
+	}
+	if first.Fingerprint != first.Device || first.Fingerprint == "" {
+		t.Fatalf("signin --recover --json: fingerprint %q, device %q", first.Fingerprint, first.Device)
+	}
+	// At a terminal it shows the fingerprint and asks; anything but yes
+	// approves nothing.
+	testOnlyTerminal = true
+	var prompt bytes.Buffer
+	err := Run(context.Background(), append([]string{"tally"}, append(a, "devices", "approve", first.UserCode)...), strings.NewReader("n\n"), io.Discard, &prompt)
+	testOnlyTerminal = false
+	if err == nil || !strings.Contains(err.Error(), "not approved") {
+		t.Fatalf("approve answered no: %v", err)
+	}
+	if !strings.Contains(prompt.String(), first.Fingerprint) || !strings.Contains(prompt.String(), "[y/N]") {
+		t.Fatalf("the question does not show the fingerprint first: %q", prompt.String())
+	}
+	testOnlyTerminal = true
+	out, err := tally(t, "y\n", append(a, "devices", "approve", first.UserCode)...)
+	testOnlyTerminal = false
+	if err != nil {
+		t.Fatalf("approve answered yes: %v", err)
+	}
 	if !strings.Contains(out, "approved laptop (device "+first.Device+")") || !strings.Contains(out, "sync credential") {
 		t.Fatalf("approve: %s", out)
 	}

@@ -39,7 +39,7 @@ func TestREADMESecondHome(t *testing.T) {
 	mustTally(t, "--home", demo+"/alice", "init")
 	mustTally(t, "--home", demo+"/alice", "signin", "--org", "acme")
 
-	var phrase, code, lastOut string
+	var phrase, code, fp, lastOut string
 	var rec *background
 	for _, line := range lines {
 		if !strings.HasPrefix(line, "tally ") {
@@ -63,8 +63,15 @@ func TestREADMESecondHome(t *testing.T) {
 			eventually(t, "the user code", func() bool { return strings.Contains(rec.out.String(), "user code: ") })
 			_, code, _ = strings.Cut(rec.out.String(), "user code: ")
 			code, _, _ = strings.Cut(code, "\n")
+			_, fp, _ = strings.Cut(rec.out.String(), "device fingerprint: ")
+			fp, _, _ = strings.Cut(fp, "\n")
 		case strings.HasPrefix(cmd, "devices approve "):
 			args[len(args)-1] = code
+			for i, a := range args {
+				if a == "--fingerprint" {
+					args[i+1] = strings.ReplaceAll(fp, " ", "")
+				}
+			}
 			if _, err := tally(t, "", args...); err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}

@@ -24,3 +24,13 @@ func echoOff(f *os.File) (restore func(), err error) {
 	}
 	return func() { unix.IoctlSetTermios(fd, ioctlSetTermios, &old) }, nil
 }
+
+// isTerminal reports whether r is a terminal, so a question can be asked.
+func isTerminal(r any) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
+	return err == nil
+}

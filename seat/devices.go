@@ -297,9 +297,44 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 	return res, nil
 }
 
+// PendingDevice is a device waiting for approval, as the approver sees it
+// before approving.
+type PendingDevice struct {
+	Label string
+	// Fingerprint is the digest of the device key the directory holds for
+	// the grant; the new device shows the digest of the key it made.
+	// They match unless someone else's key stands behind the user code.
+	Fingerprint string
+}
+
+// PendingDevice looks up the device grant with userCode, so the person can
+// compare its fingerprint with the one the new device shows before
+// approving.
+func (s *Seat) PendingDevice(ctx context.Context, userCode string) (PendingDevice, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return PendingDevice{}, err
+	}
+	g, err := s.directory(key).LookupDeviceGrant(ctx, userCode)
+	if err != nil {
+		return PendingDevice{}, err
+	}
+	return PendingDevice{Label: g.Label, Fingerprint: fingerprint(g.DeviceKey)}, nil
+}
+
+// sameFingerprint compares fingerprints as people type them: case and
+// spaces do not matter.
+func sameFingerprint(a, b string) bool {
+	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), "")) }
+	return norm(a) != "" && norm(a) == norm(b)
+}
+
 // ApproveDevice approves the device grant with userCode for this seat's
-// account, and seals the seat's transport credential to the device.
-func (s *Seat) ApproveDevice(ctx context.Context, userCode string) (DeviceApproval, error) {
+// account, and seals the seat's transport credential to the device. The
+// fingerprint is the one the new device shows (see [Seat.PendingDevice]);
+// if it is not the fingerprint of the key behind the user code, nothing is
+// approved and the error is [ErrFingerprintMismatch].
+func (s *Seat) ApproveDevice(ctx context.Context, userCode, fingerprintShown string) (DeviceApproval, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
 		return DeviceApproval{}, err
@@ -308,6 +343,9 @@ func (s *Seat) ApproveDevice(ctx context.Context, userCode string) (DeviceApprov
 	g, err := dc.LookupDeviceGrant(ctx, userCode)
 	if err != nil {
 		return DeviceApproval{}, err
+	}
+	if !sameFingerprint(fingerprint(g.DeviceKey), fingerprintShown) {
+		return DeviceApproval{}, ErrFingerprintMismatch
 	}
 	pub, err := ecdh.X25519().NewPublicKey(g.DeviceKey)
 	if err != nil {

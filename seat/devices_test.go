@@ -41,7 +41,18 @@ func approveFrom(t *testing.T, approver, device *seat.Seat) (seat.DeviceApproval
 		done <- result{r, err}
 	}()
 	time.Sleep(50 * time.Millisecond) // let it poll while pending at least once
-	a, err := approver.ApproveDevice(ctx, strings.ToLower(g.UserCode))
+	// The approver sees the device before approving; a fingerprint that is
+	// not the device's approves nothing.
+	p, err := approver.PendingDevice(ctx, g.UserCode)
+	if err != nil || p.Fingerprint != g.Fingerprint || p.Label != "second home" {
+		t.Fatalf("pending device %+v, %v; the device shows %q", p, err, g.Fingerprint)
+	}
+	for _, wrong := range []string{"", "0000 0000 0000", g.Fingerprint[:9]} {
+		if _, err := approver.ApproveDevice(ctx, g.UserCode, wrong); !errors.Is(err, seat.ErrFingerprintMismatch) {
+			t.Fatalf("approve with fingerprint %q: %v", wrong, err)
+		}
+	}
+	a, err := approver.ApproveDevice(ctx, strings.ToLower(g.UserCode), strings.ToUpper(strings.ReplaceAll(g.Fingerprint, " ", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +144,7 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 		t.Fatal("second connect of the same identity succeeded")
 	}
 	// The user code is spent.
-	if _, err := a.ApproveDevice(ctx, approval.GrantID[:8]); err == nil {
+	if _, err := a.ApproveDevice(ctx, approval.GrantID[:8], approval.Fingerprint); err == nil {
 		t.Fatal("approved a bogus code")
 	}
 

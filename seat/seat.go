@@ -57,6 +57,10 @@ var (
 
 	ErrNoDirectoryURL = errors.New("seat: no directory URL configured")
 	ErrNoRelayURL     = errors.New("seat: no relay URL configured")
+
+	// ErrFingerprintMismatch: a device approval named a fingerprint that
+	// is not the requesting device's, or none.
+	ErrFingerprintMismatch = errors.New("seat: the fingerprint is not the one of the device asking to be approved")
 )
 
 // Seat is a client bound to one home folder. Its methods are safe for

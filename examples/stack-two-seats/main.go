@@ -118,7 +118,16 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	grant.PollInterval = 50 * time.Millisecond
 	done := make(chan error, 1)
 	go func() { _, err := laptop.WaitDevice(ctx, grant); done <- err }()
-	must(alice.ApproveDevice(ctx, grant.UserCode))
+	// Alice compares the fingerprint her phone shows for the request with
+	// the one on the laptop's screen before she approves.
+	pending, err := alice.PendingDevice(ctx, grant.UserCode)
+	if err != nil {
+		return err
+	}
+	if pending.Fingerprint != grant.Fingerprint {
+		return fmt.Errorf("the request shows device %s, the laptop %s: not approving", pending.Fingerprint, grant.Fingerprint)
+	}
+	must(alice.ApproveDevice(ctx, grant.UserCode, grant.Fingerprint))
 	must(nil, <-done)
 	must(laptop.Pull(ctx, nil))
 	entries, err := laptop.Log(ctx)
