@@ -66,8 +66,28 @@ func TestSubscribeThenCatchUpMissesNothing(t *testing.T) {
 	var had uint64 // the highest seq the subscriber has, as a client keeps it
 	for round := range rounds {
 		sub := dialWS(t, tr.URL, "/ws/"+ch)
-		sub.auth(tok) // subscribed through the path once this ok is read
 		got := map[uint64]bool{}
+		var hi uint64
+		read := func() string {
+			_, b, err := sub.c.Read(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f struct {
+				Type string `json:"type"`
+				Seq  uint64 `json:"seq"`
+			}
+			json.Unmarshal(b, &f)
+			if f.Type == "message" {
+				got[f.Seq], hi = true, max(hi, f.Seq)
+			}
+			return f.Type
+		}
+		// Subscribed through the path once the ok is read; pushes may
+		// come before it.
+		sub.send(map[string]string{"type": "auth", "token": tok})
+		for read() != "ok" {
+		}
 		var last uint64
 		for since := had; ; {
 			_, page := httpGet(t, fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=500", tr.URL, ch, since), tok)
@@ -81,20 +101,8 @@ func TestSubscribeThenCatchUpMissesNothing(t *testing.T) {
 			}
 		}
 		// Read pushes until well past what the read returned.
-		var hi uint64
 		for hi < last+50 {
-			_, b, err := sub.c.Read(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var f struct {
-				Type string `json:"type"`
-				Seq  uint64 `json:"seq"`
-			}
-			json.Unmarshal(b, &f)
-			if f.Type == "message" {
-				got[f.Seq], hi = true, max(hi, f.Seq)
-			}
+			read()
 		}
 		for seq := had + 1; seq <= hi; seq++ {
 			if !got[seq] {
