@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bytes"
 	"context"
 
 	"database/sql"
@@ -94,8 +95,28 @@ func (s *Seat) mlsConfig() *mls.Config {
 		// the tree, and checking it would make every later Welcome fail
 		// once that lifetime passes (RFC 9420 §7.3 leaves this to the
 		// application).
-		SkipLifetimeCheck: true,
+		SkipLifetimeCheck:  true,
+		ValidateCredential: validateCredential,
 	}
+}
+
+// validateCredential is the seat's Authentication Service (RFC 9420
+// §5.3.1): a leaf's credential is a basic credential naming a did:key, and
+// the leaf's signature key is the key that did:key names. A leaf can thus
+// never pose as another person: claiming someone's did:key takes that
+// person's signing key.
+func validateCredential(cred mls.Credential, signatureKey []byte) error {
+	if cred.CredentialType != mls.CredentialTypeBasic {
+		return errors.New("seat: a member's credential must be a basic credential")
+	}
+	pub, err := ParseDIDKey(string(cred.Identity))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(pub, signatureKey) {
+		return errors.New("seat: the leaf's signature key is not the key its did:key names")
+	}
+	return nil
 }
 
 func (s *Seat) signatureKey() ([]byte, string, error) {

@@ -3,6 +3,8 @@ package seat_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 
@@ -363,4 +366,39 @@ func TestRoomOutlivesKeyPackageLifetime(t *testing.T) {
 	join(t, alice2, carol, room)
 	sendTo(t, carol, room, "a hundred days on")
 	expect(t, "bob", received(t, bob, room), "a hundred days on")
+}
+
+// TestRoomRefusesBorrowedIdentity: a KeyPackage that names another
+// person's did:key but is signed with a different key is never admitted,
+// so nobody shows up in a room as someone else.
+func TestRoomRefusesBorrowedIdentity(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	ctx := context.Background()
+	alice, _, room := roomOfTwo(t, st, "ops")
+	carol := newMember(t, st, "carolco") // not in the room
+	mallory := newMember(t, st, "evil")
+	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, forger, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := mls.NewKeyPackage(seat.Suite, carol.did, forger.Seed(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: mallory.acct.APIKey}
+	if _, err := dir.Join(ctx, room, tok, carol.did, kp.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := alice.RoomAdmit(ctx, room)
+	if err != nil || len(adm) != 0 {
+		t.Fatalf("admit of a KeyPackage with a borrowed identity: %+v %v", adm, err)
+	}
+	members, _, err := alice.RoomMembers(ctx, room)
+	if err != nil || len(members) != 2 {
+		t.Fatalf("members after the forged join: %v %v", members, err)
+	}
 }
