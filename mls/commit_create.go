@@ -260,6 +260,12 @@ func (g *Group) chooseProposals(inline []Proposal, withPending bool) ([]committe
 			}
 		}
 	}
+	// The application's policy on the caller's proposals (Section 12.2),
+	// then on each pending proposal offered on top of those chosen.
+	if err := g.checkCommitPolicy(g.own, own); err != nil {
+		return nil, nil, err
+	}
+	chosen := slices.Clone(own)
 	for phase := range 3 {
 		for _, p := range own {
 			if validatePhase(p.proposal.ProposalType) != phase {
@@ -279,10 +285,18 @@ func (g *Group) chooseProposals(inline []Proposal, withPending bool) ([]committe
 				dropped = append(dropped, droppedProposal(cp, invalidProposal("update by the committer, superseded by its commit")))
 				continue
 			}
-			err := l.add(committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref})
-			if err != nil {
-				dropped = append(dropped, droppedProposal(cp, err))
+			cand := committedProposal{proposal: cp.proposal, sender: cp.sender, byRef: true, ref: cp.ref}
+			if g.cfg.CommitPolicy != nil {
+				if err := g.checkCommitPolicy(g.own, append(slices.Clone(chosen), cand)); err != nil {
+					dropped = append(dropped, droppedProposal(cp, err))
+					continue
+				}
 			}
+			if err := l.add(cand); err != nil {
+				dropped = append(dropped, droppedProposal(cp, err))
+				continue
+			}
+			chosen = append(chosen, cand)
 		}
 	}
 	return l.props, dropped, nil

@@ -237,6 +237,13 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if err := g.validateProposals(props, fc.Sender, external); err != nil {
 		return 0, err
 	}
+	if !external {
+		// Section 12.4.2: the proposals must be valid, which includes
+		// the application's rules (Section 12.2).
+		if err := g.checkCommitPolicy(leafIndex(fc.Sender.LeafIndex), props); err != nil {
+			return 0, err
+		}
+	}
 	if (pathRequired(props) || external) && c.Path == nil {
 		return 0, fmt.Errorf("%w: path required", ErrInvalidCommit)
 	}

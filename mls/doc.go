@@ -31,6 +31,17 @@
 // of RFC 9420; without a policy they are all refused with
 // [ErrRefusedByPolicy], and a refused message changes nothing.
 //
+// # Members' Commits
+//
+// What members may change is the application's to decide (Sections
+// 12.1.7, 12.2 and 12.4.2): [Config.CommitPolicy] sees every Commit of a
+// member, the ones this member creates before they are built and the
+// ones it receives before they are applied. A refused own Commit fails
+// with [ErrRefusedByPolicy]; a refused pending proposal is left out of
+// the Commit; a refused received Commit changes nothing. Since every
+// member runs the policy, a rule holds even against a member whose
+// software does not apply it.
+//
 // # Proposals and Commits
 //
 // Proposals are checked on their own when they arrive (Section 12.1) and

@@ -161,6 +161,31 @@ type Config struct {
 	// when the two differ, after ValidateCredential has accepted next.
 	// When nil, a leaf keeps its credential for life.
 	ValidateSuccessor func(old, next Credential) error
+
+	// CommitPolicy decides on the Commits of members: the application's
+	// rules of who may change what (RFC 9420, Sections 12.1.7, 12.2 and
+	// 12.4.2 leave authorization to the application). It is called with
+	// the Commit's proposals once they have passed every check of the RFC:
+	//
+	//   - when this member creates a Commit ([Group.Commit],
+	//     [Group.AddMembers], [Group.RemoveMembers], [Group.SelfUpdate]),
+	//     first with the proposals the caller asks for, then once per
+	//     pending proposal offered on top of them. A refusal of the
+	//     caller's proposals fails the call, with [ErrRefusedByPolicy] and
+	//     nothing changed; a pending proposal whose addition is refused is
+	//     left out and listed in [CommitResult.Dropped], so no proposal a
+	//     peer sends can stop this member from committing;
+	//   - when this member processes a Commit from another member, before
+	//     it is applied: a refusal refuses the Commit, with
+	//     [ErrRefusedByPolicy] (wrapping the returned error), and changes
+	//     nothing (but the ratchet key of a PrivateMessage, Section 9.2).
+	//
+	// Since it may be called with part of a Commit's list, a policy
+	// should judge each proposal with the committer and the current
+	// extensions, not the list as a whole. External Commits go to
+	// [Config.ExternalPolicy] instead. When nil, every Commit that passes
+	// the checks of the RFC is allowed.
+	CommitPolicy func(CommitCheck) error
 }
 
 func (c *Config) withDefaults() Config {

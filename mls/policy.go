@@ -16,7 +16,8 @@ import (
 var (
 	// ErrRefusedByPolicy means the application's policy refused a message
 	// from outside the group: a proposal from a new_member_proposal or
-	// external sender, or an external Commit. See [Config.ExternalPolicy].
+	// external sender, or an external Commit (see [Config.ExternalPolicy]);
+	// or a member's Commit (see [Config.CommitPolicy]).
 	ErrRefusedByPolicy = errors.New("mls: refused by the application's policy")
 	// ErrInvalidCredential means a leaf's credential was refused: by
 	// [Config.ValidateCredential], because another leaf holds it, or

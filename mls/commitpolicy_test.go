@@ -1,0 +1,110 @@
+package mls
+
+import (
+	"errors"
+	"testing"
+)
+
+// protectLeafZero is a CommitPolicy under which nobody removes the member
+// at leaf 0 but that member itself.
+func protectLeafZero(c CommitCheck) error {
+	for _, p := range c.Proposals {
+		if p.Type != ProposalTypeRemove || p.Removed == nil || p.Removed.LeafIndex != 0 {
+			continue
+		}
+		if p.SenderMember == nil || p.SenderMember.LeafIndex != 0 {
+			return errors.New("only leaf 0 removes leaf 0")
+		}
+	}
+	return nil
+}
+
+func threeWithCommitPolicy(t *testing.T) (*testGroup, *Group, *Group, *Group) {
+	t.Helper()
+	cfg := &Config{PublicHandshake: true, CommitPolicy: protectLeafZero}
+	tg := newTestGroup(t, "did:key:alice", cfg)
+	tg.add("did:key:alice", "did:key:bob")
+	tg.add("did:key:alice", "did:key:carol")
+	return tg, tg.members["did:key:alice"], tg.members["did:key:bob"], tg.members["did:key:carol"]
+}
+
+// TestCommitPolicyRefusesOwnCommit checks that a member's own Commit that
+// the policy refuses fails, with nothing changed.
+func TestCommitPolicyRefusesOwnCommit(t *testing.T) {
+	tg, alice, bob, _ := threeWithCommitPolicy(t)
+	before := fingerprint(t, bob)
+	if _, err := bob.RemoveMembers(0); !errors.Is(err, ErrRefusedByPolicy) {
+		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
+	}
+	expectUnchanged(t, bob, before)
+	if bob.HasPendingCommit() {
+		t.Fatal("a refused commit is pending")
+	}
+	// What the policy allows still goes through.
+	res, err := alice.RemoveMembers(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.fanOut("did:key:alice", res)
+	tg.check()
+}
+
+// TestCommitPolicyEveryReceiverRefuses checks that a Commit built by a
+// member whose engine has no policy is refused by every member that has
+// one, and changes nothing there.
+func TestCommitPolicyEveryReceiverRefuses(t *testing.T) {
+	tg, alice, bob, carol := threeWithCommitPolicy(t)
+	bob.cfg.CommitPolicy = nil // a hostile member's engine
+	res, err := bob.RemoveMembers(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]*Group{"alice": alice, "carol": carol} {
+		before := fingerprint(t, m)
+		if _, err := m.Process(res.Commit); !errors.Is(err, ErrRefusedByPolicy) {
+			t.Fatalf("%s: got %v, want ErrRefusedByPolicy", name, err)
+		}
+		expectUnchanged(t, m, before)
+	}
+	bob.DiscardCommit()
+	tg.check()
+}
+
+// TestCommitPolicyDropsPendingProposal checks that a pending proposal the
+// policy refuses is left out of a Commit rather than making it fail, and
+// that a Commit including it by reference is refused by receivers.
+func TestCommitPolicyDropsPendingProposal(t *testing.T) {
+	tg, alice, bob, carol := threeWithCommitPolicy(t)
+	prop, err := bob.ProposeRemove(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Group{alice, carol} {
+		if _, err := m.Process(prop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A hostile carol commits the proposal; alice refuses the Commit.
+	carol.cfg.CommitPolicy = nil
+	bad, err := carol.SelfUpdate()
+	if err != nil || len(bad.Dropped) != 0 {
+		t.Fatalf("%v, dropped %v", err, bad.Dropped)
+	}
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(bad.Commit); !errors.Is(err, ErrRefusedByPolicy) {
+		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
+	}
+	expectUnchanged(t, alice, before)
+	carol.DiscardCommit()
+	carol.cfg.CommitPolicy = protectLeafZero
+	// With the policy, carol's Commit leaves the proposal out.
+	res, err := carol.SelfUpdate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != 1 || !errors.Is(res.Dropped[0].Err, ErrRefusedByPolicy) {
+		t.Fatalf("dropped %v", res.Dropped)
+	}
+	tg.fanOut("did:key:carol", res)
+	tg.check()
+}
