@@ -108,3 +108,70 @@ func TestCommitPolicyDropsPendingProposal(t *testing.T) {
 	tg.fanOut("did:key:carol", res)
 	tg.check()
 }
+
+// TestGroupWithApplicationExtension checks that a group can be created
+// with an application GroupContext extension that its members list in
+// their capabilities, that a joiner learns it from the Welcome, and that a
+// KeyPackage that does not list it cannot be added (Section 12.1.1).
+func TestGroupWithApplicationExtension(t *testing.T) {
+	const appExt ExtensionType = 0xFF0A
+	cfg := &Config{ExtensionTypes: []ExtensionType{appExt}}
+	sk, err := GenerateSignatureKey(testSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NewKeyPackage(testSuite, "did:key:alice", sk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts := []Extension{{ExtensionType: appExt, ExtensionData: []byte("roles")}}
+	if _, err := NewGroupWithExtensions([]byte("g"), plain, exts, cfg); err == nil {
+		t.Fatal("a creator that does not support the extension created the group")
+	}
+	b, err := NewKeyPackage(testSuite, "did:key:alice", sk, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := NewGroupWithExtensions([]byte("g"), b, exts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.AddMembers(newTestBundle(t, "did:key:bob").Bytes()); !errors.Is(err, ErrInvalidLeafNode) && !errors.Is(err, ErrInvalidProposal) {
+		t.Fatalf("got %v, want the add refused", err)
+	}
+	carolSK, _ := GenerateSignatureKey(testSuite)
+	carol, err := NewKeyPackage(testSuite, "did:key:carol", carolSK, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := alice.AddMembers(carol.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.ConfirmCommit(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Join(res.Welcome, carol, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := g.Extensions()
+	if len(got) != 1 || got[0].ExtensionType != appExt || string(got[0].ExtensionData) != "roles" {
+		t.Fatalf("joiner sees %v", got)
+	}
+	// A GroupContextExtensions commit that changes it.
+	exts[0].ExtensionData = []byte("roles 2")
+	res, err = alice.Commit(CommitOptions{Extensions: exts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.ConfirmCommit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Process(res.Commit); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Extensions(); string(got[0].ExtensionData) != "roles 2" {
+		t.Fatalf("joiner sees %v", got)
+	}
+}

@@ -186,6 +186,13 @@ type Config struct {
 	// [Config.ExternalPolicy] instead. When nil, every Commit that passes
 	// the checks of the RFC is allowed.
 	CommitPolicy func(CommitCheck) error
+
+	// ExtensionTypes lists the application's own extension types that
+	// this client supports. They go into the capabilities of the
+	// KeyPackages it generates (Section 7.2), as every member must list a
+	// GroupContext extension that is not a default one before a group can
+	// carry it (Sections 12.1.7 and 13.4).
+	ExtensionTypes []ExtensionType
 }
 
 func (c *Config) withDefaults() Config {
@@ -280,12 +287,32 @@ const maxResumptionPSKs = 8
 // groupID is the application's group id (for rooms, the SHA-256 of the
 // channel name). The member's leaf comes from bundle, which is consumed.
 func NewGroup(groupID []byte, bundle *KeyPackageBundle, cfg *Config) (*Group, error) {
+	return NewGroupWithExtensions(groupID, bundle, nil, cfg)
+}
+
+// NewGroupWithExtensions is [NewGroup] with the GroupContext extensions
+// exts in epoch 0 (Section 11: the creator chooses the group's initial
+// extensions). The creator's leaf must support them (Section 11.1): list
+// the application's types in [Config.ExtensionTypes] before generating
+// bundle.
+func NewGroupWithExtensions(groupID []byte, bundle *KeyPackageBundle, exts []Extension, cfg *Config) (*Group, error) {
 	c := cfg.withDefaults()
 	if len(groupID) == 0 {
 		return nil, errors.New("mls: empty group id")
 	}
 	s := bundle.s
 	leaf := bundle.kp.LeafNode
+	if hasDuplicateExtensions(exts) {
+		return nil, errors.New("mls: group context extensions with duplicates")
+	}
+	if err := checkLeafSupports(&leaf, exts); err != nil {
+		return nil, fmt.Errorf("mls: the creator's leaf: %w", err)
+	}
+	for _, e := range exts {
+		if e.ExtensionType == ExtensionTypeRatchetTree || e.ExtensionType == ExtensionTypeExternalPub {
+			return nil, fmt.Errorf("mls: extension %d does not belong in a GroupContext", e.ExtensionType)
+		}
+	}
 	tree := newRatchetTree(s, &leaf)
 	ctx := GroupContext{
 		Version:     ProtocolVersionMLS10,
@@ -293,6 +320,7 @@ func NewGroup(groupID []byte, bundle *KeyPackageBundle, cfg *Config) (*Group, er
 		GroupID:     bytes.Clone(groupID),
 		Epoch:       0,
 		TreeHash:    bytes.Clone(tree.treeHash()),
+		Extensions:  cloneExtensions(exts),
 	}
 	// Section 11: a fresh init secret, an all-zero commit secret, and
 	// empty transcript hashes; the confirmation tag is computed over the
@@ -399,6 +427,10 @@ func (g *Group) GroupID() []byte { return bytes.Clone(g.cur.ctx.GroupID) }
 
 // Epoch returns the current epoch number.
 func (g *Group) Epoch() uint64 { return g.cur.ctx.Epoch }
+
+// Extensions returns a copy of the current GroupContext extensions
+// (Section 8.1).
+func (g *Group) Extensions() []Extension { return cloneExtensions(g.cur.ctx.Extensions) }
 
 // CipherSuite returns the group's cipher suite.
 func (g *Group) CipherSuite() CipherSuite { return g.s.id() }

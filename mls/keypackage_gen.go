@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -72,7 +73,7 @@ func NewKeyPackage(cs CipherSuite, did string, signatureKey []byte, cfg *Config)
 		EncryptionKey:  encPub,
 		SignatureKey:   sigPub,
 		Credential:     Credential{CredentialType: CredentialTypeBasic, Identity: []byte(did)},
-		Capabilities:   defaultCapabilities(cs),
+		Capabilities:   defaultCapabilities(cs, c.ExtensionTypes),
 		LeafNodeSource: LeafNodeSourceKeyPackage,
 		Lifetime: Lifetime{
 			NotBefore: uint64(now.Add(-lifetimeSkew).Unix()),
@@ -102,11 +103,14 @@ func NewKeyPackage(cs CipherSuite, did string, signatureKey []byte, cfg *Config)
 
 // defaultCapabilities lists what this package supports (Section 7.2). The
 // default extensions and proposal types need not be listed; the credential
-// type in use must be, since peers check it when a member joins.
-func defaultCapabilities(cs CipherSuite) Capabilities {
+// type in use must be, since peers check it when a member joins. The
+// application's extension types ([Config.ExtensionTypes]) are listed so
+// that a group may carry them (Section 13.4).
+func defaultCapabilities(cs CipherSuite, exts []ExtensionType) Capabilities {
 	return Capabilities{
 		Versions:     []ProtocolVersion{ProtocolVersionMLS10},
 		CipherSuites: []CipherSuite{cs},
+		Extensions:   slices.Clone(exts),
 		Credentials:  []CredentialType{CredentialTypeBasic},
 	}
 }
