@@ -44,6 +44,19 @@
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
+// # Room roles
+//
+// A room's creator is its owner ([Seat.RoomCreate]); the owner may name
+// admins ([Seat.RoomAdminAdd], [Seat.RoomAdminRemove]). Only the owner
+// and admins add and remove others, nobody removes the owner, and only
+// the owner's Commits change the roles. The roles are a GroupContext
+// extension of the room's MLS group ([RolesExtensionType]), and every
+// member's engine refuses a Commit that breaks them, so they hold even
+// against a member whose software ignores them; a newcomer learns them
+// from its Welcome. [Seat.RoomMembers] shows each member's role. Rooms
+// created before roles existed have none and keep the old behaviour (any
+// member may add and remove anyone); see roles.go.
+//
 // # Tokens on long-lived connections
 //
 // The relay closes a WebSocket when its token expires unless the client

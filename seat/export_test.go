@@ -1,5 +1,11 @@
 package seat
 
+import (
+	"context"
+
+	"github.com/skytale-oss/skytale/mls"
+)
+
 // SetTestOnlyBeforeCommit installs f to run just before each of this
 // package's commits is published; it returns a function that puts back
 // what was there before.
@@ -15,4 +21,26 @@ func SetTestOnlyAfterCommit(f func() error) (restore func()) {
 	prev := testOnlyAfterCommit
 	testOnlyAfterCommit = f
 	return func() { testOnlyAfterCommit = prev }
+}
+
+// SetTestOnlyNoRoleRules makes s ignore the room roles in its own
+// Commits and in those it receives, as a hostile member's engine would.
+func SetTestOnlyNoRoleRules(s *Seat, on bool) { s.testOnlyNoRoleRules = on }
+
+// ForceRoomRemove commits the removal of did from the room without the
+// seat's own role checks, as a hostile member's software would.
+func ForceRoomRemove(s *Seat, ctx context.Context, name, did string) error {
+	return s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+			m, ok := r.g.MemberByIdentity(did)
+			if !ok {
+				return nil, ErrNoRoom
+			}
+			return r.g.RemoveMembers(m.LeafIndex)
+		})
+		return err
+	})
 }

@@ -82,8 +82,14 @@ func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
 	return name, nil
 }
 
-// mlsConfig pads every room message's content to the seat's size buckets.
+// mlsConfig pads every room message's content to the seat's size buckets,
+// authenticates every leaf (validateCredential) and enforces the room's
+// roles on every Commit (roleRules, see roles.go).
 func (s *Seat) mlsConfig() *mls.Config {
+	policy := roleRules
+	if s.testOnlyNoRoleRules {
+		policy = nil
+	}
 	return &mls.Config{
 		Time: s.cfg.Now,
 		Padding: func(n int) int {
@@ -97,6 +103,10 @@ func (s *Seat) mlsConfig() *mls.Config {
 		// application).
 		SkipLifetimeCheck:  true,
 		ValidateCredential: validateCredential,
+		CommitPolicy:       policy,
+		// Every leaf must list the roles extension for a room to carry
+		// it (RFC 9420 §12.1.7 and §13.4).
+		ExtensionTypes: []mls.ExtensionType{RolesExtensionType},
 	}
 }
 
@@ -232,7 +242,12 @@ func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	gid := channel.GroupID(ch)
-	g, err := mls.NewGroup(gid[:], kp, s.mlsConfig())
+	// The creator is the room's owner, with no admins yet (roles.go).
+	roles, err := rolesExtension(nil, &RoomRoles{Owner: did})
+	if err != nil {
+		return "", err
+	}
+	g, err := mls.NewGroupWithExtensions(gid[:], kp, roles, s.mlsConfig())
 	if err != nil {
 		return "", err
 	}
@@ -721,6 +736,9 @@ type RoomMember struct {
 	Identity string
 	Leaf     uint32
 	Self     bool
+	// Role is RoleOwner, RoleAdmin or RoleMember, from the roles in the
+	// group (roles.go); "" in a room created before rooms had roles.
+	Role string
 }
 
 // RoomMembers catches the room up and returns its roster.
@@ -731,9 +749,17 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
+		roles, has, err := rolesIn(r.g.Extensions())
+		if err != nil {
+			return err
+		}
 		out = out[:0]
 		for _, m := range r.g.Members() {
-			out = append(out, RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()})
+			rm := RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()}
+			if has {
+				rm.Role = roles.Role(m.Identity)
+			}
+			out = append(out, rm)
 		}
 		epoch = r.g.Epoch()
 		return nil
@@ -782,6 +808,13 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 			return err
 		}
 		_, inGroup := r.g.MemberByIdentity(did)
+		if inGroup {
+			// Every member refuses a Commit that breaks the room's roles
+			// (roles.go); say so before building one.
+			if err := checkMayRemove(r.g, did); err != nil {
+				return err
+			}
+		}
 		var known int
 		s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known)
 		// Out of the group already, with its account still recorded: an

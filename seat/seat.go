@@ -76,6 +76,10 @@ type Seat struct {
 	seed     *Seed
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
+
+	// testOnlyNoRoleRules makes this seat's engine skip the room roles,
+	// as a hostile member's would (tests only).
+	testOnlyNoRoleRules bool
 }
 
 type cachedToken struct {
