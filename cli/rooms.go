@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 )
 
@@ -144,7 +145,7 @@ func roomCommands() []*ucli.Command {
 						if e.json {
 							list := []map[string]any{}
 							for _, m := range mem {
-								list = append(list, map[string]any{"identity": m.Identity, "leaf": m.Leaf, "self": m.Self})
+								list = append(list, map[string]any{"identity": m.Identity, "leaf": m.Leaf, "self": m.Self, "role": m.Role})
 							}
 							e.out(map[string]any{"room": ch, "epoch": epoch, "members": list}, "")
 							return nil
@@ -159,7 +160,11 @@ func roomCommands() []*ucli.Command {
 							if m.Self {
 								you = "  (you)"
 							}
-							fmt.Fprintf(e.c.App.Writer, "  %s%s\n", m.Identity, you)
+							role := m.Role
+							if role == "" {
+								role = "-" // a room from before roles
+							}
+							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s\n", role, m.Identity, you)
 						}
 						return nil
 					}),
@@ -175,6 +180,33 @@ func roomCommands() []*ucli.Command {
 							"left %s: this account is no longer a member of its channel and this home forgot it; the owner removes your seat from the group with `tally room remove %s %s`", ch, ch, did)
 						return nil
 					}),
+				},
+				{
+					Name: "admins", Usage: "name or unname the room's admins (owner only)",
+					Description: "Admins may add and remove members, like the owner; nobody removes the owner.\n" +
+						"Every member's engine enforces the roles, so a member's commit that breaks them is refused by all.",
+					Subcommands: []*ucli.Command{
+						{
+							Name: "add", Usage: "make a member an admin", ArgsUsage: "NAME DID",
+							Action: roomAction(2, "tally room admins add NAME DID", func(e *env, s *seat.Seat, ch string, args []string) error {
+								if err := s.RoomAdminAdd(e.c.Context, ch, args[0]); err != nil {
+									return adminsError(err, ch)
+								}
+								e.out(map[string]any{"room": ch, "admin": args[0], "added": true}, "%s is now an admin of %s", args[0], ch)
+								return nil
+							}),
+						},
+						{
+							Name: "remove", Usage: "make an admin a plain member again", ArgsUsage: "NAME DID",
+							Action: roomAction(2, "tally room admins remove NAME DID", func(e *env, s *seat.Seat, ch string, args []string) error {
+								if err := s.RoomAdminRemove(e.c.Context, ch, args[0]); err != nil {
+									return adminsError(err, ch)
+								}
+								e.out(map[string]any{"room": ch, "admin": args[0], "added": false}, "%s is no longer an admin of %s", args[0], ch)
+								return nil
+							}),
+						},
+					},
 				},
 				{
 					Name: "remove", Usage: "remove a member (a commit; they cannot read further messages)", ArgsUsage: "NAME DID",
@@ -362,6 +394,15 @@ func roomError(err error, ch string) error {
 		return &usageError{"this home already has " + ch, "pick another name, or `tally room leave " + ch + "` first"}
 	case errors.Is(err, seat.ErrNotOwner):
 		return &usageError{"only the owner of " + ch + " can do that", ""}
+	case errors.Is(err, seat.ErrRemoveOwner):
+		return &usageError{"nobody can remove the owner of " + ch, "see `tally room members " + ch + "` for the roles"}
+	case errors.Is(err, seat.ErrNotAdmin):
+		return &usageError{"only the owner and admins of " + ch + " can remove or add others; nothing was sent",
+			"ask the owner to make you an admin (`tally room admins add " + ch + " DID`), or ask an admin; see `tally room members " + ch + "`"}
+	case errors.Is(err, seat.ErrNoRoles):
+		return &usageError{ch + " was created before rooms had roles, so it has no admins", "create a new room to have roles"}
+	case errors.Is(err, mls.ErrRefusedByPolicy):
+		return &usageError{"the room's roles do not allow that: " + err.Error(), "see `tally room members " + ch + "`"}
 	case errors.Is(err, seat.ErrNotMember):
 		return &usageError{"this account is not a member of " + ch + " at the relay: the owner removed it, or has not admitted it yet",
 			"ask the owner of " + ch + " for an invite and run `tally room join " + ch + " TOKEN`; `tally room leave " + ch + "` forgets the room"}
@@ -417,4 +458,12 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		line = m.Time.Local().Format("2006-01-02 15:04:05") + " " + line
 	}
 	fmt.Fprintln(e.c.App.Writer, line)
+}
+
+// adminsError explains a failed change of admins.
+func adminsError(err error, ch string) error {
+	if strings.Contains(err.Error(), "not an Ed25519 did:key") {
+		return &usageError{"not a member identity (a did:key)", "see `tally room members " + ch + "`"}
+	}
+	return err
 }
