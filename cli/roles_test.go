@@ -86,3 +86,18 @@ func TestCLIRoomRoles(t *testing.T) {
 		t.Fatalf("bob sees roles %v", roles)
 	}
 }
+
+// TestCLIRoomCreateOverLiveRoom: the owner's `room leave` and `room
+// create` of the same name used to split the room in two.
+func TestCLIRoomCreateOverLiveRoom(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	alice, _ := newHome(t, st, "acme")
+	bob, bobDID := newHome(t, st, "bobco")
+	const room = "acme/rooms/ops"
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	cliJoin(t, alice, bob, "ops", room, bobDID)
+	mustTally(t, append(alice, "room", "leave", "ops")...)
+	if _, err := tally(t, "", append(alice, "room", "create", "ops")...); err == nil || !strings.Contains(err.Error(), "would split the room in two") {
+		t.Fatalf("create over a live room: %v", err)
+	}
+}

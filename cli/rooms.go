@@ -394,6 +394,9 @@ func roomError(err error, ch string) error {
 		return &usageError{"this home already has " + ch, "pick another name, or `tally room leave " + ch + "` first"}
 	case errors.Is(err, seat.ErrNotOwner):
 		return &usageError{"only the owner of " + ch + " can do that", ""}
+	case errors.Is(err, seat.ErrRoomLive):
+		return &usageError{"other accounts are still members of " + ch + ", in the group this seat made there: a new room on it would split the room in two",
+			"pick another name, or have its members leave first (`tally room leave " + ch + "`)"}
 	case errors.Is(err, seat.ErrRemoveOwner):
 		return &usageError{"nobody can remove the owner of " + ch, "see `tally room members " + ch + "` for the roles"}
 	case errors.Is(err, seat.ErrNotAdmin):

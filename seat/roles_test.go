@@ -181,3 +181,26 @@ func TestRoomAdmins(t *testing.T) {
 		t.Fatalf("bob sees himself as %q", got)
 	}
 }
+
+// TestRoomCreateRefusesLiveChannel is the second half of finding 4 of
+// issue 9: the owner's `room leave` and `room create` of the same name
+// silently split the room into two groups on one channel. Now create
+// refuses while other accounts are still members of the channel.
+func TestRoomCreateRefusesLiveChannel(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	ctx := context.Background()
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	if err := alice.RoomLeave(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RoomCreate(ctx, "ops"); !errors.Is(err, seat.ErrRoomLive) {
+		t.Fatalf("create over a live room: %v", err)
+	}
+	// Once the others have left, the name is free again.
+	if err := bob.RoomLeave(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RoomCreate(ctx, "ops"); err != nil {
+		t.Fatalf("create over an empty channel: %v", err)
+	}
+}

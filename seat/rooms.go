@@ -34,7 +34,11 @@ const (
 var (
 	ErrNoRoom     = errors.New("seat: no such room in this home")
 	ErrRoomExists = errors.New("seat: this home already has that room")
-	ErrNotOwner   = errors.New("seat: only the room's owner can do that")
+	// ErrRoomLive: the room's channel still has other member accounts,
+	// so the group this seat made there lives on with them; a new group
+	// on the same channel would split the room in two.
+	ErrRoomLive = errors.New("seat: the room's channel still has other members")
+	ErrNotOwner = errors.New("seat: only the room's owner can do that")
 	// ErrNotMember: the relay or the directory refused because this
 	// account is not a member of the channel (code not_a_member): the
 	// owner has not admitted it yet, or removed it.
@@ -234,7 +238,11 @@ func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.directory(key).RegisterChannel(ctx, ch); err != nil {
+	dir := s.directory(key)
+	if err := dir.RegisterChannel(ctx, ch); err != nil {
+		return "", err
+	}
+	if err := s.checkChannelUnused(ctx, dir, ch); err != nil {
 		return "", err
 	}
 	kp, err := mls.NewKeyPackage(Suite, did, sig, s.mlsConfig())
@@ -261,6 +269,31 @@ func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return ch, s.saveRoom(ctx, r, true)
+}
+
+// checkChannelUnused refuses to create a group on a channel of this
+// account that other accounts are still members of: they are in the group
+// this seat made there before (its owner left it with `room leave`, or
+// lost its home), and a second group on the channel would split the room
+// silently.
+func (s *Seat) checkChannelUnused(ctx context.Context, dir *DirectoryClient, ch string) error {
+	account, err := s.st.meta(ctx, "account_id")
+	if errors.Is(err, errNoValue) {
+		return nil // a home from before accounts were kept
+	}
+	if err != nil {
+		return err
+	}
+	m, err := dir.Members(ctx, ch)
+	if err != nil {
+		return err
+	}
+	for _, x := range m.Members {
+		if x.AccountID != account {
+			return fmt.Errorf("%w (%s)", ErrRoomLive, ch)
+		}
+	}
+	return nil
 }
 
 func (s *Seat) roomRelay(ctx context.Context) (*RelayClient, error) {
