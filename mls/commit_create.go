@@ -265,7 +265,10 @@ func (g *Group) chooseProposals(inline []Proposal, withPending bool) ([]committe
 	if err := g.checkCommitPolicy(g.own, own); err != nil {
 		return nil, nil, err
 	}
-	chosen := slices.Clone(own)
+	var chosen []committedProposal // kept only for the policy
+	if g.cfg.CommitPolicy != nil {
+		chosen = slices.Clone(own)
+	}
 	for phase := range 3 {
 		for _, p := range own {
 			if validatePhase(p.proposal.ProposalType) != phase {
@@ -296,7 +299,9 @@ func (g *Group) chooseProposals(inline []Proposal, withPending bool) ([]committe
 				dropped = append(dropped, droppedProposal(cp, err))
 				continue
 			}
-			chosen = append(chosen, cand)
+			if g.cfg.CommitPolicy != nil {
+				chosen = append(chosen, cand)
+			}
 		}
 	}
 	return l.props, dropped, nil
