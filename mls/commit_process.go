@@ -135,6 +135,8 @@ func (g *Group) Process(data []byte) (*Received, error) {
 			if err := g.checkExternalProposal(fc.Proposal, fc.Sender); err != nil {
 				return nil, err
 			}
+		} else if err := g.checkProposalPolicy(fc.Sender, fc.Proposal); err != nil {
+			return nil, err
 		}
 		rec.Kind = KindProposal
 		rec.ProposalRef = bytes.Clone(g.cacheProposal(ac, nil))

@@ -30,6 +30,12 @@ type CommitCheck struct {
 	// Proposals are the proposals the Commit applies: those it carries by
 	// value and those it includes by reference.
 	Proposals []CheckedProposal
+	// ProposalOnly is set when the check is for one proposal that a member
+	// sends or that this member receives, before it is cached (Section
+	// 12.1: a proposal the application considers invalid need not wait
+	// for a Commit to be refused). Committer is then the proposal's
+	// sender, as though it committed the proposal alone.
+	ProposalOnly bool
 }
 
 // CheckedProposal is one proposal of a [CommitCheck].
@@ -59,6 +65,19 @@ type CheckedProposal struct {
 // member committer with the proposal list props. Without a policy every
 // Commit that passes the checks of the RFC is allowed.
 func (g *Group) checkCommitPolicy(committer leafIndex, props []committedProposal) error {
+	return g.askCommitPolicy(committer, props, false)
+}
+
+// checkProposalPolicy asks the application's policy about one proposal of
+// the member sender, when it is sent or received.
+func (g *Group) checkProposalPolicy(sender Sender, p *Proposal) error {
+	if g.cfg.CommitPolicy == nil || sender.SenderType != SenderTypeMember {
+		return nil
+	}
+	return g.askCommitPolicy(leafIndex(sender.LeafIndex), []committedProposal{{proposal: *p, sender: sender, byRef: true}}, true)
+}
+
+func (g *Group) askCommitPolicy(committer leafIndex, props []committedProposal, single bool) error {
 	if g.cfg.CommitPolicy == nil {
 		return nil
 	}
@@ -67,11 +86,12 @@ func (g *Group) checkCommitPolicy(committer leafIndex, props []committedProposal
 		return fmt.Errorf("%w: leaf %d", ErrUnknownSender, committer)
 	}
 	chk := CommitCheck{
-		GroupID:    bytes.Clone(g.cur.ctx.GroupID),
-		Epoch:      g.cur.ctx.Epoch,
-		Committer:  g.policyMember(committer),
-		Extensions: cloneExtensions(g.cur.ctx.Extensions),
-		Proposals:  make([]CheckedProposal, 0, len(props)),
+		GroupID:      bytes.Clone(g.cur.ctx.GroupID),
+		Epoch:        g.cur.ctx.Epoch,
+		Committer:    g.policyMember(committer),
+		Extensions:   cloneExtensions(g.cur.ctx.Extensions),
+		Proposals:    make([]CheckedProposal, 0, len(props)),
+		ProposalOnly: single,
 	}
 	for i := range props {
 		p := &props[i]

@@ -70,22 +70,48 @@ func TestCommitPolicyEveryReceiverRefuses(t *testing.T) {
 	tg.check()
 }
 
+// TestCommitPolicyRefusesProposal checks that a member's proposal that
+// the policy refuses is refused when it is sent and when it is received,
+// so it never waits in the cache.
+func TestCommitPolicyRefusesProposal(t *testing.T) {
+	_, alice, bob, carol := threeWithCommitPolicy(t)
+	if _, err := bob.ProposeRemove(0); !errors.Is(err, ErrRefusedByPolicy) {
+		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
+	}
+	bob.cfg.CommitPolicy = nil // a hostile member's engine
+	prop, err := bob.ProposeRemove(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]*Group{"alice": alice, "carol": carol} {
+		before := fingerprint(t, m)
+		if _, err := m.Process(prop); !errors.Is(err, ErrRefusedByPolicy) {
+			t.Fatalf("%s: got %v, want ErrRefusedByPolicy", name, err)
+		}
+		expectUnchanged(t, m, before)
+	}
+}
+
 // TestCommitPolicyDropsPendingProposal checks that a pending proposal the
 // policy refuses is left out of a Commit rather than making it fail, and
 // that a Commit including it by reference is refused by receivers.
 func TestCommitPolicyDropsPendingProposal(t *testing.T) {
 	tg, alice, bob, carol := threeWithCommitPolicy(t)
+	bob.cfg.CommitPolicy = nil
 	prop, err := bob.ProposeRemove(0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The proposal is cached by engines without the policy (the policy
+	// is put back afterwards, as after an upgrade).
 	for _, m := range []*Group{alice, carol} {
+		m.cfg.CommitPolicy = nil
 		if _, err := m.Process(prop); err != nil {
 			t.Fatal(err)
 		}
 	}
+	alice.cfg.CommitPolicy = protectLeafZero
 	// A hostile carol commits the proposal; alice refuses the Commit.
-	carol.cfg.CommitPolicy = nil
 	bad, err := carol.SelfUpdate()
 	if err != nil || len(bad.Dropped) != 0 {
 		t.Fatalf("%v, dropped %v", err, bad.Dropped)

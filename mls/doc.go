@@ -38,7 +38,9 @@
 // member, the ones this member creates before they are built and the
 // ones it receives before they are applied. A refused own Commit fails
 // with [ErrRefusedByPolicy]; a refused pending proposal is left out of
-// the Commit; a refused received Commit changes nothing. Since every
+// the Commit; a refused received Commit changes nothing. A member's
+// proposal is checked too, when it is sent and when it is received, so a
+// refused one is never cached. Since every
 // member runs the policy, a rule holds even against a member whose
 // software does not apply it.
 //

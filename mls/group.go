@@ -180,6 +180,11 @@ type Config struct {
 	//     [ErrRefusedByPolicy] (wrapping the returned error), and changes
 	//     nothing (but the ratchet key of a PrivateMessage, Section 9.2).
 	//
+	//   - when a member sends a proposal, or this member receives one,
+	//     before it is cached ([CommitCheck.ProposalOnly] is set and the
+	//     sender stands as committer): a refusal fails the call, or
+	//     refuses the message, so the proposal never waits in the cache.
+	//
 	// Since it may be called with part of a Commit's list, a policy
 	// should judge each proposal with the committer and the current
 	// extensions, not the list as a whole. External Commits go to

@@ -560,6 +560,9 @@ func (g *Group) sendProposal(p *Proposal, updatePriv []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if err := g.checkProposalPolicy(sender, p); err != nil {
+		return nil, err
+	}
 	fc := &FramedContent{
 		GroupID:     g.cur.ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
