@@ -40,9 +40,8 @@
 // with [ErrRefusedByPolicy]; a refused pending proposal is left out of
 // the Commit; a refused received Commit changes nothing. A member's
 // proposal is checked too, when it is sent and when it is received, so a
-// refused one is never cached. Since every
-// member runs the policy, a rule holds even against a member whose
-// software does not apply it.
+// refused one is never cached. Since every member runs the policy, a rule
+// holds even against a member whose software does not apply it.
 //
 // # Proposals and Commits
 //
