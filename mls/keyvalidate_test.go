@@ -269,3 +269,26 @@ func TestRejectLowOrderTreeKeys(t *testing.T) {
 		}
 	})
 }
+
+// TestRejectMalformedExternalSenderKey: an external_senders extension
+// whose signature key is not a key of the suite is refused (Section
+// 5.1.1), with or without a credential hook, and the group is unchanged.
+func TestRejectMalformedExternalSenderKey(t *testing.T) {
+	_, alice, _ := twoMembers(t, nil)
+	for _, key := range [][]byte{nil, []byte("short"), make([]byte, 33)} {
+		senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: key,
+			Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
+		before, err := alice.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders}}})
+		if !errors.Is(err, ErrInvalidProposal) {
+			t.Fatalf("external sender key of %d bytes: %v", len(key), err)
+		}
+		after, _ := alice.MarshalBinary()
+		if !bytes.Equal(before, after) {
+			t.Fatalf("external sender key of %d bytes changed the group", len(key))
+		}
+	}
+}

@@ -469,13 +469,11 @@ func (g *Group) validateSingleProposal(p *Proposal, sender Sender) error {
 	return l.add(cp)
 }
 
-// validateExternalSenders has the application validate the credential of
-// every external sender that exts brings in (Section 5.3.1: "When an
+// validateExternalSenders checks every external sender that exts brings
+// in: its signature key must be well-formed for the suite (Section 5.1.1),
+// and the application validates its credential (Section 5.3.1: "When an
 // external_senders extension is added to the group", or updated).
 func (g *Group) validateExternalSenders(exts []Extension) error {
-	if g.cfg.ValidateCredential == nil {
-		return nil
-	}
 	data, ok := findExtension(exts, ExtensionTypeExternalSenders)
 	if !ok {
 		return nil
@@ -486,6 +484,14 @@ func (g *Group) validateExternalSenders(exts []Extension) error {
 	var es ExternalSenders
 	if err := unmarshal(data, &es); err != nil {
 		return invalidProposal("malformed external_senders")
+	}
+	for i := range es.Senders {
+		if err := g.s.checkSignaturePublicKey(es.Senders[i].SignatureKey); err != nil {
+			return fmt.Errorf("%w: external sender %d: %w", ErrInvalidProposal, i, err)
+		}
+	}
+	if g.cfg.ValidateCredential == nil {
+		return nil
 	}
 	for i := range es.Senders {
 		if err := g.cfg.validateCredential(&es.Senders[i].Credential, es.Senders[i].SignatureKey); err != nil {
