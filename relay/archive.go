@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1167,16 +1166,6 @@ func (a *archive) resetFence(channel string, epoch uint64) error {
 	done := make(chan error, 1)
 	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, done: done})
 	return <-done
-}
-
-func epochOutOfRangeFrame(maxFirst uint64) []byte {
-	b, _ := json.Marshal(struct {
-		Type     string `json:"type"`
-		Code     string `json:"code"`
-		MaxEpoch uint64 `json:"max_epoch"`
-		Message  string `json:"message"`
-	}{"error", "epoch_out_of_range", maxFirst, "a channel's first commit must carry an epoch up to max_epoch, and no commit may carry the last epoch"})
-	return b
 }
 
 func (a *archive) close() {

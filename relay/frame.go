@@ -201,6 +201,18 @@ func staleEpochFrame(expected uint64) []byte {
 	return b
 }
 
+// epochOutOfRangeFrame refuses a commit that would set a fence no group
+// could reach: a first commit above maxFirst, or any at the last epoch.
+func epochOutOfRangeFrame(maxFirst uint64) []byte {
+	b, _ := json.Marshal(struct {
+		Type     string `json:"type"`
+		Code     string `json:"code"`
+		MaxEpoch uint64 `json:"max_epoch"`
+		Message  string `json:"message"`
+	}{"error", "epoch_out_of_range", maxFirst, "a channel's first commit must carry an epoch up to max_epoch, and no commit may carry the last epoch"})
+	return b
+}
+
 // pushPrefix starts a push frame: everything up to and including the
 // payload. The archive appends the rest once the sequence number is known.
 // Channel names and base64 need no JSON escaping.
