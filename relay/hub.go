@@ -63,14 +63,6 @@ func (h *hub) remove(c *conn, channels map[string]bool) {
 	}
 }
 
-// subscribe adds c to channel's subscribers. The slice is copied on write so
-// fan-out can iterate a snapshot without holding the lock.
-func (h *hub) subscribe(ch string, c *conn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.subscribeLocked(ch, c)
-}
-
 // subscribeIf subscribes c to ch if allowed reports true, checked under
 // the hub's lock: a membership removal, which changes the members first
 // and then takes this lock to end subscriptions, either sees the new
@@ -85,6 +77,8 @@ func (h *hub) subscribeIf(ch string, c *conn, allowed func() bool) bool {
 	return true
 }
 
+// subscribeLocked adds c to ch's subscribers. The slice is copied on
+// write so fan-out can iterate a snapshot without holding the lock.
 func (h *hub) subscribeLocked(ch string, c *conn) {
 	old := h.chans[ch]
 	next := make([]*conn, len(old), len(old)+1)
@@ -92,15 +86,9 @@ func (h *hub) subscribeLocked(ch string, c *conn) {
 	h.chans[ch] = append(next, c)
 }
 
-func (h *hub) unsubscribe(ch string, c *conn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.unsubscribeLocked(ch, c)
-}
-
-// unsubscribeIfPresent removes c from ch's subscribers and reports whether
+// unsubscribe removes c from ch's subscribers and reports whether
 // it was one.
-func (h *hub) unsubscribeIfPresent(ch string, c *conn) bool {
+func (h *hub) unsubscribe(ch string, c *conn) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.unsubscribeLocked(ch, c)

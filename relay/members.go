@@ -221,7 +221,7 @@ func (c *conn) removedFrom(ch string) {
 	if !c.srv.readsGated() {
 		return
 	}
-	if c.srv.hub.unsubscribeIfPresent(ch, c) {
+	if c.srv.hub.unsubscribe(ch, c) {
 		c.srv.log.Info("relay: subscription ended, no longer a member", "remote", c.remote, "sub", c.sub)
 		c.push(channelErrorFrame("not_a_member", ch, "no longer a member of "+ch+"; the subscription has ended"))
 	}
