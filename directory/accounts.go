@@ -153,11 +153,8 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "an API key is required")
 		return
 	}
-	if !s.allowAddr(w, r, limitToken) {
-		return
-	}
-	p, ok := s.authenticate(w, r)
-	if !ok || !s.allowAccount(w, limitToken, p.account) {
+	p, ok := s.authLimited(w, r, limitToken)
+	if !ok {
 		return
 	}
 	var req tokenRequest

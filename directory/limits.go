@@ -216,19 +216,27 @@ func (s *Server) allowAccount(w http.ResponseWriter, kind limitKind, account str
 	return ok
 }
 
-// limited is authed with the buckets of kind: the address's before the
-// credential is looked up, the account's after.
+// limited is authed with the buckets of kind (see authLimited).
 func (s *Server) limited(kind limitKind, h func(http.ResponseWriter, *http.Request, principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.allowAddr(w, r, kind) {
-			return
+		if p, ok := s.authLimited(w, r, kind); ok {
+			h(w, r, p)
 		}
-		p, ok := s.authenticate(w, r)
-		if !ok || !s.allowAccount(w, kind, p.account) {
-			return
-		}
-		h(w, r, p)
 	}
+}
+
+// authLimited authenticates the request between the buckets of kind: the
+// address's before the credential is looked up, the account's after. On
+// false the answer has been written.
+func (s *Server) authLimited(w http.ResponseWriter, r *http.Request, kind limitKind) (principal, bool) {
+	if !s.allowAddr(w, r, kind) {
+		return principal{}, false
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok || !s.allowAccount(w, kind, p.account) {
+		return principal{}, false
+	}
+	return p, true
 }
 
 // retrySeconds is a Retry-After value: whole seconds, rounded up, at least 1.
