@@ -2,6 +2,7 @@ package seat
 
 import (
 	"context"
+	"time"
 
 	"github.com/skytale-oss/skytale/mls"
 )
@@ -44,3 +45,6 @@ func ForceRoomRemove(s *Seat, ctx context.Context, name, did string) error {
 		return err
 	})
 }
+
+// RefreshDue is refreshDue.
+func RefreshDue(exp time.Time, life time.Duration) time.Duration { return refreshDue(exp, life) }

@@ -131,3 +131,19 @@ func TestWatchOutlivesShortTokens(t *testing.T) {
 	default:
 	}
 }
+
+// A token whose expiry reads as past (a clock ahead of the directory's,
+// or a directory that writes a nonsense exp) is still not refreshed in a
+// tight loop: the wait has a floor of a twentieth of the lifetime.
+func TestRefreshDueHasAFloor(t *testing.T) {
+	life := 300 * time.Second
+	if got := seat.RefreshDue(time.Now().Add(-time.Hour), life); got != life/20 {
+		t.Fatalf("expired token: wait %v, want %v", got, life/20)
+	}
+	if got := seat.RefreshDue(time.Now().Add(life), life); got < life*2/3-time.Second || got > life*2/3 {
+		t.Fatalf("fresh token: wait %v, want about %v", got, life*2/3)
+	}
+	if got := seat.RefreshDue(time.Now().Add(10*life), life); got != life*2/3 {
+		t.Fatalf("token far in the future: wait %v, want %v", got, life*2/3)
+	}
+}

@@ -228,9 +228,13 @@ func tokenTimes(tok string) (exp time.Time, life time.Duration, ok bool) {
 // refreshDue is how long to wait before replacing a token of lifetime
 // life that expires at exp: until a third of its lifetime is left, and
 // never longer than two thirds of it from now, so a clock behind the
-// directory's does not make the refresh late.
+// directory's does not make the refresh late. It is never shorter than a
+// twentieth of the lifetime either: with a clock ahead of the directory's
+// (or a token whose expiry reads as past) every fresh token would
+// otherwise look due at once, and the connection would mint and send
+// tokens without pause.
 func refreshDue(exp time.Time, life time.Duration) time.Duration {
-	return min(time.Until(exp)-life/3, life*2/3)
+	return max(min(time.Until(exp)-life/3, life*2/3), life/20)
 }
 
 func (c *Conn) refreshLoop(exp time.Time, life time.Duration) {
