@@ -113,11 +113,23 @@ type member struct {
 }
 
 // members lists the members of channel, oldest first, for its owner or a
-// member; it also returns the owner.
+// member (anyone else gets errNotMember before the list is read); it also
+// returns the owner.
 func (s *store) members(ctx context.Context, channel, caller string) (owner string, ms []member, err error) {
 	chID, owner, err := channelOwner(ctx, s.db, channel)
 	if err != nil {
 		return "", nil, err
+	}
+	if caller != owner {
+		var one int
+		err := s.db.QueryRowContext(ctx,
+			`SELECT 1 FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, caller).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil, errNotMember
+		}
+		if err != nil {
+			return "", nil, err
+		}
 	}
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT account_id, added_at FROM channel_members WHERE channel_id = ? ORDER BY added_at, account_id`, chID)
@@ -126,7 +138,6 @@ func (s *store) members(ctx context.Context, channel, caller string) (owner stri
 	}
 	defer rows.Close()
 	ms = []member{}
-	allowed := caller == owner
 	for rows.Next() {
 		var m member
 		var added int64
@@ -134,14 +145,10 @@ func (s *store) members(ctx context.Context, channel, caller string) (owner stri
 			return "", nil, err
 		}
 		m.addedAt = time.Unix(0, added).UTC()
-		allowed = allowed || m.account == caller
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
 		return "", nil, err
-	}
-	if !allowed {
-		return "", nil, errNotMember
 	}
 	return owner, ms, nil
 }
