@@ -465,7 +465,7 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 
 // adminsError explains a failed change of admins.
 func adminsError(err error, ch string) error {
-	if strings.Contains(err.Error(), "not an Ed25519 did:key") {
+	if errors.Is(err, seat.ErrNotDIDKey) {
 		return &usageError{"not a member identity (a did:key)", "see `tally room members " + ch + "`"}
 	}
 	return err

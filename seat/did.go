@@ -16,7 +16,8 @@ const didKeyPrefix = "did:key:z"
 // unsigned varint.
 var multicodecEd25519Pub = [2]byte{0xed, 0x01}
 
-var errDIDKey = errors.New("seat: not an Ed25519 did:key")
+// ErrNotDIDKey: an identity that is not an Ed25519 did:key.
+var ErrNotDIDKey = errors.New("seat: not an Ed25519 did:key")
 
 // DIDKey writes an Ed25519 public key as a did:key: "did:key:z" followed by
 // the base58btc encoding of the multicodec prefix 0xed 0x01 and the 32 key
@@ -33,11 +34,11 @@ func DIDKey(pub ed25519.PublicKey) string {
 func ParseDIDKey(did string) (ed25519.PublicKey, error) {
 	rest, ok := strings.CutPrefix(did, didKeyPrefix)
 	if !ok || len(rest) > 64 {
-		return nil, errDIDKey
+		return nil, ErrNotDIDKey
 	}
 	b, err := base58.Decode(rest)
 	if err != nil || len(b) != 2+ed25519.PublicKeySize || b[0] != multicodecEd25519Pub[0] || b[1] != multicodecEd25519Pub[1] {
-		return nil, errDIDKey
+		return nil, ErrNotDIDKey
 	}
 	return ed25519.PublicKey(b[2:]), nil
 }
