@@ -222,7 +222,12 @@ type memberResponse struct {
 	Member    bool   `json:"member"`
 }
 
-func validAccountID(id string) bool { return id != "" && len(id) <= 64 }
+func validAccountID(id string) bool { return id != "" && len(id) <= maxAccountID }
+
+const (
+	maxAccountID    = 64
+	accountIDErrMsg = "account_id must be 1 to 64 bytes"
+)
 
 // POST /v1/channels/members {channel, account_id} → 200 {channel, account_id, member: true}
 //
@@ -233,7 +238,7 @@ func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	if !validAccountID(req.AccountID) {
-		badRequest(w, "account_id is required")
+		badRequest(w, accountIDErrMsg)
 		return
 	}
 	if err := s.store.addMemberByOwner(r.Context(), req.Channel, p.account, req.AccountID, s.cfg.Now()); err != nil {
@@ -254,7 +259,7 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p pr
 		return
 	}
 	if !validAccountID(account) {
-		badRequest(w, "account_id is required")
+		badRequest(w, accountIDErrMsg)
 		return
 	}
 	if err := s.store.dropMember(r.Context(), name, p.account, account, s.cfg.Now()); err != nil {
@@ -318,7 +323,7 @@ func (s *Server) handleResetFence(w http.ResponseWriter, r *http.Request, p prin
 		return
 	}
 	if req.RemoveAccountID != "" && !validAccountID(req.RemoveAccountID) {
-		badRequest(w, "remove_account_id is malformed")
+		badRequest(w, "remove_"+accountIDErrMsg)
 		return
 	}
 	if err := s.store.resetFence(r.Context(), req.Channel, p.account, req.RemoveAccountID, *req.Epoch, s.cfg.Now()); err != nil {

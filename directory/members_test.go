@@ -86,6 +86,7 @@ func TestMembersHostile(t *testing.T) {
 	want(t, e.addMember(owner, "acme/rooms", strangerID), 400, "invalid_channel")
 	want(t, e.addMember(owner, ch, "no-such-account"), 404, "account_not_found")
 	want(t, e.addMember(owner, ch, ""), 400, "invalid_request")
+	want(t, e.addMember(owner, ch, strings.Repeat("a", 65)), 400, "invalid_request")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":`), 400, "invalid_json")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":"`+ch+`","account_id":7}`), 400, "invalid_json")
 	want(t, e.do("POST", "/v1/channels/members", owner, `{"channel":"`+ch+`","account_id":"x","extra":1}`), 400, "invalid_json")
@@ -99,6 +100,7 @@ func TestMembersHostile(t *testing.T) {
 	want(t, e.do("DELETE", membersPath(ch, memberID), scoped, nil), 403, "forbidden")
 	want(t, e.do("DELETE", membersPath(ch, "no-such-account"), owner, nil), 404, "account_not_found")
 	want(t, e.do("DELETE", membersPath(ch, ""), owner, nil), 400, "invalid_request")
+	want(t, e.do("DELETE", membersPath(ch, strings.Repeat("a", 65)), owner, nil), 400, "invalid_request")
 	want(t, e.do("DELETE", membersPath("acme/rooms/none", memberID), owner, nil), 404, "channel_not_found")
 	want(t, e.do("DELETE", membersPath("bad name", memberID), owner, nil), 400, "invalid_channel")
 
@@ -248,6 +250,7 @@ func TestFenceReset(t *testing.T) {
 	want(t, fence(scoped, map[string]any{"channel": ch, "epoch": 1}), 403, "forbidden")
 	want(t, fence(owner, map[string]any{"channel": "acme/rooms/none", "epoch": 1}), 404, "channel_not_found")
 	want(t, fence(owner, map[string]any{"channel": ch}), 400, "invalid_request")
+	want(t, fence(owner, map[string]any{"channel": ch, "epoch": 1, "remove_account_id": strings.Repeat("a", 65)}), 400, "invalid_request")
 	want(t, fence(owner, map[string]any{"channel": ch, "epoch": uint64(1<<32 + 1)}), 400, "invalid_request")
 	want(t, fence(owner, map[string]any{"channel": ch, "epoch": uint64(1<<64 - 1)}), 400, "invalid_request")
 	want(t, fence(owner, `{"channel":"`+ch+`","epoch":-1}`), 400, "invalid_json")
