@@ -129,12 +129,16 @@ type limiters struct {
 	header  string
 }
 
+// rates are l's Rates, indexed by limitKind.
+func (l *Limits) rates() [numLimits]*Rate {
+	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member}
+}
+
 // resolveLimits fills the zero fields of l with the defaults.
 func resolveLimits(l Limits) Limits {
 	d := DefaultLimits
-	rates := []*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member}
-	defs := []Rate{d.Signup, d.Token, d.Channel, d.Invite, d.Grant, d.Join, d.Member}
-	for i, r := range rates {
+	defs := d.rates()
+	for i, r := range l.rates() {
 		r.PerAddr = resolveBucket(r.PerAddr, defs[i].PerAddr)
 		r.PerAccount = resolveBucket(r.PerAccount, defs[i].PerAccount)
 	}
@@ -162,8 +166,7 @@ func newLimiters(l Limits) *limiters {
 	if l.Off {
 		return lim
 	}
-	rates := [numLimits]Rate{l.Signup, l.Token, l.Channel, l.Invite, l.Grant, l.Join, l.Member}
-	for i, r := range rates {
+	for i, r := range l.rates() {
 		lim.addr[i] = newKeyed(r.PerAddr, l.MaxKeys)
 		if limitKind(i) != limitSignup {
 			lim.account[i] = newKeyed(r.PerAccount, l.MaxKeys)
