@@ -160,7 +160,7 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 		label:     req.Label,
 		pollHash:  pollHash,
 		remote:    s.limits.clientAddr(r),
-		maxOpen:   s.maxOpenGrants(),
+		maxOpen:   s.limits.openGrants,
 		newCode:   s.newUserCode,
 		expires:   exp,
 		now:       now,
@@ -170,13 +170,6 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, createGrantResponse{GrantID: id, UserCode: code, PollToken: poll, ExpiresAt: rfc3339(exp)})
-}
-
-func (s *Server) maxOpenGrants() int {
-	if s.cfg.Limits.Off {
-		return 0
-	}
-	return s.cfg.Limits.OpenGrantsPerAddr
 }
 
 // decodeUserCode reads a request body naming a grant by its user code, for

@@ -127,6 +127,8 @@ type limiters struct {
 	addr    [numLimits]*ratelimit.Keyed
 	account [numLimits]*ratelimit.Keyed
 	header  string
+	// openGrants caps the open device grants of one address; 0 for no cap.
+	openGrants int
 }
 
 // rates are l's Rates, indexed by limitKind.
@@ -166,6 +168,7 @@ func newLimiters(l Limits) *limiters {
 	if l.Off {
 		return lim
 	}
+	lim.openGrants = max(l.OpenGrantsPerAddr, 0)
 	for i, r := range l.rates() {
 		lim.addr[i] = newKeyed(r.PerAddr, l.MaxKeys)
 		if limitKind(i) != limitSignup {
