@@ -364,3 +364,21 @@ func TestWelcomeWithDuplicateIdentityRefused(t *testing.T) {
 		t.Fatalf("join: got %v, want ErrInvalidWelcome and ErrInvalidCredential", err)
 	}
 }
+
+// TestSuccessorUpdateTakesOtherCredential checks that an Update whose new
+// credential ValidateSuccessor allows is still refused when another member
+// holds that credential, and that the refusal changes nothing (the
+// handshake is public, so no ratchet key is consumed either).
+func TestSuccessorUpdateTakesOtherCredential(t *testing.T) {
+	tg := threeMembers(t, &Config{PublicHandshake: true, ValidateSuccessor: func(old, next Credential) error { return nil }})
+	alice, bob := tg.members["did:key:alice"], tg.members["did:key:bob"]
+	ln := leafWithIdentity(t, bob, "did:key:carol", LeafNodeSourceUpdate)
+	msg := sendRaw(t, bob, &Proposal{ProposalType: ProposalTypeUpdate, Update: &Update{LeafNode: *ln}})
+	before := fingerprint(t, alice)
+	if _, err := alice.Process(msg); !errors.Is(err, ErrInvalidCredential) || !errors.Is(err, ErrInvalidLeafNode) {
+		t.Fatalf("got %v, want ErrInvalidCredential", err)
+	}
+	expectUnchanged(t, alice, before)
+	bob.ClearPendingProposals()
+	tg.check()
+}

@@ -239,11 +239,12 @@ func (l *proposalList) checkUpdate(leaf leafIndex, u *Update) error {
 		return err
 	}
 	if !sameCredential(&old.Credential, &ln.Credential) {
-		if l.creds[credentialKey(&ln.Credential)] {
+		cred := credentialKey(&ln.Credential)
+		if l.creds[cred] {
 			return fmt.Errorf("%w: %w: update to a credential the list adds", ErrInvalidProposal, ErrInvalidCredential)
 		}
-		if err := checkCredentialUnique(l.g.cur.tree, leaf, &ln.Credential); err != nil {
-			return err
+		if m, ok := l.g.memberIndex().creds[cred]; ok && m != leaf {
+			return fmt.Errorf("%w: %w: leaf %d holds the same credential", ErrInvalidLeafNode, ErrInvalidCredential, m)
 		}
 	}
 	if !bytes.Equal(ln.SignatureKey, old.SignatureKey) {
