@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -209,5 +210,30 @@ func TestRoomRemoveFinishesAnInterruptedRemoval(t *testing.T) {
 	// With nothing left to finish, removing a non-member is an error.
 	if _, err := alice.RoomRemoveMember(ctx, room, bob.did); err == nil {
 		t.Fatal("removing a non-member again succeeded")
+	}
+}
+
+// TestRoomRemoveKeepsSharedAccount: when another identity still in the
+// room is recorded for the removed identity's account, the account's
+// membership stays.
+func TestRoomRemoveKeepsSharedAccount(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	// Record alice's identity, which stays in the room, as a seat of
+	// bob's account.
+	db := openDB(t, alice.home)
+	if _, err := db.Exec(`INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)`, room, alice.did, bob.acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rm.AccountID != bob.acct.AccountID || !rm.OtherSeats || rm.MembershipEnded {
+		t.Fatalf("removal of one seat of a shared account: %+v", rm)
+	}
+	if got := memberAccounts(t, st, alice, room); !slices.Contains(got, bob.acct.AccountID) {
+		t.Fatalf("members after the removal: %v", got)
 	}
 }

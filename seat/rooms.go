@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -849,7 +850,9 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 			}
 		}
 		var known int
-		s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known)
+		if err := s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known); err != nil {
+			return err
+		}
 		// Out of the group already, with its account still recorded: an
 		// earlier removal whose membership change failed; finish it.
 		if inGroup || known == 0 {
@@ -880,11 +883,26 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	if err != nil {
 		return rm, err
 	}
-	for _, id := range remaining {
-		var other string
-		if s.st.db.QueryRowContext(ctx, `SELECT account_id FROM room_accounts WHERE channel = ? AND identity = ?`, ch, id).Scan(&other) == nil && other == rm.AccountID {
+	// The other identities recorded for the same account, in one read; a
+	// failed read ends nothing rather than guess.
+	rows, err := s.st.db.QueryContext(ctx, `SELECT identity FROM room_accounts WHERE channel = ? AND account_id = ? AND identity <> ?`, ch, rm.AccountID, did)
+	if err != nil {
+		return rm, err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return rm, err
+		}
+		if slices.Contains(remaining, id) {
 			rm.OtherSeats = true
 		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return rm, err
 	}
 	if !rm.OtherSeats {
 		key, err := s.apiKey(ctx)
