@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+
+	"github.com/skytale-oss/skytale/internal/ratelimit"
 )
 
 // LimitListener caps the connections a listener holds open at once, in
@@ -120,12 +122,7 @@ func (l *LimitListener) addrKey(a net.Addr) (netip.Addr, bool) {
 	if l.exempt != nil && l.exempt(ip) {
 		return netip.Addr{}, false
 	}
-	if ip.Is6() {
-		// One host usually holds a whole /64.
-		p, _ := ip.Prefix(64)
-		ip = p.Addr()
-	}
-	return ip, true
+	return ratelimit.ClientAddr(ip), true
 }
 
 type limitConn struct {

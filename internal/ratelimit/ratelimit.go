@@ -130,10 +130,21 @@ func AddrKey(remote string) string {
 	if err != nil {
 		return host
 	}
+	ip = ClientAddr(ip)
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).String()
+	}
+	return ip.String()
+}
+
+// ClientAddr is the address a client at ip is counted by: ip itself
+// (IPv4-mapped IPv6 unmapped, zone dropped), or for IPv6 the first address
+// of its /64.
+func ClientAddr(ip netip.Addr) netip.Addr {
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
 		p, _ := ip.Prefix(64)
-		return p.String()
+		return p.Addr()
 	}
-	return ip.String()
+	return ip
 }
