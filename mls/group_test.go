@@ -447,10 +447,10 @@ func TestPadding(t *testing.T) {
 	tg.check()
 }
 
-func TestExternalSenderProposal(t *testing.T) {
-	tg, alice, _ := twoMembers(t, &Config{ExternalPolicy: admitExternal})
-	tg.add("did:key:alice", "did:key:carol")
-	// The group lists an external sender (a server that may remove members).
+// listExternalSender has alice commit an external_senders extension with
+// one entry, a server, and returns that entry's signature private key.
+func listExternalSender(t *testing.T, tg *testGroup, alice *Group) []byte {
+	t.Helper()
 	extPriv, err := GenerateSignatureKey(testSuite)
 	if err != nil {
 		t.Fatal(err)
@@ -463,20 +463,36 @@ func TestExternalSenderProposal(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg.fanOut("did:key:alice", res)
-	carol, _ := alice.MemberByIdentity("did:key:carol")
+	return extPriv
+}
+
+// externalProposal is p as a PublicMessage of external sender 0 in g's
+// current epoch, signed with signKey.
+func externalProposal(t *testing.T, g *Group, signKey []byte, p *Proposal) []byte {
+	t.Helper()
 	fc := &FramedContent{
-		GroupID:     alice.cur.ctx.GroupID,
-		Epoch:       alice.cur.ctx.Epoch,
+		GroupID:     g.cur.ctx.GroupID,
+		Epoch:       g.cur.ctx.Epoch,
 		Sender:      Sender{SenderType: SenderTypeExternal, SenderIndex: 0},
 		ContentType: ContentTypeProposal,
-		Proposal:    &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: carol.LeafIndex}},
+		Proposal:    p,
 	}
-	ac, err := signFramedContent(alice.s, extPriv, WireFormatPublicMessage, fc, nil)
+	ac, err := signFramedContent(g.s, signKey, WireFormatPublicMessage, fc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
 		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+}
+
+func TestExternalSenderProposal(t *testing.T) {
+	tg, alice, _ := twoMembers(t, &Config{ExternalPolicy: admitExternal})
+	tg.add("did:key:alice", "did:key:carol")
+	// The group lists an external sender (a server that may remove members).
+	extPriv := listExternalSender(t, tg, alice)
+	carol, _ := alice.MemberByIdentity("did:key:carol")
+	remove := &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: carol.LeafIndex}}
+	msg := externalProposal(t, alice, extPriv, remove)
 	for name, m := range tg.members {
 		if _, err := m.Process(msg); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -484,13 +500,11 @@ func TestExternalSenderProposal(t *testing.T) {
 	}
 	// A forged one (signed by another key) is rejected.
 	other, _ := GenerateSignatureKey(testSuite)
-	forged, _ := signFramedContent(alice.s, other, WireFormatPublicMessage, fc, nil)
-	bad := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
-		PublicMessage: &PublicMessage{Content: forged.Content, Auth: forged.Auth}})
+	bad := externalProposal(t, alice, other, remove)
 	if _, err := alice.Process(bad); !errors.Is(err, ErrInvalidSignature) {
 		t.Fatalf("got %v, want ErrInvalidSignature", err)
 	}
-	res, err = alice.Commit(CommitOptions{})
+	res, err := alice.Commit(CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

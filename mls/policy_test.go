@@ -193,31 +193,8 @@ func TestExternalCommitPolicy(t *testing.T) {
 // entry of external_senders still needs the application's policy.
 func TestExternalSenderRefusedByDefault(t *testing.T) {
 	tg, alice, bob := twoMembers(t, nil)
-	extPriv, err := GenerateSignatureKey(testSuite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extPub, _ := alice.s.signPublicFromPrivate(extPriv)
-	senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: extPub,
-		Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
-	res, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg.fanOut("did:key:alice", res)
-	fc := &FramedContent{
-		GroupID:     alice.cur.ctx.GroupID,
-		Epoch:       alice.cur.ctx.Epoch,
-		Sender:      Sender{SenderType: SenderTypeExternal, SenderIndex: 0},
-		ContentType: ContentTypeProposal,
-		Proposal:    &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: bob.LeafIndex()}},
-	}
-	ac, err := signFramedContent(alice.s, extPriv, WireFormatPublicMessage, fc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
-		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+	extPriv := listExternalSender(t, tg, alice)
+	msg := externalProposal(t, alice, extPriv, &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: bob.LeafIndex()}})
 	before := fingerprint(t, alice)
 	if _, err := alice.Process(msg); !errors.Is(err, ErrRefusedByPolicy) {
 		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
