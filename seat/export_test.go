@@ -48,3 +48,20 @@ func ForceRoomRemove(s *Seat, ctx context.Context, name, did string) error {
 
 // RefreshDue is refreshDue.
 func RefreshDue(exp time.Time, life time.Duration) time.Duration { return refreshDue(exp, life) }
+
+// ForceRoomRoles commits data as the room's roles extension, unchecked,
+// as a hostile owner's software would.
+func ForceRoomRoles(s *Seat, ctx context.Context, name string, data []byte) error {
+	return s.withNamedRoom(ctx, name, func(r *room) error {
+		_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+			exts := r.g.Extensions()
+			for i := range exts {
+				if exts[i].ExtensionType == RolesExtensionType {
+					exts[i].ExtensionData = data
+				}
+			}
+			return r.g.Commit(mls.CommitOptions{Extensions: exts})
+		})
+		return err
+	})
+}

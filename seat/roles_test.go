@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -202,5 +204,39 @@ func TestRoomCreateRefusesLiveChannel(t *testing.T) {
 	}
 	if _, err := alice.RoomCreate(ctx, "ops"); err != nil {
 		t.Fatalf("create over an empty channel: %v", err)
+	}
+}
+
+// TestJoinRefusesUnreadableRoles: a hostile owner's engine commits roles
+// nobody can decode; a newcomer's join refuses the room rather than keep
+// a room whose every Commit and roster would fail.
+func TestJoinRefusesUnreadableRoles(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	bob := newMember(t, st, "bobco")
+	seat.SetTestOnlyNoRoleRules(alice.Seat, true)
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seat.ForceRoomRoles(alice.Seat, ctx, room, []byte{0xff}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+		t.Fatalf("join before admit: %v", err)
+	}
+	if _, err := alice.RoomAdmit(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.RoomJoin(ctx, room, "", time.Minute); err == nil || !strings.Contains(err.Error(), "roles that cannot be read") {
+		t.Fatalf("join of a room with unreadable roles: %v", err)
+	}
+	if rooms, _ := bob.Rooms(ctx); len(rooms) != 0 {
+		t.Fatalf("bob kept the room: %+v", rooms)
 	}
 }

@@ -376,6 +376,11 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	if err != nil {
 		return "", err
 	}
+	// Roles this seat cannot read would refuse every later Commit and
+	// roster of the room: refuse the room now instead of keeping it.
+	if _, _, err := rolesIn(g.Extensions()); err != nil {
+		return "", fmt.Errorf("seat: the Welcome to %s carries roles that cannot be read: %w", ch, err)
+	}
 	r := &room{channel: ch, role: "member", g: g}
 	s.lockRooms()
 	defer s.unlockRooms()
