@@ -218,13 +218,12 @@ func readVec(b []byte, max int) (data, rest []byte, err error) {
 // rolesIn returns the roles in a GroupContext extension list; ok is false
 // when there is no roles extension.
 func rolesIn(exts []mls.Extension) (r RoomRoles, ok bool, err error) {
-	for _, e := range exts {
-		if e.ExtensionType == RolesExtensionType {
-			r, err = UnmarshalRoomRoles(e.ExtensionData)
-			return r, true, err
-		}
+	data := extensionData(exts, RolesExtensionType)
+	if data == nil {
+		return RoomRoles{}, false, nil
 	}
-	return RoomRoles{}, false, nil
+	r, err = UnmarshalRoomRoles(data)
+	return r, true, err
 }
 
 // rolesExtension returns exts with the roles extension set to r.
