@@ -186,13 +186,7 @@ func TestFailedPrivateMessageLeavesStateIdentical(t *testing.T) {
 		}
 		expectUnchanged(t, carol, before)
 	}
-	msg, err := alice.Protect([]byte("genuine"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec, err := carol.Process(msg); err != nil || string(rec.Data) != "genuine" {
-		t.Fatalf("genuine message after forgeries: %v %v", rec, err)
-	}
+	expectGenuineRead(t, alice, carol)
 }
 
 // TestReplacedPrivateKeysWiped: the HPKE private keys of nodes that a

@@ -25,6 +25,19 @@ func expectUnchanged(t *testing.T, g *Group, before []byte) {
 	}
 }
 
+// expectGenuineRead checks that, after rejecting forged messages, to
+// still reads a genuine application message of from.
+func expectGenuineRead(t *testing.T, from, to *Group) {
+	t.Helper()
+	msg, err := from.Protect([]byte("genuine"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := to.Process(msg); err != nil || string(rec.Data) != "genuine" {
+		t.Fatalf("genuine message after a forgery: %v %v", rec, err)
+	}
+}
+
 // twoMembers returns a group of alice and bob sending public handshakes,
 // so that tests can tamper with commits.
 func twoMembers(t *testing.T, cfg *Config) (*testGroup, *Group, *Group) {
@@ -431,13 +444,7 @@ func TestForgedPrivateMessageBurnsNoKey(t *testing.T) {
 		t.Fatalf("got %v, want ErrInvalidSignature", err)
 	}
 	expectUnchanged(t, carol, before)
-	genuine, err := alice.Protect([]byte("genuine"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec, err := carol.Process(genuine); err != nil || string(rec.Data) != "genuine" {
-		t.Fatalf("genuine message after a forgery: %v %v", rec, err)
-	}
+	expectGenuineRead(t, alice, carol)
 }
 
 // TestRejectOverlongLifetime checks the maximum total lifetime that
