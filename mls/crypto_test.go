@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var implementedSuites = []CipherSuite{1, 2, 3, 5, 7}
+var implementedSuites = SupportedSuites()
 
 func TestSuiteFor(t *testing.T) {
 	for _, cs := range []CipherSuite{0, 4, 6, 8, 0xffff} {

@@ -17,8 +17,25 @@
 //
 // The cipher suites are a closed set built on the Go standard library
 // (crypto/hpke, crypto/ed25519, crypto/ecdsa, crypto/aes) and, for
-// ChaCha20-Poly1305, golang.org/x/crypto. Suites 4 and 6 (X448 and Ed448)
-// are not implemented.
+// ChaCha20-Poly1305, golang.org/x/crypto; [SupportedSuites] lists them.
+// Suites 4 and 6 (X448 and Ed448) are not implemented.
+//
+// # Post-quantum suite
+//
+// [MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519] (0x004D) protects a
+// group's secrets against an adversary who records ciphertext today and
+// has a quantum computer later: every HPKE use (UpdatePath, Welcome,
+// external init and external_pub) runs over X-Wing, the hybrid of
+// ML-KEM-768 and X25519 (crypto/hpke MLKEM768X25519, HPKE KEM 0x647A),
+// which holds while either half does. Signatures remain Ed25519, so
+// authentication is not post-quantum. The code point 0x004D is not in the
+// IANA registry yet: it is the one OpenMLS uses for this suite, and it
+// may change when the registration is made. Node key pairs derive from a
+// secret as the X-Wing specification fixes (the private key is
+// SHAKE256(secret, 32)), as OpenMLS and ts-mls derive them. Keys and
+// ciphertexts are larger: a 1,216-byte public key per leaf and per
+// KeyPackage init_key, a 1,120-byte kem_output per encrypted path secret
+// and per Welcome recipient.
 //
 // Secrets, MACs and tags are compared in constant time with
 // [crypto/hmac.Equal] or [crypto/subtle]. Nothing in this package logs.
@@ -73,8 +90,10 @@
 // # Received keys
 //
 // Every public key a peer sends is checked for the group's cipher suite
-// before it is stored (Section 5.1.1): X25519 keys of small order and
-// P-256, P-384 or P-521 points off the curve are refused, as are Ed25519
+// before it is stored (Section 5.1.1): X25519 keys of small order,
+// P-256, P-384 or P-521 points off the curve, and X-Wing keys of the
+// wrong length, failing the ML-KEM-768 encapsulation key check or with
+// an X25519 part of small order are refused, as are Ed25519
 // keys of the wrong length and ECDSA keys off the curve; so are extension
 // lists that repeat a type (Section 13.4). This covers KeyPackages, the
 // leaves of Updates and UpdatePaths, the node keys and kem_outputs of

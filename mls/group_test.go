@@ -11,11 +11,16 @@ const testSuite = MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
 
 func newTestBundle(t testing.TB, did string) *KeyPackageBundle {
 	t.Helper()
-	sk, err := GenerateSignatureKey(testSuite)
+	return newSuiteBundle(t, testSuite, did)
+}
+
+func newSuiteBundle(t testing.TB, cs CipherSuite, did string) *KeyPackageBundle {
+	t.Helper()
+	sk, err := GenerateSignatureKey(cs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewKeyPackage(testSuite, did, sk, nil)
+	b, err := NewKeyPackage(cs, did, sk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,15 +34,21 @@ type testGroup struct {
 	t       testing.TB
 	members map[string]*Group
 	cfg     *Config
+	suite   CipherSuite
 }
 
 func newTestGroup(t testing.TB, owner string, cfg *Config) *testGroup {
 	t.Helper()
-	g, err := NewGroup(bytes.Repeat([]byte{7}, 32), newTestBundle(t, owner), cfg)
+	return newSuiteTestGroup(t, testSuite, owner, cfg)
+}
+
+func newSuiteTestGroup(t testing.TB, cs CipherSuite, owner string, cfg *Config) *testGroup {
+	t.Helper()
+	g, err := NewGroup(bytes.Repeat([]byte{7}, 32), newSuiteBundle(t, cs, owner), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testGroup{t: t, members: map[string]*Group{owner: g}, cfg: cfg}
+	return &testGroup{t: t, members: map[string]*Group{owner: g}, cfg: cfg, suite: cs}
 }
 
 // fanOut confirms res for committer and has every other member process it.
@@ -65,7 +76,7 @@ func (tg *testGroup) fanOut(committer string, res *CommitResult) {
 
 func (tg *testGroup) add(committer, joiner string) {
 	tg.t.Helper()
-	b := newTestBundle(tg.t, joiner)
+	b := newSuiteBundle(tg.t, tg.suite, joiner)
 	res, err := tg.members[committer].AddMembers(b.Bytes())
 	if err != nil {
 		tg.t.Fatal(err)

@@ -297,9 +297,10 @@ func externalInitReceiver(s suite, externalPriv, kemOutput []byte) (*initSecret,
 	if err != nil {
 		return nil, err
 	}
-	// kem_output is the joiner's ephemeral public key (RFC 9180,
-	// Section 4.1), a received HPKE key like any other.
-	if cs.checkHPKEPublicKey(kemOutput) != nil {
+	// kem_output is the joiner's ephemeral public key for DHKEM (RFC
+	// 9180, Section 4.1), a received HPKE key like any other, and a KEM
+	// ciphertext for X-Wing.
+	if cs.checkKEMOutput(kemOutput) != nil {
 		return nil, errors.New("mls: external init: invalid kem_output")
 	}
 	sk, err := cs.kem.NewPrivateKey(externalPriv)

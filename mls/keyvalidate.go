@@ -3,6 +3,7 @@ package mls
 import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/mlkem"
 	"errors"
 	"fmt"
 )
@@ -26,6 +27,13 @@ import (
 //     secret, which crypto/ecdh refuses (RFC 7748, Section 6.1);
 //   - P-256, P-384, P-521: the uncompressed point must be on the curve and
 //     not the identity (crypto/ecdh checks both);
+//   - X-Wing: exactly 1,216 bytes, an ML-KEM-768 encapsulation key that
+//     passes the modulus check of FIPS 203, Section 7.2
+//     (crypto/mlkem.NewEncapsulationKey768), followed by an X25519 key that
+//     is not of small order, since crypto/ecdh refuses to encapsulate to
+//     one as for DHKEM; a kem_output is exactly 1,120 bytes, and its X25519
+//     part not of small order either (any ML-KEM ciphertext decapsulates,
+//     by implicit rejection, so that part needs no check);
 //   - Ed25519 signature keys are 32 bytes (RFC 8032; an invalid point then
 //     fails every verification), ECDSA keys an uncompressed point on the
 //     curve.
@@ -79,6 +87,9 @@ func x25519IsSmallOrder(pub []byte) bool {
 // suite's KEM (Section 5.1.1, RFC 9180 Section 4): DeserializePublicKey
 // accepts it and, for X25519, it is not of small order.
 func (s *cipherSuite) checkHPKEPublicKey(pub []byte) error {
+	if s.xwing {
+		return checkXWingPublicKey(pub)
+	}
 	if s.x25519 {
 		// Every 32-byte string decodes as an X25519 key (RFC 7748,
 		// Section 5), so only the length and the small-order points
@@ -93,6 +104,39 @@ func (s *cipherSuite) checkHPKEPublicKey(pub []byte) error {
 	}
 	if _, err := s.kem.NewPublicKey(pub); err != nil {
 		return fmt.Errorf("%w: HPKE key does not decode", errInvalidPublicKey)
+	}
+	return nil
+}
+
+// checkKEMOutput reports whether enc is a usable kem_output of the suite's
+// KEM (RFC 9180, Section 4): for DHKEM it is the sender's ephemeral public
+// key, checked like any other public key; for X-Wing a ciphertext.
+func (s *cipherSuite) checkKEMOutput(enc []byte) error {
+	if !s.xwing {
+		return s.checkHPKEPublicKey(enc)
+	}
+	if len(enc) != xwingCiphertextSize {
+		return fmt.Errorf("%w: X-Wing ciphertext of %d bytes", errInvalidPublicKey, len(enc))
+	}
+	if x25519IsSmallOrder(enc[xwingCiphertextSize-32:]) {
+		return fmt.Errorf("%w: X-Wing ciphertext with an X25519 point of small order", errInvalidPublicKey)
+	}
+	return nil
+}
+
+// checkXWingPublicKey checks an X-Wing public key: its length, the
+// ML-KEM-768 encapsulation key check (the coefficients decode below the
+// modulus q) and the small-order check of its X25519 part.
+func checkXWingPublicKey(pub []byte) error {
+	if len(pub) != xwingPublicKeySize {
+		return fmt.Errorf("%w: X-Wing key of %d bytes", errInvalidPublicKey, len(pub))
+	}
+	ek := pub[:mlkem.EncapsulationKeySize768]
+	if _, err := mlkem.NewEncapsulationKey768(ek); err != nil {
+		return fmt.Errorf("%w: X-Wing key fails the ML-KEM-768 encapsulation key check", errInvalidPublicKey)
+	}
+	if x25519IsSmallOrder(pub[mlkem.EncapsulationKeySize768:]) {
+		return fmt.Errorf("%w: X-Wing key with an X25519 point of small order", errInvalidPublicKey)
 	}
 	return nil
 }
@@ -153,7 +197,7 @@ func checkPathKeys(s suite, path *UpdatePath) error {
 			return fmt.Errorf("update path node %d: %w", i, err)
 		}
 		for j := range n.EncryptedPathSecret {
-			if err := s.checkHPKEPublicKey(n.EncryptedPathSecret[j].KEMOutput); err != nil {
+			if err := s.checkKEMOutput(n.EncryptedPathSecret[j].KEMOutput); err != nil {
 				return fmt.Errorf("update path node %d, ciphertext %d kem_output: %w", i, j, err)
 			}
 		}

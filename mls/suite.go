@@ -11,6 +11,7 @@ import (
 	"crypto/hpke"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha3"
 	"crypto/sha512"
 	"errors"
 	"fmt"
@@ -34,6 +35,57 @@ const (
 	MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448     CipherSuite = 0x0006
 	MLS_256_DHKEMP384_AES256GCM_SHA384_P384             CipherSuite = 0x0007
 )
+
+// MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519 is the post-quantum hybrid
+// suite: the X-Wing KEM (ML-KEM-768 combined with X25519, HPKE KEM
+// 0x647A) for every HPKE use, HKDF-SHA256, ChaCha20-Poly1305 and Ed25519
+// signatures. Its code point is not in the IANA registry yet: 0x004D is the
+// one OpenMLS uses for the same primitives. Only confidentiality is
+// post-quantum; signatures remain Ed25519.
+const MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519 CipherSuite = 0x004D
+
+// SupportedSuites lists the cipher suites this package implements, the
+// mandatory-to-implement suite 1 first (RFC 9420, Section 17.1).
+func SupportedSuites() []CipherSuite {
+	return []CipherSuite{
+		MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519,
+		MLS_128_DHKEMP256_AES128GCM_SHA256_P256,
+		MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519,
+		MLS_256_DHKEMP521_AES256GCM_SHA512_P521,
+		MLS_256_DHKEMP384_AES256GCM_SHA384_P384,
+		MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519,
+	}
+}
+
+// String returns the name of the suite, or its code point in hexadecimal
+// when it has none here.
+func (cs CipherSuite) String() string {
+	switch cs {
+	case MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519:
+		return "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519"
+	case MLS_128_DHKEMP256_AES128GCM_SHA256_P256:
+		return "MLS_128_DHKEMP256_AES128GCM_SHA256_P256"
+	case MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519:
+		return "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519"
+	case MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448:
+		return "MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448"
+	case MLS_256_DHKEMP521_AES256GCM_SHA512_P521:
+		return "MLS_256_DHKEMP521_AES256GCM_SHA512_P521"
+	case MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448:
+		return "MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448"
+	case MLS_256_DHKEMP384_AES256GCM_SHA384_P384:
+		return "MLS_256_DHKEMP384_AES256GCM_SHA384_P384"
+	case MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519:
+		return "MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519"
+	}
+	return fmt.Sprintf("0x%04x", uint16(cs))
+}
+
+// PostQuantum reports whether the suite's key exchange resists a quantum
+// adversary, so that what is recorded today cannot be opened later.
+func (cs CipherSuite) PostQuantum() bool {
+	return cs == MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519
+}
 
 var errUnsupportedSuite = errors.New("mls: unsupported cipher suite")
 
@@ -64,6 +116,7 @@ type suite interface {
 	// Validation of received public keys and of stored private keys
 	// (keyvalidate.go).
 	checkHPKEPublicKey(pub []byte) error
+	checkKEMOutput(enc []byte) error
 	checkSignaturePublicKey(pub []byte) error
 	privateKeyLen() int
 }
@@ -87,6 +140,10 @@ type cipherSuite struct {
 	// x25519 is set when the KEM is DHKEM(X25519), whose public keys
 	// need the small-order check of keyvalidate.go.
 	x25519 bool
+	// xwing is set when the KEM is X-Wing (MLKEM768-X25519): its key
+	// pairs derive from a 32-byte seed (hpkeDeriveKeyPair) and its keys
+	// and ciphertexts have their own checks (keyvalidate.go).
+	xwing bool
 	// nsk is the length of HPKE private keys (RFC 9180, Section 7.1),
 	// which is also the length of the suite's signature private keys: the
 	// Ed25519 seed or the ECDSA scalar.
@@ -132,6 +189,12 @@ var (
 		kem: hpke.DHKEM(ecdh.P384()), hpkeKDF: hpke.HKDFSHA384(), hpkeAEAD: hpke.AES256GCM(),
 		curve: elliptic.P384(), sigHash: sha512.New384, nsk: 48,
 	}
+	suiteXWingChaCha = &cipherSuite{
+		cs: MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519, newHash: sha256.New, nh: 32,
+		nk: 32, nn: 12, newAEAD: chacha20poly1305.New,
+		kem: hpke.MLKEM768X25519(), hpkeKDF: hpke.HKDFSHA256(), hpkeAEAD: hpke.ChaCha20Poly1305(),
+		xwing: true, nsk: xwingSeedSize,
+	}
 )
 
 // suiteFor returns the primitives of cs, or an error wrapping
@@ -148,6 +211,8 @@ func suiteFor(cs CipherSuite) (suite, error) {
 		return suiteP521AES256, nil
 	case MLS_256_DHKEMP384_AES256GCM_SHA384_P384:
 		return suiteP384AES256, nil
+	case MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519:
+		return suiteXWingChaCha, nil
 	case MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448, MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448:
 		return nil, fmt.Errorf("%w 0x%04x: X448/Ed448 not implemented", errUnsupportedSuite, uint16(cs))
 	}
@@ -266,8 +331,36 @@ func hpkeKeyBytes(sk hpke.PrivateKey) (priv, pub []byte, err error) {
 	return priv, sk.PublicKey().Bytes(), nil
 }
 
-// hpkeDeriveKeyPair is DeriveKeyPair of RFC 9180, Section 7.1.3.
+// X-Wing sizes (draft-connolly-cfrg-xwing-kem, Section 5): the private key
+// is a 32-byte seed; the public key is the ML-KEM-768 encapsulation key
+// followed by the X25519 public key, and the ciphertext the ML-KEM-768
+// ciphertext followed by the ephemeral X25519 public key.
+const (
+	xwingSeedSize       = 32
+	xwingPublicKeySize  = 1184 + 32
+	xwingCiphertextSize = 1088 + 32
+)
+
+// hpkeDeriveKeyPair is DeriveKeyPair of RFC 9180, Section 7.1.3, which
+// MLS uses to turn a node secret into a node key pair (RFC 9420, Section
+// 7.4) and the external_secret into external_pub (Section 8).
+//
+// For X-Wing it is the DeriveKeyPair of the X-Wing specification
+// (draft-connolly-cfrg-xwing-kem-06, Section 5.4): the private key is
+// the seed SHAKE256(ikm, 32). That is what OpenMLS (hpke-rs) and ts-mls
+// (hpke-js) compute for this suite. The DeriveKeyPair method of
+// crypto/hpke's MLKEM768X25519 follows draft-ietf-hpke-pq instead, a
+// labelled SHAKE256 derivation that yields other keys from the same
+// secret: members using it would not find the keys their peers derive, so
+// it is not used here.
 func (s *cipherSuite) hpkeDeriveKeyPair(ikm []byte) (priv, pub []byte, err error) {
+	if s.xwing {
+		sk, err := s.kem.NewPrivateKey(sha3.SumSHAKE256(ikm, xwingSeedSize))
+		if err != nil {
+			return nil, nil, fmt.Errorf("mls: X-Wing DeriveKeyPair: %w", err)
+		}
+		return hpkeKeyBytes(sk)
+	}
 	sk, err := s.kem.DeriveKeyPair(ikm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mls: HPKE DeriveKeyPair: %w", err)
