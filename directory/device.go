@@ -306,13 +306,18 @@ type grantParams struct {
 }
 
 func (s *store) createGrant(ctx context.Context, g grantParams) (code string, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		if g.maxOpen > 0 {
+			// The count and the insert hold the address's lock, so
+			// concurrent grants from one address are counted one by one.
+			if err := tx.b.lockKey(ctx, tx.tx, "device_grants/"+g.remote); err != nil {
+				return err
+			}
 			var (
 				open   int
 				oldest sql.NullInt64
 			)
-			if err := tx.QueryRowContext(ctx,
+			if err := tx.queryRow(ctx,
 				`SELECT COUNT(*), MIN(expires_at) FROM device_grants WHERE remote = ? AND status = 'pending' AND expires_at > ?`,
 				g.remote, g.now.UnixNano()).Scan(&open, &oldest); err != nil {
 				return err
@@ -325,16 +330,11 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 			if code, err = g.newCode(); err != nil {
 				return err
 			}
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM device_grants WHERE user_code = ?`, code).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				_, err = tx.ExecContext(ctx,
-					`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at, remote)
-					 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
-					g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano(), g.remote)
-				return err
-			}
-			if err != nil {
+			n, err := tx.execN(ctx,
+				`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at, remote)
+				 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (user_code) DO NOTHING`,
+				g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano(), g.remote)
+			if err != nil || n == 1 {
 				return err
 			}
 		}
@@ -357,7 +357,7 @@ func (s *store) lookupGrant(ctx context.Context, userCode string, now time.Time)
 		status  string
 		expires int64
 	)
-	err := s.db.QueryRowContext(ctx,
+	err := s.queryRow(ctx,
 		`SELECT id, device_key, label, status, expires_at FROM device_grants WHERE user_code = ?`,
 		userCode).Scan(&g.id, &g.deviceKey, &g.label, &status, &expires)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
@@ -377,14 +377,14 @@ func (s *store) lookupGrant(ctx context.Context, userCode string, now time.Time)
 // mints the credential for the device key, and only its sealed form and
 // hash are stored, with the approver's sealedSeat (nil for none).
 func (s *store) approveGrant(ctx context.Context, userCode, account string, sealedSeat []byte, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id string, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		var (
 			deviceKey []byte
 			status    string
 			expires   int64
 		)
-		err := tx.QueryRowContext(ctx,
-			`SELECT id, device_key, status, expires_at FROM device_grants WHERE user_code = ?`,
+		err := tx.queryRow(ctx,
+			`SELECT id, device_key, status, expires_at FROM device_grants WHERE user_code = ?`+tx.b.lockRow(),
 			userCode).Scan(&id, &deviceKey, &status, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
 			return errNotFound
@@ -399,12 +399,12 @@ func (s *store) approveGrant(ctx context.Context, userCode, account string, seal
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (?, ?, '', ?)`,
 			keyHash, account, now.UnixNano()); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = tx.exec(ctx,
 			`UPDATE device_grants SET status = 'approved', sealed = ?, sealed_seat = ?, key_hash = ?, approved_by = ? WHERE id = ?`,
 			sealed, sealedSeat, keyHash, account, id)
 		return err
@@ -425,16 +425,20 @@ type grantDelivery struct {
 }
 
 func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now time.Time) (grantDelivery, error) {
+	if !storable(id) {
+		return grantDelivery{}, errNotFound
+	}
 	var d grantDelivery
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var (
 			want     []byte
 			keyHash  []byte
 			expires  int64
 			approver sql.NullString
 		)
-		err := tx.QueryRowContext(ctx,
-			`SELECT poll_hash, status, sealed, sealed_seat, key_hash, approved_by, expires_at FROM device_grants WHERE id = ?`,
+		d = grantDelivery{}
+		err := tx.queryRow(ctx,
+			`SELECT poll_hash, status, sealed, sealed_seat, key_hash, approved_by, expires_at FROM device_grants WHERE id = ?`+tx.b.lockRow(),
 			id).Scan(&want, &d.status, &d.sealed, &d.sealedSeat, &keyHash, &approver, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && !hmac.Equal(want, pollHash) {
 			return errNotFound
@@ -446,20 +450,20 @@ func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now t
 		switch {
 		case d.status == "pending" && expired:
 			d.status = "expired"
-			_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired' WHERE id = ?`, id)
+			_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired' WHERE id = ?`, id)
 		case d.status == "approved" && d.sealed != nil && expired:
 			d.status, d.sealed = "expired", nil
-			if _, err = tx.ExecContext(ctx, `DELETE FROM api_keys WHERE hash = ?`, keyHash); err == nil {
-				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
+			if _, err = tx.exec(ctx, `DELETE FROM api_keys WHERE hash = ?`, keyHash); err == nil {
+				_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
 			}
 		case d.status == "approved" && d.sealed != nil:
 			d.account = approver.String
-			err = tx.QueryRowContext(ctx, `SELECT org FROM accounts WHERE id = ?`, d.account).Scan(&d.org)
+			err = tx.queryRow(ctx, `SELECT org FROM accounts WHERE id = ?`, d.account).Scan(&d.org)
 			if errors.Is(err, sql.ErrNoRows) { // the account is gone, and its keys with it
 				d.account, err = "", nil
 			}
 			if err == nil {
-				_, err = tx.ExecContext(ctx, `UPDATE device_grants SET sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
+				_, err = tx.exec(ctx, `UPDATE device_grants SET sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
 			}
 		}
 		if d.sealed == nil {

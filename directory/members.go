@@ -18,14 +18,12 @@ const MaxFenceEpoch = 1 << 32
 // addMember makes account a member of the channel (id chID, name chName)
 // and writes a member_added event, in tx. It reports whether the account
 // was not a member before; adding a member again writes nothing.
-func addMember(ctx context.Context, tx *sql.Tx, chID, chName, account string, now time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx,
-		`INSERT OR IGNORE INTO channel_members (channel_id, account_id, added_at) VALUES (?, ?, ?)`,
+func addMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	n, err := tx.execN(ctx,
+		`INSERT INTO channel_members (channel_id, account_id, added_at) VALUES (?, ?, ?)
+		 ON CONFLICT (channel_id, account_id) DO NOTHING`,
 		chID, account, now.UnixNano())
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if err != nil || n == 0 {
 		return false, err
 	}
 	return true, writeEvent(ctx, tx, feed.MemberAdded, chName, account, 0, now)
@@ -33,28 +31,38 @@ func addMember(ctx context.Context, tx *sql.Tx, chID, chName, account string, no
 
 // removeMember ends account's membership of the channel and writes a
 // member_removed event, in tx. It reports whether the account was a member.
-func removeMember(ctx context.Context, tx *sql.Tx, chID, chName, account string, now time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx,
+func removeMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	n, err := tx.execN(ctx,
 		`DELETE FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, account)
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if err != nil || n == 0 {
 		return false, err
 	}
 	return true, writeEvent(ctx, tx, feed.MemberRemoved, chName, account, 0, now)
 }
 
-func writeEvent(ctx context.Context, tx *sql.Tx, kind, channel, account string, epoch uint64, now time.Time) error {
-	_, err := tx.ExecContext(ctx,
-		`INSERT INTO channel_events (kind, channel, account_id, epoch, created_at) VALUES (?, ?, ?, ?, ?)`,
-		kind, channel, account, int64(epoch), now.UnixNano())
+// writeEvent appends an event to the channel feed, in tx. Its id comes
+// from the backend, so that a reader polling the feed never sees an id
+// before every lower one is visible.
+func writeEvent(ctx context.Context, tx txn, kind, channel, account string, epoch uint64, now time.Time) error {
+	id, err := tx.b.nextID(ctx, tx.tx, "channel_events")
+	if err != nil {
+		return err
+	}
+	if id == 0 {
+		_, err = tx.exec(ctx,
+			`INSERT INTO channel_events (kind, channel, account_id, epoch, created_at) VALUES (?, ?, ?, ?, ?)`,
+			kind, channel, account, int64(epoch), now.UnixNano())
+		return err
+	}
+	_, err = tx.exec(ctx,
+		`INSERT INTO channel_events (id, kind, channel, account_id, epoch, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, kind, channel, account, int64(epoch), now.UnixNano())
 	return err
 }
 
 // channelOwner returns the id and owner of the channel name.
 func channelOwner(ctx context.Context, q queryer, name string) (id, owner string, err error) {
-	err = q.QueryRowContext(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
+	err = q.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", errChannelNotFound
 	}
@@ -62,8 +70,11 @@ func channelOwner(ctx context.Context, q queryer, name string) (id, owner string
 }
 
 func accountExists(ctx context.Context, q queryer, id string) error {
+	if !storable(id) {
+		return errAccountNotFound
+	}
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM accounts WHERE id = ?`, id).Scan(&one)
+	err := q.queryRow(ctx, `SELECT 1 FROM accounts WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return errAccountNotFound
 	}
@@ -72,7 +83,7 @@ func accountExists(ctx context.Context, q queryer, id string) error {
 
 // addMemberByOwner adds account to a channel the caller owns.
 func (s *store) addMemberByOwner(ctx context.Context, channel, caller, account string, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, caller)
 		if err != nil {
 			return err
@@ -88,7 +99,7 @@ func (s *store) addMemberByOwner(ctx context.Context, channel, caller, account s
 // dropMember removes account from channel: the owner may remove anyone but
 // itself, any other caller only itself.
 func (s *store) dropMember(ctx context.Context, channel, caller, account string, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		chID, owner, err := channelOwner(ctx, tx, channel)
 		if err != nil {
 			return err
@@ -116,13 +127,13 @@ type member struct {
 // member (anyone else gets errNotMember before the list is read); it also
 // returns the owner.
 func (s *store) members(ctx context.Context, channel, caller string) (owner string, ms []member, err error) {
-	chID, owner, err := channelOwner(ctx, s.db, channel)
+	chID, owner, err := channelOwner(ctx, s, channel)
 	if err != nil {
 		return "", nil, err
 	}
 	if caller != owner {
 		var one int
-		err := s.db.QueryRowContext(ctx,
+		err := s.queryRow(ctx,
 			`SELECT 1 FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, caller).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil, errNotMember
@@ -131,7 +142,7 @@ func (s *store) members(ctx context.Context, channel, caller string) (owner stri
 			return "", nil, err
 		}
 	}
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT account_id, added_at FROM channel_members WHERE channel_id = ? ORDER BY added_at, account_id`, chID)
 	if err != nil {
 		return "", nil, err
@@ -156,7 +167,7 @@ func (s *store) members(ctx context.Context, channel, caller string) (owner stri
 // resetFence writes a fence_reset event for a channel the caller owns,
 // after removing remove (if non-empty and a member) with its own event.
 func (s *store) resetFence(ctx context.Context, channel, caller, remove string, epoch uint64, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, caller)
 		if err != nil {
 			return err
@@ -179,7 +190,7 @@ func (s *store) resetFence(ctx context.Context, channel, caller, remove string, 
 // channelEventsSince returns up to limit events after the cursor, and the
 // cursor to pass next time.
 func (s *store) channelEventsSince(ctx context.Context, after int64, limit int) ([]feed.Event, int64, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT id, kind, channel, account_id, epoch FROM channel_events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, after, err

@@ -364,7 +364,7 @@ func oldDatabase(t *testing.T, n int) (string, *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqlitedb.Migrate(t.Context(), db, migrations[:n]); err != nil {
+	if err := sqlitedb.Migrate(t.Context(), db, sqliteMigrations[:n]); err != nil {
 		t.Fatal(err)
 	}
 	return path, db

@@ -43,6 +43,13 @@ type Config struct {
 	// database that is gone when the Server closes.
 	DBPath string
 
+	// Database, if set, names the database instead of DBPath: a
+	// postgres:// or postgresql:// URL keeps the directory in PostgreSQL
+	// (see "PostgreSQL" in the package documentation), which several
+	// directory processes may share; anything else is a SQLite file
+	// path, as DBPath. Setting both is an error.
+	Database string
+
 	// JWTSecret is the HS256 key shared with the relay. Required.
 	JWTSecret []byte
 
@@ -116,8 +123,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
+	if cfg.Database != "" && cfg.DBPath != "" {
+		return nil, errors.New("directory: set DBPath or Database, not both")
+	}
 	cfg.Limits = resolveLimits(cfg.Limits)
-	st, err := openStore(context.Background(), cfg.DBPath)
+	dsn := cfg.DBPath
+	if cfg.Database != "" {
+		dsn = cfg.Database
+	}
+	st, err := openStore(context.Background(), dsn)
 	if err != nil {
 		return nil, err
 	}

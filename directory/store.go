@@ -5,159 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
+	"strings"
 	"time"
-
-	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"unicode/utf8"
 )
-
-// migrations is the schema history, applied in order and recorded in
-// PRAGMA user_version. Append only: never edit a step that has shipped.
-//
-// Times are Unix nanoseconds (UTC). Every secret (API keys, invite tokens,
-// federation tokens, org invite tokens, device poll tokens) is stored as
-// its SHA-256 hash only.
-var migrations = []string{
-	`
-CREATE TABLE accounts (
-	id         TEXT PRIMARY KEY,
-	email      TEXT NOT NULL,
-	org        TEXT NOT NULL,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE api_keys (
-	hash       BLOB PRIMARY KEY,
-	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	channel    TEXT NOT NULL DEFAULT '',
-	created_at INTEGER NOT NULL
-);
-CREATE INDEX api_keys_account ON api_keys(account_id);
-CREATE TABLE channels (
-	id         TEXT PRIMARY KEY,
-	name       TEXT NOT NULL UNIQUE,
-	owner_id   TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE invites (
-	hash       BLOB PRIMARY KEY,
-	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
-	max_uses   INTEGER NOT NULL,
-	uses       INTEGER NOT NULL DEFAULT 0,
-	expires_at INTEGER NOT NULL,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE federation_invites (
-	hash       BLOB PRIMARY KEY,
-	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
-	org        TEXT NOT NULL,
-	max_uses   INTEGER NOT NULL,
-	uses       INTEGER NOT NULL DEFAULT 0,
-	expires_at INTEGER NOT NULL,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE join_requests (
-	id          TEXT PRIMARY KEY,
-	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
-	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	identity    TEXT NOT NULL,
-	key_package BLOB NOT NULL,
-	welcome     BLOB,
-	status      TEXT NOT NULL CHECK (status IN ('pending', 'completed')),
-	created_at  INTEGER NOT NULL,
-	updated_at  INTEGER NOT NULL
-);
-CREATE INDEX join_requests_queue ON join_requests(channel_id, status, created_at);
-CREATE INDEX join_requests_account ON join_requests(account_id);
-CREATE TABLE device_grants (
-	id          TEXT PRIMARY KEY,
-	device_key  BLOB NOT NULL,
-	label       TEXT NOT NULL,
-	user_code   TEXT NOT NULL UNIQUE,
-	poll_hash   BLOB NOT NULL,
-	status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'expired')),
-	sealed      BLOB,
-	key_hash    BLOB,
-	approved_by TEXT,
-	expires_at  INTEGER NOT NULL,
-	created_at  INTEGER NOT NULL
-);
-CREATE TABLE seats (
-	id         TEXT PRIMARY KEY,
-	identity   TEXT NOT NULL UNIQUE,
-	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	channel    TEXT NOT NULL,
-	key_hash   BLOB NOT NULL,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE revocations (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
-	sub        TEXT NOT NULL UNIQUE,
-	created_at INTEGER NOT NULL
-);
-`,
-	// The approving device may hand the new device more than the API key
-	// (its seat's transport credential): a box sealed to device_key that the
-	// directory cannot open, kept until delivered with the credential.
-	`ALTER TABLE device_grants ADD COLUMN sealed_seat BLOB;`,
-	// Channel members and the channel feed the relay applies. Members are
-	// back-filled from what the directory already knew: each channel's
-	// owner, and the accounts whose join requests were completed (those
-	// not yet acked or swept), each with a member_added event.
-	`
-CREATE TABLE channel_members (
-	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
-	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	added_at   INTEGER NOT NULL,
-	PRIMARY KEY (channel_id, account_id)
-);
-CREATE INDEX channel_members_account ON channel_members(account_id);
-CREATE TABLE channel_events (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
-	kind       TEXT NOT NULL CHECK (kind IN ('member_added', 'member_removed', 'fence_reset')),
-	channel    TEXT NOT NULL,
-	account_id TEXT NOT NULL DEFAULT '',
-	epoch      INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL
-);
-INSERT INTO channel_members (channel_id, account_id, added_at)
-	SELECT id, owner_id, created_at FROM channels;
-INSERT OR IGNORE INTO channel_members (channel_id, account_id, added_at)
-	SELECT channel_id, account_id, MIN(updated_at) FROM join_requests
-	WHERE status = 'completed' GROUP BY channel_id, account_id;
-INSERT INTO channel_events (kind, channel, account_id, epoch, created_at)
-	SELECT 'member_added', c.name, m.account_id, 0, m.added_at
-	FROM channel_members m JOIN channels c ON c.id = m.channel_id
-	ORDER BY m.added_at, c.name, m.account_id;
-`,
-	// Orgs are owned by their first account; another account joins an
-	// existing org only with an org invite. Each existing org is owned by
-	// its earliest account.
-	`
-CREATE TABLE orgs (
-	name       TEXT PRIMARY KEY,
-	owner_id   TEXT NOT NULL,
-	created_at INTEGER NOT NULL
-);
-INSERT INTO orgs (name, owner_id, created_at)
-	SELECT a.org, a.id, a.created_at FROM accounts a
-	WHERE a.rowid = (SELECT b.rowid FROM accounts b WHERE b.org = a.org ORDER BY b.created_at, b.rowid LIMIT 1);
-CREATE TABLE org_invites (
-	hash       BLOB PRIMARY KEY,
-	org        TEXT NOT NULL REFERENCES orgs(name) ON DELETE CASCADE,
-	created_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-	max_uses   INTEGER NOT NULL,
-	uses       INTEGER NOT NULL DEFAULT 0,
-	expires_at INTEGER NOT NULL,
-	created_at INTEGER NOT NULL
-);
-`,
-	// The remote address (IPv4, or IPv6 /64) that created each device
-	// grant, for the cap on open grants per address.
-	`
-ALTER TABLE device_grants ADD COLUMN remote TEXT NOT NULL DEFAULT '';
-CREATE INDEX device_grants_remote ON device_grants(remote, status, expires_at);
-`,
-}
 
 // Domain errors returned by the store. The HTTP layer maps each one to a
 // status and a stable error code (see errorTable in errors.go).
@@ -179,17 +30,19 @@ var (
 	errOrgInviteInvalid = errors.New("directory: org invite is invalid, expired, used up or for another org")
 )
 
-// store is the directory's persistent state over SQLite.
-//
-// SQLite allows one writer at a time. Write transactions begin IMMEDIATE
-// (see sqlitedb.Open), so each takes the write lock before its first read
-// and a check-then-consume sequence can never be interleaved with another
-// writer's. On top of that every write transaction runs under wmu, so
-// writers queue in Go instead of polling in SQLite's busy handler. Each
-// multi-step change (check, consume, insert) is one such transaction.
+// errUnchanged, returned by a write function, rolls its transaction back
+// and makes write return nil: the change turned out to be a no-op.
+var errUnchanged = errors.New("directory: nothing to change")
+
+// store is the directory's persistent state. Its operations are written
+// once, in SQL that both backends speak (with ? placeholders), and every
+// multi-step change (check, consume, insert) is one write transaction.
+// What differs between the databases — opening and migrating, how write
+// transactions exclude each other, and how the feeds number their rows —
+// is the backend's.
 type store struct {
-	db  *sql.DB
-	wmu sync.Mutex
+	db *sql.DB
+	b  backend
 
 	// Every authenticated request runs one of these; preparing them once
 	// saves parsing the SQL per request.
@@ -197,28 +50,71 @@ type store struct {
 	accountStmt *sql.Stmt
 }
 
-func openStore(ctx context.Context, path string) (*store, error) {
-	db, err := sqlitedb.Open(path)
+// backend is a database the store runs on: SQLite ([sqliteBackend], the
+// default) or PostgreSQL ([pgBackend]).
+type backend interface {
+	// rebind rewrites a query written with ? placeholders for the
+	// database's driver.
+	rebind(q string) string
+	// write runs fn in one write transaction, committed only if fn
+	// returns nil, with the isolation the store's operations rely on:
+	// reads in fn see every transaction committed before fn's reads, and
+	// a row read with lockRow stays as read until fn commits. It may run
+	// fn again after a transient conflict, so fn must not keep state
+	// from an earlier run.
+	write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error
+	// lockRow is appended to a SELECT of a row the transaction goes on to
+	// change (or whose dependents it counts), to hold it until commit.
+	lockRow() string
+	// insertionOrder is an expression that orders a table's rows as they
+	// were inserted.
+	insertionOrder() string
+	// nextID returns the id of the next row of a feed table
+	// (channel_events or revocations), assigned so that ids become
+	// visible to readers in increasing order with no gaps; 0 means the
+	// database assigns it on insert with the same guarantee.
+	nextID(ctx context.Context, tx *sql.Tx, feed string) (int64, error)
+	// lockKey holds a lock on key until the transaction ends, for checks
+	// that span rows (the open device grants of one address).
+	lockKey(ctx context.Context, tx *sql.Tx, key string) error
+}
+
+// openStore opens the database named by dsn: a postgres:// or
+// postgresql:// URL selects PostgreSQL, anything else is a SQLite path
+// ("" for a private in-memory database).
+func openStore(ctx context.Context, dsn string) (*store, error) {
+	var (
+		db  *sql.DB
+		b   backend
+		err error
+	)
+	if isPostgresURL(dsn) {
+		db, b, err = openPostgres(ctx, dsn)
+	} else {
+		db, b, err = openSQLite(ctx, dsn)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("directory: open database: %w", err)
+		return nil, err
 	}
-	if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("directory: migrate database: %w", err)
-	}
-	st := &store{db: db}
-	if st.keyStmt, err = db.PrepareContext(ctx,
+	st := &store{db: db, b: b}
+	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
 		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id)
-		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`); err != nil {
+		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("directory: prepare: %w", err)
 	}
-	if st.accountStmt, err = db.PrepareContext(ctx,
-		`SELECT org, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = a.id) FROM accounts a WHERE id = ?`); err != nil {
+	if st.accountStmt, err = db.PrepareContext(ctx, b.rebind(
+		`SELECT org, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = a.id) FROM accounts a WHERE id = ?`)); err != nil {
+		st.keyStmt.Close()
 		db.Close()
 		return nil, fmt.Errorf("directory: prepare: %w", err)
 	}
 	return st, nil
+}
+
+// isPostgresURL reports whether dsn names a PostgreSQL database.
+func isPostgresURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 func (s *store) close() error {
@@ -227,19 +123,62 @@ func (s *store) close() error {
 	return s.db.Close()
 }
 
-// write runs fn in one write transaction, committed only if fn returns nil.
-func (s *store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+// storable reports whether s can be a value of a TEXT column on every
+// backend: PostgreSQL refuses invalid UTF-8 and NUL. A lookup by a value
+// that is not storable finds nothing, on SQLite as on PostgreSQL.
+func storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// txn is a write transaction of the store; its queries are written with
+// ? placeholders.
+type txn struct {
+	tx *sql.Tx
+	b  backend
+}
+
+func (t txn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.b.rebind(q), args...)
+}
+
+// execN runs q and returns the number of rows it affected.
+func (t txn) execN(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := t.exec(ctx, q, args...)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
+	return res.RowsAffected()
+}
+
+func (t txn) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.b.rebind(q), args...)
+}
+
+func (t txn) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.b.rebind(q), args...)
+}
+
+// queryer runs single-row reads, inside a transaction or not.
+type queryer interface {
+	queryRow(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func (s *store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.b.rebind(q), args...)
+}
+
+func (s *store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.b.rebind(q), args...)
+}
+
+// write runs fn in one write transaction of the backend, committed only if
+// fn returns nil (or errUnchanged, which rolls back and returns nil).
+func (s *store) write(ctx context.Context, fn func(tx txn) error) error {
+	err := s.b.write(ctx, s.db, func(tx *sql.Tx) error { return fn(txn{tx, s.b}) })
+	if errors.Is(err, errUnchanged) {
+		return nil
 	}
-	return tx.Commit()
+	return err
 }
 
 // principal is an authenticated caller.
@@ -261,6 +200,9 @@ func (s *store) lookupKey(ctx context.Context, hash []byte) (p principal, revoke
 
 // lookupAccount returns the org of an account, and whether it is revoked.
 func (s *store) lookupAccount(ctx context.Context, id string) (org string, revoked bool, err error) {
+	if !storable(id) {
+		return "", false, errNotFound
+	}
 	err = s.accountStmt.QueryRowContext(ctx, id).Scan(&org, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, errNotFound
@@ -273,44 +215,40 @@ func (s *store) lookupAccount(ctx context.Context, id string) (org string, revok
 // existing org consumes one use of orgInvite (the hash of an org invite
 // token of that org) in the same transaction; with no invite it is
 // errOrgTaken, unless anyOrg (the operator provisioning accounts).
+//
+// An invite exists only for an org that exists, so a valid invite settles
+// both; without one, the org row is inserted unless it is there, and a
+// signup that loses the race to create an org finds it taken.
 func (s *store) createAccount(ctx context.Context, id, email, org string, orgInvite []byte, anyOrg bool, keyHash []byte, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM orgs WHERE name = ?`, org).Scan(&one)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if orgInvite != nil {
-				return errOrgInviteInvalid // no invite of an org that does not exist
-			}
-			if _, err := tx.ExecContext(ctx,
-				`INSERT INTO orgs (name, owner_id, created_at) VALUES (?, ?, ?)`,
-				org, id, now.UnixNano()); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		case orgInvite != nil:
-			res, err := tx.ExecContext(ctx,
+	return s.write(ctx, func(tx txn) error {
+		if orgInvite != nil {
+			n, err := tx.execN(ctx,
 				`UPDATE org_invites SET uses = uses + 1
 				 WHERE hash = ? AND org = ? AND uses < max_uses AND expires_at > ?`,
 				orgInvite, org, now.UnixNano())
 			if err != nil {
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n != 1 {
+			if n != 1 {
 				return errOrgInviteInvalid
 			}
-		case !anyOrg:
-			return errOrgTaken
+		} else {
+			n, err := tx.execN(ctx,
+				`INSERT INTO orgs (name, owner_id, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+				org, id, now.UnixNano())
+			if err != nil {
+				return err
+			}
+			if n == 0 && !anyOrg {
+				return errOrgTaken
+			}
 		}
-		if _, err := tx.ExecContext(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO accounts (id, email, org, created_at) VALUES (?, ?, ?, ?)`,
 			id, email, org, now.UnixNano()); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err := tx.exec(ctx,
 			`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (?, ?, '', ?)`,
 			keyHash, id, now.UnixNano())
 		return err
@@ -318,33 +256,38 @@ func (s *store) createAccount(ctx context.Context, id, email, org string, orgInv
 }
 
 // upsertChannel registers name for account, or returns the existing id when
-// the account already owns it. The org check is the caller's job.
-func upsertChannel(ctx context.Context, tx *sql.Tx, newID, name, account string, now time.Time) (string, error) {
+// the account already owns it. The org check is the caller's job. Of two
+// transactions registering one name at once, the second waits for the
+// first, and then finds its row.
+func upsertChannel(ctx context.Context, tx txn, newID, name, account string, now time.Time) (string, error) {
 	var id, owner string
-	err := tx.QueryRowContext(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
-	switch {
-	case err == nil:
-		if owner != account {
-			return "", errChannelTaken
-		}
-		return id, nil
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO channels (id, name, owner_id, created_at) VALUES (?, ?, ?, ?)`,
-			newID, name, account, now.UnixNano()); err != nil {
+	err := tx.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		n, err := tx.execN(ctx,
+			`INSERT INTO channels (id, name, owner_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			newID, name, account, now.UnixNano())
+		if err != nil {
 			return "", err
 		}
-		if _, err := addMember(ctx, tx, newID, name, account, now); err != nil {
-			return "", err
+		if n == 1 {
+			if _, err := addMember(ctx, tx, newID, name, account, now); err != nil {
+				return "", err
+			}
+			return newID, nil
 		}
-		return newID, nil
-	default:
+		err = tx.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
+	}
+	if err != nil {
 		return "", err
 	}
+	if owner != account {
+		return "", errChannelTaken
+	}
+	return id, nil
 }
 
 func (s *store) registerChannel(ctx context.Context, newID, name, account string, now time.Time) (id string, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		id, err = upsertChannel(ctx, tx, newID, name, account, now)
 		return err
 	})
@@ -354,7 +297,7 @@ func (s *store) registerChannel(ctx context.Context, newID, name, account string
 // ownedChannel returns the id of the channel name if account owns it.
 func ownedChannel(ctx context.Context, q queryer, name, account string) (string, error) {
 	var id, owner string
-	err := q.QueryRowContext(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
+	err := q.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", errChannelNotFound
 	}
@@ -367,17 +310,13 @@ func ownedChannel(ctx context.Context, q queryer, name, account string) (string,
 	return id, nil
 }
 
-type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 func (s *store) createInvite(ctx context.Context, channel, account string, hash []byte, maxUses int, expires, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, account)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = tx.exec(ctx,
 			`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, 0, ?, ?)`,
 			hash, chID, maxUses, expires.UnixNano(), now.UnixNano())
 		return err
@@ -387,8 +326,8 @@ func (s *store) createInvite(ctx context.Context, channel, account string, hash 
 // createOrgInvite stores an org invite minted by account, which must
 // belong to org.
 func (s *store) createOrgInvite(ctx context.Context, org, account string, hash []byte, maxUses int, expires, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
+	return s.write(ctx, func(tx txn) error {
+		_, err := tx.exec(ctx,
 			`INSERT INTO org_invites (hash, org, created_by, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, ?, 0, ?, ?)`,
 			hash, org, account, maxUses, expires.UnixNano(), now.UnixNano())
 		return err
@@ -396,12 +335,12 @@ func (s *store) createOrgInvite(ctx context.Context, org, account string, hash [
 }
 
 func (s *store) createFederationInvite(ctx context.Context, channel, account, org string, hash []byte, maxUses int, expires, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, account)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = tx.exec(ctx,
 			`INSERT INTO federation_invites (hash, channel_id, org, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, ?, 0, ?, ?)`,
 			hash, chID, org, maxUses, expires.UnixNano(), now.UnixNano())
 		return err
@@ -431,10 +370,15 @@ type joinParams struct {
 
 // join consumes one use of the invite (or federation invite) and queues the
 // join request, atomically: if any step fails nothing is consumed.
+//
+// The use is taken by one conditional UPDATE, which a concurrent join of
+// the same invite waits on and then re-checks, so an invite is never used
+// more than max_uses times. The channel row is locked first, so the joins
+// of one channel count its pending requests one at a time.
 func (s *store) join(ctx context.Context, p joinParams) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx txn) error {
 		var chID string
-		err := tx.QueryRowContext(ctx, `SELECT id FROM channels WHERE name = ?`, p.channel).Scan(&chID)
+		err := tx.queryRow(ctx, `SELECT id FROM channels WHERE name = ?`+tx.b.lockRow(), p.channel).Scan(&chID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errChannelNotFound
 		}
@@ -442,14 +386,14 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 			return err
 		}
 		now := p.now.UnixNano()
-		var res sql.Result
+		var n int64
 		if p.fedHash != nil {
-			res, err = tx.ExecContext(ctx,
+			n, err = tx.execN(ctx,
 				`UPDATE federation_invites SET uses = uses + 1
 				 WHERE hash = ? AND channel_id = ? AND org = ? AND uses < max_uses AND expires_at > ?`,
 				p.fedHash, chID, p.caller.org, now)
 		} else {
-			res, err = tx.ExecContext(ctx,
+			n, err = tx.execN(ctx,
 				`UPDATE invites SET uses = uses + 1
 				 WHERE hash = ? AND channel_id = ? AND uses < max_uses AND expires_at > ?`,
 				p.inviteHash, chID, now)
@@ -457,16 +401,14 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n != 1 {
+		if n != 1 {
 			if p.fedHash != nil {
 				return errFederationDenied
 			}
 			return errInviteInvalid
 		}
 		var pending int
-		if err := tx.QueryRowContext(ctx,
+		if err := tx.queryRow(ctx,
 			`SELECT COUNT(*) FROM join_requests WHERE channel_id = ? AND status = 'pending'`,
 			chID).Scan(&pending); err != nil {
 			return err
@@ -474,7 +416,7 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 		if pending >= p.maxPending {
 			return errTooManyPending
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = tx.exec(ctx,
 			`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
 			 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
 			p.id, chID, p.caller.account, p.identity, p.keyPackage, now, now)
@@ -483,13 +425,13 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 }
 
 func (s *store) pending(ctx context.Context, channel, account string) ([]joinRequest, error) {
-	chID, err := ownedChannel(ctx, s.db, channel, account)
+	chID, err := ownedChannel(ctx, s, channel, account)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT id, identity, account_id, key_package, created_at FROM join_requests
-		 WHERE channel_id = ? AND status = 'pending' ORDER BY created_at, rowid`, chID)
+		 WHERE channel_id = ? AND status = 'pending' ORDER BY created_at, `+s.b.insertionOrder(), chID)
 	if err != nil {
 		return nil, err
 	}
@@ -510,9 +452,12 @@ func (s *store) pending(ctx context.Context, channel, account string) ([]joinReq
 // completeRequest stores the Welcome for a pending request of a channel the
 // caller owns. scope, when non-empty, restricts the request's channel.
 func (s *store) completeRequest(ctx context.Context, id, account, scope string, welcome []byte, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	if !storable(id) {
+		return errNotFound
+	}
+	return s.write(ctx, func(tx txn) error {
 		var chID, chName, joiner string
-		err := tx.QueryRowContext(ctx,
+		err := tx.queryRow(ctx,
 			`UPDATE join_requests SET status = 'completed', welcome = ?, updated_at = ?
 			 WHERE id = ? AND status = 'pending' AND channel_id IN (
 			   SELECT id FROM channels WHERE owner_id = ? AND (? = '' OR name = ?))
@@ -524,7 +469,7 @@ func (s *store) completeRequest(ctx context.Context, id, account, scope string, 
 		if err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT name FROM channels WHERE id = ?`, chID).Scan(&chName); err != nil {
+		if err := tx.queryRow(ctx, `SELECT name FROM channels WHERE id = ?`, chID).Scan(&chName); err != nil {
 			return err
 		}
 		// The joiner belongs to the channel from the moment its Welcome
@@ -536,7 +481,10 @@ func (s *store) completeRequest(ctx context.Context, id, account, scope string, 
 
 // requestStatus returns the status and Welcome of the caller's own request.
 func (s *store) requestStatus(ctx context.Context, id, account, scope string) (status string, welcome []byte, err error) {
-	err = s.db.QueryRowContext(ctx,
+	if !storable(id) {
+		return "", nil, errNotFound
+	}
+	err = s.queryRow(ctx,
 		`SELECT r.status, r.welcome FROM join_requests r JOIN channels c ON c.id = r.channel_id
 		 WHERE r.id = ? AND r.account_id = ? AND (? = '' OR c.name = ?)`,
 		id, account, scope, scope).Scan(&status, &welcome)
@@ -549,16 +497,15 @@ func (s *store) requestStatus(ctx context.Context, id, account, scope string) (s
 // ackRequest deletes the caller's own completed request and reports whether
 // there was one.
 func (s *store) ackRequest(ctx context.Context, id, account, scope string) (bool, error) {
+	if !storable(id) {
+		return false, nil
+	}
 	var acked bool
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+	err := s.write(ctx, func(tx txn) error {
+		n, err := tx.execN(ctx,
 			`DELETE FROM join_requests WHERE id = ? AND account_id = ? AND status = 'completed'
 			 AND (? = '' OR channel_id IN (SELECT id FROM channels WHERE name = ?))`,
 			id, account, scope, scope)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
 		acked = n == 1
 		return err
 	})
@@ -567,38 +514,50 @@ func (s *store) ackRequest(ctx context.Context, id, account, scope string) (bool
 
 // registerSeat registers identity as a seat of account on channel (creating
 // the channel for the account if it does not exist yet) and stores the hash
-// of its channel-scoped credential.
+// of its channel-scoped credential. The seat row goes in first, so of two
+// registrations of one identity the second waits for the first and then
+// finds it.
 func (s *store) registerSeat(ctx context.Context, seatID, newChannelID, identity, account, channel string, keyHash []byte, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM seats WHERE identity = ?`, identity).Scan(&one)
-		if err == nil {
-			return errSeatExists
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+	return s.write(ctx, func(tx txn) error {
+		n, err := tx.execN(ctx,
+			`INSERT INTO seats (id, identity, account_id, channel, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)
+			 ON CONFLICT (identity) DO NOTHING`,
+			seatID, identity, account, channel, keyHash, now.UnixNano())
+		if err != nil {
 			return err
+		}
+		if n == 0 {
+			return errSeatExists
 		}
 		if _, err := upsertChannel(ctx, tx, newChannelID, channel, account, now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
+		_, err = tx.exec(ctx,
 			`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (?, ?, ?, ?)`,
-			keyHash, account, channel, now.UnixNano()); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx,
-			`INSERT INTO seats (id, identity, account_id, channel, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			seatID, identity, account, channel, keyHash, now.UnixNano())
+			keyHash, account, channel, now.UnixNano())
 		return err
 	})
 }
 
 // revoke records sub as revoked; revoking twice is a no-op.
 func (s *store) revoke(ctx context.Context, sub string, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO revocations (sub, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM revocations WHERE sub = ?)`,
-			sub, now.UnixNano(), sub)
+	return s.write(ctx, func(tx txn) error {
+		id, err := tx.b.nextID(ctx, tx.tx, "revocations")
+		if err != nil {
+			return err
+		}
+		if id == 0 {
+			_, err := tx.exec(ctx,
+				`INSERT INTO revocations (sub, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM revocations WHERE sub = ?)`,
+				sub, now.UnixNano(), sub)
+			return err
+		}
+		n, err := tx.execN(ctx,
+			`INSERT INTO revocations (id, sub, created_at) VALUES (?, ?, ?) ON CONFLICT (sub) DO NOTHING`,
+			id, sub, now.UnixNano())
+		if err == nil && n == 0 {
+			err = errUnchanged // give the id back
+		}
 		return err
 	})
 }
@@ -606,7 +565,7 @@ func (s *store) revoke(ctx context.Context, sub string, now time.Time) error {
 // revokedSince returns up to limit subs revoked after the cursor, and the
 // cursor to pass next time.
 func (s *store) revokedSince(ctx context.Context, after int64, limit int) ([]string, int64, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT id, sub FROM revocations WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, after, err
@@ -634,7 +593,8 @@ func (s *store) revokedSince(ctx context.Context, after int64, limit int) ([]str
 func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duration) (int64, error) {
 	cutoff := now.Add(-retention).UnixNano()
 	var total int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
+		total = 0
 		stmts := []struct {
 			q    string
 			args []any
@@ -643,19 +603,48 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 			{`DELETE FROM invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM federation_invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM org_invites WHERE expires_at < ?`, []any{cutoff}},
-			{`DELETE FROM api_keys WHERE hash IN (SELECT key_hash FROM device_grants WHERE status = 'approved' AND sealed IS NOT NULL AND expires_at <= ?)`, []any{now.UnixNano()}},
-			{`UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE status != 'expired' AND sealed IS NOT NULL AND expires_at <= ?`, []any{now.UnixNano()}},
-			{`DELETE FROM device_grants WHERE expires_at < ?`, []any{cutoff}},
 		}
 		for _, st := range stmts {
-			res, err := tx.ExecContext(ctx, st.q, st.args...)
+			n, err := tx.execN(ctx, st.q, st.args...)
 			if err != nil {
 				return err
 			}
-			n, _ := res.RowsAffected()
 			total += n
 		}
-		return nil
+		// A credential approved but not collected in time is withdrawn:
+		// the grant row is claimed first (so a poll delivering it at the
+		// same moment either wins and keeps its key, or finds it gone),
+		// then the key minted for it is deleted.
+		rows, err := tx.query(ctx,
+			`UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL
+			 WHERE status != 'expired' AND sealed IS NOT NULL AND expires_at <= ? RETURNING key_hash`, now.UnixNano())
+		if err != nil {
+			return err
+		}
+		var keys [][]byte
+		for rows.Next() {
+			var k []byte
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		total += int64(len(keys))
+		for _, k := range keys {
+			n, err := tx.execN(ctx, `DELETE FROM api_keys WHERE hash = ?`, k)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		n, err := tx.execN(ctx, `DELETE FROM device_grants WHERE expires_at < ?`, cutoff)
+		total += n
+		return err
 	})
 	return total, err
 }

@@ -1,0 +1,345 @@
+package directory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// pgMigrations is the PostgreSQL schema history, applied in order and
+// recorded in schema_migrations. Append only: never edit a step that has
+// shipped.
+//
+// It is the SQLite schema of the same release in PostgreSQL's types
+// (BYTEA, BIGINT), with three differences: join_requests has a seq column
+// to keep the queue in insertion order (SQLite has its rowid), the feeds'
+// ids are assigned from feed_heads (see pgBackend.nextID) instead of by
+// AUTOINCREMENT, and there is nothing to back-fill.
+var pgMigrations = []string{
+	`
+CREATE TABLE accounts (
+	id         TEXT PRIMARY KEY,
+	email      TEXT NOT NULL,
+	org        TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE api_keys (
+	hash       BYTEA PRIMARY KEY,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	channel    TEXT NOT NULL DEFAULT '',
+	created_at BIGINT NOT NULL
+);
+CREATE INDEX api_keys_account ON api_keys(account_id);
+CREATE TABLE orgs (
+	name       TEXT PRIMARY KEY,
+	owner_id   TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE org_invites (
+	hash       BYTEA PRIMARY KEY,
+	org        TEXT NOT NULL REFERENCES orgs(name) ON DELETE CASCADE,
+	created_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at BIGINT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE channels (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL UNIQUE,
+	owner_id   TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE invites (
+	hash       BYTEA PRIMARY KEY,
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at BIGINT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE federation_invites (
+	hash       BYTEA PRIMARY KEY,
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	org        TEXT NOT NULL,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at BIGINT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE join_requests (
+	seq         BIGINT GENERATED ALWAYS AS IDENTITY,
+	id          TEXT PRIMARY KEY,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	identity    TEXT NOT NULL,
+	key_package BYTEA NOT NULL,
+	welcome     BYTEA,
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'completed')),
+	created_at  BIGINT NOT NULL,
+	updated_at  BIGINT NOT NULL
+);
+CREATE INDEX join_requests_queue ON join_requests(channel_id, status, created_at, seq);
+CREATE INDEX join_requests_account ON join_requests(account_id);
+CREATE TABLE device_grants (
+	id          TEXT PRIMARY KEY,
+	device_key  BYTEA NOT NULL,
+	label       TEXT NOT NULL,
+	user_code   TEXT NOT NULL UNIQUE,
+	poll_hash   BYTEA NOT NULL,
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'expired')),
+	sealed      BYTEA,
+	key_hash    BYTEA,
+	approved_by TEXT,
+	expires_at  BIGINT NOT NULL,
+	created_at  BIGINT NOT NULL,
+	sealed_seat BYTEA,
+	remote      TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX device_grants_remote ON device_grants(remote, status, expires_at);
+CREATE TABLE seats (
+	id         TEXT PRIMARY KEY,
+	identity   TEXT NOT NULL UNIQUE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	channel    TEXT NOT NULL,
+	key_hash   BYTEA NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE channel_members (
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	added_at   BIGINT NOT NULL,
+	PRIMARY KEY (channel_id, account_id)
+);
+CREATE INDEX channel_members_account ON channel_members(account_id);
+CREATE TABLE feed_heads (
+	name TEXT PRIMARY KEY,
+	last BIGINT NOT NULL
+);
+INSERT INTO feed_heads (name, last) VALUES ('channel_events', 0), ('revocations', 0);
+CREATE TABLE channel_events (
+	id         BIGINT PRIMARY KEY,
+	kind       TEXT NOT NULL CHECK (kind IN ('member_added', 'member_removed', 'fence_reset')),
+	channel    TEXT NOT NULL,
+	account_id TEXT NOT NULL DEFAULT '',
+	epoch      BIGINT NOT NULL DEFAULT 0,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE revocations (
+	id         BIGINT PRIMARY KEY,
+	sub        TEXT NOT NULL UNIQUE,
+	created_at BIGINT NOT NULL
+);
+`,
+}
+
+// pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in
+// ASCII) that directory processes take while they migrate one database.
+const pgMigrationLock = 0x736b7974616c65
+
+// pgKeyLocks is the first half of the advisory locks lockKey takes (two
+// 32-bit keys, a key space apart from pgMigrationLock's).
+const pgKeyLocks = 0x736b79
+
+// pgMaxConns bounds each directory process's connections to PostgreSQL.
+const pgMaxConns = 16
+
+// pgMaxAttempts bounds the runs of one write transaction that keeps
+// hitting serialization failures or deadlocks.
+const pgMaxAttempts = 10
+
+// pgBackend keeps the directory in PostgreSQL, which several directory
+// processes may share.
+//
+// Write transactions run at READ COMMITTED, where each statement sees
+// every transaction committed before it began, and a statement that
+// finds a row locked by another transaction waits for it and then
+// re-checks its condition against the row as committed. The store's
+// operations are written so that this is enough: every check that
+// guards a change is either in the change's own statement (UPDATE …
+// WHERE uses < max_uses, INSERT … ON CONFLICT DO NOTHING, DELETE … WHERE
+// status = …) or reads a row locked with lockRow first (the channel of a
+// join, the device grant of an approval or a poll), and the cap on open
+// grants per address holds an advisory lock on the address. A transaction
+// that fails to serialize anyway (a deadlock) is run again, up to
+// pgMaxAttempts times.
+type pgBackend struct{}
+
+func openPostgres(ctx context.Context, url string) (*sql.DB, *pgBackend, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		// Not wrapped: the parser's error quotes the URL, password and all.
+		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse")
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(pgMaxConns)
+	db.SetMaxIdleConns(pgMaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("directory: connect to PostgreSQL: %w", err)
+	}
+	if err := migratePostgres(ctx, db, pgMigrations); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("directory: migrate database: %w", err)
+	}
+	return db, &pgBackend{}, nil
+}
+
+// migratePostgres brings db up to len(migrations), one migration per
+// transaction, each recorded in schema_migrations in the transaction that
+// applies it. Every transaction first takes pgMigrationLock, so directory
+// processes starting together against one database apply each migration
+// once: the others wait, then find it recorded. A database newer than the
+// code is an error.
+func migratePostgres(ctx context.Context, db *sql.DB, migrations []string) error {
+	for {
+		done, err := migrateStep(ctx, db, migrations)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateStep applies the first migration db lacks, or reports that it
+// lacks none.
+func migrateStep(ctx context.Context, db *sql.DB, migrations []string) (done bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgMigrationLock)); err != nil {
+		return false, fmt.Errorf("take the migration lock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+	)`); err != nil {
+		return false, err
+	}
+	var version int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return false, fmt.Errorf("schema version %d is newer than this build knows (%d)", version, len(migrations))
+	}
+	if version == len(migrations) {
+		return true, tx.Commit()
+	}
+	// Without arguments the statement goes by the simple protocol, which
+	// runs a migration's several statements in one call.
+	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version+1); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	return false, nil
+}
+
+// rebind numbers the ? placeholders of q ($1, $2, …), leaving quoted
+// strings alone.
+func (*pgBackend) rebind(q string) string {
+	if strings.IndexByte(q, '?') < 0 {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n, quoted := 0, false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+		case c == '?' && !quoted:
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// lockRow takes the row lock that an UPDATE of non-key columns takes: it
+// excludes other writers of the row but not the foreign key checks of
+// rows that refer to it.
+func (*pgBackend) lockRow() string { return " FOR NO KEY UPDATE" }
+
+func (*pgBackend) insertionOrder() string { return "seq" }
+
+func (*pgBackend) write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgRun(ctx, db, fn)
+		if err == nil || !pgRetryable(err) || attempt == pgMaxAttempts {
+			return err
+		}
+		// Back off a random while, longer after each conflict, so the
+		// transactions that collided do not collide again.
+		wait := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func pgRun(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// pgRetryable reports whether err is a conflict that running the
+// transaction again can resolve.
+func pgRetryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	}
+	return false
+}
+
+// nextID takes the feed's next id from its row of feed_heads. The UPDATE
+// holds that row's lock until the transaction ends, so the transactions
+// that write to one feed commit one at a time, in the order of their ids:
+// a reader never sees an id before all lower ones are visible, and an id
+// taken by a transaction that rolls back is taken again by the next.
+// (A sequence would not do: it hands out ids in the order transactions
+// ask, and they may commit in another order.)
+func (*pgBackend) nextID(ctx context.Context, tx *sql.Tx, feed string) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, `UPDATE feed_heads SET last = last + 1 WHERE name = $1 RETURNING last`, feed).Scan(&id)
+	return id, err
+}
+
+func (*pgBackend) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgKeyLocks), key)
+	return err
+}

@@ -1,0 +1,211 @@
+package directory
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// sqliteMigrations is the SQLite schema history, applied in order and recorded in
+// PRAGMA user_version. Append only: never edit a step that has shipped.
+//
+// Times are Unix nanoseconds (UTC). Every secret (API keys, invite tokens,
+// federation tokens, org invite tokens, device poll tokens) is stored as
+// its SHA-256 hash only.
+var sqliteMigrations = []string{
+	`
+CREATE TABLE accounts (
+	id         TEXT PRIMARY KEY,
+	email      TEXT NOT NULL,
+	org        TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE api_keys (
+	hash       BLOB PRIMARY KEY,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	channel    TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX api_keys_account ON api_keys(account_id);
+CREATE TABLE channels (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL UNIQUE,
+	owner_id   TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE invites (
+	hash       BLOB PRIMARY KEY,
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE federation_invites (
+	hash       BLOB PRIMARY KEY,
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	org        TEXT NOT NULL,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE join_requests (
+	id          TEXT PRIMARY KEY,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	identity    TEXT NOT NULL,
+	key_package BLOB NOT NULL,
+	welcome     BLOB,
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'completed')),
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL
+);
+CREATE INDEX join_requests_queue ON join_requests(channel_id, status, created_at);
+CREATE INDEX join_requests_account ON join_requests(account_id);
+CREATE TABLE device_grants (
+	id          TEXT PRIMARY KEY,
+	device_key  BLOB NOT NULL,
+	label       TEXT NOT NULL,
+	user_code   TEXT NOT NULL UNIQUE,
+	poll_hash   BLOB NOT NULL,
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'expired')),
+	sealed      BLOB,
+	key_hash    BLOB,
+	approved_by TEXT,
+	expires_at  INTEGER NOT NULL,
+	created_at  INTEGER NOT NULL
+);
+CREATE TABLE seats (
+	id         TEXT PRIMARY KEY,
+	identity   TEXT NOT NULL UNIQUE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	channel    TEXT NOT NULL,
+	key_hash   BLOB NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE revocations (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	sub        TEXT NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL
+);
+`,
+	// The approving device may hand the new device more than the API key
+	// (its seat's transport credential): a box sealed to device_key that the
+	// directory cannot open, kept until delivered with the credential.
+	`ALTER TABLE device_grants ADD COLUMN sealed_seat BLOB;`,
+	// Channel members and the channel feed the relay applies. Members are
+	// back-filled from what the directory already knew: each channel's
+	// owner, and the accounts whose join requests were completed (those
+	// not yet acked or swept), each with a member_added event.
+	`
+CREATE TABLE channel_members (
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	added_at   INTEGER NOT NULL,
+	PRIMARY KEY (channel_id, account_id)
+);
+CREATE INDEX channel_members_account ON channel_members(account_id);
+CREATE TABLE channel_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind       TEXT NOT NULL CHECK (kind IN ('member_added', 'member_removed', 'fence_reset')),
+	channel    TEXT NOT NULL,
+	account_id TEXT NOT NULL DEFAULT '',
+	epoch      INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+);
+INSERT INTO channel_members (channel_id, account_id, added_at)
+	SELECT id, owner_id, created_at FROM channels;
+INSERT OR IGNORE INTO channel_members (channel_id, account_id, added_at)
+	SELECT channel_id, account_id, MIN(updated_at) FROM join_requests
+	WHERE status = 'completed' GROUP BY channel_id, account_id;
+INSERT INTO channel_events (kind, channel, account_id, epoch, created_at)
+	SELECT 'member_added', c.name, m.account_id, 0, m.added_at
+	FROM channel_members m JOIN channels c ON c.id = m.channel_id
+	ORDER BY m.added_at, c.name, m.account_id;
+`,
+	// Orgs are owned by their first account; another account joins an
+	// existing org only with an org invite. Each existing org is owned by
+	// its earliest account.
+	`
+CREATE TABLE orgs (
+	name       TEXT PRIMARY KEY,
+	owner_id   TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+INSERT INTO orgs (name, owner_id, created_at)
+	SELECT a.org, a.id, a.created_at FROM accounts a
+	WHERE a.rowid = (SELECT b.rowid FROM accounts b WHERE b.org = a.org ORDER BY b.created_at, b.rowid LIMIT 1);
+CREATE TABLE org_invites (
+	hash       BLOB PRIMARY KEY,
+	org        TEXT NOT NULL REFERENCES orgs(name) ON DELETE CASCADE,
+	created_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+);
+`,
+	// The remote address (IPv4, or IPv6 /64) that created each device
+	// grant, for the cap on open grants per address.
+	`
+ALTER TABLE device_grants ADD COLUMN remote TEXT NOT NULL DEFAULT '';
+CREATE INDEX device_grants_remote ON device_grants(remote, status, expires_at);
+`,
+}
+
+// sqliteBackend is the default backend: one SQLite file (or a private
+// in-memory database), for a directory that runs as one process.
+//
+// SQLite allows one writer at a time. Write transactions begin IMMEDIATE
+// (see sqlitedb.Open), so each takes the write lock before its first read
+// and a check-then-consume sequence can never be interleaved with another
+// writer's. On top of that every write transaction runs under wmu, so
+// writers queue in Go instead of polling in SQLite's busy handler. Since
+// writers never overlap, row locks are not needed, and the feeds' ids
+// (AUTOINCREMENT) are assigned in commit order.
+type sqliteBackend struct {
+	wmu sync.Mutex
+}
+
+func openSQLite(ctx context.Context, path string) (*sql.DB, *sqliteBackend, error) {
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("directory: open database: %w", err)
+	}
+	if err := sqlitedb.Migrate(ctx, db, sqliteMigrations); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("directory: migrate database: %w", err)
+	}
+	return db, &sqliteBackend{}, nil
+}
+
+func (*sqliteBackend) rebind(q string) string { return q }
+
+func (*sqliteBackend) lockRow() string { return "" }
+
+func (*sqliteBackend) insertionOrder() string { return "rowid" }
+
+func (b *sqliteBackend) write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// nextID leaves the id to AUTOINCREMENT.
+func (*sqliteBackend) nextID(context.Context, *sql.Tx, string) (int64, error) { return 0, nil }
+
+// lockKey has nothing to do: the transaction already excludes every other
+// writer.
+func (*sqliteBackend) lockKey(context.Context, *sql.Tx, string) error { return nil }
