@@ -290,3 +290,13 @@ func (c *DirectoryClient) RemoveMember(ctx context.Context, channel, accountID s
 	q := url.Values{"channel": {channel}, "account_id": {accountID}}
 	return c.call(ctx, "DELETE", "/v1/channels/members?"+q.Encode(), nil, nil)
 }
+
+// ResetFence makes the relay expect the next commit of channel, which
+// this account owns, at epoch (POST /v1/channels/fence).
+func (c *DirectoryClient) ResetFence(ctx context.Context, channel string, epoch uint64) error {
+	in := struct {
+		Channel string `json:"channel"`
+		Epoch   uint64 `json:"epoch"`
+	}{channel, epoch}
+	return c.call(ctx, "POST", "/v1/channels/fence", in, nil)
+}

@@ -40,7 +40,9 @@
 // a member from a room ([Seat.RoomRemoveMember]) also ends its account's
 // membership, unless other seats of that account are still in the room,
 // and [Seat.RoomLeave] ends this account's own. The owner's seat learns
-// which account an identity belongs to when it admits it. A relay refusal
+// which account an identity belongs to when it admits it; when an admin
+// removes a member, the owner's seat ends that account's membership the
+// next time it catches up with the room. A relay refusal
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
@@ -56,6 +58,20 @@
 // from its Welcome. [Seat.RoomMembers] shows each member's role. Rooms
 // created before roles existed have none and keep the old behaviour (any
 // member may add and remove anyone); see roles.go.
+//
+// # Rooms that keep moving
+//
+// No member can stop the others (settle.go). Proposals pending in an
+// epoch are committed by the next member to send, leaving out those the
+// roles refuse. A member that leaves ([Seat.RoomLeave]) proposes its own
+// removal; the first owner or admin to see the proposal commits it. A
+// member removed from a room finds a [NoticeRemoved] entry in its history
+// (and in a running watch), and its sends fail with [ErrRemovedRoom]. A
+// commit the relay accepted but every member refused leaves the relay
+// expecting an epoch nobody has: commits then fail with [ErrFenceAhead]
+// until the owner's seat, on its next room command or in its watch,
+// resets the relay's commit fence to the group's epoch through the
+// directory.
 //
 // # Tokens on long-lived connections
 //

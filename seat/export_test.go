@@ -65,3 +65,33 @@ func ForceRoomRoles(s *Seat, ctx context.Context, name string, data []byte) erro
 		return err
 	})
 }
+
+// SendRoomProposal publishes the proposal message that build makes of
+// the room's group, as a member's software (hostile or not) would.
+func SendRoomProposal(s *Seat, ctx context.Context, name string, build func(*mls.Group) ([]byte, error)) error {
+	return s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		msg, err := build(r.g)
+		if err != nil {
+			return err
+		}
+		// The group keeps what it needs of its own proposal (the private
+		// key of an Update).
+		if err := s.saveRoom(ctx, r, false); err != nil {
+			return err
+		}
+		rc, err := s.roomRelay(ctx)
+		if err != nil {
+			return err
+		}
+		conn, err := rc.DialPublisher(ctx, r.channel)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.Publish(ctx, r.channel, msg)
+		return err
+	})
+}

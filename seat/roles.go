@@ -277,11 +277,11 @@ func roleRules(c mls.CommitCheck) error {
 			if p.Removed == nil {
 				return errors.New("seat: remove of no member")
 			}
-			if p.Removed.LeafIndex == p.SenderMember.LeafIndex {
-				continue // leaving
-			}
 			if p.Removed.Identity == roles.Owner {
-				return ErrRemoveOwner
+				return ErrRemoveOwner // the owner cannot leave either
+			}
+			if p.Removed.LeafIndex == p.SenderMember.LeafIndex {
+				continue // leaving: any member may commit it
 			}
 			if !roles.manages(sender) {
 				return fmt.Errorf("%w (remove by %s)", ErrNotAdmin, sender)

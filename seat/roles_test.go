@@ -144,9 +144,9 @@ func TestRoomMemberCannotRemoveOwner(t *testing.T) {
 	if got := roleOf(t, carol, room, alice.did); got != seat.RoleOwner {
 		t.Fatalf("carol sees alice as %q", got)
 	}
-	// (The relay accepted the refused commit and now fences the next
-	// epoch, so the honest members' next commit needs the owner's fence
-	// reset at the directory, which the seat does not do yet.)
+	// The relay accepted the refused commit and fences the epoch after
+	// it: TestRoomFenceResetAfterRefusedCommit shows the owner's seat
+	// resetting the fence so honest commits go through again.
 }
 
 // TestRoomAdmins checks that the owner names admins, that an admin may

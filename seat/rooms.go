@@ -62,14 +62,24 @@ type RoomError struct {
 func (e *RoomError) Error() string { return e.Err.Error() + ": " + e.Room }
 func (e *RoomError) Unwrap() error { return e.Err }
 
-// RoomMessage is one decrypted room message.
+// RoomMessage is one decrypted room message, or a notice about the room.
 type RoomMessage struct {
 	Room   string
 	Seq    uint64
 	Sender string // did: of the sender
 	Text   string
 	Time   time.Time
+	// Kind is "" for a message a member sent, or a notice the seat wrote
+	// for a change it saw in the room: NoticeRemoved.
+	Kind string
 }
+
+// Notices in a room's history.
+const (
+	// NoticeRemoved: Sender's commit removed this seat from the room; the
+	// seat reads nothing of the room after it.
+	NoticeRemoved = "removed"
+)
 
 // RoomChannel turns a room name into its channel: a bare name means
 // <org>/rooms/<name>.
@@ -150,6 +160,10 @@ type room struct {
 	lastSeq uint64
 	g       *mls.Group
 	version int64 // the stored version this room was loaded from
+
+	// refused: since the load, this member refused a handshake entry of
+	// its epoch, which may have moved the relay's fence (see settle.go).
+	refused bool
 }
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
@@ -199,8 +213,8 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 		return err
 	}
 	for _, m := range history {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO room_history(channel, seq, sender, text, ts) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, m.Room, m.Seq, m.Sender, m.Text, m.Time.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.Room, m.Seq, m.Sender, m.Text, m.Time.UnixMilli(), m.Kind); err != nil {
 			return err
 		}
 	}
@@ -444,13 +458,21 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 		// messages coming back, messages from before it joined or past the
 		// late-message window, cover it cannot read, and commits that do
 		// not verify (hostile or broken; skipping one keeps this member on
-		// the epoch the relay fences). Process changed nothing.
+		// the epoch it has, and settle sees that the relay's fence may have
+		// moved past it). Process changed nothing.
+		if e.EntryType == EntryCommit && !errors.Is(err, mls.ErrWrongEpoch) && r.g.Active() {
+			r.refused = true
+		}
 		return s.saveRoom(ctx, r, false)
 	}
 	var hist []RoomMessage
-	if rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomText {
+	switch {
+	case rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomText:
 		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: rec.SenderIdentity, Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
 		hist = append(hist, m)
+	case rec.Kind == mls.KindCommit && rec.Removed:
+		hist = append(hist, RoomMessage{Room: r.channel, Seq: e.Seq, Sender: rec.SenderIdentity, Kind: NoticeRemoved,
+			Text: "removed this seat from the room", Time: time.UnixMilli(e.TS)})
 	}
 	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
 		return err
@@ -561,17 +583,41 @@ var testOnlyAfterCommit func() error
 
 // commitWithRetry builds a commit with build, publishes it, and on
 // stale_epoch catches up and rebuilds, a few times.
+//
+// When the relay's fence is ahead of the group (see settle.go), the owner
+// resets it and retries until the relay applied the reset; anyone else
+// gets ErrFenceAhead.
 func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.CommitResult, error)) (*mls.CommitResult, error) {
-	for attempt := 0; attempt < 5; attempt++ {
+	var resetAt time.Time
+	for attempt := 0; attempt < 5; {
 		res, err := build()
 		if err != nil {
 			return nil, err
 		}
 		err = s.publishCommit(ctx, r, res.Commit)
-		if err == nil {
+		switch {
+		case err == nil:
 			return res, nil
+		case !errors.Is(err, ErrStaleEpoch):
+			return nil, err
+		case !fenceAhead(err, r.g):
+			attempt++
+			continue
+		case r.role != "owner":
+			return nil, fmt.Errorf("%w (%s)", ErrFenceAhead, r.channel)
+		case resetAt.IsZero():
+			key, err := s.apiKey(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.directory(key).ResetFence(ctx, r.channel, r.g.Epoch()); err != nil {
+				return nil, fmt.Errorf("seat: resetting the relay's commit fence of %s: %w", r.channel, err)
+			}
+			resetAt = time.Now()
+		case time.Since(resetAt) > fenceResetWait:
+			return nil, fmt.Errorf("seat: the relay has not applied the commit fence reset of %s yet; try again", r.channel)
 		}
-		if !errors.Is(err, ErrStaleEpoch) {
+		if err := waitFence(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -699,6 +745,9 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 		if !r.g.Active() {
 			return ErrRemovedRoom
 		}
+		if err := s.commitPending(ctx, r); err != nil {
+			return err
+		}
 		var err error
 		if ct, err = r.g.Protect(plain, nil); err != nil {
 			return err
@@ -741,7 +790,7 @@ func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error)
 	var out []RoomMessage
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		out = out[:0]
-		return s.catchUp(ctx, r, func(m RoomMessage) { out = append(out, m) })
+		return s.catchUpSettled(ctx, r, func(m RoomMessage) { out = append(out, m) })
 	})
 	return out, err
 }
@@ -752,7 +801,7 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.st.db.QueryContext(ctx, `SELECT seq, sender, text, ts FROM room_history WHERE channel = ? ORDER BY seq`, ch)
+	rows, err := s.st.db.QueryContext(ctx, `SELECT seq, sender, text, ts, kind FROM room_history WHERE channel = ? ORDER BY seq`, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -761,7 +810,7 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 	for rows.Next() {
 		m := RoomMessage{Room: ch}
 		var ts int64
-		if err := rows.Scan(&m.Seq, &m.Sender, &m.Text, &ts); err != nil {
+		if err := rows.Scan(&m.Seq, &m.Sender, &m.Text, &ts, &m.Kind); err != nil {
 			return nil, err
 		}
 		m.Time = time.UnixMilli(ts)
@@ -785,8 +834,11 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 	var out []RoomMember
 	var epoch uint64
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
-		if err := s.catchUp(ctx, r, nil); err != nil {
+		if err := s.catchUpSettled(ctx, r, nil); err != nil {
 			return err
+		}
+		if !r.g.Active() {
+			return ErrRemovedRoom
 		}
 		roles, has, err := rolesIn(r.g.Extensions())
 		if err != nil {
@@ -932,13 +984,19 @@ func (s *Seat) withNamedRoom(ctx context.Context, name string, f func(*room) err
 	return s.withRoom(ctx, ch, f)
 }
 
-// RoomLeave ends this account's membership of a room's channel at the
-// directory (so the relay stops carrying the room for it) and forgets the
-// room on this seat. The owner's membership stays: the directory never
-// removes a channel's owner. (MLS has no self-removal by commit; another
-// member removes the leaf.) Every seat of the account loses the relay's
-// service for the room, not only this one. If the directory cannot be
-// reached, nothing changes and the error says why.
+// RoomLeave leaves a room: it proposes the removal of this seat's leaf
+// (RFC 9420 §12.1.3; a member cannot commit its own removal), which the
+// next owner or admin to see it commits and any member commits before it
+// next sends; then it ends this account's membership of the room's
+// channel at the directory (so the relay stops carrying the room for it)
+// and forgets the room on this seat. Every seat of the account loses the
+// relay's service for the room, not only this one. If the relay or the
+// directory cannot be reached, the room is kept and the error says why;
+// leaving again retries.
+//
+// The owner cannot leave its room (nobody removes the owner, roles.go):
+// for the owner, RoomLeave only forgets the room on this seat, and its
+// leaf and its channel membership stay.
 func (s *Seat) RoomLeave(ctx context.Context, name string) error {
 	s.lockRooms()
 	defer s.unlockRooms()
@@ -955,6 +1013,15 @@ func (s *Seat) RoomLeave(ctx context.Context, name string) error {
 		return err
 	}
 	if role != "owner" {
+		r, err := s.loadRoom(ctx, ch)
+		if err != nil {
+			return err
+		}
+		// An account the relay no longer serves the room was removed
+		// already, or is leaving again after a failure at the directory.
+		if err := s.proposeLeave(ctx, r); err != nil && !errors.Is(err, ErrNotMember) {
+			return fmt.Errorf("seat: proposing to leave %s: %w", ch, err)
+		}
 		if err := s.leaveChannel(ctx, ch); err != nil {
 			return err
 		}

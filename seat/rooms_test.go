@@ -97,6 +97,10 @@ func received(t *testing.T, m *member, room string) []string {
 	}
 	var out []string
 	for _, x := range msgs {
+		if x.Kind != "" {
+			out = append(out, "!"+x.Kind) // a notice
+			continue
+		}
 		out = append(out, x.Text)
 	}
 	return out
@@ -168,8 +172,16 @@ func TestRoomThreeMembers(t *testing.T) {
 	// Until the relay learns of the removal (within a second) bob reads
 	// the commit that removed him and nothing after it; then the relay
 	// refuses him.
-	if msgs, err := bob.RoomSync(ctx, room); err != nil && !errors.Is(err, seat.ErrNotMember) || len(msgs) != 0 {
-		t.Fatalf("removed member's sync: %d messages, %v", len(msgs), err)
+	// He is told: the commit leaves a notice in his history.
+	msgs, err := bob.RoomSync(ctx, room)
+	switch {
+	case errors.Is(err, seat.ErrNotMember):
+		msgs, err = bob.RoomHistory(ctx, room)
+		if n := len(msgs); err != nil || n == 0 || msgs[n-1].Kind != seat.NoticeRemoved || msgs[n-1].Sender != alice.did {
+			t.Fatalf("removed member's history: %+v, %v", msgs, err)
+		}
+	case err != nil || len(msgs) != 1 || msgs[0].Kind != seat.NoticeRemoved || msgs[0].Sender != alice.did:
+		t.Fatalf("removed member's sync: %+v, %v", msgs, err)
 	}
 	if _, err := bob.RoomSend(ctx, room, "let me in"); !errors.Is(err, seat.ErrRemovedRoom) && !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("removed member sent: %v", err)
@@ -331,7 +343,7 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, "bob", received(t, bob, room), "after the crash")
-	expect(t, "dave", received(t, dave, room))
+	expect(t, "dave", received(t, dave, room), "!"+seat.NoticeRemoved)
 	for who, s := range map[string]*seat.Seat{"alice": again, "bob": bob.Seat} {
 		mem, epoch, err := s.RoomMembers(ctx, room)
 		if err != nil || len(mem) != 2 || epoch != 3 {

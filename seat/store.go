@@ -76,6 +76,8 @@ var storeMigrations = []string{
 		account_id TEXT NOT NULL,
 		PRIMARY KEY (channel, identity)
 	);`,
+	// Notices the seat writes into a room's history (RoomMessage.Kind).
+	`ALTER TABLE room_history ADD COLUMN kind TEXT NOT NULL DEFAULT '';`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {

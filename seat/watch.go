@@ -289,7 +289,7 @@ type feed struct {
 }
 
 func (f *feed) emit(ctx context.Context) error {
-	rows, err := f.s.st.db.QueryContext(ctx, `SELECT rowid, channel, seq, sender, text, ts FROM room_history WHERE rowid > ? ORDER BY rowid`, f.last)
+	rows, err := f.s.st.db.QueryContext(ctx, `SELECT rowid, channel, seq, sender, text, ts, kind FROM room_history WHERE rowid > ? ORDER BY rowid`, f.last)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func (f *feed) emit(ctx context.Context) error {
 	for rows.Next() {
 		var m RoomMessage
 		var ts int64
-		if err := rows.Scan(&f.last, &m.Room, &m.Seq, &m.Sender, &m.Text, &ts); err != nil {
+		if err := rows.Scan(&f.last, &m.Room, &m.Seq, &m.Sender, &m.Text, &ts, &m.Kind); err != nil {
 			rows.Close()
 			return err
 		}
@@ -320,7 +320,7 @@ func (f *feed) emit(ctx context.Context) error {
 
 // syncRoom catches one room up through the relay's full log.
 func (s *Seat) syncRoom(ctx context.Context, ch string, onMsg func(RoomMessage)) error {
-	return s.withRoom(ctx, ch, func(r *room) error { return s.catchUp(ctx, r, onMsg) })
+	return s.withRoom(ctx, ch, func(r *room) error { return s.catchUpSettled(ctx, r, onMsg) })
 }
 
 // withRoom runs f on the room loaded under the room lock; if another
@@ -361,7 +361,10 @@ func (s *Seat) applyPush(ctx context.Context, p Push, onMsg func(RoomMessage)) e
 				return err
 			}
 		}
-		return s.apply(ctx, r, p.RelayEntry, onMsg)
+		if err := s.apply(ctx, r, p.RelayEntry, onMsg); err != nil {
+			return err
+		}
+		return s.settle(ctx, r)
 	})
 }
 

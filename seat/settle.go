@@ -1,0 +1,239 @@
+package seat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skytale-oss/skytale/mls"
+)
+
+// This file keeps a room moving when some of its members cannot, or will
+// not:
+//
+//   - Proposals pending in an epoch are committed before this member sends
+//     (RFC 9420 §12.4: a member that saw proposals must commit them before
+//     sending application data). The commit leaves out what is invalid or
+//     breaks the room's roles, so no proposal can stop anyone sending.
+//   - A member that leaves proposes its own Remove (§12.1.3); the next
+//     owner or admin to see it commits it, and any member commits it before
+//     its next send.
+//   - A commit that the relay accepted but every member refused (a hostile
+//     member's, say one that breaks the roles) moves the relay's commit
+//     fence past the epoch the group is in, and every honest commit then
+//     gets stale_epoch. The owner's seat resets the fence to the group's
+//     epoch through the directory (POST /v1/channels/fence).
+//   - When a commit by an admin removed members, the owner's seat ends the
+//     channel membership of their accounts at the directory: only the owner
+//     can, and only the owner learned the accounts when it admitted them.
+
+// ErrFenceAhead: the relay expects the room's next commit at an epoch
+// this seat never reached, because it accepted a commit that this seat
+// (like every honest member) refused. Only the room's owner can reset the
+// fence; its seat does so on its next room command or in its watch.
+var ErrFenceAhead = errors.New("seat: the relay holds a commit this seat refused; the room's owner resets it on its next room command")
+
+// errNothingToCommit ends a commit loop that found nothing left to do.
+var errNothingToCommit = errors.New("seat: nothing to commit")
+
+// fenceResetWait bounds how long the owner's seat waits for the relay to
+// apply a fence reset (the relay reads the directory's channel events
+// about once a second).
+const fenceResetWait = 15 * time.Second
+
+// commitPending commits the proposals pending in r's epoch, if any.
+func (s *Seat) commitPending(ctx context.Context, r *room) error {
+	_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+		if len(r.g.PendingProposals()) == 0 {
+			return nil, errNothingToCommit
+		}
+		return r.g.Commit(mls.CommitOptions{})
+	})
+	if errors.Is(err, errNothingToCommit) {
+		return nil
+	}
+	return err
+}
+
+// pendingLeave reports whether a member's proposal to remove itself waits
+// in g's epoch.
+func pendingLeave(g *mls.Group) bool {
+	for _, p := range g.PendingProposals() {
+		if p.Proposal.ProposalType == mls.ProposalTypeRemove && p.Sender.SenderType == mls.SenderTypeMember &&
+			p.Proposal.Remove != nil && p.Proposal.Remove.Removed == p.Sender.LeafIndex {
+			return true
+		}
+	}
+	return false
+}
+
+// manages reports whether this member may add and remove others in r.
+func (r *room) manages() bool {
+	roles, has, err := rolesIn(r.g.Extensions())
+	if err != nil {
+		return false
+	}
+	if !has {
+		return r.role == "owner"
+	}
+	return roles.manages(selfIdentity(r.g))
+}
+
+// settle does, after a catch-up, what the entries it applied call for:
+// an owner or admin commits pending leaves; the owner checks the relay's
+// fence after a refused handshake (a fresh-path commit, which resets the
+// fence in commitWithRetry if it is ahead) and ends the memberships of
+// removed members.
+func (s *Seat) settle(ctx context.Context, r *room) error {
+	if !r.g.Active() || r.g.HasPendingCommit() {
+		return nil
+	}
+	var err error
+	switch {
+	case pendingLeave(r.g) && r.manages():
+		err = s.commitPending(ctx, r)
+	case r.refused && r.role == "owner":
+		_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.SelfUpdate() })
+	}
+	r.refused = false
+	if errors.Is(err, ErrFenceAhead) {
+		err = nil // the owner's to fix; this member's reads go on
+	}
+	if err != nil {
+		return err
+	}
+	if r.role == "owner" {
+		// A failure is retried on the next settle: the records stay.
+		s.endRemovedMemberships(ctx, r)
+	}
+	return nil
+}
+
+// catchUpSettled catches r up and settles what it applied.
+func (s *Seat) catchUpSettled(ctx context.Context, r *room, onMsg func(RoomMessage)) error {
+	if err := s.catchUp(ctx, r, onMsg); err != nil {
+		return err
+	}
+	return s.settle(ctx, r)
+}
+
+// endRemovedMemberships ends, at the directory, the channel membership of
+// every account this home admitted into r whose identities are all out of
+// the group now, and forgets them. A failure leaves the record for the
+// next time.
+func (s *Seat) endRemovedMemberships(ctx context.Context, r *room) error {
+	rows, err := s.st.db.QueryContext(ctx, `SELECT identity, account_id FROM room_accounts WHERE channel = ?`, r.channel)
+	if err != nil {
+		return err
+	}
+	type rec struct{ identity, account string }
+	var recs []rec
+	for rows.Next() {
+		var x rec
+		if err := rows.Scan(&x.identity, &x.account); err != nil {
+			rows.Close()
+			return err
+		}
+		recs = append(recs, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	in := map[string]bool{}
+	for _, m := range r.g.Members() {
+		in[m.Identity] = true
+	}
+	stays := map[string]bool{} // accounts with an identity still in the group
+	for _, x := range recs {
+		if in[x.identity] {
+			stays[x.account] = true
+		}
+	}
+	var dir *DirectoryClient
+	for _, x := range recs {
+		if in[x.identity] {
+			continue
+		}
+		if !stays[x.account] {
+			if dir == nil {
+				key, err := s.apiKey(ctx)
+				if err != nil {
+					return err
+				}
+				dir = s.directory(key)
+			}
+			if err := dir.RemoveMember(ctx, r.channel, x.account); err != nil {
+				var ae *APIError
+				if !errors.As(err, &ae) || ae.Status != 404 {
+					return fmt.Errorf("seat: ending the membership of %s in %s: %w", x.identity, r.channel, err)
+				}
+			}
+		}
+		if _, err := s.st.db.ExecContext(ctx, `DELETE FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, x.identity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proposeLeave sends a Remove proposal for this member's own leaf. It
+// counts only if no commit ended its epoch before it in the room's log,
+// so it is sent again in the new epoch when one did.
+func (s *Seat) proposeLeave(ctx context.Context, r *room) error {
+	if err := s.catchUp(ctx, r, nil); err != nil {
+		return err
+	}
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := rc.DialPublisher(ctx, r.channel)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for attempt := 0; attempt < 5; attempt++ {
+		if !r.g.Active() {
+			return nil // removed already: nothing to propose
+		}
+		epoch := r.g.Epoch()
+		msg, err := r.g.ProposeRemove(r.g.LeafIndex())
+		if err != nil {
+			return err
+		}
+		seq, err := conn.Publish(ctx, r.channel, msg)
+		if err != nil {
+			return err
+		}
+		if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
+			return err
+		}
+		if r.g.Epoch() == epoch {
+			return nil
+		}
+	}
+	return errStaleRetries
+}
+
+// fenceAhead reports whether err, a stale_epoch refusal of a commit that
+// was answered after this member caught up with the log, names an epoch
+// beyond the group's: the relay's fence sits on a commit this member
+// refused.
+func fenceAhead(err error, g *mls.Group) bool {
+	var fe *FrameError
+	return errors.As(err, &fe) && errors.Is(err, ErrStaleEpoch) && fe.Epoch > g.Epoch()
+}
+
+// waitFence sleeps before the next try of a commit after a fence reset.
+func waitFence(ctx context.Context) error {
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
