@@ -113,7 +113,7 @@ func TestDeviceGrantRoundTrip(t *testing.T) {
 	tok := e.jwt(cred, nil)
 	want(t, e.do("POST", "/v1/channels", tok, map[string]string{"name": "acme/from/device"}), 201, "")
 	var owner string
-	e.s.store.db.QueryRow(`SELECT owner_id FROM channels WHERE name = 'acme/from/device'`).Scan(&owner)
+	e.queryRow(`SELECT owner_id FROM channels WHERE name = 'acme/from/device'`).Scan(&owner)
 	if owner != acct {
 		t.Fatalf("device credential acts for %q, want the approver %q", owner, acct)
 	}
@@ -138,14 +138,14 @@ func TestDeviceGrantExpiry(t *testing.T) {
 	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub, "label": "phone"})
 	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": r.str("user_code")}), 200, "")
 	var keys int
-	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&keys)
+	e.queryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&keys)
 	e.clock.Advance(10*time.Minute + time.Second)
 	p := e.do("GET", "/v1/device/grants/"+r.str("grant_id"), r.str("poll_token"), nil)
 	if p.str("status") != "expired" || p.body["sealed_credential"] != nil {
 		t.Fatalf("poll = %s", p)
 	}
 	var after int
-	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&after)
+	e.queryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&after)
 	if after != keys-1 {
 		t.Fatalf("api keys %d → %d: the uncollected credential survived", keys, after)
 	}

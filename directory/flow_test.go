@@ -354,15 +354,15 @@ func TestPendingCap(t *testing.T) {
 	chID := e.channel(owner, ch)
 	inv := e.invite(owner, ch, 100)
 	var acct string
-	e.s.store.db.QueryRow(`SELECT account_id FROM api_keys LIMIT 1`).Scan(&acct)
+	e.queryRow(`SELECT account_id FROM api_keys LIMIT 1`).Scan(&acct)
 	// Fill the queue to one below the cap directly.
 	tx, err := e.s.store.db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range MaxPending - 1 {
-		if _, err := tx.Exec(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
-			VALUES (?, ?, ?, 'did:web:x', x'00', 'pending', ?, ?)`, fmt.Sprint("fill-", i), chID, acct, i, i); err != nil {
+		if _, err := tx.Exec(e.s.store.b.rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
+			VALUES (?, ?, ?, 'did:web:x', ?, 'pending', ?, ?)`), fmt.Sprint("fill-", i), chID, acct, []byte{0}, i, i); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -67,6 +67,9 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
+	if cfg.DBPath == "" && cfg.Database == "" {
+		cfg.Database = defaultDatabase(t)
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +234,12 @@ func (e *env) snapshot() string {
 func snapshotDB(t testing.TB, s *Server) string {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := s.store.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	list, order := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`, ` ORDER BY rowid`
+	if _, ok := s.store.b.(*pgBackend); ok {
+		list = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
+		order = ` t ORDER BY t::text`
+	}
+	rows, err := s.store.db.QueryContext(ctx, list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +253,7 @@ func snapshotDB(t testing.TB, s *Server) string {
 	var b strings.Builder
 	for _, tb := range tables {
 		fmt.Fprintf(&b, "== %s\n", tb)
-		rows, err := s.store.db.QueryContext(ctx, `SELECT * FROM "`+tb+`" ORDER BY rowid`)
+		rows, err := s.store.db.QueryContext(ctx, `SELECT * FROM "`+tb+`"`+order)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,8 +11,13 @@ import (
 
 // TestMain fails the run if a Server's goroutine outlives the tests: every
 // Server a test starts must be closed, and Close must wait for its sweep.
+// It also stops the PostgreSQL server the tests started, if any.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if err := stopPostgres(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop PostgreSQL: %v\n", err)
+		code = 1
+	}
 	if code == 0 {
 		if leaked := waitForLeaks(5 * time.Second); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)

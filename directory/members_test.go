@@ -327,7 +327,7 @@ func TestChannelEventsPaging(t *testing.T) {
 	ids := make([]string, 0, feed.PageSize+5)
 	for i := range feed.PageSize + 5 {
 		id := fmt.Sprintf("acct-%04d", i)
-		if _, err := e.s.store.db.Exec(`INSERT INTO accounts (id, email, org, created_at) VALUES (?, 'x@y', 'z', 0)`, id); err != nil {
+		if _, err := e.exec(`INSERT INTO accounts (id, email, org, created_at) VALUES (?, 'x@y', 'z', 0)`, id); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -348,7 +348,7 @@ func TestChannelEventsPaging(t *testing.T) {
 
 func ownerOf(t *testing.T, e *env, ch string) string {
 	var owner string
-	if err := e.s.store.db.QueryRow(`SELECT owner_id FROM channels WHERE name = ?`, ch).Scan(&owner); err != nil {
+	if err := e.queryRow(`SELECT owner_id FROM channels WHERE name = ?`, ch).Scan(&owner); err != nil {
 		t.Fatal(err)
 	}
 	return owner
@@ -400,11 +400,11 @@ func TestMembersBackfill(t *testing.T) {
 		t.Fatalf("back-filled feed:\n%s\nwant:\n%s", got, wantFeed)
 	}
 	var added int64
-	if err := e.s.store.db.QueryRow(`SELECT added_at FROM channel_members WHERE channel_id = 'c1' AND account_id = 'joiner'`).Scan(&added); err != nil || added != 15 {
+	if err := e.queryRow(`SELECT added_at FROM channel_members WHERE channel_id = 'c1' AND account_id = 'joiner'`).Scan(&added); err != nil || added != 15 {
 		t.Fatalf("joiner added_at %d, %v", added, err)
 	}
 	var n int
-	if err := e.s.store.db.QueryRow(`SELECT COUNT(*) FROM channel_members WHERE account_id = 'waiting'`).Scan(&n); err != nil || n != 0 {
+	if err := e.queryRow(`SELECT COUNT(*) FROM channel_members WHERE account_id = 'waiting'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("pending joiner is a member (%d, %v)", n, err)
 	}
 }

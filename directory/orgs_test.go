@@ -114,7 +114,7 @@ func TestOrgOperatorProvisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var owners int
-	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM orgs WHERE name = 'acme'`).Scan(&owners)
+	e.queryRow(`SELECT COUNT(*) FROM orgs WHERE name = 'acme'`).Scan(&owners)
 	if owners != 1 {
 		t.Fatalf("%d org rows", owners)
 	}
@@ -123,7 +123,7 @@ func TestOrgOperatorProvisions(t *testing.T) {
 // TestConcurrentOrgSignupsNeverOverUse fires 20 signups at once with an
 // org invite of max_uses 5: exactly 5 accounts are created.
 func TestConcurrentOrgSignupsNeverOverUse(t *testing.T) {
-	inMemoryAndOnFile(t, func(t *testing.T, e *env) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
 		_, owner := e.account("acme")
 		inv := e.orgInvite(owner, "acme", 5)
 		count := raceStatuses(20, func(i int) int {
@@ -133,8 +133,8 @@ func TestConcurrentOrgSignupsNeverOverUse(t *testing.T) {
 		})
 		wantWinners(t, count, 5, 15)
 		var uses, accounts int
-		e.s.store.db.QueryRow(`SELECT uses FROM org_invites`).Scan(&uses)
-		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM accounts WHERE org = 'acme'`).Scan(&accounts)
+		e.queryRow(`SELECT uses FROM org_invites`).Scan(&uses)
+		e.queryRow(`SELECT COUNT(*) FROM accounts WHERE org = 'acme'`).Scan(&accounts)
 		if uses != 5 || accounts != 6 {
 			t.Fatalf("uses %d, accounts %d", uses, accounts)
 		}

@@ -16,7 +16,7 @@ import (
 // TestConcurrentJoinsNeverOverUseAnInvite fires 20 joins at once at an
 // invite with max_uses 5: exactly 5 succeed.
 func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
-	inMemoryAndOnFile(t, func(t *testing.T, e *env) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
 		_, owner := e.account("acme")
 		const ch = "acme/pay/agent"
 		e.channel(owner, ch)
@@ -30,26 +30,18 @@ func TestConcurrentJoinsNeverOverUseAnInvite(t *testing.T) {
 		})
 		wantWinners(t, count, 5, 15)
 		var uses, pending int
-		e.s.store.db.QueryRow(`SELECT uses FROM invites`).Scan(&uses)
-		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
+		e.queryRow(`SELECT uses FROM invites`).Scan(&uses)
+		e.queryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
 		if uses != 5 || pending != 5 {
 			t.Fatalf("uses %d, requests %d", uses, pending)
 		}
 	})
 }
 
-// inMemoryAndOnFile runs f in two subtests: on an in-memory database
-// ("file=false") and on a database file ("file=true").
-func inMemoryAndOnFile(t *testing.T, f func(t *testing.T, e *env)) {
-	for _, file := range []bool{false, true} {
-		t.Run(fmt.Sprint("file=", file), func(t *testing.T) {
-			f(t, newEnv(t, func(c *Config) {
-				if file {
-					c.DBPath = filepath.Join(t.TempDir(), "dir.db")
-				}
-			}))
-		})
-	}
+// onEveryBackend runs f in one subtest per backend (in-memory SQLite, a
+// SQLite file, PostgreSQL), each on a fresh database.
+func onEveryBackend(t *testing.T, f func(t *testing.T, e *env)) {
+	forBackends(t, func(t *testing.T, b testBackend) { f(t, envOn(t, b, nil)) })
 }
 
 // wantWinners fails unless won of the raced requests were answered 201
@@ -103,8 +95,8 @@ func TestConcurrentFederationJoinsNeverOverUse(t *testing.T) {
 	})
 	wantWinners(t, count, 3, 9)
 	var uses, pending int
-	e.s.store.db.QueryRow(`SELECT uses FROM federation_invites`).Scan(&uses)
-	e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
+	e.queryRow(`SELECT uses FROM federation_invites`).Scan(&uses)
+	e.queryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
 	if uses != 3 || pending != 3 {
 		t.Fatalf("uses %d, requests %d", uses, pending)
 	}
@@ -122,7 +114,7 @@ func TestSweep(t *testing.T) {
 
 	count := func() int {
 		var n int
-		e.s.store.db.QueryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&n)
+		e.queryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&n)
 		return n
 	}
 	time.Sleep(30 * time.Millisecond) // several sweeps, nothing is old enough yet

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package pgtest
+
+import (
+	"errors"
+	"syscall"
+)
+
+func asUser(uid, gid uint32) (*syscall.SysProcAttr, error) {
+	return nil, errors.New("pgtest: running PostgreSQL as another user is supported on Linux only")
+}
+
+func withParentDeath(attr *syscall.SysProcAttr) *syscall.SysProcAttr { return attr }
