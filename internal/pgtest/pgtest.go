@@ -284,4 +284,3 @@ func unprivileged(dir string) (*syscall.SysProcAttr, []int, error) {
 	attr, err := asUser(uint32(uid), uint32(gid))
 	return attr, []int{uid, gid}, err
 }
-
