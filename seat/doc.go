@@ -11,6 +11,10 @@
 //   - [Seed.SyncKey]: the AES-256-GCM key of the seat's own sync channel.
 //   - [Seed.Identity]: the Ed25519 signing key whose public half, written as
 //     a did:key ([DIDKey]), names the seat in the directory and in MLS.
+//   - The home's local key: AES-256-GCM over every room's group state and
+//     every pending join's KeyPackage private keys in the home's database,
+//     bound to the row they belong to (localseal.go). The database alone
+//     opens no room; the phrase file beside it does.
 //
 // Device keys are random per device and do not derive from the seed. The
 // types that hold secrets ([Phrase], [Seed], [SyncKey], [Identity]) print as

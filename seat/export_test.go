@@ -95,3 +95,13 @@ func SendRoomProposal(s *Seat, ctx context.Context, name string, build func(*mls
 		return err
 	})
 }
+
+// UnsealStored opens a value the home sealed, as kind ("room state" or
+// "key package") of row id.
+func UnsealStored(s *Seat, kind, id string, sealed []byte) ([]byte, error) {
+	l, err := s.sealer()
+	if err != nil {
+		return nil, err
+	}
+	return l.open(kind, id, sealed)
+}

@@ -176,6 +176,13 @@ func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	if err != nil {
 		return nil, err
 	}
+	l, err := s.sealer()
+	if err != nil {
+		return nil, err
+	}
+	if state, err = l.open(sealedRoomState, ch, state); err != nil {
+		return nil, err
+	}
 	if r.g, err = mls.RestoreGroup(state, s.mlsConfig()); err != nil {
 		return nil, fmt.Errorf("seat: room state: %w", err)
 	}
@@ -187,10 +194,16 @@ func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 // update applies only if the stored version is still the one r was loaded
 // from: two processes on one home can never both use the same message key.
 func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...RoomMessage) error {
-	state, err := r.g.MarshalBinary()
+	l, err := s.sealer()
 	if err != nil {
 		return err
 	}
+	plain, err := r.g.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	state := l.seal(sealedRoomState, r.channel, plain)
+	clear(plain)
 	tx, err := s.st.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -356,12 +369,18 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 		if reqID, err = dir.Join(ctx, ch, token, did, bundle.Bytes()); err != nil {
 			return "", err
 		}
+		l, err := s.sealer()
+		if err != nil {
+			return "", err
+		}
 		priv, err := bundle.MarshalBinary()
 		if err != nil {
 			return "", err
 		}
+		sealed := l.seal(sealedKeyPackage, reqID, priv)
+		clear(priv)
 		if _, err := s.st.db.ExecContext(ctx, `INSERT INTO key_packages(request_id, channel, private, created_at) VALUES (?, ?, ?, ?)`,
-			reqID, ch, priv, s.cfg.Now().UnixMilli()); err != nil {
+			reqID, ch, sealed, s.cfg.Now().UnixMilli()); err != nil {
 			return "", err
 		}
 	} else if err != nil {
@@ -414,7 +433,15 @@ func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, *mls.KeyPack
 	if err != nil {
 		return "", nil, err
 	}
+	l, err := s.sealer()
+	if err != nil {
+		return "", nil, err
+	}
+	if priv, err = l.open(sealedKeyPackage, id, priv); err != nil {
+		return "", nil, err
+	}
 	b, err := mls.ParseKeyPackageBundle(priv)
+	clear(priv)
 	return id, b, err
 }
 

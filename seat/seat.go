@@ -74,6 +74,7 @@ type Seat struct {
 
 	mu       sync.Mutex // guards the following fields
 	seed     *Seed
+	local    *localSealer // from the seed, on first use (localseal.go)
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
 
@@ -119,6 +120,10 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 			return nil, fmt.Errorf("seat: the phrase file in the home folder is damaged: %w", err)
 		}
 		s.seed = p.Seed()
+		if err := s.sealLegacy(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("seat: sealing the home's stored secrets: %w", err)
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		s.Close()
 		return nil, err

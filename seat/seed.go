@@ -20,6 +20,7 @@ import (
 const (
 	labelSyncKey  = "skytale seat sync key v1"
 	labelIdentity = "skytale seat identity v1"
+	labelLocalKey = "skytale seat local store v1"
 )
 
 // PhraseWords is the number of words in a recovery phrase (256 bits of
