@@ -101,6 +101,7 @@ type pubReq struct {
 	// resetTo next; done receives the commit's result.
 	fence   bool
 	resetTo uint64
+	resetID int64 // the feed event's id; 0 for none
 	done    chan error
 
 	// Set by the sequencer.
@@ -264,6 +265,8 @@ type archive struct {
 	sweepMax                                         *sql.Stmt
 
 	loaded map[string]*chanState // the channels the committer has loaded; committer only
+
+	run sqliteRun
 }
 
 func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
@@ -1069,10 +1072,6 @@ const pageTail = len(`],"has_more":false}` + "\n")
 // started reports whether it was. An error after that leaves a partial
 // body, which the caller can only abort.
 func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
-	key := `{"entries":[`
-	if appOnly {
-		key = `{"messages":[`
-	}
 	var rows *sql.Rows
 	if since < math.MaxInt64 {
 		stmt := a.readAll
@@ -1091,19 +1090,11 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 		defer rows.Close()
 	}
 	begin()
-	pb := pageBufs.Get().(*pageBuf)
-	pb.w.Reset(w)
-	defer func() {
-		pb.w.Reset(nil)
-		pageBufs.Put(pb)
-	}()
-	bw := pb.w
-	bw.WriteString(key)
-	size := len(key)
-	more := false
+	pe := newPageEncoder(w, maxBytes, appOnly)
+	defer pe.release()
 	for n := 0; rows != nil && rows.Next(); n++ {
 		if n == limit {
-			more = true
+			pe.more = true
 			break
 		}
 		var seq, et, ts int64
@@ -1111,35 +1102,12 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 		if err := rows.Scan(&seq, &et, &ts, &payload); err != nil {
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
-		num := pb.num[:0]
-		if n > 0 {
-			num = append(num, ',')
+		fits, err := pe.add(uint64(seq), uint8(et), ts, payload)
+		if err != nil {
+			return true, err
 		}
-		num = append(num, `{"seq":`...)
-		num = strconv.AppendInt(num, seq, 10)
-		if !appOnly {
-			num = append(num, `,"entry_type":`...)
-			num = strconv.AppendInt(num, et, 10)
-		}
-		num = append(num, `,"payload":"`...)
-		head := len(num)
-		num = append(num, `","ts":`...)
-		num = strconv.AppendInt(num, ts, 10)
-		num = append(num, '}')
-		pb.num = num
-		entry := len(num) + base64.StdEncoding.EncodedLen(len(payload))
-		if n > 0 && size+entry+pageTail > maxBytes {
-			more = true
+		if !fits {
 			break
-		}
-		size += entry
-		bw.Write(num[:head])
-		for off := 0; off < len(payload); off += b64Chunk {
-			pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], payload[off:min(off+b64Chunk, len(payload))])
-			bw.Write(pb.b64)
-		}
-		if _, err := bw.Write(num[head:]); err != nil {
-			return true, err // the client is gone
 		}
 	}
 	if rows != nil {
@@ -1147,10 +1115,82 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
 	}
+	return true, pe.finish()
+}
+
+// pageEncoder writes one page of entries as JSON through a pooled buffer,
+// whichever archive yields the entries.
+type pageEncoder struct {
+	pb      *pageBuf
+	appOnly bool
+	max     int
+	size    int
+	n       int
+	more    bool // set when a bound cut the page
+}
+
+func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
+	key := `{"entries":[`
+	if appOnly {
+		key = `{"messages":[`
+	}
+	pb := pageBufs.Get().(*pageBuf)
+	pb.w.Reset(w)
+	pb.w.WriteString(key)
+	return &pageEncoder{pb: pb, appOnly: appOnly, max: maxBytes, size: len(key)}
+}
+
+// add writes one entry, or reports false (and sets more) when it would
+// take the page past its byte bound; the first entry always fits.
+func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool, error) {
+	pb := e.pb
+	num := pb.num[:0]
+	if e.n > 0 {
+		num = append(num, ',')
+	}
+	num = append(num, `{"seq":`...)
+	num = strconv.AppendUint(num, seq, 10)
+	if !e.appOnly {
+		num = append(num, `,"entry_type":`...)
+		num = strconv.AppendUint(num, uint64(et), 10)
+	}
+	num = append(num, `,"payload":"`...)
+	head := len(num)
+	num = append(num, `","ts":`...)
+	num = strconv.AppendInt(num, ts, 10)
+	num = append(num, '}')
+	pb.num = num
+	entry := len(num) + base64.StdEncoding.EncodedLen(len(payload))
+	if e.n > 0 && e.size+entry+pageTail > e.max {
+		e.more = true
+		return false, nil
+	}
+	e.size += entry
+	e.n++
+	bw := pb.w
+	bw.Write(num[:head])
+	for off := 0; off < len(payload); off += b64Chunk {
+		pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], payload[off:min(off+b64Chunk, len(payload))])
+		bw.Write(pb.b64)
+	}
+	if _, err := bw.Write(num[head:]); err != nil {
+		return false, err // the client is gone
+	}
+	return true, nil
+}
+
+// finish writes the end of the page and flushes it.
+func (e *pageEncoder) finish() error {
+	bw := e.pb.w
 	bw.WriteString(`],"has_more":`)
-	bw.WriteString(strconv.FormatBool(more))
+	bw.WriteString(strconv.FormatBool(e.more))
 	bw.WriteString("}\n")
-	return true, bw.Flush()
+	return bw.Flush()
+}
+
+func (e *pageEncoder) release() {
+	e.pb.w.Reset(nil)
+	pageBufs.Put(e.pb)
 }
 
 // resetFence is the owner's recovery of a jammed commit fence: from now on
@@ -1159,7 +1199,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 // the publishes around it, and returns once the new fence is durable (or
 // the archive failed to store it). It must not be called once the
 // relay's Close has begun closing the archive's input.
-func (a *archive) resetFence(channel string, epoch uint64) error {
+func (a *archive) resetFence(channel string, epoch uint64, _ int64) error {
 	if epoch == math.MaxUint64 {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
 	}

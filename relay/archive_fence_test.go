@@ -9,7 +9,9 @@ import (
 // TestResetFence: the owner's fence reset makes the channel expect the
 // given epoch, refuses every other commit as stale, is ordered with the
 // publishes around it, and survives a restart.
-func TestResetFence(t *testing.T) {
+func TestResetFence(t *testing.T) { forBackends(t, testResetFence) }
+
+func testResetFence(t *testing.T, be *backend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	const chB = "acme/rooms/fresh"
 	gid := []byte("g")
@@ -22,14 +24,14 @@ func TestResetFence(t *testing.T) {
 		}
 	}
 
-	tr := startRelay(t, Config{DBPath: path, OpenChannels: true})
+	tr := be.start(t, Config{DBPath: path, OpenChannels: true})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
 	// A jammer's commit far ahead of the group.
 	c.publishAck(chA, publicMessage(gid, 1000, 3))
 	stale(c, 3, 1001)
 
-	if err := tr.arch.resetFence(chA, 3); err != nil {
+	if err := tr.arch.resetFence(chA, 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	stale(c, 1001, 3)
@@ -38,7 +40,7 @@ func TestResetFence(t *testing.T) {
 	stale(c, 3, 4)
 
 	// A reset on a channel that never saw a commit sets the fence too.
-	if err := tr.arch.resetFence(chB, 7); err != nil {
+	if err := tr.arch.resetFence(chB, 7, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.subscribe(chB)
@@ -52,7 +54,7 @@ func TestResetFence(t *testing.T) {
 	stale2(0, 7)
 
 	// The epoch nothing could ever follow is refused, and changes nothing.
-	if err := tr.arch.resetFence(chA, math.MaxUint64); err == nil {
+	if err := tr.arch.resetFence(chA, math.MaxUint64, 0); err == nil {
 		t.Fatal("reset to MaxUint64 accepted")
 	}
 	stale(c, 5, 4)
@@ -60,7 +62,7 @@ func TestResetFence(t *testing.T) {
 	// Durable: a restart keeps both fences.
 	c.c.CloseNow()
 	tr.stop(t)
-	tr = startRelay(t, Config{DBPath: path, OpenChannels: true})
+	tr = be.start(t, Config{DBPath: path, OpenChannels: true})
 	c = dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
 	stale(c, 3, 4)
@@ -72,8 +74,10 @@ func TestResetFence(t *testing.T) {
 
 // TestResetFenceOrdered: a reset submitted while publishes are queued is
 // applied after them and before the ones queued after it.
-func TestResetFenceOrdered(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true, OpenChannels: true})
+func TestResetFenceOrdered(t *testing.T) { forBackends(t, testResetFenceOrdered) }
+
+func testResetFenceOrdered(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true, OpenChannels: true})
 	gid := []byte("g")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
@@ -83,7 +87,7 @@ func TestResetFenceOrdered(t *testing.T) {
 	for range 50 {
 		c.expect(map[string]any{"type": "ok", "message": "published"})
 	}
-	if err := tr.arch.resetFence(chA, 10); err != nil {
+	if err := tr.arch.resetFence(chA, 10, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.publishAck(chA, publicMessage(gid, 10, 3))

@@ -49,9 +49,11 @@ type page struct {
 // TestPageBytesBounded: a page is cut when the next entry would take its
 // body past MaxPageBytes, says has_more, and the next page continues with
 // exactly that entry; an entry larger than the bound comes alone.
-func TestPageBytesBounded(t *testing.T) {
+func TestPageBytesBounded(t *testing.T) { forBackends(t, testPageBytesBounded) }
+
+func testPageBytesBounded(t *testing.T, be *backend) {
 	const maxPage = 10000
-	tr := startRelay(t, Config{NoSync: true, OpenChannels: true, MaxPageBytes: maxPage})
+	tr := be.start(t, Config{NoSync: true, OpenChannels: true, MaxPageBytes: maxPage})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
@@ -120,9 +122,11 @@ func TestPageBytesBounded(t *testing.T) {
 }
 
 // TestPageShape: a small page is byte for byte what it always was.
-func TestPageShape(t *testing.T) {
+func TestPageShape(t *testing.T) { forBackends(t, testPageShape) }
+
+func testPageShape(t *testing.T, be *backend) {
 	at := time.UnixMilli(1700000000123)
-	tr := startRelay(t, Config{NoSync: true, OpenChannels: true, Now: func() time.Time { return at }})
+	tr := be.start(t, Config{NoSync: true, OpenChannels: true, Now: func() time.Time { return at }})
 	tok := mintAt(t, "alice", "", at)
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)

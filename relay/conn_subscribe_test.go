@@ -20,10 +20,14 @@ import (
 // archive, an entry pushed just before the subscription took effect was in
 // neither.
 func TestSubscribeThenCatchUpMissesNothing(t *testing.T) {
+	forBackends(t, testSubscribeThenCatchUpMissesNothing)
+}
+
+func testSubscribeThenCatchUpMissesNothing(t *testing.T, be *backend) {
 	// A deep send queue: the subscriber reads nothing while it catches up.
 	// A cap the test never reaches: an entry the cap evicts between two
 	// pages of a catch-up is gone by design, not missed.
-	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 1 << 16, ArchiveCap: 1 << 22})
+	tr := be.start(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 1 << 16, ArchiveCap: 1 << 22})
 	const ch = "acme/ops/catchup"
 	pub := dialWS(t, tr.URL, "/ws/"+ch)
 	pub.auth(mint(t, "pub", ""))

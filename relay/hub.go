@@ -125,6 +125,19 @@ func (h *hub) fanout(ch string, frame []byte, origin *conn) {
 	}
 }
 
+// fanoutExcept is fanout for a frame whose publisher is named by its
+// conn id (0 for none), as a cluster's archive delivers it.
+func (h *hub) fanoutExcept(ch string, frame []byte, origin uint64) {
+	h.mu.RLock()
+	subs := h.chans[ch]
+	h.mu.RUnlock()
+	for _, c := range subs {
+		if origin == 0 || c.id != origin {
+			c.push(frame)
+		}
+	}
+}
+
 // connsOf returns the live connections of a subject.
 func (h *hub) connsOf(sub string) []*conn {
 	h.mu.RLock()

@@ -168,7 +168,7 @@ func (s *Server) resetFences(ctx context.Context, evs []ChannelEvent) error {
 		if e.Kind != EventFenceReset {
 			continue
 		}
-		if err := s.arch.resetFence(e.Channel, e.Epoch); err != nil {
+		if err := s.arch.resetFence(e.Channel, e.Epoch, e.ID); err != nil {
 			return fmt.Errorf("fence reset of %s: %w", e.Channel, err)
 		}
 		s.log.Info("relay: commit fence reset", "channel", e.Channel, "epoch", e.Epoch)

@@ -20,6 +20,9 @@ const chOther = "acme/rooms/other"
 // archivedRows counts the entries stored for a channel.
 func archivedRows(t *testing.T, tr *testRelay, ch string) int {
 	t.Helper()
+	if js, ok := tr.arch.(*jsArchive); ok {
+		return storedMsgs(t, js, js.appSubject(ch)) + storedMsgs(t, js, js.hsSubject(ch))
+	}
 	var n int
 	if err := tr.db.QueryRow(`SELECT count(*) FROM messages WHERE channel = ?`, ch).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -32,11 +35,13 @@ func archivedRows(t *testing.T, tr *testRelay, ch string) int {
 // next epoch, and at 2^64-2 on the first commit), over both socket forms.
 // The relay refuses them all with not_a_member and stores nothing, so the
 // members' next commit is still accepted.
-func TestStrangerCannotJamFence(t *testing.T) {
+func TestStrangerCannotJamFence(t *testing.T) { forBackends(t, testStrangerCannotJamFence) }
+
+func testStrangerCannotJamFence(t *testing.T, be *backend) {
 	ms := NewMemberSet()
 	ms.Add(chA, "alice")
 	ms.Add(chA, "bob")
-	tr := startRelay(t, Config{NoSync: true, Members: ms})
+	tr := be.start(t, Config{NoSync: true, Members: ms})
 	gid := []byte("room")
 
 	alice := dialWS(t, tr.URL, "/ws/"+chA)
@@ -144,12 +149,16 @@ func TestMemberAddedWithinOnePoll(t *testing.T) {
 // channel) and refuses its publishes, while its socket stays open for its
 // other channels.
 func TestRemovedMemberSubscriptionEnds(t *testing.T) {
+	forBackends(t, testRemovedMemberSubscriptionEnds)
+}
+
+func testRemovedMemberSubscriptionEnds(t *testing.T, be *backend) {
 	ms := NewMemberSet()
 	for _, ch := range []string{chA, chOther} {
 		ms.Add(ch, "alice")
 		ms.Add(ch, "bob")
 	}
-	tr := startRelay(t, Config{NoSync: true, Members: ms, MembersPoll: 20 * time.Millisecond})
+	tr := be.start(t, Config{NoSync: true, Members: ms, MembersPoll: 20 * time.Millisecond})
 	alice := dialWS(t, tr.URL, "/ws")
 	alice.auth(mint(t, "alice", ""))
 	alice.subscribe(chA)
@@ -192,8 +201,8 @@ func TestRemovedMemberSubscriptionEnds(t *testing.T) {
 	// Admitted again, bob subscribes and publishes again.
 	ms.Add(chA, "bob")
 	bob2.subscribe(chA)
-	bob2.publishAck(chA, []byte("back"))
-	alice.expect(map[string]any{"type": "message", "channel": chA, "seq": 3})
+	back := bob2.publishAck(chA, []byte("back"))
+	alice.expect(map[string]any{"type": "message", "channel": chA, "seq": back})
 }
 
 // TestOpenReads: with OpenReads every account may subscribe and read, as
@@ -264,14 +273,16 @@ func TestScopedTokenMembership(t *testing.T) {
 // TestMembersSurviveRestart: the members and the feed cursor are stored,
 // so a restarted relay serves its members even while the directory is
 // unreachable, and does not replay the feed.
-func TestMembersSurviveRestart(t *testing.T) {
+func TestMembersSurviveRestart(t *testing.T) { forBackends(t, testMembersSurviveRestart) }
+
+func testMembersSurviveRestart(t *testing.T, be *backend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	dir := newFeedServer(t)
 	dir.set.Add(chA, "alice")
 	dir.set.Add(chA, "gone")
 	dir.set.Remove(chA, "gone")
 	src := NewHTTPMembers(dir.URL, "internal-secret", nil)
-	tr := startRelay(t, Config{DBPath: path, NoSync: true, Members: src})
+	tr := be.start(t, Config{DBPath: path, NoSync: true, Members: src})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	c.publishAck(chA, []byte("x"))
@@ -279,7 +290,7 @@ func TestMembersSurviveRestart(t *testing.T) {
 	tr.stop(t)
 
 	dir.down.Store(true)
-	tr = startRelay(t, Config{DBPath: path, NoSync: true, Members: src})
+	tr = be.start(t, Config{DBPath: path, NoSync: true, Members: src})
 	c = dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	c.publishAck(chA, []byte("y"))
@@ -320,11 +331,13 @@ func TestMemberSetRestart(t *testing.T) {
 
 // TestFenceResetEvent: a fence_reset event from the source resets the
 // channel's commit fence, so the owner recovers a channel a member jammed.
-func TestFenceResetEvent(t *testing.T) {
+func TestFenceResetEvent(t *testing.T) { forBackends(t, testFenceResetEvent) }
+
+func testFenceResetEvent(t *testing.T, be *backend) {
 	ms := NewMemberSet()
 	ms.Add(chA, "owner")
 	ms.Add(chA, "jammer")
-	tr := startRelay(t, Config{NoSync: true, Members: ms, MembersPoll: 20 * time.Millisecond})
+	tr := be.start(t, Config{NoSync: true, Members: ms, MembersPoll: 20 * time.Millisecond})
 	gid := []byte("g")
 	j := dialWS(t, tr.URL, "/ws/"+chA)
 	j.auth(mint(t, "jammer", ""))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
 
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -44,7 +46,25 @@ const (
 // Config must not be modified after it is passed to New.
 type Config struct {
 	// DBPath is the SQLite file of the archive; "" keeps it in memory.
+	// With NATSURL set it holds only the relay's own state: the
+	// revocations and channel members it learned from the directory.
 	DBPath string
+	// NATSURL, when set, keeps the archive in NATS JetStream instead of
+	// SQLite (for example "nats://127.0.0.1:4222"; several URLs of one
+	// NATS cluster separated by commas). Every relay given the same NATS
+	// and NATSStream is a node of one cluster: they share the archive,
+	// its seqs and commit fences, and each delivers every publish to its
+	// own subscribers whichever node took it. See docs/CLUSTER.md.
+	NATSURL string
+	// NATSStream names the JetStream stream and prefixes its subjects
+	// (default SKYTALE; [A-Za-z0-9_-], at most 64 bytes).
+	NATSStream string
+	// NATSReplicas is the stream's replica count when the relay creates
+	// it (default 1; 3 on a NATS cluster of three or more servers).
+	NATSReplicas int
+	// NATSOptions are extra nats.go options (credentials, TLS, ...),
+	// applied after the relay's own.
+	NATSOptions []nats.Option
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
 	// ArchiveCap is how many application entries each channel keeps
@@ -125,14 +145,13 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	db    *sql.DB
-	arch  *archive
+	arch  archiver
 	hub   *hub
 	mux   *http.ServeMux
 	start time.Time
 
 	bgCtx    context.Context // ends when Close starts
 	bgCancel context.CancelFunc
-	pipe     sync.WaitGroup // the archive's sequencer and committer
 	bg       sync.WaitGroup // the feed pollers
 
 	rev     *feedPoller[string]
@@ -212,7 +231,17 @@ func New(cfg Config) (*Server, error) {
 		s.mem = s.newMembersPoller()
 	}
 	s.cfg.Logger = log
-	s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
+	if cfg.NATSURL != "" {
+		// The local SQLite keeps the relay's own state (revocations,
+		// members); the archive is the stream.
+		if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		s.arch, err = openJetStream(ctx, s.hub, &s.cfg)
+	} else {
+		s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
+	}
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -250,8 +279,7 @@ func New(cfg Config) (*Server, error) {
 
 	// The pipeline stops when its input is closed, never by cancellation,
 	// so Close flushes everything that was accepted.
-	s.pipe.Go(s.arch.runSequencer)
-	s.pipe.Go(func() { s.arch.runCommitter(context.Background()) })
+	s.arch.start()
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
 	}
@@ -306,8 +334,7 @@ func (s *Server) Close(ctx context.Context) error {
 	// No request is left to poll, and once the pollers are gone nothing
 	// can reset a fence, so the writer can drain and stop.
 	s.bg.Wait()
-	close(s.arch.reqs)
-	s.pipe.Wait()
+	s.arch.stop()
 	s.arch.close()
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -401,7 +428,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 	}
 	// Whatever was pushed before this read began is in it (see
 	// commitMark).
-	if err := s.arch.mark.wait(r.Context()); err != nil {
+	if err := s.arch.waitVisible(r.Context()); err != nil {
 		s.logRequest(r, http.StatusServiceUnavailable)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request ended before the archive caught up")
 		return

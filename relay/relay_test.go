@@ -30,8 +30,10 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-func TestPublishSubscribeFrames(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestPublishSubscribeFrames(t *testing.T) { forBackends(t, testPublishSubscribeFrames) }
+
+func testPublishSubscribeFrames(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	pub := dialWS(t, tr.URL, "/ws")
 	pub.auth(mint(t, "alice", ""))
 	pub.subscribe(chA)
@@ -65,8 +67,10 @@ func TestPublishSubscribeFrames(t *testing.T) {
 	sub.expectError("not_subscribed")
 }
 
-func TestPathSubscription(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestPathSubscription(t *testing.T) { forBackends(t, testPathSubscription) }
+
+func testPathSubscription(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	a := dialWS(t, tr.URL, "/ws/"+chA)
 	a.auth(mint(t, "alice", ""))
 	b := dialWS(t, tr.URL, "/ws/"+chA)
@@ -92,8 +96,10 @@ func TestPathSubscription(t *testing.T) {
 	}
 }
 
-func TestPublishAcksInOrder(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestPublishAcksInOrder(t *testing.T) { forBackends(t, testPublishAcksInOrder) }
+
+func testPublishAcksInOrder(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	pub := dialWS(t, tr.URL, "/ws")
 	pub.auth(mint(t, "alice", ""))
 	pub.subscribe(chA)
@@ -213,8 +219,10 @@ func TestAuthFailures(t *testing.T) {
 	})
 }
 
-func TestChannelScopedToken(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestChannelScopedToken(t *testing.T) { forBackends(t, testChannelScopedToken) }
+
+func testChannelScopedToken(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	tok := mint(t, "seat", chA)
 	c := dialWS(t, tr.URL, "/ws")
 	c.auth(tok)
@@ -237,8 +245,10 @@ func TestChannelScopedToken(t *testing.T) {
 	d.expectClose(websocket.StatusPolicyViolation)
 }
 
-func TestCatchUpPaging(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestCatchUpPaging(t *testing.T) { forBackends(t, testCatchUpPaging) }
+
+func testCatchUpPaging(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws")
 	c.auth(tok)
@@ -359,8 +369,10 @@ func TestCatchUpPaging(t *testing.T) {
 	}
 }
 
-func TestEntryTypesAndEpochFencing(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true})
+func TestEntryTypesAndEpochFencing(t *testing.T) { forBackends(t, testEntryTypesAndEpochFencing) }
+
+func testEntryTypesAndEpochFencing(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true})
 	a := dialWS(t, tr.URL, "/ws/"+chA)
 	a.auth(mint(t, "alice", ""))
 	b := dialWS(t, tr.URL, "/ws/"+chA)
@@ -407,12 +419,14 @@ func TestEntryTypesAndEpochFencing(t *testing.T) {
 	b.expectQuiet()
 }
 
-func TestEvictionKeepsSeqMonotonic(t *testing.T) {
+func TestEvictionKeepsSeqMonotonic(t *testing.T) { forBackends(t, testEvictionKeepsSeqMonotonic) }
+
+func testEvictionKeepsSeqMonotonic(t *testing.T, be *backend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	tr := startRelay(t, Config{NoSync: true, ArchiveCap: 5, ArchiveTTL: time.Hour, Now: clock})
+	tr := be.start(t, Config{NoSync: true, ArchiveCap: 5, ArchiveTTL: time.Hour, Now: clock})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
@@ -444,12 +458,14 @@ func TestEvictionKeepsSeqMonotonic(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsSeqAndEpoch(t *testing.T) {
+func TestRestartKeepsSeqAndEpoch(t *testing.T) { forBackends(t, testRestartKeepsSeqAndEpoch) }
+
+func testRestartKeepsSeqAndEpoch(t *testing.T, be *backend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	gid := []byte("g")
 	tok := mint(t, "alice", "")
 
-	tr := startRelay(t, Config{DBPath: path})
+	tr := be.start(t, Config{DBPath: path})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
 	c.publishAck(chA, []byte("one"))
@@ -458,7 +474,7 @@ func TestRestartKeepsSeqAndEpoch(t *testing.T) {
 	c.c.CloseNow()
 	tr.stop(t)
 
-	tr = startRelay(t, Config{DBPath: path})
+	tr = be.start(t, Config{DBPath: path})
 	c = dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
 	if seq := c.publishAck(chA, []byte("four")); seq != 4 {
@@ -497,10 +513,12 @@ func (f *fakeRevocations) revoke(sub string) {
 	f.mu.Unlock()
 }
 
-func TestRevocation(t *testing.T) {
+func TestRevocation(t *testing.T) { forBackends(t, testRevocation) }
+
+func testRevocation(t *testing.T, be *backend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	src := &fakeRevocations{}
-	tr := startRelay(t, Config{DBPath: path, NoSync: true, Revocations: src, RevocationPoll: 20 * time.Millisecond})
+	tr := be.start(t, Config{DBPath: path, NoSync: true, Revocations: src, RevocationPoll: 20 * time.Millisecond})
 	tok := mint(t, "mallory", "")
 	other := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
@@ -528,7 +546,7 @@ func TestRevocation(t *testing.T) {
 	tr.stop(t)
 
 	// The revoked set survives a restart even if the source forgets.
-	tr = startRelay(t, Config{DBPath: path, NoSync: true})
+	tr = be.start(t, Config{DBPath: path, NoSync: true})
 	if code, _ := httpGet(t, tr.URL+"/v1/messages?channel="+chA, tok); code != 403 {
 		t.Fatalf("revoked read after restart: %d", code)
 	}
@@ -537,7 +555,9 @@ func TestRevocation(t *testing.T) {
 	}
 }
 
-func TestSlowConsumerDisconnected(t *testing.T) {
+func TestSlowConsumerDisconnected(t *testing.T) { forBackends(t, testSlowConsumerDisconnected) }
+
+func testSlowConsumerDisconnected(t *testing.T, be *backend) {
 	// A short frame queue, and the default queue with 1 MiB messages (the
 	// byte bound trips first).
 	for _, tc := range []struct {
@@ -656,10 +676,12 @@ func TestArchiveFileSettings(t *testing.T) {
 // TestCloseFlushes closes the relay while publishes are in flight: Close
 // must commit whatever was accepted, so every acknowledged publish is in
 // the reopened archive and no write fails.
-func TestCloseFlushes(t *testing.T) {
+func TestCloseFlushes(t *testing.T) { forBackends(t, testCloseFlushes) }
+
+func testCloseFlushes(t *testing.T, be *backend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	var logs syncBuffer
-	tr := startRelay(t, Config{DBPath: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	tr := be.start(t, Config{DBPath: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	const n = 900 // below the send queue: this client reads no ack while publishing
@@ -689,7 +711,7 @@ func TestCloseFlushes(t *testing.T) {
 	if strings.Contains(logs.String(), "archive write failed") {
 		t.Fatalf("a write failed during Close:\n%s", logs.String())
 	}
-	tr = startRelay(t, Config{DBPath: path, NoSync: true})
+	tr = be.start(t, Config{DBPath: path, NoSync: true})
 	_, m := httpGet(t, tr.URL+fmt.Sprintf("/v1/sync?channel=%s&since_seq=%d&limit=500", chA, acked-1), mint(t, "alice", ""))
 	if len(m["entries"].([]any)) == 0 {
 		t.Fatalf("acknowledged seq %d is missing after a clean close", acked)
@@ -700,8 +722,10 @@ func TestCloseFlushes(t *testing.T) {
 // reads its acks is never cut off as a slow consumer, even when a commit
 // answers far more publishes than its send queue holds at once: publishes
 // waiting for the archive are bounded per connection instead.
-func TestPipelinedPublisherKeepsUp(t *testing.T) {
-	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 8})
+func TestPipelinedPublisherKeepsUp(t *testing.T) { forBackends(t, testPipelinedPublisherKeepsUp) }
+
+func testPipelinedPublisherKeepsUp(t *testing.T, be *backend) {
+	tr := be.start(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 8})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	const n = 600
@@ -761,8 +785,10 @@ func TestCapAppliesBeforeEviction(t *testing.T) {
 // TestCapKeepsHandshakeEntries: application entries past the cap are
 // evicted, commits are not (up to their own cap), so a member offline
 // through a lot of chat can still follow the group's epochs.
-func TestCapKeepsHandshakeEntries(t *testing.T) {
-	tr := startRelay(t, Config{NoSync: true, ArchiveCap: 4})
+func TestCapKeepsHandshakeEntries(t *testing.T) { forBackends(t, testCapKeepsHandshakeEntries) }
+
+func testCapKeepsHandshakeEntries(t *testing.T, be *backend) {
+	tr := be.start(t, Config{NoSync: true, ArchiveCap: 4})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
@@ -793,7 +819,11 @@ func TestCapKeepsHandshakeEntries(t *testing.T) {
 		t.Fatalf("sync after commits: %v, want the last 4 chat entries and the last 4 commits", got)
 	}
 	var rows int
-	tr.db.QueryRow(`SELECT count(*) FROM messages WHERE entry_type != 0`).Scan(&rows)
+	if js, ok := tr.arch.(*jsArchive); ok {
+		rows = storedMsgs(t, js, js.hsSubject(chA))
+	} else {
+		tr.db.QueryRow(`SELECT count(*) FROM messages WHERE entry_type != 0`).Scan(&rows)
+	}
 	if rows != 4 {
 		t.Fatalf("%d handshake rows stored, want 4", rows)
 	}

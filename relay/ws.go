@@ -49,6 +49,7 @@ var maxB64 = base64.StdEncoding.EncodedLen(MaxPayload)
 // frame queued since its last wakeup with a single socket write.
 type conn struct {
 	srv    *Server
+	id     uint64 // unique in the process; names the publisher to the other relays of a cluster
 	ws     *websocket.Conn
 	cc     *frameConn
 	remote string
@@ -577,9 +578,12 @@ func (c *conn) publish(name, b64 []byte) {
 	f = append(f, b64...)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
-	c.srv.arch.inflight.Acquire(context.Background(), int64(len(payload)))
+	c.srv.arch.acquire(int64(len(payload)))
 	c.srv.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
 }
+
+// connIDs numbers the conns of the process.
+var connIDs atomic.Uint64
 
 // handleWS serves /ws and /ws/{org}/{ns}/{svc}.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
@@ -619,6 +623,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(s.cfg.PreAuthReadLimit)
 	c := &conn{
 		srv:        s,
+		id:         connIDs.Add(1),
 		ws:         ws,
 		cc:         hw.cc,
 		remote:     r.RemoteAddr,

@@ -1,0 +1,130 @@
+package relay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// natsServer is a real nats-server with JetStream on file storage, run in
+// the test process on loopback.
+type natsServer struct {
+	t    testing.TB
+	dir  string
+	port int
+	srv  *natsserver.Server
+	URL  string
+}
+
+// startNATS starts a nats-server on a random loopback port with its
+// JetStream store in a temporary directory; the cleanup shuts it down.
+func startNATS(t testing.TB) *natsServer {
+	t.Helper()
+	n := &natsServer{t: t, dir: t.TempDir(), port: -1}
+	n.start()
+	t.Cleanup(n.shutdown)
+	return n
+}
+
+func (n *natsServer) start() {
+	n.t.Helper()
+	opts := &natsserver.Options{
+		Host:       "127.0.0.1",
+		Port:       n.port,
+		JetStream:  true,
+		StoreDir:   n.dir,
+		MaxPayload: 8 << 20,
+		// Acknowledged means on disk, as the SQLite archive's fsync.
+		SyncAlways: true,
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	srv, err := natsserver.NewServer(opts)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		n.t.Fatal("nats-server did not start")
+	}
+	n.srv = srv
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	n.port, _ = strconv.Atoi(port)
+	n.URL = fmt.Sprintf("nats://127.0.0.1:%d", n.port)
+}
+
+// shutdown stops the server; restart starts it again on the same port
+// and store.
+func (n *natsServer) shutdown() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+		n.srv = nil
+	}
+}
+
+func (n *natsServer) restart() {
+	n.t.Helper()
+	n.shutdown()
+	n.start()
+}
+
+// backend is one of the archives a contract test runs against.
+type backend struct {
+	name string
+	nats *natsServer // nil for SQLite
+}
+
+// forBackends runs a contract test against the SQLite archive and the
+// JetStream archive. For JetStream, every relay the test starts through
+// b.start shares one nats-server, so a relay started again finds the
+// archive the earlier one left, as with the same SQLite file.
+func forBackends(t *testing.T, f func(t *testing.T, b *backend)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, &backend{name: "sqlite"}) })
+	t.Run("jetstream", func(t *testing.T) { f(t, &backend{name: "jetstream", nats: startNATS(t)}) })
+}
+
+// start starts a relay on the backend.
+func (b *backend) start(t testing.TB, cfg Config) *testRelay {
+	t.Helper()
+	return startRelay(t, b.config(cfg))
+}
+
+// config points cfg at the backend. A relay without a DBPath has a fresh
+// in-memory SQLite archive, so on JetStream it gets a stream of its own;
+// relays given the same DBPath share a stream, as they share the file.
+func (b *backend) config(cfg Config) Config {
+	if b.nats != nil {
+		cfg.NATSURL = b.nats.URL
+		if cfg.NATSStream == "" {
+			if cfg.DBPath == "" {
+				cfg.NATSStream = fmt.Sprintf("FRESH%d", freshStreams.Add(1))
+			} else {
+				sum := sha256.Sum256([]byte(cfg.DBPath))
+				cfg.NATSStream = "DB" + hex.EncodeToString(sum[:8])
+			}
+		}
+	}
+	return cfg
+}
+
+var freshStreams atomic.Int64
+
+// storedMsgs counts the messages JetStream holds on a subject.
+func storedMsgs(t testing.TB, js *jsArchive, subject string) int {
+	t.Helper()
+	info, err := js.stream.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.State.Subjects[subject])
+}

@@ -1,0 +1,898 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/semaphore"
+)
+
+// The JetStream archive. Every relay of a cluster connects to the same
+// NATS and uses one stream (Config.NATSStream, default SKYTALE). A
+// channel has two subjects in it, <stream>.a.<token> for application
+// entries and <stream>.h.<token> for handshake entries (commits,
+// proposals, Welcomes), where the token is the channel name in unpadded
+// base64url, which has no character a subject treats specially. The
+// stream's limits are the archive's: MaxMsgsPerSubject is ArchiveCap (so
+// the two caps stay apart) and MaxAge is ArchiveTTL.
+//
+// A channel's seq is the stream sequence of its entry: strictly increasing
+// on every channel and never reused, and, as with SQLite, not contiguous
+// (other channels' entries take the numbers between).
+//
+// The commit fence lives on the handshake subject: every handshake message
+// carries, in headers, the epoch the channel expects next after it (and
+// the id of the last fence reset applied), and is published with
+// Nats-Expected-Last-Subject-Sequence set to the handshake subject's last
+// sequence the relay knows. JetStream stores it only if nobody published
+// a handshake entry on the channel in between, so the check of the fence
+// and the store of the commit are one compare-and-set: two relays can
+// never both accept a commit for one epoch. A relay that loses the race
+// reads the subject's last message and tries again against the new fence.
+// Handshake messages never expire by age in JetStream (Nats-TTL: never),
+// so the newest, which holds the fence, outlives the TTL; the relay hides
+// expired ones from reads and deletes all but the newest.
+//
+// Each relay consumes the whole stream with an ordered consumer and pushes
+// every entry to its own subscribers, whichever relay took the publish;
+// a publish is acknowledged only once JetStream acknowledged it, and an
+// entry is pushed only once it is in the stream, so a read that starts
+// after a push always finds the entry. The consumer also keeps, per relay,
+// a mirror of the entries within the caps (seq, account, size, time),
+// from which the account quotas are counted; a relay replays the stream's
+// headers into it at start.
+
+// Defaults of the JetStream Config fields.
+const (
+	DefaultNATSStream = "SKYTALE"
+)
+
+// Header names of the stream's messages.
+const (
+	hdrSub    = "Skytale-Sub"    // the publishing account
+	hdrTS     = "Skytale-Ts"     // the relay's time of the publish, Unix ms
+	hdrOrigin = "Skytale-Origin" // <relay node id>.<conn id>
+	hdrType   = "Skytale-Type"   // handshake subject: entry type, or "fence" for a fence reset
+	hdrFence  = "Skytale-Fence"  // handshake subject: the epoch expected after this message
+	hdrReset  = "Skytale-Reset"  // handshake subject: the id of the last fence reset applied
+)
+
+const fenceMarker = "fence"
+
+// jsTimeout bounds one JetStream request.
+const jsTimeout = 10 * time.Second
+
+// jsHead is a channel's handshake subject as far as the fence goes: the
+// sequence of its last message and the fence after it.
+type jsHead struct {
+	seq      uint64
+	hasEpoch bool
+	epoch    uint64
+	reset    int64
+}
+
+// jsEntry is an entry within the caps, in a relay's mirror.
+type jsEntry struct {
+	seq uint64
+	ts  int64
+	sub string
+	n   int64
+}
+
+// jsChan is a relay's mirror of one channel.
+type jsChan struct {
+	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
+	head    jsHead
+	known   bool // head is the newest the relay has seen (not only a guess)
+}
+
+type jsArchive struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	name   string
+	hub    *hub
+	log    *slog.Logger
+	now    func() time.Time
+
+	cap           int
+	ttl           time.Duration
+	quota         int64
+	maxFirstEpoch uint64
+	node          string // this relay's id in origin headers
+
+	reqs    chan *pubReq
+	answers chan jsAnswer
+	wg      sync.WaitGroup
+
+	inflight *semaphore.Weighted
+
+	mu      sync.Mutex // guards the following fields
+	chans   map[string]*jsChan
+	usage   map[string]int64 // bytes of the mirrored entries, per account
+	pend    map[string]int64 // bytes charged for publishes not yet mirrored
+	pendSeq map[uint64]subBytes
+	hw      uint64 // the last stream sequence the mirror applied
+	subs    map[string]string
+
+	cons      jetstream.ConsumeContext
+	stopSweep chan struct{}
+	sweepDone chan struct{}
+}
+
+// jsAnswer is a request on its way to its answer, in arrival order.
+type jsAnswer struct {
+	r   *pubReq
+	paf jetstream.PubAckFuture
+	seq uint64
+	err error
+}
+
+var _ archiver = (*jsArchive)(nil)
+
+// validStreamName reports whether name can name a stream and prefix its
+// subjects.
+func validStreamName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error) {
+	if err := archiveDefaults(cfg); err != nil {
+		return nil, err
+	}
+	setDefault(&cfg.NATSStream, DefaultNATSStream)
+	setDefault(&cfg.NATSReplicas, 1)
+	if !validStreamName(cfg.NATSStream) {
+		return nil, errors.New("relay: NATSStream must be 1 to 64 of [A-Za-z0-9_-]")
+	}
+	if cfg.NATSReplicas < 1 || cfg.NATSReplicas > 5 {
+		return nil, errors.New("relay: NATSReplicas must be 1 to 5")
+	}
+	opts := append([]nats.Option{
+		nats.Name("skytale-relay"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}, cfg.NATSOptions...)
+	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("relay: connect to NATS: %w", err)
+	}
+	fail := func(err error) (*jsArchive, error) {
+		nc.Close()
+		return nil, err
+	}
+	if mp := nc.MaxPayload(); mp < MaxPayload+64<<10 {
+		return fail(fmt.Errorf("relay: the NATS server's max_payload is %d bytes; the relay needs at least %d (set max_payload: 2MB)", mp, MaxPayload+64<<10))
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(jsTimeout),
+		jetstream.WithDefaultTimeout(jsTimeout))
+	if err != nil {
+		return fail(fmt.Errorf("relay: JetStream: %w", err))
+	}
+	name := cfg.NATSStream
+	age := max(cfg.ArchiveTTL, time.Second)
+	scfg := jetstream.StreamConfig{
+		Name:              name,
+		Description:       "Skytale relay archive",
+		Subjects:          []string{name + ".a.*", name + ".h.*"},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: int64(cfg.ArchiveCap),
+		MaxAge:            age,
+		MaxMsgSize:        MaxPayload + 64<<10,
+		Storage:           jetstream.FileStorage,
+		Replicas:          cfg.NATSReplicas,
+		Duplicates:        min(age, 2*time.Minute),
+		AllowMsgTTL:       true,
+	}
+	cctx, cancel := context.WithTimeout(ctx, jsTimeout)
+	defer cancel()
+	stream, err := js.CreateOrUpdateStream(cctx, scfg)
+	if err != nil {
+		return fail(fmt.Errorf("relay: JetStream stream %s: %w", name, err))
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	a := &jsArchive{
+		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now,
+		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, quota: cfg.AccountQuota, maxFirstEpoch: cfg.MaxFirstEpoch,
+		node:     hex.EncodeToString(id[:]),
+		reqs:     make(chan *pubReq, 1024),
+		answers:  make(chan jsAnswer, 4096),
+		inflight: semaphore.NewWeighted(256 << 20),
+		chans:    make(map[string]*jsChan),
+		usage:    make(map[string]int64),
+		pend:     make(map[string]int64),
+		pendSeq:  make(map[uint64]subBytes),
+		subs:     make(map[string]string),
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if err := a.replay(ctx); err != nil {
+		return fail(err)
+	}
+	return a, nil
+}
+
+// Subjects.
+
+func (a *jsArchive) token(channel string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(channel))
+}
+
+func (a *jsArchive) appSubject(channel string) string { return a.name + ".a." + a.token(channel) }
+func (a *jsArchive) hsSubject(channel string) string  { return a.name + ".h." + a.token(channel) }
+
+// parseSubject returns the kind ('a' or 'h') and channel of a subject.
+func (a *jsArchive) parseSubject(subj string) (byte, string, bool) {
+	rest, ok := strings.CutPrefix(subj, a.name+".")
+	if !ok || len(rest) < 3 || rest[1] != '.' || (rest[0] != 'a' && rest[0] != 'h') {
+		return 0, "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest[2:])
+	if err != nil {
+		return 0, "", false
+	}
+	return rest[0], string(b), true
+}
+
+// headOf reads the fence state a handshake message carries.
+func headOf(seq uint64, h nats.Header) jsHead {
+	hd := jsHead{seq: seq}
+	if v := h.Get(hdrFence); v != "" {
+		if e, err := strconv.ParseUint(v, 10, 64); err == nil {
+			hd.hasEpoch, hd.epoch = true, e
+		}
+	}
+	if v := h.Get(hdrReset); v != "" {
+		hd.reset, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return hd
+}
+
+func (hd jsHead) header(h nats.Header) {
+	if hd.hasEpoch {
+		h.Set(hdrFence, strconv.FormatUint(hd.epoch, 10))
+	}
+	if hd.reset != 0 {
+		h.Set(hdrReset, strconv.FormatInt(hd.reset, 10))
+	}
+}
+
+// The mirror.
+
+func (a *jsArchive) chanLocked(name string) *jsChan {
+	c := a.chans[name]
+	if c == nil {
+		c = &jsChan{}
+		a.chans[name] = c
+	}
+	return c
+}
+
+func (a *jsArchive) intern(sub string) string {
+	if s, ok := a.subs[sub]; ok {
+		return s
+	}
+	a.subs[sub] = sub
+	return sub
+}
+
+// apply adds one message of the stream to the mirror; it reports the
+// channel, entry type and time when the message is an entry to deliver.
+func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (channel string, et uint8, ts int64, entry bool) {
+	kind, ch, ok := a.parseSubject(subj)
+	if !ok {
+		return "", 0, 0, false
+	}
+	ts, _ = strconv.ParseInt(h.Get(hdrTS), 10, 64)
+	typ := h.Get(hdrType)
+	marker := kind == 'h' && typ == fenceMarker
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if seq <= a.hw {
+		return "", 0, 0, false
+	}
+	a.hw = seq
+	c := a.chanLocked(ch)
+	sub := a.intern(h.Get(hdrSub))
+	if marker {
+		n = 0
+	}
+	e := jsEntry{seq: seq, ts: ts, sub: sub, n: n}
+	list := &c.app
+	if kind == 'h' {
+		list = &c.hs
+		if seq > c.head.seq {
+			c.head, c.known = headOf(seq, h), true
+		}
+	}
+	*list = append(*list, e)
+	if len(*list) > a.cap {
+		a.creditLocked((*list)[0])
+		*list = (*list)[1:]
+	}
+	a.usage[sub] += n
+	if p, ok := a.pendSeq[seq]; ok {
+		delete(a.pendSeq, seq)
+		a.unpendLocked(p.sub, p.n)
+	}
+	if marker {
+		return "", 0, 0, false
+	}
+	et = EntryApp
+	if kind == 'h' {
+		v, _ := strconv.ParseUint(typ, 10, 8)
+		et = uint8(v)
+	}
+	return ch, et, ts, true
+}
+
+func (a *jsArchive) creditLocked(e jsEntry) {
+	if e.n == 0 {
+		return
+	}
+	if u := a.usage[e.sub] - e.n; u > 0 {
+		a.usage[e.sub] = u
+	} else {
+		delete(a.usage, e.sub)
+	}
+}
+
+func (a *jsArchive) unpendLocked(sub string, n int64) {
+	if u := a.pend[sub] - n; u > 0 {
+		a.pend[sub] = u
+	} else {
+		delete(a.pend, sub)
+	}
+}
+
+// charge reserves n bytes of an account's quota for a publish.
+func (a *jsArchive) charge(sub string, n int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usage[sub]+a.pend[sub]+n > a.quota {
+		return false
+	}
+	a.pend[sub] += n
+	return true
+}
+
+// settle ends the charge of a publish: refused or failed, the bytes go
+// back; stored at seq, they move to the mirror's count when the consumer
+// reaches seq (at once if it has).
+func (a *jsArchive) settle(sub string, n int64, seq uint64, stored bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !stored || seq <= a.hw {
+		a.unpendLocked(sub, n)
+		return
+	}
+	a.pendSeq[seq] = subBytes{sub, n}
+}
+
+func (a *jsArchive) used(sub string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.usage[sub] + a.pend[sub]
+}
+
+// replay reads the headers of every message in the stream into the
+// mirror, so quotas and fences are known before the relay serves.
+func (a *jsArchive) replay(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	info, err := a.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: JetStream stream info: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		a.hw = info.State.LastSeq
+		return nil
+	}
+	cons, err := a.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{a.name + ".>"},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		HeadersOnly:    true,
+	})
+	if err != nil {
+		return fmt.Errorf("relay: JetStream replay: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("relay: JetStream replay: %w", err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("relay: JetStream replay: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("relay: JetStream replay: %w", err)
+		}
+		n, _ := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
+		a.apply(md.Sequence.Stream, m.Subject(), m.Headers(), n)
+		if md.NumPending == 0 || md.Sequence.Stream >= info.State.LastSeq {
+			return nil
+		}
+	}
+}
+
+// start begins consuming the stream after what the replay read, and the
+// publish pipeline.
+func (a *jsArchive) start() {
+	a.stopSweep, a.sweepDone = make(chan struct{}), make(chan struct{})
+	a.mu.Lock()
+	from := a.hw + 1
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+	defer cancel()
+	cons, err := a.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{a.name + ".>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err == nil {
+		a.cons, err = cons.Consume(a.deliver)
+	}
+	if err != nil {
+		// New checked the stream a moment ago; without a consumer this
+		// relay delivers nothing live, but stores and serves reads.
+		a.log.Error("relay: JetStream consumer failed; live delivery is off", "err", err)
+	}
+	a.wg.Go(a.runSender)
+	a.wg.Go(a.runAnswerer)
+	go a.runSweep()
+}
+
+// deliver is the consumer's handler: it mirrors the message and pushes it
+// to this relay's subscribers.
+func (a *jsArchive) deliver(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	seq := md.Sequence.Stream
+	data := m.Data()
+	ch, et, ts, ok := a.apply(seq, m.Subject(), m.Headers(), int64(len(data)))
+	if !ok {
+		return
+	}
+	var origin uint64
+	if node, id, ok := strings.Cut(m.Headers().Get(hdrOrigin), "."); ok && node == a.node {
+		origin, _ = strconv.ParseUint(id, 10, 64)
+	}
+	f := pushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
+	f = base64.StdEncoding.AppendEncode(f, data)
+	f = pushSuffix(f, seq, et, ts)
+	a.hub.fanoutExcept(ch, f, origin)
+}
+
+func (a *jsArchive) submit(r *pubReq) { a.reqs <- r }
+
+func (a *jsArchive) acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
+
+// waitVisible has nothing to wait for: an entry is pushed only once
+// JetStream stored it, and reads ask JetStream's stream leader.
+func (a *jsArchive) waitVisible(context.Context) error { return nil }
+
+// runSender takes requests in arrival order: application entries are
+// published asynchronously (JetStream keeps a connection's order), a
+// handshake entry waits for its compare-and-set, and everything goes on to
+// runAnswerer in the same order.
+func (a *jsArchive) runSender() {
+	defer close(a.answers)
+	for r := range a.reqs {
+		switch {
+		case r.reply != nil:
+			a.answers <- jsAnswer{r: r}
+		case r.fence:
+			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.channel, r.resetTo, r.resetID)}
+		case r.hdr.entryType == EntryApp:
+			if !a.charge(r.sub, int64(len(r.payload))) {
+				r.refused = quotaFrame()
+				a.answers <- jsAnswer{r: r}
+				continue
+			}
+			m := a.message(a.appSubject(r.channel), r)
+			paf, err := a.js.PublishMsgAsync(m)
+			a.answers <- jsAnswer{r: r, paf: paf, err: err}
+		default:
+			seq, err := a.publishHandshake(r)
+			a.answers <- jsAnswer{r: r, seq: seq, err: err}
+		}
+	}
+}
+
+func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
+	m := nats.NewMsg(subj)
+	m.Data = r.payload
+	m.Header.Set(hdrSub, r.sub)
+	m.Header.Set(hdrTS, strconv.FormatInt(a.now().UnixMilli(), 10))
+	if r.c != nil {
+		m.Header.Set(hdrOrigin, a.node+"."+strconv.FormatUint(r.c.id, 10))
+	}
+	return m
+}
+
+func quotaFrame() []byte {
+	return errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
+}
+
+// head returns what the relay knows of a channel's handshake subject,
+// reading its last message from JetStream when it knows nothing or fresh
+// is set.
+func (a *jsArchive) head(channel string, fresh bool) (jsHead, error) {
+	if !fresh {
+		a.mu.Lock()
+		c := a.chans[channel]
+		if c != nil && c.known {
+			hd := c.head
+			a.mu.Unlock()
+			return hd, nil
+		}
+		a.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+	defer cancel()
+	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
+	var hd jsHead
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return jsHead{}, err
+	default:
+		hd = headOf(m.Sequence, m.Header)
+	}
+	a.learn(channel, hd)
+	return hd, nil
+}
+
+// learn records a head read or written, unless the mirror has a newer one.
+func (a *jsArchive) learn(channel string, hd jsHead) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.chanLocked(channel)
+	if hd.seq >= c.head.seq {
+		c.head = hd
+	}
+	c.known = true
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// casAttempts bounds the retries of one handshake publish that keeps
+// losing the compare-and-set to other relays.
+const casAttempts = 64
+
+// publishHandshake stores a handshake entry with the fence checked and
+// moved in the same compare-and-set; a refusal is left in r.refused.
+func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
+	n := int64(len(r.payload))
+	fresh := false
+	for range casAttempts {
+		hd, err := a.head(r.channel, fresh)
+		if err != nil {
+			return 0, err
+		}
+		fresh = true
+		next := hd
+		if r.hdr.commit {
+			if hd.hasEpoch && r.hdr.epoch != hd.epoch {
+				r.refused = staleEpochFrame(hd.epoch)
+				return 0, nil
+			}
+			if r.hdr.epoch == math.MaxUint64 || !hd.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
+				r.refused = epochOutOfRangeFrame(a.maxFirstEpoch)
+				return 0, nil
+			}
+			next.hasEpoch, next.epoch = true, r.hdr.epoch+1
+		}
+		if !a.charge(r.sub, n) {
+			r.refused = quotaFrame()
+			return 0, nil
+		}
+		m := a.message(a.hsSubject(r.channel), r)
+		m.Header.Set(hdrType, strconv.Itoa(int(r.hdr.entryType)))
+		m.Header.Set(jetstream.MsgTTLHeader, "never")
+		next.header(m.Header)
+		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+		ack, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
+		cancel()
+		if isWrongLastSeq(err) {
+			a.settle(r.sub, n, 0, false)
+			continue
+		}
+		if err != nil {
+			a.settle(r.sub, n, 0, false)
+			return 0, err
+		}
+		next.seq = ack.Sequence
+		a.learn(r.channel, next)
+		a.settle(r.sub, n, ack.Sequence, true)
+		return ack.Sequence, nil
+	}
+	return 0, errors.New("relay: the channel's handshake subject kept changing")
+}
+
+// fenceReset stores a fence marker on the channel's handshake subject. A
+// reset the directory feed carries (id > 0) is applied once, by whichever
+// relay gets to it first: every relay follows the feed.
+func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
+	for range casAttempts {
+		hd, err := a.head(channel, true)
+		if err != nil {
+			return err
+		}
+		if id > 0 && hd.reset >= id {
+			return nil
+		}
+		next := jsHead{hasEpoch: true, epoch: epoch, reset: max(hd.reset, id)}
+		m := nats.NewMsg(a.hsSubject(channel))
+		m.Header.Set(hdrType, fenceMarker)
+		m.Header.Set(hdrTS, strconv.FormatInt(a.now().UnixMilli(), 10))
+		m.Header.Set(jetstream.MsgTTLHeader, "never")
+		next.header(m.Header)
+		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+		ack, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
+		cancel()
+		if isWrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		next.seq = ack.Sequence
+		a.learn(channel, next)
+		return nil
+	}
+	return errors.New("relay: the channel's handshake subject kept changing")
+}
+
+func (a *jsArchive) resetFence(channel string, epoch uint64, id int64) error {
+	if epoch == math.MaxUint64 {
+		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
+	}
+	done := make(chan error, 1)
+	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, resetID: id, done: done})
+	return <-done
+}
+
+// runAnswerer answers requests in arrival order, each once JetStream has.
+func (a *jsArchive) runAnswerer() {
+	for p := range a.answers {
+		r := p.r
+		seq, err := p.seq, p.err
+		if p.paf != nil {
+			select {
+			case ack := <-p.paf.Ok():
+				seq = ack.Sequence
+			case err = <-p.paf.Err():
+			}
+			a.settle(r.sub, int64(len(r.payload)), seq, err == nil)
+		} else if err != nil && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
+			a.settle(r.sub, int64(len(r.payload)), 0, false)
+		}
+		if err != nil && r.reply == nil {
+			a.log.Error("relay: JetStream publish failed", "err", err)
+		}
+		a.answer(r, seq, err)
+	}
+}
+
+func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
+	if r.weight > 0 {
+		a.inflight.Release(r.weight)
+	}
+	if r.done != nil {
+		r.done <- err
+		return
+	}
+	if r.c == nil {
+		return
+	}
+	f := r.reply
+	switch {
+	case f != nil:
+	case r.refused != nil:
+		f = r.refused
+	case err != nil:
+		f = errorFrame("internal", "the archive could not store the message")
+	default:
+		f = ackFrame(seq)
+	}
+	r.c.pushAnswer(f)
+	r.c.pending.Add(-1)
+}
+
+// runSweep gives expired entries' bytes back and deletes expired
+// handshake messages but the newest of each channel (which JetStream keeps
+// past MaxAge, as it holds the fence).
+func (a *jsArchive) runSweep() {
+	defer close(a.sweepDone)
+	t := time.NewTicker(min(a.ttl, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stopSweep:
+			return
+		case <-t.C:
+			a.sweep()
+		}
+	}
+}
+
+func (a *jsArchive) sweep() {
+	cutoff := a.now().Add(-a.ttl).UnixMilli()
+	var del []uint64
+	a.mu.Lock()
+	for name, c := range a.chans {
+		k := 0
+		for k < len(c.app) && c.app[k].ts < cutoff {
+			a.creditLocked(c.app[k])
+			k++
+		}
+		c.app = c.app[k:]
+		k = 0
+		for k < len(c.hs) && c.hs[k].ts < cutoff {
+			a.creditLocked(c.hs[k])
+			if c.hs[k].seq != c.head.seq {
+				del = append(del, c.hs[k].seq)
+			}
+			k++
+		}
+		c.hs = c.hs[k:]
+		if len(c.app) == 0 && len(c.hs) == 0 && !c.known {
+			delete(a.chans, name)
+		}
+	}
+	a.mu.Unlock()
+	for _, seq := range del {
+		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+		err := a.stream.DeleteMsg(ctx, seq)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+			a.log.Error("relay: JetStream sweep failed", "err", err)
+			return
+		}
+	}
+}
+
+// writePage serves a page from JetStream through a short-lived consumer
+// on the stream leader, filtered to the channel's subjects from since+1;
+// it fetches in rounds of at most the page's bytes, so a read holds about
+// one page, never the whole channel.
+func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
+	filter := a.name + ".*." + a.token(name)
+	if appOnly {
+		filter = a.appSubject(name)
+	}
+	cutoff := a.now().Add(-a.ttl).UnixMilli()
+	var cons jetstream.Consumer
+	var remaining uint64
+	if since+1 != 0 { // past the last possible seq nothing follows
+		var id [8]byte
+		rand.Read(id[:])
+		cname := "read-" + hex.EncodeToString(id[:])
+		cctx, cancel := context.WithTimeout(ctx, jsTimeout)
+		cons, err = a.stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
+			Name:              cname,
+			FilterSubject:     filter,
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       since + 1,
+			AckPolicy:         jetstream.AckNonePolicy,
+			MemoryStorage:     true,
+			Replicas:          1,
+			InactiveThreshold: time.Minute,
+		})
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("relay: archive read: %w", err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+			a.stream.DeleteConsumer(dctx, cname)
+			cancel()
+		}()
+		remaining = cons.CachedInfo().NumPending
+	}
+	begin()
+	pe := newPageEncoder(w, maxBytes, appOnly)
+	defer pe.release()
+	n := 0
+	for remaining > 0 && !pe.more {
+		batch := min(remaining, uint64(limit+1-n))
+		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload)), jetstream.FetchMaxWait(jsTimeout))
+		if err != nil {
+			return true, fmt.Errorf("relay: archive read: %w", err)
+		}
+		got := uint64(0)
+		for m := range msgs.Messages() {
+			got++
+			if pe.more {
+				continue // drain the batch
+			}
+			h := m.Headers()
+			ts, _ := strconv.ParseInt(h.Get(hdrTS), 10, 64)
+			typ := h.Get(hdrType)
+			if typ == fenceMarker || ts < cutoff {
+				continue
+			}
+			if n == limit {
+				pe.more = true
+				continue
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				return true, fmt.Errorf("relay: archive read: %w", err)
+			}
+			var et uint8
+			if typ != "" {
+				x, _ := strconv.ParseUint(typ, 10, 8)
+				et = uint8(x)
+			}
+			fits, err := pe.add(md.Sequence.Stream, et, ts, m.Data())
+			if err != nil {
+				return true, err
+			}
+			if fits {
+				n++
+			}
+		}
+		if err := msgs.Error(); err != nil {
+			return true, fmt.Errorf("relay: archive read: %w", err)
+		}
+		if got == 0 {
+			return true, errors.New("relay: archive read: JetStream sent nothing of a pending page")
+		}
+		remaining -= min(got, remaining)
+	}
+	return true, pe.finish()
+}
+
+// stop answers everything accepted, then stops the consumer.
+func (a *jsArchive) stop() {
+	close(a.reqs)
+	a.wg.Wait()
+	if a.cons != nil {
+		a.cons.Stop()
+		<-a.cons.Closed()
+	}
+	if a.stopSweep != nil {
+		close(a.stopSweep)
+		<-a.sweepDone
+	}
+}
+
+func (a *jsArchive) close() { a.nc.Close() }

@@ -1,0 +1,59 @@
+package relay
+
+import (
+	"context"
+	"io"
+	"sync"
+)
+
+// archiver is the archive behind a relay: where publishes are stored and
+// numbered, fenced and delivered, and where the catch-up reads come from.
+// There are two: the SQLite archive (archive.go), the default, and the
+// JetStream archive (jetstream.go), chosen by Config.NATSURL, which
+// several relays share. Both keep the guarantees of the package
+// documentation; the contract tests run against each.
+type archiver interface {
+	// start starts the archive's goroutines.
+	start()
+	// submit queues a publish (or a reply to leave after the conn's
+	// earlier publishes). It blocks while the queue is full.
+	submit(r *pubReq)
+	// acquire holds n payload bytes until the request is answered.
+	acquire(n int64)
+	// resetFence makes a channel expect epoch next (the owner's recovery
+	// of a jammed fence); id is the directory feed event's id, 0 for none.
+	// It returns once the new fence is durable.
+	resetFence(channel string, epoch uint64, id int64) error
+	// waitVisible returns once everything pushed to any subscriber before
+	// the call can be read (see commitMark).
+	waitVisible(ctx context.Context) error
+	// writePage writes one page of GET /v1/messages (appOnly) or GET
+	// /v1/sync; see archive.writePage.
+	writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error)
+	// used returns the payload bytes an account has stored.
+	used(sub string) int64
+	// stop closes the input and returns once every request accepted is
+	// answered.
+	stop()
+	// close releases what the archive holds; after stop.
+	close()
+}
+
+var _ archiver = (*archive)(nil)
+
+// sqliteRun holds the SQLite archive's goroutines.
+type sqliteRun struct{ wg sync.WaitGroup }
+
+func (a *archive) start() {
+	a.run.wg.Go(a.runSequencer)
+	a.run.wg.Go(func() { a.runCommitter(context.Background()) })
+}
+
+func (a *archive) stop() {
+	close(a.reqs)
+	a.run.wg.Wait()
+}
+
+func (a *archive) acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
+
+func (a *archive) waitVisible(ctx context.Context) error { return a.mark.wait(ctx) }
