@@ -18,6 +18,11 @@ import (
 // The fixtures are built once per size and shape. Run with
 //
 //	go test ./mls -run '^$' -bench Group -benchtime 20x
+//
+// BenchmarkGroup measures suite 1 and BenchmarkGroupXWing the
+// post-quantum suite 0x004D, with the same fixtures and names. Both report
+// the wire sizes of what they build: commit-B (the Commit), welcome-B (the
+// Welcome of one new member, ratchet tree in band) and kp-B (a KeyPackage).
 
 // groupBenchSizes returns the group sizes to measure: 10,000 only without
 // -short. (Building the full tree of 10,000 takes one Commit under each of
@@ -49,8 +54,8 @@ var (
 	benchFixtures = map[string]*benchFixture{}
 )
 
-func getBenchFixture(b *testing.B, n int, full bool) *benchFixture {
-	key := fmt.Sprintf("%d/%v", n, full)
+func getBenchFixture(b *testing.B, cs CipherSuite, n int, full bool) *benchFixture {
+	key := fmt.Sprintf("%d/%d/%v", cs, n, full)
 	benchMu.Lock()
 	defer benchMu.Unlock()
 	if f, ok := benchFixtures[key]; ok {
@@ -58,7 +63,7 @@ func getBenchFixture(b *testing.B, n int, full bool) *benchFixture {
 	}
 	b.StopTimer()
 	defer b.StartTimer()
-	f := buildBenchFixture(b, n, full)
+	f := buildBenchFixture(b, cs, n, full)
 	benchFixtures[key] = f
 	return f
 }
@@ -78,9 +83,9 @@ func puppet(g *Group, leaf leafIndex, kb *KeyPackageBundle) *Group {
 	return &p
 }
 
-func buildBenchFixture(b testing.TB, n int, full bool) *benchFixture {
+func buildBenchFixture(b testing.TB, cs CipherSuite, n int, full bool) *benchFixture {
 	cfg := &Config{}
-	owner := newTestBundle(b, "did:key:owner")
+	owner := newSuiteBundle(b, cs, "did:key:owner")
 	a, err := NewGroup(bytes.Repeat([]byte{1}, 32), owner, cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -88,7 +93,7 @@ func buildBenchFixture(b testing.TB, n int, full bool) *benchFixture {
 	f := &benchFixture{a: a, bundles: make([]*KeyPackageBundle, n)}
 	kps := make([][]byte, 0, n-1)
 	for i := 1; i < n; i++ {
-		f.bundles[i] = newTestBundle(b, fmt.Sprintf("did:key:m%d", i))
+		f.bundles[i] = newSuiteBundle(b, cs, fmt.Sprintf("did:key:m%d", i))
 		kps = append(kps, f.bundles[i].Bytes())
 	}
 	res, err := a.AddMembers(kps...)
@@ -141,7 +146,7 @@ func buildBenchFixture(b testing.TB, n int, full bool) *benchFixture {
 	}
 	f.commit = c.Commit
 	a.DiscardCommit()
-	f.joinBundle = newTestBundle(b, "did:key:joiner")
+	f.joinBundle = newSuiteBundle(b, cs, "did:key:joiner")
 	w, err := a.AddMembers(f.joinBundle.Bytes())
 	if err != nil {
 		b.Fatal(err)
@@ -162,32 +167,44 @@ func restoreWarm(b *testing.B, state []byte) *Group {
 	return g
 }
 
-func BenchmarkGroup(b *testing.B) {
+func BenchmarkGroup(b *testing.B) { benchmarkGroup(b, testSuite) }
+
+func BenchmarkGroupXWing(b *testing.B) { benchmarkGroup(b, xwing) }
+
+func benchmarkGroup(b *testing.B, cs CipherSuite) {
 	for _, shape := range []string{"full", "bare"} {
 		full := shape == "full"
 		for _, n := range groupBenchSizes() {
 			name := fmt.Sprintf("%s/n=%d", shape, n)
 			b.Run(name+"/AddMember", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
-				kp := newTestBundle(b, "did:key:new").Bytes()
+				f := getBenchFixture(b, cs, n, full)
+				kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
+				var res *CommitResult
 				for b.Loop() {
-					if _, err := f.a.AddMembers(kp); err != nil {
+					var err error
+					if res, err = f.a.AddMembers(kp); err != nil {
 						b.Fatal(err)
 					}
 					f.a.DiscardCommit()
 				}
+				b.ReportMetric(float64(len(res.Commit)), "commit-B")
+				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
+				b.ReportMetric(float64(len(kp)), "kp-B")
 			})
 			b.Run(name+"/SelfUpdate", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
+				var res *CommitResult
 				for b.Loop() {
-					if _, err := f.a.SelfUpdate(); err != nil {
+					var err error
+					if res, err = f.a.SelfUpdate(); err != nil {
 						b.Fatal(err)
 					}
 					f.a.DiscardCommit()
 				}
+				b.ReportMetric(float64(len(res.Commit)), "commit-B")
 			})
 			b.Run(name+"/Remove", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
 				for b.Loop() {
 					if _, err := f.a.RemoveMembers(uint32(n - 1)); err != nil {
 						b.Fatal(err)
@@ -196,7 +213,7 @@ func BenchmarkGroup(b *testing.B) {
 				}
 			})
 			b.Run(name+"/ProcessCommit", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
 					g := restoreWarm(b, f.bState)
@@ -205,17 +222,19 @@ func BenchmarkGroup(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64(len(f.commit)), "commit-B")
 			})
 			b.Run(name+"/Join", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
 				for b.Loop() {
 					if _, err := Join(f.welcome, f.joinBundle, nil, nil); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64(len(f.welcome)), "welcome-B")
 			})
 			b.Run(name+"/Serialize", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
 				for b.Loop() {
 					if _, err := f.a.MarshalBinary(); err != nil {
 						b.Fatal(err)
@@ -223,7 +242,7 @@ func BenchmarkGroup(b *testing.B) {
 				}
 			})
 			b.Run(name+"/Restore", func(b *testing.B) {
-				f := getBenchFixture(b, n, full)
+				f := getBenchFixture(b, cs, n, full)
 				for b.Loop() {
 					if _, err := RestoreGroup(f.aState, nil); err != nil {
 						b.Fatal(err)
@@ -234,8 +253,12 @@ func BenchmarkGroup(b *testing.B) {
 	}
 }
 
-func BenchmarkApplicationMessage(b *testing.B) {
-	f := getBenchFixture(b, 2, true)
+func BenchmarkApplicationMessage(b *testing.B) { benchmarkApplicationMessage(b, testSuite) }
+
+func BenchmarkApplicationMessageXWing(b *testing.B) { benchmarkApplicationMessage(b, xwing) }
+
+func benchmarkApplicationMessage(b *testing.B, cs CipherSuite) {
+	f := getBenchFixture(b, cs, 2, true)
 	msg := bytes.Repeat([]byte{'x'}, 1024)
 	b.Run("Protect1KiB", func(b *testing.B) {
 		b.SetBytes(1024)

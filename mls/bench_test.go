@@ -1,6 +1,9 @@
 package mls
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func BenchmarkExpandWithLabel(b *testing.B) {
 	s, _ := suiteFor(MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
@@ -61,5 +64,50 @@ func BenchmarkKeyPackageValidate(b *testing.B) {
 		if err := got.verifySignatures(s); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkKeyPackageSuite compares suite 1 with the post-quantum suite
+// 0x004D on the same two steps: Generate is NewKeyPackage (two HPKE key
+// pairs and two signatures); Validate is what a member does with a
+// received KeyPackage before adding it: decode, check the public keys
+// (for X-Wing, the ML-KEM-768 encapsulation key check) and verify both
+// signatures.
+func BenchmarkKeyPackageSuite(b *testing.B) {
+	for _, cs := range []CipherSuite{MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519} {
+		s, _ := suiteFor(cs)
+		name := fmt.Sprintf("suite=0x%04x", uint16(cs))
+		b.Run(name+"/Generate", func(b *testing.B) {
+			priv, err := GenerateSignatureKey(cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var kp *KeyPackageBundle
+			for b.Loop() {
+				if kp, err = NewKeyPackage(cs, "did:key:z6MkBench", priv, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(kp.Bytes())), "kp-B")
+		})
+		b.Run(name+"/Validate", func(b *testing.B) {
+			kp, _ := testKeyPackage(b, s)
+			data := marshal(kp)
+			for b.Loop() {
+				var got KeyPackage
+				if err := unmarshal(data, &got); err != nil {
+					b.Fatal(err)
+				}
+				if err := got.checkKeys(s); err != nil {
+					b.Fatal(err)
+				}
+				if err := got.LeafNode.checkKeys(s); err != nil {
+					b.Fatal(err)
+				}
+				if err := got.verifySignatures(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -10,10 +10,16 @@ import (
 // Section 2.1.2 and the optional values of Section 2.1.3.
 
 // maxVectorLen caps every length read from the wire. RFC 9420 allows
-// vectors of up to 2^30-1 bytes; no legitimate MLS structure comes close
-// to 16 MiB, and the cap keeps an attacker from making us reserve memory
+// vectors of up to 2^30-1 bytes. The largest legitimate vector is a
+// ratchet tree (in a Welcome's GroupInfo, given out of band, or in a
+// saved state): with the X-Wing suite a member costs about 2,660 bytes
+// of a tree whose parents are all set (a 1,407-byte leaf and a
+// 1,255-byte parent), so a group of 10,000 needs about 27 MB, and 64 MiB
+// admits some 25,000 members (with suite 1, about 290 bytes per member,
+// far more). A length is also never accepted beyond the bytes actually
+// present, so the cap keeps an attacker from making us reserve memory
 // for data it never sends.
-const maxVectorLen = 1 << 24
+const maxVectorLen = 1 << 26
 
 var errDecode = errors.New("mls: malformed encoding")
 

@@ -130,7 +130,7 @@ type ratchetTree struct {
 var errTreeDecode = errors.New("mls: malformed ratchet tree")
 
 // maxTreeLeaves caps the width of a decoded ratchet tree. A blank node costs one
-// byte on the wire but about fifty in memory, so without a cap a 16 MiB
+// byte on the wire but about fifty in memory, so without a cap a 64 MiB
 // ratchet_tree extension could demand gigabytes. 2^18 leaves (about 25 MB
 // of tree state) is far above the group sizes MLS is used for.
 const maxTreeLeaves = 1 << 18

@@ -438,3 +438,55 @@ func TestXWingRejectBadTreeKeys(t *testing.T) {
 		}
 	})
 }
+
+// TestXWingTenThousandMembersFitCodec: the ratchet tree of a group of
+// 10,000 members of the X-Wing suite with every parent node set (the
+// largest vector such a group sends: in a Welcome's GroupInfo, out of
+// band, and in a saved state) decodes under the codec's vector cap, with
+// room for the GroupInfo and Welcome around it. At the former cap of
+// 16 MiB it did not: a group of about 6,300 such members was the most
+// whose Welcomes and saved states could be read back.
+func TestXWingTenThousandMembersFitCodec(t *testing.T) {
+	tg := newSuiteTestGroup(t, xwing, "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", nil)
+	tg.add("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doL")
+	tg.add("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doM")
+	a := tg.members["did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"]
+	src := a.cur.tree
+	// Node 1 is the parent of leaves 0 and 1, below the root: it carries
+	// a parent_hash, as all but one parent of a large tree do.
+	leaf, parent := src.nodes[0], src.nodes[1]
+	if leaf.Leaf == nil || parent.Parent == nil || len(parent.Parent.ParentHash) == 0 {
+		t.Fatal("template nodes missing")
+	}
+	const members = 10000
+	big := &ratchetTree{s: src.s, nodes: make([]Node, nodeWidth(members))}
+	for i := range big.nodes {
+		if i%2 == 0 {
+			big.nodes[i] = leaf
+		} else {
+			big.nodes[i] = parent
+		}
+	}
+	enc := big.encode()
+	t.Logf("ratchet tree of %d X-Wing members, every parent set: %d bytes (%d per member)", members, len(enc), len(enc)/members)
+	if len(enc) <= 1<<24 {
+		t.Fatalf("tree of %d bytes: the premise (over 16 MiB) no longer holds", len(enc))
+	}
+	if len(enc)+1<<20 > maxVectorLen {
+		t.Fatalf("tree of %d bytes leaves no room under the cap of %d", len(enc), maxVectorLen)
+	}
+	got, err := decodeRatchetTree(src.s, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.memberCount() != members {
+		t.Fatalf("decoded %d leaves", got.memberCount())
+	}
+	// Wrapped as the ratchet_tree extension of a GroupInfo, it still
+	// decodes.
+	ext := marshal(&Extension{ExtensionType: ExtensionTypeRatchetTree, ExtensionData: enc})
+	var e Extension
+	if err := unmarshal(ext, &e); err != nil || len(e.ExtensionData) != len(enc) {
+		t.Fatalf("extension: %v", err)
+	}
+}
