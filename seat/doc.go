@@ -50,6 +50,15 @@
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
+// # Who a member is
+//
+// A room member's identity names a person by the did:key of the person's
+// identity key, and the member's leaf is signed either by that key or by a
+// device key the person signed ([DeviceIdentity]); every member's engine
+// refuses any other leaf (memberid.go). A person's devices are leaves of
+// their own that show as the person ([PersonOf], [RoomMember].Person), with
+// the person's role, and their messages carry the person as sender.
+//
 // # Room roles
 //
 // A room's creator is its owner ([Seat.RoomCreate]); the owner may name

@@ -105,3 +105,47 @@ func UnsealStored(s *Seat, kind, id string, sealed []byte) ([]byte, error) {
 	}
 	return l.open(kind, id, sealed)
 }
+
+// AddKeyPackage commits the addition of the KeyPackage kp to the room,
+// and returns the Welcome.
+func AddKeyPackage(s *Seat, ctx context.Context, name string, kp []byte) ([]byte, error) {
+	var welcome []byte
+	err := s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(kp) })
+		if err == nil {
+			welcome = res.Welcome
+		}
+		return err
+	})
+	return welcome, err
+}
+
+// MLSConfig is the engine configuration of s's rooms.
+func MLSConfig(s *Seat) *mls.Config { return s.mlsConfig() }
+
+// PublishToRoom publishes the bytes msg returns on the room's channel
+// with s's account, as another device's software would.
+func PublishToRoom(s *Seat, ctx context.Context, name string, msg func() ([]byte, error)) error {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return err
+	}
+	b, err := msg()
+	if err != nil {
+		return err
+	}
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := rc.DialPublisher(ctx, ch)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.Publish(ctx, ch, b)
+	return err
+}

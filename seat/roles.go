@@ -79,9 +79,11 @@ type RoomRoles struct {
 	Admins []string
 }
 
-// Role returns the role of the member whose identity is did.
-func (r *RoomRoles) Role(did string) string {
-	switch {
+// Role returns the role of the member whose identity is id: the role of
+// the person it names ([PersonOf]), whichever of the person's devices it
+// is.
+func (r *RoomRoles) Role(id string) string {
+	switch did := PersonOf(id); {
 	case did == r.Owner:
 		return RoleOwner
 	case slices.Contains(r.Admins, did):
@@ -90,8 +92,9 @@ func (r *RoomRoles) Role(did string) string {
 	return RoleMember
 }
 
-// manages reports whether did may add and remove others.
-func (r *RoomRoles) manages(did string) bool { return did == r.Owner || slices.Contains(r.Admins, did) }
+// manages reports whether the member whose identity is id may add and
+// remove others.
+func (r *RoomRoles) manages(id string) bool { return r.Role(id) != RoleMember }
 
 // MarshalBinary encodes the roles. It fails on roles the decoder would
 // refuse.
@@ -267,7 +270,7 @@ func roleRules(c mls.CommitCheck) error {
 		if p.SenderMember == nil {
 			return errors.New("seat: a room commits only members' proposals")
 		}
-		sender := p.SenderMember.Identity
+		sender := PersonOf(p.SenderMember.Identity)
 		switch p.Type {
 		case mls.ProposalTypeAdd:
 			if !roles.manages(sender) {
@@ -277,11 +280,15 @@ func roleRules(c mls.CommitCheck) error {
 			if p.Removed == nil {
 				return errors.New("seat: remove of no member")
 			}
-			if p.Removed.Identity == roles.Owner {
-				return ErrRemoveOwner // the owner cannot leave either
+			if p.Removed.LeafIndex == p.SenderMember.LeafIndex && sender == roles.Owner {
+				return ErrRemoveOwner // the owner cannot leave
 			}
-			if p.Removed.LeafIndex == p.SenderMember.LeafIndex {
-				continue // leaving: any member may commit it
+			removed := PersonOf(p.Removed.Identity)
+			if removed == sender {
+				continue // leaving, or a person removing one of its devices: any member may commit it
+			}
+			if removed == roles.Owner {
+				return ErrRemoveOwner
 			}
 			if !roles.manages(sender) {
 				return fmt.Errorf("%w (remove by %s)", ErrNotAdmin, sender)
@@ -296,7 +303,7 @@ func roleRules(c mls.CommitCheck) error {
 				if err != nil {
 					return err
 				}
-				if sender != roles.Owner || c.Committer.Identity != roles.Owner {
+				if sender != roles.Owner || PersonOf(c.Committer.Identity) != roles.Owner {
 					return fmt.Errorf("%w: only the owner's commits change the roles", ErrNotOwner)
 				}
 				if next.Owner != roles.Owner {
@@ -334,17 +341,18 @@ func selfIdentity(g *mls.Group) string {
 }
 
 // checkMayRemove checks, before any Commit is built, that this member may
-// remove did from g under the room's roles.
+// remove did (a person, or one member identity) from g under the room's
+// roles.
 func checkMayRemove(g *mls.Group, did string) error {
 	roles, has, err := rolesIn(g.Extensions())
 	if err != nil || !has {
 		return err
 	}
 	self := selfIdentity(g)
-	if did == self {
+	if PersonOf(did) == PersonOf(self) {
 		return nil
 	}
-	if did == roles.Owner {
+	if PersonOf(did) == roles.Owner {
 		return ErrRemoveOwner
 	}
 	if !roles.manages(self) {

@@ -1,7 +1,6 @@
 package seat
 
 import (
-	"bytes"
 	"context"
 
 	"database/sql"
@@ -123,25 +122,6 @@ func (s *Seat) mlsConfig() *mls.Config {
 		// it (RFC 9420 §12.1.7 and §13.4).
 		ExtensionTypes: []mls.ExtensionType{RolesExtensionType},
 	}
-}
-
-// validateCredential is the seat's Authentication Service (RFC 9420
-// §5.3.1): a leaf's credential is a basic credential naming a did:key, and
-// the leaf's signature key is the key that did:key names. A leaf can thus
-// never pose as another person: claiming someone's did:key takes that
-// person's signing key.
-func validateCredential(cred mls.Credential, signatureKey []byte) error {
-	if cred.CredentialType != mls.CredentialTypeBasic {
-		return errors.New("seat: a member's credential must be a basic credential")
-	}
-	pub, err := ParseDIDKey(string(cred.Identity))
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(pub, signatureKey) {
-		return errors.New("seat: the leaf's signature key is not the key its did:key names")
-	}
-	return nil
 }
 
 func (s *Seat) signatureKey() ([]byte, string, error) {
@@ -495,10 +475,10 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	var hist []RoomMessage
 	switch {
 	case rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomText:
-		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: rec.SenderIdentity, Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
+		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: PersonOf(rec.SenderIdentity), Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
 		hist = append(hist, m)
 	case rec.Kind == mls.KindCommit && rec.Removed:
-		hist = append(hist, RoomMessage{Room: r.channel, Seq: e.Seq, Sender: rec.SenderIdentity, Kind: NoticeRemoved,
+		hist = append(hist, RoomMessage{Room: r.channel, Seq: e.Seq, Sender: PersonOf(rec.SenderIdentity), Kind: NoticeRemoved,
 			Text: "removed this seat from the room", Time: time.UnixMilli(e.TS)})
 	}
 	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
@@ -846,9 +826,13 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 	return out, rows.Err()
 }
 
-// RoomMember is one member of a room.
+// RoomMember is one member of a room: one leaf of its group.
 type RoomMember struct {
+	// Identity is the leaf's member identity, and Person the did:key of
+	// the person it names: the same, or the person one of whose devices
+	// the leaf is (see [DeviceIdentity]).
 	Identity string
+	Person   string
 	Leaf     uint32
 	Self     bool
 	// Role is RoleOwner, RoleAdmin or RoleMember, from the roles in the
@@ -873,7 +857,7 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 		}
 		out = out[:0]
 		for _, m := range r.g.Members() {
-			rm := RoomMember{Identity: m.Identity, Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()}
+			rm := RoomMember{Identity: m.Identity, Person: PersonOf(m.Identity), Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()}
 			if has {
 				rm.Role = roles.Role(m.Identity)
 			}
@@ -925,7 +909,7 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
-		_, inGroup := r.g.MemberByIdentity(did)
+		inGroup := len(leavesOf(r.g, did)) > 0
 		if inGroup {
 			// Every member refuses a Commit that breaks the room's roles
 			// (roles.go); say so before building one.
@@ -941,11 +925,11 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 		// earlier removal whose membership change failed; finish it.
 		if inGroup || known == 0 {
 			_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
-				m, ok := r.g.MemberByIdentity(did)
-				if !ok {
+				leaves := leavesOf(r.g, did)
+				if len(leaves) == 0 {
 					return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
 				}
-				return r.g.RemoveMembers(m.LeafIndex)
+				return r.g.RemoveMembers(leaves...)
 			})
 			if err != nil {
 				return err
@@ -1000,6 +984,19 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	}
 	_, err = s.st.db.ExecContext(ctx, `DELETE FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did)
 	return rm, err
+}
+
+// leavesOf lists the leaves of g that did names, other than this
+// member's own: the one leaf whose identity it is, or, for a person's
+// did:key, every leaf of that person (see [DeviceIdentity]).
+func leavesOf(g *mls.Group, did string) []uint32 {
+	var out []uint32
+	for _, m := range g.Members() {
+		if m.LeafIndex != g.LeafIndex() && (m.Identity == did || PersonOf(m.Identity) == did) {
+			out = append(out, m.LeafIndex)
+		}
+	}
+	return out
 }
 
 // withNamedRoom runs f on the room called name; see withRoom.
