@@ -263,7 +263,8 @@ func upsertChannel(ctx context.Context, tx txn, newID, name, account string, now
 	var id, owner string
 	err := tx.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`, name).Scan(&id, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
-		n, err := tx.execN(ctx,
+		var n int64
+		n, err = tx.execN(ctx,
 			`INSERT INTO channels (id, name, owner_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 			newID, name, account, now.UnixNano())
 		if err != nil {

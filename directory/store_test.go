@@ -74,34 +74,6 @@ func raceStatuses(n int, do func(i int) int) map[int]int {
 	return count
 }
 
-// TestConcurrentFederationJoinsNeverOverUse fires 12 federated joins at
-// once at a federation invite with max_uses 3: exactly 3 succeed.
-func TestConcurrentFederationJoinsNeverOverUse(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.DBPath = filepath.Join(t.TempDir(), "dir.db") })
-	_, owner := e.account("acme")
-	const ch = "acme/shared/agents"
-	e.channel(owner, ch)
-	r := e.do("POST", "/v1/federation/invites", owner, map[string]any{"channel": ch, "org": "partner", "max_uses": 3})
-	want(t, r, 201, "")
-	fed := r.str("token")
-	keys := make([]string, 12)
-	for i := range keys {
-		_, keys[i] = e.account("partner")
-	}
-	count := raceStatuses(len(keys), func(i int) int {
-		return e.do("POST", "/v1/channels/join", keys[i], map[string]string{
-			"channel": ch, "federation_token": fed, "identity": fmt.Sprint("did:web:p", i), "key_package": "AAEC",
-		}).status
-	})
-	wantWinners(t, count, 3, 9)
-	var uses, pending int
-	e.queryRow(`SELECT uses FROM federation_invites`).Scan(&uses)
-	e.queryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&pending)
-	if uses != 3 || pending != 3 {
-		t.Fatalf("uses %d, requests %d", uses, pending)
-	}
-}
-
 func TestSweep(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SweepInterval = 5 * time.Millisecond })
 	_, owner := e.account("acme")

@@ -1,0 +1,550 @@
+package directory
+
+// The store's contract: every test here runs unchanged on every backend
+// (forBackends), each on a fresh database, and calls the store's
+// operations directly.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/internal/feed"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// openTestStore opens a store on a fresh database of b, closed when the
+// test ends.
+func openTestStore(t *testing.T, b testBackend) *store {
+	t.Helper()
+	return reopenTestStore(t, b.database(t))
+}
+
+func reopenTestStore(t *testing.T, database string) *store {
+	t.Helper()
+	st, err := openStore(context.Background(), database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close() })
+	return st
+}
+
+// must fails the test unless err is nil.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantErr fails the test unless err is target (errors.Is).
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("got error %v, want %v", err, target)
+	}
+}
+
+// fixture is a store with an owner account "owner" of org acme owning
+// channel acme/a/b, and an account "joiner" of org globex.
+func fixture(t *testing.T, b testBackend) (*store, context.Context) {
+	t.Helper()
+	st, ctx := openTestStore(t, b), context.Background()
+	must(t, st.createAccount(ctx, "owner", "o@acme.example", "acme", nil, false, hashSecret("k-owner"), t0))
+	must(t, st.createAccount(ctx, "joiner", "j@globex.example", "globex", nil, false, hashSecret("k-joiner"), t0))
+	if _, err := st.registerChannel(ctx, "ch-1", "acme/a/b", "owner", t0); err != nil {
+		t.Fatal(err)
+	}
+	return st, ctx
+}
+
+func TestContractAccountsAndOrgs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := openTestStore(t, b), context.Background()
+		must(t, st.createAccount(ctx, "a1", "a1@acme.example", "acme", nil, false, hashSecret("k1"), t0))
+		wantErr(t, st.createAccount(ctx, "a2", "a2@acme.example", "acme", nil, false, hashSecret("k2"), t0), errOrgTaken)
+		must(t, st.createAccount(ctx, "a3", "a3@acme.example", "acme", nil, true, hashSecret("k3"), t0))
+
+		must(t, st.createOrgInvite(ctx, "acme", "a1", hashSecret("oi"), 1, t0.Add(time.Hour), t0))
+		must(t, st.createAccount(ctx, "a4", "a4@acme.example", "acme", hashSecret("oi"), false, hashSecret("k4"), t0))
+		wantErr(t, st.createAccount(ctx, "a5", "a5@acme.example", "acme", hashSecret("oi"), false, hashSecret("k5"), t0), errOrgInviteInvalid)
+		wantErr(t, st.createAccount(ctx, "a6", "a6@x.example", "globex", hashSecret("oi"), false, hashSecret("k6"), t0), errOrgInviteInvalid)
+		must(t, st.createOrgInvite(ctx, "acme", "a1", hashSecret("oi-short"), 5, t0.Add(time.Minute), t0))
+		wantErr(t, st.createAccount(ctx, "a7", "a7@acme.example", "acme", hashSecret("oi-short"), false, hashSecret("k7"), t0.Add(time.Minute)), errOrgInviteInvalid)
+		// A refused signup leaves nothing behind: its id and key are free.
+		must(t, st.createAccount(ctx, "a2", "a2@globex.example", "globex", nil, false, hashSecret("k2"), t0))
+
+		p, revoked, err := st.lookupKey(ctx, hashSecret("k1"))
+		if err != nil || revoked || p != (principal{account: "a1", org: "acme"}) {
+			t.Fatalf("lookupKey = %+v, %v, %v", p, revoked, err)
+		}
+		_, _, err = st.lookupKey(ctx, hashSecret("k5"))
+		wantErr(t, err, errNotFound)
+		org, revoked, err := st.lookupAccount(ctx, "a4")
+		if err != nil || revoked || org != "acme" {
+			t.Fatalf("lookupAccount = %q, %v, %v", org, revoked, err)
+		}
+		for _, id := range []string{"nobody", "\xff\xfe", "a\x00b"} {
+			_, _, err = st.lookupAccount(ctx, id)
+			wantErr(t, err, errNotFound)
+		}
+		must(t, st.revoke(ctx, "a1", t0))
+		if _, revoked, _ := st.lookupKey(ctx, hashSecret("k1")); !revoked {
+			t.Fatal("a revoked account's key is not reported revoked")
+		}
+		if _, revoked, _ := st.lookupAccount(ctx, "a1"); !revoked {
+			t.Fatal("a revoked account is not reported revoked")
+		}
+	})
+}
+
+func TestContractChannelsInvitesAndJoins(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		if id, err := st.registerChannel(ctx, "ch-2", ch, "owner", t0); err != nil || id != "ch-1" {
+			t.Fatalf("registering again = %q, %v; want the first id", id, err)
+		}
+		_, err := st.registerChannel(ctx, "ch-3", ch, "joiner", t0)
+		wantErr(t, err, errChannelTaken)
+		wantErr(t, st.createInvite(ctx, ch, "joiner", hashSecret("x"), 1, t0.Add(time.Hour), t0), errNotOwner)
+		wantErr(t, st.createInvite(ctx, "acme/no/such", "owner", hashSecret("x"), 1, t0.Add(time.Hour), t0), errChannelNotFound)
+		must(t, st.createInvite(ctx, ch, "owner", hashSecret("inv"), 3, t0.Add(time.Hour), t0))
+
+		joiner := principal{account: "joiner", org: "globex"}
+		join := func(id, identity string, inv []byte, maxPending int) error {
+			return st.join(ctx, joinParams{id: id, channel: ch, caller: joiner, inviteHash: inv,
+				identity: identity, keyPackage: []byte("kp " + id), maxPending: maxPending, now: t0})
+		}
+		wantErr(t, st.join(ctx, joinParams{id: "r0", channel: "acme/no/such", caller: joiner, inviteHash: hashSecret("inv"), identity: "i", keyPackage: []byte("kp"), maxPending: 10, now: t0}), errChannelNotFound)
+		wantErr(t, join("r0", "i0", hashSecret("wrong"), 10), errInviteInvalid)
+		must(t, join("r1", "i1", hashSecret("inv"), 10))
+		must(t, join("r2", "i2", hashSecret("inv"), 10))
+		// Over the pending cap: refused, and the invite's last use kept.
+		wantErr(t, join("r3", "i3", hashSecret("inv"), 2), errTooManyPending)
+		must(t, join("r3", "i3", hashSecret("inv"), 10))
+		wantErr(t, join("r4", "i4", hashSecret("inv"), 10), errInviteInvalid)
+
+		_, err = st.pending(ctx, ch, "joiner")
+		wantErr(t, err, errNotOwner)
+		reqs, err := st.pending(ctx, ch, "owner")
+		must(t, err)
+		var ids []string
+		for _, r := range reqs {
+			ids = append(ids, r.id)
+			if r.account != "joiner" || !bytes.Equal(r.keyPackage, []byte("kp "+r.id)) || !r.createdAt.Equal(t0) {
+				t.Fatalf("pending request %+v", r)
+			}
+		}
+		if !reflect.DeepEqual(ids, []string{"r1", "r2", "r3"}) {
+			t.Fatalf("pending %v, want the requests in the order they were made", ids)
+		}
+
+		status, _, err := st.requestStatus(ctx, "r1", "joiner", "")
+		if err != nil || status != "pending" {
+			t.Fatalf("status %q, %v", status, err)
+		}
+		_, _, err = st.requestStatus(ctx, "r1", "owner", "")
+		wantErr(t, err, errNotFound)
+		wantErr(t, st.completeRequest(ctx, "r1", "joiner", "", []byte("welcome"), t0), errNotFound)
+		wantErr(t, st.completeRequest(ctx, "r1", "owner", "acme/other/x", []byte("welcome"), t0), errNotFound)
+		must(t, st.completeRequest(ctx, "r1", "owner", "", []byte("welcome"), t0))
+		wantErr(t, st.completeRequest(ctx, "r1", "owner", "", []byte("again"), t0), errNotFound)
+		status, welcome, err := st.requestStatus(ctx, "r1", "joiner", ch)
+		if err != nil || status != "completed" || string(welcome) != "welcome" {
+			t.Fatalf("status %q %q, %v", status, welcome, err)
+		}
+		_, _, err = st.requestStatus(ctx, "r1", "joiner", "acme/other/x")
+		wantErr(t, err, errNotFound)
+		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 2 {
+			t.Fatalf("members after the Welcome: %v, %v", ms, err)
+		}
+		if acked, err := st.ackRequest(ctx, "r2", "joiner", ""); err != nil || acked {
+			t.Fatalf("acked a pending request: %v, %v", acked, err)
+		}
+		if acked, err := st.ackRequest(ctx, "r1", "joiner", ""); err != nil || !acked {
+			t.Fatalf("ack = %v, %v", acked, err)
+		}
+		if acked, _ := st.ackRequest(ctx, "r1", "joiner", ""); acked {
+			t.Fatal("acked twice")
+		}
+		// Ids no backend could hold find nothing, on every backend.
+		for _, id := range []string{"\xff", "r\x001"} {
+			_, _, err = st.requestStatus(ctx, id, "joiner", "")
+			wantErr(t, err, errNotFound)
+			wantErr(t, st.completeRequest(ctx, id, "owner", "", []byte("w"), t0), errNotFound)
+			if acked, err := st.ackRequest(ctx, id, "joiner", ""); err != nil || acked {
+				t.Fatalf("ack of %q = %v, %v", id, acked, err)
+			}
+		}
+
+		// Federation invites count uses for one org only.
+		must(t, st.createFederationInvite(ctx, ch, "owner", "globex", hashSecret("fed"), 1, t0.Add(time.Hour), t0))
+		wantErr(t, st.createFederationInvite(ctx, ch, "joiner", "globex", hashSecret("fed2"), 1, t0.Add(time.Hour), t0), errNotOwner)
+		fed := func(id string, caller principal) error {
+			return st.join(ctx, joinParams{id: id, channel: ch, caller: caller, fedHash: hashSecret("fed"),
+				identity: id, keyPackage: []byte("kp"), maxPending: 10, now: t0})
+		}
+		wantErr(t, fed("f1", principal{account: "owner", org: "acme"}), errFederationDenied)
+		must(t, fed("f2", joiner))
+		wantErr(t, fed("f3", joiner), errFederationDenied)
+	})
+}
+
+func TestContractMembersAndFeed(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		must(t, st.createAccount(ctx, "m2", "m2@globex.example", "globex", nil, true, hashSecret("k-m2"), t0))
+		wantErr(t, st.addMemberByOwner(ctx, ch, "joiner", "joiner", t0), errNotOwner)
+		wantErr(t, st.addMemberByOwner(ctx, ch, "owner", "ghost", t0), errAccountNotFound)
+		wantErr(t, st.addMemberByOwner(ctx, ch, "owner", "\xff", t0), errAccountNotFound)
+		wantErr(t, st.addMemberByOwner(ctx, "acme/no/such", "owner", "joiner", t0), errChannelNotFound)
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "joiner", t0.Add(time.Second)))
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "joiner", t0.Add(2*time.Second))) // no second event
+
+		_, _, err := st.members(ctx, ch, "m2")
+		wantErr(t, err, errNotMember)
+		owner, ms, err := st.members(ctx, ch, "joiner")
+		must(t, err)
+		if owner != "owner" || len(ms) != 2 || ms[0].account != "owner" || ms[1].account != "joiner" || !ms[1].addedAt.Equal(t0.Add(time.Second)) {
+			t.Fatalf("members = %q %+v", owner, ms)
+		}
+		wantErr(t, st.dropMember(ctx, ch, "m2", "joiner", t0), errNotOwner)
+		wantErr(t, st.dropMember(ctx, ch, "owner", "owner", t0), errOwnerCannotLeave)
+		must(t, st.dropMember(ctx, ch, "joiner", "joiner", t0))
+		must(t, st.dropMember(ctx, ch, "owner", "joiner", t0)) // not a member: no event
+		wantErr(t, st.resetFence(ctx, ch, "joiner", "", 3, t0), errNotOwner)
+		wantErr(t, st.resetFence(ctx, ch, "owner", "owner", 3, t0), errOwnerCannotLeave)
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "m2", t0))
+		must(t, st.resetFence(ctx, ch, "owner", "m2", 7, t0))
+
+		evs, next, err := st.channelEventsSince(ctx, 0, 100)
+		must(t, err)
+		want := []feed.Event{
+			{Kind: feed.MemberAdded, Channel: ch, Account: "owner"},
+			{Kind: feed.MemberAdded, Channel: ch, Account: "joiner"},
+			{Kind: feed.MemberRemoved, Channel: ch, Account: "joiner"},
+			{Kind: feed.MemberAdded, Channel: ch, Account: "m2"},
+			{Kind: feed.MemberRemoved, Channel: ch, Account: "m2"},
+			{Kind: feed.FenceReset, Channel: ch, Epoch: 7},
+		}
+		for i := range want {
+			want[i].ID = int64(i + 1)
+		}
+		if !reflect.DeepEqual(evs, want) || next != 6 {
+			t.Fatalf("feed = %+v, next %d\nwant %+v", evs, next, want)
+		}
+		evs, next, err = st.channelEventsSince(ctx, 3, 2)
+		if err != nil || len(evs) != 2 || evs[0].ID != 4 || next != 5 {
+			t.Fatalf("page after 3 = %+v, next %d, %v", evs, next, err)
+		}
+		evs, next, err = st.channelEventsSince(ctx, 6, 100)
+		if err != nil || len(evs) != 0 || next != 6 {
+			t.Fatalf("page at the end = %+v, next %d, %v", evs, next, err)
+		}
+	})
+}
+
+func TestContractSeats(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		must(t, st.registerSeat(ctx, "s1", "ch-9", "did:key:z1", "owner", "acme/seat/home", hashSecret("sk1"), t0))
+		p, _, err := st.lookupKey(ctx, hashSecret("sk1"))
+		if err != nil || p != (principal{account: "owner", org: "acme", channel: "acme/seat/home"}) {
+			t.Fatalf("seat credential = %+v, %v", p, err)
+		}
+		wantErr(t, st.registerSeat(ctx, "s2", "ch-10", "did:key:z1", "owner", "acme/seat/other", hashSecret("sk2"), t0), errSeatExists)
+		// A seat on a channel someone else owns is refused whole: the
+		// identity stays free and no credential is stored.
+		wantErr(t, st.registerSeat(ctx, "s3", "ch-11", "did:key:z3", "joiner", "acme/a/b", hashSecret("sk3"), t0), errChannelTaken)
+		if _, _, err := st.lookupKey(ctx, hashSecret("sk3")); !errors.Is(err, errNotFound) {
+			t.Fatalf("a refused seat's credential: %v", err)
+		}
+		must(t, st.registerSeat(ctx, "s3", "ch-11", "did:key:z3", "joiner", "globex/seat/home", hashSecret("sk3"), t0))
+		// The seat's channel was registered for the account, with it as a member.
+		if _, ms, err := st.members(ctx, "globex/seat/home", "joiner"); err != nil || len(ms) != 1 {
+			t.Fatalf("seat channel members %+v, %v", ms, err)
+		}
+	})
+}
+
+func TestContractDeviceGrants(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		codes := []string{"BCDF-GHJK", "BCDF-GHJL", "BCDF-GHJM", "BCDF-GHJN"}
+		grant := func(id, remote string, maxOpen int) (string, error) {
+			n := 0
+			return st.createGrant(ctx, grantParams{id: id, deviceKey: []byte("device key " + id), label: "laptop",
+				pollHash: hashSecret("poll-" + id), remote: remote, maxOpen: maxOpen,
+				// Each call draws the codes from the start, so every grant
+				// after the first meets taken codes and must draw again.
+				newCode: func() (string, error) {
+					n++
+					return codes[n-1], nil
+				},
+				expires: t0.Add(GrantLifetime), now: t0})
+		}
+		code1, err := grant("g1", "10.0.0.1", 2)
+		must(t, err)
+		code2, err := grant("g2", "10.0.0.1", 2)
+		must(t, err)
+		if code1 != codes[0] || code2 != codes[1] {
+			t.Fatalf("codes %q %q: a taken code was not drawn again", code1, code2)
+		}
+		_, err = grant("g3", "10.0.0.1", 2)
+		var ce *grantCapError
+		if !errors.As(err, &ce) || ce.retry != GrantLifetime {
+			t.Fatalf("third open grant of one address: %v", err)
+		}
+		if _, err := grant("g3", "10.0.0.2", 2); err != nil {
+			t.Fatal(err)
+		}
+
+		g, err := st.lookupGrant(ctx, code1, t0)
+		if err != nil || g.id != "g1" || string(g.deviceKey) != "device key g1" || g.label != "laptop" || !g.expires.Equal(t0.Add(GrantLifetime)) {
+			t.Fatalf("lookup = %+v, %v", g, err)
+		}
+		_, err = st.lookupGrant(ctx, "ZZZZ-ZZZZ", t0)
+		wantErr(t, err, errNotFound)
+		seal := func(deviceKey []byte) ([]byte, []byte, error) {
+			return append([]byte("sealed for "), deviceKey...), hashSecret("granted key"), nil
+		}
+		id, err := st.approveGrant(ctx, code1, "owner", []byte("seat box"), t0, seal)
+		if err != nil || id != "g1" {
+			t.Fatalf("approve = %q, %v", id, err)
+		}
+		_, err = st.approveGrant(ctx, code1, "owner", nil, t0, seal)
+		wantErr(t, err, errGrantNotPending)
+		_, err = st.lookupGrant(ctx, code1, t0)
+		wantErr(t, err, errGrantNotPending)
+		if p, _, err := st.lookupKey(ctx, hashSecret("granted key")); err != nil || p.account != "owner" {
+			t.Fatalf("granted key = %+v, %v", p, err)
+		}
+
+		_, err = st.pollGrant(ctx, "g1", hashSecret("poll-g2"), t0)
+		wantErr(t, err, errNotFound)
+		_, err = st.pollGrant(ctx, "\xff", hashSecret("poll-g1"), t0)
+		wantErr(t, err, errNotFound)
+		d, err := st.pollGrant(ctx, "g1", hashSecret("poll-g1"), t0)
+		if err != nil || d.status != "approved" || string(d.sealed) != "sealed for device key g1" || string(d.sealedSeat) != "seat box" || d.account != "owner" || d.org != "acme" {
+			t.Fatalf("poll = %+v, %v", d, err)
+		}
+		d, err = st.pollGrant(ctx, "g1", hashSecret("poll-g1"), t0)
+		if err != nil || d.status != "approved" || d.sealed != nil || d.sealedSeat != nil {
+			t.Fatalf("second poll = %+v, %v: the credential must come back once", d, err)
+		}
+
+		// Approved but not collected in time: the credential and its key
+		// are withdrawn.
+		if _, err := st.approveGrant(ctx, code2, "owner", nil, t0, func([]byte) ([]byte, []byte, error) {
+			return []byte("sealed 2"), hashSecret("granted key 2"), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		late := t0.Add(GrantLifetime)
+		d, err = st.pollGrant(ctx, "g2", hashSecret("poll-g2"), late)
+		if err != nil || d.status != "expired" || d.sealed != nil {
+			t.Fatalf("late poll = %+v, %v", d, err)
+		}
+		if _, _, err := st.lookupKey(ctx, hashSecret("granted key 2")); !errors.Is(err, errNotFound) {
+			t.Fatalf("the key of an uncollected grant survived: %v", err)
+		}
+		// Pending past its lifetime: expired, and no longer approvable.
+		_, err = st.approveGrant(ctx, codes[2], "owner", nil, late, seal)
+		wantErr(t, err, errNotFound)
+		if d, err := st.pollGrant(ctx, "g3", hashSecret("poll-g3"), late); err != nil || d.status != "expired" {
+			t.Fatalf("poll of an expired pending grant = %+v, %v", d, err)
+		}
+	})
+}
+
+func TestContractRevocations(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := openTestStore(t, b), context.Background()
+		for _, sub := range []string{"x", "y", "x", "z"} {
+			must(t, st.revoke(ctx, sub, t0))
+		}
+		subs, next, err := st.revokedSince(ctx, 0, 10)
+		if err != nil || !reflect.DeepEqual(subs, []string{"x", "y", "z"}) || next != 3 {
+			t.Fatalf("revocations = %v, next %d, %v: want x y z with ids 1..3", subs, next, err)
+		}
+		subs, next, err = st.revokedSince(ctx, 1, 1)
+		if err != nil || !reflect.DeepEqual(subs, []string{"y"}) || next != 2 {
+			t.Fatalf("page after 1 = %v, next %d, %v", subs, next, err)
+		}
+		subs, next, err = st.revokedSince(ctx, 3, 10)
+		if err != nil || len(subs) != 0 || next != 3 {
+			t.Fatalf("page at the end = %v, next %d, %v", subs, next, err)
+		}
+	})
+}
+
+func TestContractSweep(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		joiner := principal{account: "joiner", org: "globex"}
+		must(t, st.createInvite(ctx, ch, "owner", hashSecret("inv"), 10, t0.Add(3*time.Hour), t0))
+		must(t, st.createInvite(ctx, ch, "owner", hashSecret("inv-old"), 10, t0.Add(time.Minute), t0))
+		for _, id := range []string{"done", "stale"} {
+			must(t, st.join(ctx, joinParams{id: id, channel: ch, caller: joiner, inviteHash: hashSecret("inv"), identity: id, keyPackage: []byte("kp"), maxPending: 10, now: t0}))
+		}
+		must(t, st.completeRequest(ctx, "done", "owner", "", []byte("w"), t0))
+		later := t0.Add(2 * time.Hour)
+		must(t, st.join(ctx, joinParams{id: "fresh", channel: ch, caller: joiner, inviteHash: hashSecret("inv"), identity: "fresh", keyPackage: []byte("kp"), maxPending: 10, now: t0.Add(70 * time.Minute)}))
+
+		n, err := st.sweep(ctx, later, time.Hour)
+		must(t, err)
+		// done, stale and the expired invite.
+		if n != 3 {
+			t.Fatalf("swept %d rows, want 3", n)
+		}
+		for _, id := range []string{"done", "stale"} {
+			_, _, err := st.requestStatus(ctx, id, "joiner", "")
+			wantErr(t, err, errNotFound)
+		}
+		if s, _, err := st.requestStatus(ctx, "fresh", "joiner", ""); err != nil || s != "pending" {
+			t.Fatalf("fresh request %q, %v", s, err)
+		}
+		if n, err := st.sweep(ctx, later, time.Hour); err != nil || n != 0 {
+			t.Fatalf("second sweep: %d, %v", n, err)
+		}
+	})
+}
+
+// TestContractRestart: what a durable backend acknowledged is there after
+// the store is closed and opened again.
+func TestContractRestart(t *testing.T) {
+	for _, b := range testBackends {
+		if !b.durable {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			db := b.database(t)
+			st, ctx := reopenTestStore(t, db), context.Background()
+			must(t, st.createAccount(ctx, "owner", "o@acme.example", "acme", nil, false, hashSecret("k"), t0))
+			_, err := st.registerChannel(ctx, "ch-1", "acme/a/b", "owner", t0)
+			must(t, err)
+			must(t, st.createInvite(ctx, "acme/a/b", "owner", hashSecret("inv"), 2, t0.Add(time.Hour), t0))
+			must(t, st.join(ctx, joinParams{id: "r1", channel: "acme/a/b", caller: principal{account: "owner", org: "acme"}, inviteHash: hashSecret("inv"), identity: "i", keyPackage: []byte("kp"), maxPending: 10, now: t0}))
+			must(t, st.revoke(ctx, "gone", t0))
+			must(t, st.close())
+
+			st = reopenTestStore(t, db)
+			if p, _, err := st.lookupKey(ctx, hashSecret("k")); err != nil || p.account != "owner" {
+				t.Fatalf("key after reopen: %+v, %v", p, err)
+			}
+			if reqs, err := st.pending(ctx, "acme/a/b", "owner"); err != nil || len(reqs) != 1 || reqs[0].id != "r1" {
+				t.Fatalf("pending after reopen: %+v, %v", reqs, err)
+			}
+			// One use left, and the feeds go on from where they were.
+			p := joinParams{channel: "acme/a/b", caller: principal{account: "owner", org: "acme"}, inviteHash: hashSecret("inv"), identity: "i", keyPackage: []byte("kp"), maxPending: 10, now: t0}
+			p.id = "r2"
+			must(t, st.join(ctx, p))
+			p.id = "r3"
+			wantErr(t, st.join(ctx, p), errInviteInvalid)
+			must(t, st.revoke(ctx, "gone-too", t0))
+			if subs, next, err := st.revokedSince(ctx, 0, 10); err != nil || len(subs) != 2 || next != 2 {
+				t.Fatalf("revocations after reopen: %v, %d, %v", subs, next, err)
+			}
+			must(t, st.addMemberByOwner(ctx, "acme/a/b", "owner", "owner", t0))
+			must(t, st.resetFence(ctx, "acme/a/b", "owner", "", 1, t0))
+			if evs, _, err := st.channelEventsSince(ctx, 0, 10); err != nil || len(evs) != 2 || evs[1].ID != 2 {
+				t.Fatalf("feed after reopen: %+v, %v", evs, err)
+			}
+		})
+	}
+}
+
+// TestContractFeedsNeverSkip runs writers that change memberships (and
+// revoke) concurrently while a reader polls each feed with its cursor, as
+// a relay does: every id the reader sees must be the one after the last
+// it saw. On a backend that numbered rows in the order transactions asked
+// (a sequence) rather than the order they commit, the reader would
+// sometimes see an id before a lower one became visible, and then skip
+// the lower one for ever.
+func TestContractFeedsNeverSkip(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := openTestStore(t, b), context.Background()
+		const writers, changes = 6, 20
+		must(t, st.createAccount(ctx, "owner", "o@acme.example", "acme", nil, false, hashSecret("k"), t0))
+		for w := range writers {
+			_, err := st.registerChannel(ctx, fmt.Sprint("ch-", w), fmt.Sprintf("acme/feed/w%d", w), "owner", t0)
+			must(t, err)
+			for i := range changes {
+				id := fmt.Sprintf("m-%d-%d", w, i)
+				must(t, st.createAccount(ctx, id, "m@acme.example", "acme", nil, true, hashSecret(id), t0))
+			}
+		}
+		base, _, err := st.channelEventsSince(ctx, 0, 1000)
+		must(t, err)
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*writers)
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				ch := fmt.Sprintf("acme/feed/w%d", w)
+				for i := range changes {
+					id := fmt.Sprintf("m-%d-%d", w, i)
+					if err := st.addMemberByOwner(ctx, ch, "owner", id, t0); err != nil {
+						errs <- err
+						return
+					}
+					if err := st.revoke(ctx, id, t0); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+
+		events, revocations := int64(len(base)), int64(0)
+		poll := func() {
+			evs, _, err := st.channelEventsSince(ctx, events, 1000)
+			must(t, err)
+			for _, ev := range evs {
+				if ev.ID != events+1 {
+					t.Fatalf("channel feed: saw id %d after %d", ev.ID, events)
+				}
+				events = ev.ID
+			}
+			subs, next, err := st.revokedSince(ctx, revocations, 1000)
+			must(t, err)
+			if next != revocations+int64(len(subs)) {
+				t.Fatalf("revocations: %d subs took the cursor from %d to %d", len(subs), revocations, next)
+			}
+			revocations = next
+		}
+		close(start)
+		for running := true; running; {
+			select {
+			case <-done:
+				running = false
+			default:
+			}
+			poll()
+		}
+		poll()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if want := int64(len(base) + writers*changes); events != want {
+			t.Fatalf("reader saw %d events, want %d", events, want)
+		}
+		if revocations != writers*changes {
+			t.Fatalf("reader saw %d revocations, want %d", revocations, writers*changes)
+		}
+	})
+}
