@@ -3,7 +3,9 @@ package relay
 import (
 	"math"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestResetFence: the owner's fence reset makes the channel expect the
@@ -94,5 +96,56 @@ func testResetFenceOrdered(t *testing.T, be *backend) {
 	c.publish(chA, publicMessage(gid, 50, 3))
 	if m := c.expectError("stale_epoch"); m["epoch"].(float64) != 11 {
 		t.Fatalf("after the reset: stale_epoch %v, want 11", m["epoch"])
+	}
+}
+
+// TestFenceOutlivesTTL: the commit fence is durable state, not derived
+// from the archive. Once every entry of a channel has expired (and is
+// served no more), a replayed commit for an old epoch is still refused.
+// On JetStream the newest handshake message carries the fence, so it
+// never expires by age there, while the relay hides and sweeps the
+// others once they are past the TTL.
+func TestFenceOutlivesTTL(t *testing.T) { forBackends(t, testFenceOutlivesTTL) }
+
+func testFenceOutlivesTTL(t *testing.T, be *backend) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tr := be.start(t, Config{NoSync: true, OpenChannels: true, ArchiveTTL: 50 * time.Millisecond, Now: clock})
+	gid := []byte("g")
+	tok := mintAt(t, "alice", "", now)
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(tok)
+	for e := range uint64(3) {
+		c.publishAck(chA, publicMessage(gid, e, 3))
+	}
+	c.publishAck(chA, []byte("chat"))
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for tr.arch.used("alice") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("alice still uses %d bytes after her entries expired", tr.arch.used("alice"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, m := httpGet(t, tr.URL+"/v1/sync?channel="+chA, tok); len(m["entries"].([]any)) != 0 {
+		t.Fatalf("expired entries served: %v", m)
+	}
+	c.publish(chA, publicMessage(gid, 0, 3))
+	if m := c.expectError("stale_epoch"); m["epoch"].(float64) != 3 {
+		t.Fatalf("after the TTL: stale_epoch %v, want 3", m["epoch"])
+	}
+	c.publishAck(chA, publicMessage(gid, 3, 3))
+	if js, ok := tr.arch.(*jsArchive); ok {
+		// The sweep leaves the newest handshake message only.
+		deadline := time.Now().Add(20 * time.Second)
+		for storedMsgs(t, js, js.hsSubject(chA)) > 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d handshake messages kept past the TTL", storedMsgs(t, js, js.hsSubject(chA)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

@@ -22,6 +22,9 @@ type testRelay struct {
 	*Server
 	URL string
 	hs  *httptest.Server
+	// inCluster: other relays of the process are still running when this
+	// one stops, so the goroutine check waits for the last of them.
+	inCluster bool
 }
 
 // startRelay runs a relay on a loopback httptest server; the cleanup closes
@@ -61,7 +64,9 @@ func (tr *testRelay) stop(t testing.TB) {
 	}
 	tr.hs.Close()
 	tr.hs = nil
-	checkNoRelayGoroutines(t)
+	if !tr.inCluster {
+		checkNoRelayGoroutines(t)
+	}
 }
 
 // checkNoRelayGoroutines fails if a goroutine running relay code (other

@@ -1,0 +1,632 @@
+package relay
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// startCluster starts n relays on one JetStream stream of nats, each
+// behind its own httptest server: the nodes of one cluster.
+func startCluster(t testing.TB, nats *natsServer, n int, cfg Config) []*testRelay {
+	t.Helper()
+	cfg.NATSURL = nats.URL
+	if cfg.NATSStream == "" {
+		cfg.NATSStream = "CLUSTER"
+	}
+	nodes := make([]*testRelay, n)
+	t.Cleanup(func() { checkNoRelayGoroutines(t) }) // runs after every node stopped
+	for i := range nodes {
+		nodes[i] = startRelay(t, cfg)
+		nodes[i].inCluster = true
+	}
+	return nodes
+}
+
+// kill ends a node abruptly: its sockets are cut without a close
+// handshake and its HTTP server is gone, as when the process dies.
+func (tr *testRelay) kill(t testing.TB) {
+	t.Helper()
+	tr.hs.CloseClientConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tr.Close(ctx)
+	tr.hs.Close()
+	tr.hs = nil
+}
+
+// pushFrame is a push as a client reads it.
+type pushFrame struct {
+	Type      string `json:"type"`
+	Channel   string `json:"channel"`
+	Payload   string `json:"payload"`
+	Seq       uint64 `json:"seq"`
+	EntryType int    `json:"entry_type"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+}
+
+// TestClusterFanOut: publishers on node A, subscribers on nodes B and C
+// (and one on A): every subscriber sees every message exactly once, in
+// strictly increasing seq, with the seq its publisher was acknowledged;
+// a publisher gets none of its own messages back.
+func TestClusterFanOut(t *testing.T) {
+	n := startNATS(t)
+	nodes := startCluster(t, n, 3, Config{OpenChannels: true})
+	const ch = "acme/cluster/fanout"
+	var subs []*wsClient
+	for i, node := range []*testRelay{nodes[1], nodes[1], nodes[2], nodes[2], nodes[0]} {
+		c := dialWS(t, node.URL, "/ws/"+ch)
+		c.auth(mint(t, fmt.Sprint("sub-", i), ""))
+		subs = append(subs, c)
+	}
+	const pubs, each = 3, 40
+	acked := make(map[uint64]string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	clients := make([]*wsClient, pubs)
+	for p := range pubs {
+		clients[p] = dialWS(t, nodes[0].URL, "/ws/"+ch)
+		clients[p].auth(mint(t, fmt.Sprint("pub-", p), ""))
+	}
+	for p := range pubs {
+		wg.Go(func() {
+			for i := range each {
+				payload := fmt.Sprintf("p%d-%d", p, i)
+				clients[p].publish(ch, []byte(payload))
+				var m map[string]any
+				for {
+					var err error
+					m, err = clients[p].tryRecv(10 * time.Second)
+					if err != nil {
+						t.Errorf("publisher %d: %v", p, err)
+						return
+					}
+					if m["type"] != "message" {
+						break
+					}
+					// The publishers are subscribers too: they get each
+					// other's messages, never their own.
+					if b, _ := base64.StdEncoding.DecodeString(m["payload"].(string)); strings.HasPrefix(string(b), fmt.Sprintf("p%d-", p)) {
+						t.Errorf("publisher %d got its own %q back", p, b)
+					}
+				}
+				if m["message"] != "published" {
+					t.Errorf("publisher %d: %v", p, m)
+					return
+				}
+				mu.Lock()
+				acked[uint64(m["seq"].(float64))] = payload
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(acked) != pubs*each {
+		t.Fatalf("%d distinct acked seqs, want %d", len(acked), pubs*each)
+	}
+	for i, c := range subs {
+		var last uint64
+		for range pubs * each {
+			m := c.expect(map[string]any{"type": "message", "channel": ch})
+			seq := uint64(m["seq"].(float64))
+			if seq <= last {
+				t.Fatalf("subscriber %d: seq %d after %d", i, seq, last)
+			}
+			last = seq
+			p, _ := base64.StdEncoding.DecodeString(m["payload"].(string))
+			if acked[seq] != string(p) {
+				t.Fatalf("subscriber %d: seq %d carries %q, acked for %q", i, seq, p, acked[seq])
+			}
+		}
+		c.expectQuiet()
+	}
+	for p, c := range clients {
+		// What is left are the others' messages after its last ack,
+		// never one of its own, from any node.
+		for {
+			c.send(map[string]string{"type": "probe"})
+			m := c.recv()
+			if m["type"] != "message" {
+				break
+			}
+			if b, _ := base64.StdEncoding.DecodeString(m["payload"].(string)); strings.HasPrefix(string(b), fmt.Sprintf("p%d-", p)) {
+				t.Fatalf("publisher %d got its own %q back", p, b)
+			}
+		}
+	}
+}
+
+// TestClusterCommitRace: two nodes take a commit for the same epoch at
+// the same moment, round after round. Exactly one is accepted each time;
+// the other gets stale_epoch naming the next epoch, and the archive holds
+// one commit per epoch. Without the compare-and-set on the handshake
+// subject, both nodes would accept (each checks its own view).
+func TestClusterCommitRace(t *testing.T) {
+	n := startNATS(t)
+	nodes := startCluster(t, n, 2, Config{OpenChannels: true})
+	const ch = "acme/cluster/race"
+	gid := []byte("race-group")
+	a := dialWS(t, nodes[0].URL, "/ws/"+ch)
+	a.auth(mint(t, "alice", ""))
+	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	b.auth(mint(t, "bob", ""))
+	rounds := 40
+	if testing.Short() {
+		rounds = 15
+	}
+	drainPush := func(c *wsClient) map[string]any {
+		for {
+			m := c.recv()
+			if m["type"] != "message" {
+				return m
+			}
+		}
+	}
+	for e := range uint64(rounds) {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		res := make([]map[string]any, 2)
+		for _, c := range []*wsClient{a, b} {
+			wg.Go(func() {
+				<-start
+				c.publish(ch, publicMessage(gid, e, 3))
+			})
+		}
+		close(start)
+		wg.Wait()
+		res[0], res[1] = drainPush(a), drainPush(b)
+		won := 0
+		for i, m := range res {
+			switch {
+			case m["message"] == "published":
+				won++
+			case m["code"] == "stale_epoch":
+				if uint64(m["epoch"].(float64)) != e+1 {
+					t.Fatalf("round %d: node %d says stale, expecting %v", e, i, m["epoch"])
+				}
+			default:
+				t.Fatalf("round %d: node %d answered %v", e, i, m)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d commits accepted for one epoch", e, won)
+		}
+	}
+	_, m := httpGet(t, nodes[1].URL+"/v1/sync?channel="+ch+"&limit=500", mint(t, "bob", ""))
+	if got := len(m["entries"].([]any)); got != rounds {
+		t.Fatalf("%d commits archived, want %d (one per epoch)", got, rounds)
+	}
+}
+
+// TestClusterFenceResetOnce: every node follows the directory's feed, so
+// each applies an owner's fence reset; the reset carries the feed event's
+// id and takes effect once. A node applying it late, after the group
+// committed at the reset epoch, must not open that epoch again.
+func TestClusterFenceResetOnce(t *testing.T) {
+	n := startNATS(t)
+	nodes := startCluster(t, n, 2, Config{OpenChannels: true})
+	const ch = "acme/cluster/reset"
+	gid := []byte("g")
+	a := dialWS(t, nodes[0].URL, "/ws/"+ch)
+	a.auth(mint(t, "alice", ""))
+	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	b.auth(mint(t, "bob", ""))
+	a.publishAck(ch, publicMessage(gid, 1000, 3)) // a jammer far ahead
+	if err := nodes[0].arch.resetFence(ch, 5, 7); err != nil {
+		t.Fatal(err)
+	}
+	b.expect(map[string]any{"type": "message", "entry_type": 1})
+	a.publishAck(ch, publicMessage(gid, 5, 3))
+	b.expect(map[string]any{"type": "message", "entry_type": 1})
+	if err := nodes[1].arch.resetFence(ch, 5, 7); err != nil { // the same event, late
+		t.Fatal(err)
+	}
+	b.publish(ch, publicMessage(gid, 5, 3))
+	if m := b.expectError("stale_epoch"); m["epoch"].(float64) != 6 {
+		t.Fatalf("after the late reset: stale_epoch %v, want 6", m["epoch"])
+	}
+	// A later event does apply.
+	if err := nodes[1].arch.resetFence(ch, 2, 8); err != nil {
+		t.Fatal(err)
+	}
+	b.publishAck(ch, publicMessage(gid, 2, 3))
+}
+
+// TestClusterMembersAndRevocation: membership and revocations reach every
+// node through its own poll of the directory's feeds: a removed member's
+// subscription ends on the node it is on, and a revoked account is
+// refused and disconnected everywhere.
+func TestClusterMembersAndRevocation(t *testing.T) {
+	n := startNATS(t)
+	ms := NewMemberSet()
+	rev := &fakeRevocations{}
+	const ch = "acme/cluster/members"
+	ms.Add(ch, "alice")
+	ms.Add(ch, "bob")
+	ms.Add(ch, "mallory")
+	nodes := startCluster(t, n, 3, Config{Members: ms, MembersPoll: 20 * time.Millisecond,
+		Revocations: rev, RevocationPoll: 20 * time.Millisecond})
+	alice := dialWS(t, nodes[0].URL, "/ws/"+ch)
+	alice.auth(mint(t, "alice", ""))
+	bob := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	bob.auth(mint(t, "bob", ""))
+	mal := dialWS(t, nodes[2].URL, "/ws/"+ch)
+	mal.auth(mint(t, "mallory", ""))
+	alice.publishAck(ch, []byte("hello"))
+	bob.expect(map[string]any{"type": "message"})
+	mal.expect(map[string]any{"type": "message"})
+
+	// Each node learns within its own poll.
+	refusedEverywhere := func(sub string) {
+		t.Helper()
+		for _, node := range nodes {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				code, _ := httpGet(t, node.URL+"/v1/sync?channel="+ch, mint(t, sub, ""))
+				if code == http.StatusForbidden {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still served by a node: %d", sub, code)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	ms.Remove(ch, "bob")
+	bob.expectError("not_a_member")
+	refusedEverywhere("bob")
+	rev.revoke("mallory")
+	mal.expectError("forbidden")
+	mal.expectClose(websocket.StatusPolicyViolation)
+	refusedEverywhere("mallory")
+	alice.publishAck(ch, []byte("after"))
+	bob.expectQuiet()
+}
+
+// TestClusterNATSRestart: the nats-server stops and starts again on its
+// file store; every acknowledged entry is still there, the relays
+// reconnect on their own, publishes go on above the old seqs, and live
+// delivery across nodes resumes.
+func TestClusterNATSRestart(t *testing.T) {
+	n := startNATS(t)
+	nodes := startCluster(t, n, 2, Config{OpenChannels: true})
+	const ch = "acme/cluster/restart"
+	gid := []byte("g")
+	tok := mint(t, "alice", "")
+	a := dialWS(t, nodes[0].URL, "/ws/"+ch)
+	a.auth(tok)
+	acked := map[uint64]string{}
+	var last uint64
+	for i := range 30 {
+		p := fmt.Sprint("before ", i)
+		last = a.publishAck(ch, []byte(p))
+		acked[last] = p
+	}
+	a.publishAck(ch, publicMessage(gid, 3, 3)) // the fence: 4 next
+
+	n.restart()
+
+	// Publishes during the reconnect may fail; one goes through soon.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a.publish(ch, []byte("after"))
+		m := a.recv()
+		if m["message"] == "published" {
+			if seq := uint64(m["seq"].(float64)); seq <= last {
+				t.Fatalf("seq %d after the restart, not above %d", seq, last)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no publish accepted after the restart: %v", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, node := range nodes {
+		_, m := httpGet(t, node.URL+"/v1/messages?channel="+ch+"&limit=500", tok)
+		got := map[uint64]string{}
+		for _, e := range m["messages"].([]any) {
+			e := e.(map[string]any)
+			p, _ := base64.StdEncoding.DecodeString(e["payload"].(string))
+			got[uint64(e["seq"].(float64))] = string(p)
+		}
+		for seq, p := range acked {
+			if got[seq] != p {
+				t.Fatalf("acked seq %d: %q after the restart, want %q", seq, got[seq], p)
+			}
+		}
+	}
+	a.publish(ch, publicMessage(gid, 3, 3))
+	a.expectError("stale_epoch")
+	// Live delivery from the other node works again.
+	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	b.auth(mint(t, "bob", ""))
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		b.publish(ch, []byte("from b"))
+		if m := b.recv(); m["message"] == "published" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node B accepts no publish after the restart")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		m := a.recv()
+		if m["type"] == "message" && m["payload"] == base64.StdEncoding.EncodeToString([]byte("from b")) {
+			break
+		}
+	}
+}
+
+// follower is a subscriber as a client runs one: on a dropped socket it
+// moves to the next node, subscribes, catches up through /v1/sync from
+// the last seq it has, and drops pushes it already has by seq.
+type follower struct {
+	t    *testing.T
+	urls []string
+	ch   string
+	tok  string
+
+	mu   sync.Mutex
+	seen map[uint64]string
+	last uint64
+	errs []string
+}
+
+func (f *follower) add(seq uint64, payload string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.seen[seq]; ok {
+		if p != payload {
+			f.errs = append(f.errs, fmt.Sprintf("seq %d carried %q and %q", seq, p, payload))
+		}
+		return
+	}
+	f.seen[seq] = payload
+	f.last = max(f.last, seq)
+}
+
+func (f *follower) catchUp(base string) error {
+	for {
+		f.mu.Lock()
+		since := f.last
+		f.mu.Unlock()
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=500", base, f.ch, since), nil)
+		req.Header.Set("Authorization", "Bearer "+f.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		var page struct {
+			Entries []struct {
+				Seq     uint64 `json:"seq"`
+				Payload string `json:"payload"`
+			} `json:"entries"`
+			HasMore bool `json:"has_more"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("sync: %d", resp.StatusCode)
+		}
+		for _, e := range page.Entries {
+			p, _ := base64.StdEncoding.DecodeString(e.Payload)
+			f.add(e.Seq, string(p))
+		}
+		if !page.HasMore {
+			return nil
+		}
+	}
+}
+
+// run follows the channel until stop, starting on node first.
+func (f *follower) run(stop <-chan struct{}, first int) {
+	for i := first; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		// A node that is gone refuses the connection at once.
+		f.session(f.urls[i%len(f.urls)], stop)
+	}
+}
+
+func (f *follower) session(base string, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/"+f.ch, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(4 << 20)
+	auth, _ := json.Marshal(map[string]string{"type": "auth", "token": f.tok})
+	if c.Write(ctx, websocket.MessageText, auth) != nil {
+		return
+	}
+	var lastPush uint64
+	for caughtUp := false; ; {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		var m pushFrame
+		json.Unmarshal(b, &m)
+		switch m.Type {
+		case "ok":
+			if !caughtUp { // subscribed: now catch up
+				if f.catchUp(base) != nil {
+					return
+				}
+				caughtUp = true
+			}
+		case "message":
+			if m.Seq <= lastPush {
+				f.mu.Lock()
+				f.errs = append(f.errs, fmt.Sprintf("push seq %d after %d on one socket", m.Seq, lastPush))
+				f.mu.Unlock()
+			}
+			lastPush = m.Seq
+			p, _ := base64.StdEncoding.DecodeString(m.Payload)
+			f.add(m.Seq, string(p))
+		}
+	}
+}
+
+// TestClusterNodeKill: publishers on every node and followers spread over
+// the nodes; one node is killed mid-stream. Its followers move to another
+// node and catch up; at the end every follower has every acknowledged
+// message (from publishers on any node, the dead one's included) under
+// the seq it was acknowledged with, and no seq twice.
+func TestClusterNodeKill(t *testing.T) {
+	n := startNATS(t)
+	nodes := startCluster(t, n, 3, Config{OpenChannels: true})
+	const ch = "acme/cluster/kill"
+	tok := mint(t, "reader", "")
+
+	var fs []*follower
+	stopF := make(chan struct{})
+	var fwg sync.WaitGroup
+	for i := range 6 {
+		f := &follower{t: t, urls: []string{nodes[0].URL, nodes[1].URL, nodes[2].URL}, ch: ch, tok: tok, seen: map[uint64]string{}}
+		fs = append(fs, f)
+		fwg.Go(func() { f.run(stopF, i) })
+	}
+
+	var amu sync.Mutex
+	acked := map[uint64]string{}
+	stopP := make(chan struct{})
+	var pwg sync.WaitGroup
+	for p := range 3 {
+		pwg.Go(func() {
+			ctx := context.Background()
+			c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(nodes[p].URL, "http")+"/ws/"+ch, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.CloseNow()
+			auth, _ := json.Marshal(map[string]string{"type": "auth", "token": mint(t, fmt.Sprint("pub-", p), "")})
+			c.Write(ctx, websocket.MessageText, auth)
+			c.Read(ctx) // authenticated
+			for i := 0; ; i++ {
+				select {
+				case <-stopP:
+					return
+				default:
+				}
+				payload := fmt.Sprintf("node%d-%d", p, i)
+				frame, _ := json.Marshal(map[string]string{"type": "publish", "channel": ch, "payload": base64.StdEncoding.EncodeToString([]byte(payload))})
+				if c.Write(ctx, websocket.MessageText, frame) != nil {
+					return // its node is gone; what it was never told is not promised
+				}
+				var m pushFrame
+				for m.Type = "message"; m.Type == "message"; { // others' pushes come in between
+					_, b, err := c.Read(ctx)
+					if err != nil {
+						return
+					}
+					m = pushFrame{}
+					json.Unmarshal(b, &m)
+				}
+				if m.Message == "published" {
+					amu.Lock()
+					acked[m.Seq] = payload
+					amu.Unlock()
+				}
+			}
+		})
+	}
+	count := func() int { amu.Lock(); defer amu.Unlock(); return len(acked) }
+	waitFor := func(k int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for count() < k {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d publishes acknowledged", count())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(150)
+	nodes[1].kill(t)
+	base := count()
+	waitFor(base + 150)
+	close(stopP)
+	pwg.Wait()
+
+	// Every follower ends with a last catch-up on a live node, as a
+	// client that was away does.
+	close(stopF)
+	fwg.Wait()
+	for i, f := range fs {
+		if err := f.catchUp(nodes[(i%2)*2].URL); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.errs) > 0 {
+			t.Fatalf("follower %d: %v", i, f.errs)
+		}
+		for seq, p := range acked {
+			if f.seen[seq] != p {
+				t.Fatalf("follower %d: acked seq %d has %q, want %q", i, seq, f.seen[seq], p)
+			}
+		}
+	}
+	t.Logf("%d publishes acknowledged, %d of them after the kill", len(acked), len(acked)-base)
+}
+
+// TestJetStreamFenceOutlivesMaxAge: JetStream's own MaxAge removes
+// application entries past the TTL, but the handshake message holding the
+// fence stays (Nats-TTL: never), so a replayed commit is still refused
+// after everything else expired. Without that header MaxAge would take the
+// fence with the entries and the replay would be accepted.
+func TestJetStreamFenceOutlivesMaxAge(t *testing.T) {
+	n := startNATS(t)
+	tr := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true, ArchiveTTL: time.Second})
+	js := tr.arch.(*jsArchive)
+	gid := []byte("g")
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	c.publishAck(chA, publicMessage(gid, 0, 3))
+	c.publishAck(chA, []byte("chat"))
+	deadline := time.Now().Add(30 * time.Second)
+	for storedMsgs(t, js, js.appSubject(chA)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("MaxAge never removed the application entry")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.publish(chA, publicMessage(gid, 0, 3))
+	if m := c.expectError("stale_epoch"); m["epoch"].(float64) != 1 {
+		t.Fatalf("after MaxAge: stale_epoch %v, want 1", m["epoch"])
+	}
+	// A relay that starts now learns the fence from the stream too.
+	tr2 := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true, ArchiveTTL: time.Second})
+	tr2.inCluster = true // tr, stopped after it, checks for goroutines
+	d := dialWS(t, tr2.URL, "/ws/"+chA)
+	d.auth(mint(t, "bob", ""))
+	d.publish(chA, publicMessage(gid, 0, 3))
+	d.expectError("stale_epoch")
+}
