@@ -1,16 +1,31 @@
 package directory
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/pgtest"
 )
 
 // BenchmarkMintToken measures POST /v1/tokens over loopback HTTP: API key
 // lookup, revocation check and HS256 signing.
 func BenchmarkMintToken(b *testing.B) {
-	e := newEnv(b, nil)
+	benchMintToken(b, "")
+}
+
+// BenchmarkMintTokenPostgres is BenchmarkMintToken on PostgreSQL (a local
+// server on a Unix socket).
+func BenchmarkMintTokenPostgres(b *testing.B) {
+	benchMintToken(b, postgresURL(b))
+}
+
+func benchMintToken(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
 	_, key := e.account("acme")
 	b.ResetTimer()
 	for b.Loop() {
@@ -33,8 +48,73 @@ func BenchmarkJoinAdmitFile(b *testing.B) {
 	benchJoinAdmit(b, b.TempDir()+"/dir.db")
 }
 
-func benchJoinAdmit(b *testing.B, path string) {
-	e := newEnv(b, func(c *Config) { c.DBPath = path })
+// BenchmarkJoinAdmitPostgres is BenchmarkJoinAdmit on PostgreSQL, on the
+// tests' server: a local server on a Unix socket with fsync off, like the
+// in-memory SQLite of BenchmarkJoinAdmit in that a commit waits for no
+// disk.
+func BenchmarkJoinAdmitPostgres(b *testing.B) {
+	benchJoinAdmit(b, postgresURL(b))
+}
+
+// BenchmarkJoinAdmitPostgresDurable is BenchmarkJoinAdmit on a PostgreSQL
+// server of its own with fsync and synchronous commit on, as in
+// production: each write waits for its WAL flush, like the SQLite file of
+// BenchmarkJoinAdmitFile.
+func BenchmarkJoinAdmitPostgresDurable(b *testing.B) {
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if errors.Is(err, pgtest.ErrUnavailable) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	u, err := srv.NewSchema(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchJoinAdmit(b, u)
+}
+
+// BenchmarkJoinParallelPostgres and BenchmarkJoinParallelFile measure
+// POST /join from parallel clients (GOMAXPROCS of them), each joining a
+// channel of its own: SQLite takes one writer at a time, PostgreSQL
+// commits the joins of different channels side by side.
+func BenchmarkJoinParallelPostgres(b *testing.B) {
+	benchJoinParallel(b, postgresURL(b))
+}
+
+func BenchmarkJoinParallelFile(b *testing.B) {
+	benchJoinParallel(b, b.TempDir()+"/dir.db")
+}
+
+func benchJoinParallel(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
+	_, owner := e.account("acme")
+	_, joiner := e.account("globex")
+	kp := make([]byte, 1024)
+	var n atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := n.Add(1)
+		var ch, inv string
+		for i := 0; pb.Next(); i++ {
+			if i%900 == 0 { // a fresh channel before the pending cap
+				ch = fmt.Sprintf("acme/bench/w%d-%d", w, i)
+				e.channel(owner, ch)
+			}
+			if i%100 == 0 {
+				inv = e.invite(owner, ch, 100)
+			}
+			if r := e.join(joiner, ch, inv, fmt.Sprint("did:web:", w, "-", i), kp); r.status != 201 {
+				b.Fatal(r)
+			}
+		}
+	})
+}
+
+func benchJoinAdmit(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
 	_, owner := e.account("acme")
 	_, joiner := e.account("globex")
 	const ch = "acme/bench/agent"
