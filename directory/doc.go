@@ -166,4 +166,38 @@
 // requests 24 hours after creation (they are then expired). Device grants
 // expire 10 minutes after creation; a credential not collected by then is
 // destroyed.
+//
+// # PostgreSQL
+//
+// By default the directory keeps its state in one SQLite file
+// (Config.DBPath), for a directory that runs as one process. Set
+// Config.Database to a postgres:// or postgresql:// URL (any form
+// github.com/jackc/pgx/v5 parses, for example
+// postgres://skytale:secret@db.internal:5432/skytale?sslmode=verify-full)
+// to keep it in PostgreSQL instead; any number of directory processes may
+// then share that database behind a load balancer, with the same JWT and
+// internal secrets. Each process holds at most 16 connections.
+//
+// The schema is created and migrated at start-up: each migration runs in
+// its own transaction and is recorded in schema_migrations, under an
+// advisory lock, so processes starting together apply each migration
+// once. A database migrated by a newer build is refused. The SQLite
+// schema is not touched by any of this, and there is no conversion
+// between the two: a directory moves from SQLite to PostgreSQL by
+// starting afresh.
+//
+// Write transactions run at READ COMMITTED. Each check that guards a
+// change is either part of the change's own statement (an invite's use
+// is UPDATE … WHERE uses < max_uses, which a concurrent use waits for
+// and then re-checks; orgs, channel names, seat identities, members and
+// user codes are INSERT … ON CONFLICT DO NOTHING) or reads a row locked
+// first (a join locks its channel, so the pending cap is counted one
+// join at a time; an approval or a poll locks its device grant, so a
+// grant is approved once and its credential delivered once), and the cap
+// on open grants per address holds an advisory lock on the address. The
+// channel feed and the revocation feed take their ids from a counter row
+// updated in the writing transaction, which makes the feed's writers
+// commit one at a time in id order: a relay polling with its cursor never
+// sees an id before every lower one is visible. Deadlocks are retried.
+// See docs/POSTGRES.md for operating it (backups included).
 package directory
