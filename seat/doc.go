@@ -50,6 +50,14 @@
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
+// # Cipher suites
+//
+// A room is created in [SuitePQ] (X-Wing: ML-KEM-768 with X25519) unless
+// [RoomOptions] asks for [SuiteClassic], and keeps its suite for life
+// ([Seat.RoomSuite]). A joiner cannot know the suite of the room it asks
+// to join, so it offers one KeyPackage of each (suites.go) and the
+// admitting member adds the one of the room's suite.
+//
 // # Who a member is
 //
 // A room member's identity names a person by the did:key of the person's

@@ -20,9 +20,6 @@ import (
 // token, the owner's admit loop adds it with a Commit published to the
 // relay and hands the Welcome back through the directory.
 
-// Suite is the MLS cipher suite of rooms.
-const Suite = mls.MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
-
 // Room message plaintexts start with a kind byte, so cover frames, which
 // are real encryptions, can be told apart after decryption only.
 const (
@@ -190,8 +187,8 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 	}
 	defer tx.Rollback()
 	if insert {
-		_, err = tx.ExecContext(ctx, `INSERT INTO rooms(channel, state, last_seq, role, created_at) VALUES (?, ?, ?, ?, ?)`,
-			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli())
+		_, err = tx.ExecContext(ctx, `INSERT INTO rooms(channel, state, last_seq, role, created_at, suite) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli(), int(r.g.CipherSuite()))
 	} else {
 		var res sql.Result
 		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ?, version = version + 1
@@ -234,8 +231,20 @@ func (s *Seat) newRoomChannel(ctx context.Context, name string) (ch, key string,
 }
 
 // RoomCreate registers the room's channel and creates its MLS group, with
-// this seat as owner and only member.
+// this seat as owner and only member, in the suite [Suite].
 func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
+	return s.RoomCreateWith(ctx, name, RoomOptions{})
+}
+
+// RoomCreateWith is [Seat.RoomCreate] with the choices of o.
+func (s *Seat) RoomCreateWith(ctx context.Context, name string, o RoomOptions) (string, error) {
+	suite := o.Suite
+	if suite == 0 {
+		suite = Suite
+	}
+	if err := checkRoomSuite(suite); err != nil {
+		return "", err
+	}
 	s.lockRooms()
 	defer s.unlockRooms()
 	ch, key, err := s.newRoomChannel(ctx, name)
@@ -253,7 +262,7 @@ func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
 	if err := s.checkChannelUnused(ctx, dir, ch); err != nil {
 		return "", err
 	}
-	kp, err := mls.NewKeyPackage(Suite, did, sig, s.mlsConfig())
+	kp, err := mls.NewKeyPackage(suite, did, sig, s.mlsConfig())
 	if err != nil {
 		return "", err
 	}
@@ -337,23 +346,32 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 		return "", err
 	}
 	dir := s.directory(key)
-	reqID, bundle, err := s.pendingJoin(ctx, ch)
+	reqID, bundles, err := s.pendingJoin(ctx, ch)
 	if errors.Is(err, sql.ErrNoRows) {
 		sig, did, err := s.signatureKey()
 		if err != nil {
 			return "", err
 		}
-		if bundle, err = mls.NewKeyPackage(Suite, did, sig, s.mlsConfig()); err != nil {
-			return "", err
+		// The joiner does not know the room's suite: it offers a
+		// KeyPackage of each, and the admitting member picks.
+		var kps [][]byte
+		bundles = bundles[:0]
+		for _, cs := range roomSuites {
+			b, err := mls.NewKeyPackage(cs, did, sig, s.mlsConfig())
+			if err != nil {
+				return "", err
+			}
+			bundles = append(bundles, b)
+			kps = append(kps, b.Bytes())
 		}
-		if reqID, err = dir.Join(ctx, ch, token, did, bundle.Bytes()); err != nil {
+		if reqID, err = dir.Join(ctx, ch, token, did, encodeOffer(kps)); err != nil {
 			return "", err
 		}
 		l, err := s.sealer()
 		if err != nil {
 			return "", err
 		}
-		priv, err := bundle.MarshalBinary()
+		priv, err := encodeBundles(bundles)
 		if err != nil {
 			return "", err
 		}
@@ -385,7 +403,14 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 		case <-time.After(delay):
 		}
 	}
-	g, err := mls.Join(welcome, bundle, nil, s.mlsConfig())
+	var g *mls.Group
+	for _, b := range bundles {
+		// The Welcome is for the KeyPackage of the room's suite; the
+		// others refuse it.
+		if g, err = mls.Join(welcome, b, nil, s.mlsConfig()); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -406,7 +431,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	return ch, nil
 }
 
-func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, *mls.KeyPackageBundle, error) {
+func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, []*mls.KeyPackageBundle, error) {
 	var id string
 	var priv []byte
 	err := s.st.db.QueryRowContext(ctx, `SELECT request_id, private FROM key_packages WHERE channel = ?`, ch).Scan(&id, &priv)
@@ -420,9 +445,16 @@ func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, *mls.KeyPack
 	if priv, err = l.open(sealedKeyPackage, id, priv); err != nil {
 		return "", nil, err
 	}
-	b, err := mls.ParseKeyPackageBundle(priv)
+	bs, err := decodeBundles(priv)
+	if err != nil {
+		// A home from before join offers kept one bundle, bare.
+		var b *mls.KeyPackageBundle
+		if b, err = mls.ParseKeyPackageBundle(priv); err == nil {
+			bs = []*mls.KeyPackageBundle{b}
+		}
+	}
 	clear(priv)
-	return id, b, err
+	return id, bs, err
 }
 
 // catchUp processes the room's log since its cursor: commits advance the
@@ -677,9 +709,9 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 		if req.AccountID == "" && known == nil {
 			known = s.memberAccounts(ctx, dir, ch)
 		}
-		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(req.KeyPackage) })
+		res, err := s.admitOffer(ctx, r, req.KeyPackage)
 		if err != nil {
-			if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) {
+			if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) || errors.Is(err, errBadOffer) {
 				continue // a bad key package: leave it for the sweep
 			}
 			return done, err
@@ -702,6 +734,24 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity, AccountID: account})
 	}
 	return done, nil
+}
+
+// admitOffer commits the addition of the joiner whose offer is offer,
+// with its KeyPackage of the room's suite (the others fail validation
+// without anything being sent).
+func (s *Seat) admitOffer(ctx context.Context, r *room, offer []byte) (*mls.CommitResult, error) {
+	kps, err := decodeOffer(offer)
+	if err != nil {
+		return nil, err
+	}
+	for _, kp := range kps {
+		var res *mls.CommitResult
+		res, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(kp) })
+		if err == nil || !errors.Is(err, mls.ErrInvalidLeafNode) && !errors.Is(err, mls.ErrInvalidProposal) {
+			return res, err
+		}
+	}
+	return nil, err
 }
 
 // memberAccounts returns the channel's member accounts, or nil if the
@@ -1090,11 +1140,26 @@ type RoomInfo struct {
 	Channel string
 	Role    string // owner or member
 	LastSeq uint64 // the relay cursor this home has processed
+	Suite   mls.CipherSuite
+}
+
+// RoomSuite returns the cipher suite of a room of this home.
+func (s *Seat) RoomSuite(ctx context.Context, name string) (mls.CipherSuite, error) {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	var cs int
+	err = s.st.db.QueryRowContext(ctx, `SELECT suite FROM rooms WHERE channel = ?`, ch).Scan(&cs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNoRoom
+	}
+	return mls.CipherSuite(cs), err
 }
 
 // Rooms lists this home's rooms by channel.
 func (s *Seat) Rooms(ctx context.Context) ([]RoomInfo, error) {
-	rows, err := s.st.db.QueryContext(ctx, `SELECT channel, role, last_seq FROM rooms ORDER BY channel`)
+	rows, err := s.st.db.QueryContext(ctx, `SELECT channel, role, last_seq, suite FROM rooms ORDER BY channel`)
 	if err != nil {
 		return nil, err
 	}
@@ -1102,9 +1167,11 @@ func (s *Seat) Rooms(ctx context.Context) ([]RoomInfo, error) {
 	var out []RoomInfo
 	for rows.Next() {
 		var r RoomInfo
-		if err := rows.Scan(&r.Channel, &r.Role, &r.LastSeq); err != nil {
+		var cs int
+		if err := rows.Scan(&r.Channel, &r.Role, &r.LastSeq, &cs); err != nil {
 			return nil, err
 		}
+		r.Suite = mls.CipherSuite(cs)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -78,6 +78,9 @@ var storeMigrations = []string{
 	);`,
 	// Notices the seat writes into a room's history (RoomMessage.Kind).
 	`ALTER TABLE room_history ADD COLUMN kind TEXT NOT NULL DEFAULT '';`,
+	// A room's cipher suite, which never changes, readable without
+	// opening its state. Rooms from before had suite 1.
+	`ALTER TABLE rooms ADD COLUMN suite INTEGER NOT NULL DEFAULT 1;`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
