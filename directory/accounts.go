@@ -218,7 +218,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sub, ok := strings.CutPrefix(req.DID, didPrefix)
-	if !ok || sub == "" || len(sub) > 256 || strings.ContainsFunc(sub, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+	if !ok || sub == "" || len(sub) > 256 || !storable(sub) || strings.ContainsFunc(sub, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 		badRequest(w, "did must be did:skytale:<sub>")
 		return
 	}

@@ -189,8 +189,8 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal)
 	if !decode(w, r, joinBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	if n := utf8.RuneCountInString(req.Identity); n < 1 || n > MaxIdentity || !utf8.ValidString(req.Identity) {
-		badRequest(w, "identity must be 1 to 256 characters")
+	if n := utf8.RuneCountInString(req.Identity); n < 1 || n > MaxIdentity || !storable(req.Identity) {
+		badRequest(w, "identity must be 1 to 256 characters, none of them NUL")
 		return
 	}
 	if req.Token == "" && req.FederationToken == "" {

@@ -138,8 +138,8 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "device_key must be a base64 X25519 public key")
 		return
 	}
-	if !utf8.ValidString(req.Label) || utf8.RuneCountInString(req.Label) > maxLabel {
-		badRequest(w, "label must be at most 128 characters")
+	if !storable(req.Label) || utf8.RuneCountInString(req.Label) > maxLabel {
+		badRequest(w, "label must be at most 128 characters, none of them NUL")
 		return
 	}
 	id, err := s.newID()

@@ -34,8 +34,8 @@ func (s *Server) handleRegisterSeat(w http.ResponseWriter, r *http.Request, p pr
 		return
 	}
 	if !strings.HasPrefix(req.Identity, "did:key:") || len(req.Identity) == len("did:key:") ||
-		!utf8.ValidString(req.Identity) || utf8.RuneCountInString(req.Identity) > MaxIdentity {
-		badRequest(w, "identity must be a did:key of at most 256 characters")
+		!storable(req.Identity) || utf8.RuneCountInString(req.Identity) > MaxIdentity {
+		badRequest(w, "identity must be a did:key of at most 256 characters, none of them NUL")
 		return
 	}
 	if !checkChannel(w, p, req.Channel) {
