@@ -178,3 +178,40 @@ func TestRaceOpenGrantsPerAddr(t *testing.T) {
 		wantCounts(t, count, map[int]int{201: 4, 429: 8})
 	})
 }
+
+// TestRacePendingCap: with room for 3 more pending requests on a channel,
+// 10 joins at once (each with an invite of its own) queue exactly 3.
+func TestRacePendingCap(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		acct, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		chID := e.channel(owner, ch)
+		tx, err := e.s.store.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range MaxPending - 3 {
+			if _, err := tx.Exec(e.s.store.b.rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
+				VALUES (?, ?, ?, 'did:web:x', ?, 'pending', 0, 0)`), fmt.Sprint("fill-", i), chID, acct, []byte{0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		invites := make([]string, 10)
+		for i := range invites {
+			invites[i] = e.invite(owner, ch, 1)
+		}
+		count := raceStatuses(len(invites), func(i int) int {
+			return e.join(owner, ch, invites[i], fmt.Sprint("did:web:", i), []byte("kp")).status
+		})
+		wantCounts(t, count, map[int]int{201: 3, 429: 7})
+		var pending, used int
+		e.queryRow(`SELECT COUNT(*) FROM join_requests WHERE status = 'pending'`).Scan(&pending)
+		e.queryRow(`SELECT COUNT(*) FROM invites WHERE uses > 0`).Scan(&used)
+		if pending != MaxPending || used != 3 {
+			t.Fatalf("pending %d, invites used %d", pending, used)
+		}
+	})
+}
