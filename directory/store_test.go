@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -132,10 +131,19 @@ func TestNewNeedsJWTSecret(t *testing.T) {
 	}
 }
 
+// TestPersistenceAcrossReopen: on every durable backend, what the
+// directory acknowledged over HTTP is there after a restart.
 func TestPersistenceAcrossReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "directory.db")
+	for _, b := range testBackends {
+		if b.durable {
+			t.Run(b.name, func(t *testing.T) { testPersistenceAcrossReopen(t, b.database(t)) })
+		}
+	}
+}
+
+func testPersistenceAcrossReopen(t *testing.T, database string) {
 	c := newClock()
-	cfg := Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, DBPath: path, Now: c.Now}
+	cfg := Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, Database: database, Now: c.Now}
 
 	e := newEnvFrom(t, cfg, c)
 	_, owner := e.account("acme")
