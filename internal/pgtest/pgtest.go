@@ -100,7 +100,16 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	// As root, the server runs as another user, who must be able to
+	// reach the directory: /tmp is open to everyone, a private TMPDIR
+	// may not be.
+	parent := ""
+	if os.Geteuid() == 0 {
+		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
+			parent = "/tmp"
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "pgtest-")
 	if err != nil {
 		return nil, err
 	}
