@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Group benchmarks at several sizes and two tree shapes:
@@ -179,6 +180,7 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			b.Run(name+"/AddMember", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
 				kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
+				defer startCPUMeter().report(b)
 				var res *CommitResult
 				for b.Loop() {
 					var err error
@@ -193,6 +195,7 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			})
 			b.Run(name+"/SelfUpdate", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
 				var res *CommitResult
 				for b.Loop() {
 					var err error
@@ -205,6 +208,7 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			})
 			b.Run(name+"/Remove", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
 				for b.Loop() {
 					if _, err := f.a.RemoveMembers(uint32(n - 1)); err != nil {
 						b.Fatal(err)
@@ -214,18 +218,26 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			})
 			b.Run(name+"/ProcessCommit", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				var cpu time.Duration
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
 					g := restoreWarm(b, f.bState)
 					b.StartTimer()
+					t0, _ := processCPUTime()
 					if _, err := g.Process(f.commit); err != nil {
 						b.Fatal(err)
 					}
+					t1, _ := processCPUTime()
+					cpu += t1 - t0
+				}
+				if b.N > 0 && cpu > 0 {
+					b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 				}
 				b.ReportMetric(float64(len(f.commit)), "commit-B")
 			})
 			b.Run(name+"/Join", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
 				for b.Loop() {
 					if _, err := Join(f.welcome, f.joinBundle, nil, nil); err != nil {
 						b.Fatal(err)
@@ -235,6 +247,7 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			})
 			b.Run(name+"/Serialize", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
 				for b.Loop() {
 					if _, err := f.a.MarshalBinary(); err != nil {
 						b.Fatal(err)
@@ -243,6 +256,7 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 			})
 			b.Run(name+"/Restore", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
 				for b.Loop() {
 					if _, err := RestoreGroup(f.aState, nil); err != nil {
 						b.Fatal(err)
@@ -262,6 +276,7 @@ func benchmarkApplicationMessage(b *testing.B, cs CipherSuite) {
 	msg := bytes.Repeat([]byte{'x'}, 1024)
 	b.Run("Protect1KiB", func(b *testing.B) {
 		b.SetBytes(1024)
+		defer startCPUMeter().report(b)
 		for b.Loop() {
 			if _, err := f.a.Protect(msg, nil); err != nil {
 				b.Fatal(err)
@@ -281,6 +296,7 @@ func benchmarkApplicationMessage(b *testing.B, cs CipherSuite) {
 			}
 		}
 		b.StartTimer()
+		defer startCPUMeter().report(b)
 		for i := 0; i < b.N; i++ {
 			if _, err := receiver.Process(msgs[i]); err != nil {
 				b.Fatal(err)

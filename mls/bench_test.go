@@ -83,6 +83,7 @@ func BenchmarkKeyPackageSuite(b *testing.B) {
 				b.Fatal(err)
 			}
 			var kp *KeyPackageBundle
+			defer startCPUMeter().report(b)
 			for b.Loop() {
 				if kp, err = NewKeyPackage(cs, "did:key:z6MkBench", priv, nil); err != nil {
 					b.Fatal(err)
@@ -93,6 +94,7 @@ func BenchmarkKeyPackageSuite(b *testing.B) {
 		b.Run(name+"/Validate", func(b *testing.B) {
 			kp, _ := testKeyPackage(b, s)
 			data := marshal(kp)
+			defer startCPUMeter().report(b)
 			for b.Loop() {
 				var got KeyPackage
 				if err := unmarshal(data, &got); err != nil {

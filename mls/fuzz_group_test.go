@@ -7,8 +7,8 @@ import (
 
 // fuzzGroup builds a three-member group and returns bob's saved state and
 // some genuine messages for bob to use as seeds.
-func fuzzGroup(t testing.TB, public bool) (state []byte, seeds [][]byte) {
-	tg := newTestGroup(t, "did:key:alice", &Config{PublicHandshake: public})
+func fuzzGroup(t testing.TB, cs CipherSuite, public bool) (state []byte, seeds [][]byte) {
+	tg := newSuiteTestGroup(t, cs, "did:key:alice", &Config{PublicHandshake: public})
 	tg.add("did:key:alice", "did:key:bob")
 	tg.add("did:key:alice", "did:key:carol")
 	alice, bob := tg.members["did:key:alice"], tg.members["did:key:bob"]
@@ -34,10 +34,16 @@ func fuzzGroup(t testing.TB, public bool) (state []byte, seeds [][]byte) {
 // FuzzGroupProcess feeds arbitrary bytes to message processing on a live
 // group state: it must never panic, and a rejected message must leave the
 // state unchanged.
-func FuzzGroupProcess(f *testing.F) {
+func FuzzGroupProcess(f *testing.F) { fuzzGroupProcess(f, testSuite) }
+
+// FuzzXWingGroupProcess is FuzzGroupProcess on a group of the X-Wing
+// suite, whose keys and kem_outputs have their own checks.
+func FuzzXWingGroupProcess(f *testing.F) { fuzzGroupProcess(f, xwing) }
+
+func fuzzGroupProcess(f *testing.F, cs CipherSuite) {
 	var states [][]byte
 	for _, public := range []bool{false, true} {
-		st, seeds := fuzzGroup(f, public)
+		st, seeds := fuzzGroup(f, cs, public)
 		states = append(states, st)
 		for _, s := range seeds {
 			f.Add(s)

@@ -28,12 +28,13 @@ import (
 //   - P-256, P-384, P-521: the uncompressed point must be on the curve and
 //     not the identity (crypto/ecdh checks both);
 //   - X-Wing: exactly 1,216 bytes, an ML-KEM-768 encapsulation key that
-//     passes the modulus check of FIPS 203, Section 7.2
-//     (crypto/mlkem.NewEncapsulationKey768), followed by an X25519 key that
-//     is not of small order, since crypto/ecdh refuses to encapsulate to
-//     one as for DHKEM; a kem_output is exactly 1,120 bytes, and its X25519
-//     part not of small order either (any ML-KEM ciphertext decapsulates,
-//     by implicit rejection, so that part needs no check);
+//     passes the modulus check of FIPS 203, Section 7.2 (mlkem768KeyCheck,
+//     which accepts exactly the keys crypto/mlkem.NewEncapsulationKey768
+//     accepts), followed by an X25519 key that is not of small order,
+//     since crypto/ecdh refuses to encapsulate to one as for DHKEM; a
+//     kem_output is exactly 1,120 bytes, and its X25519 part not of small
+//     order either (any ML-KEM ciphertext decapsulates, by implicit
+//     rejection, so that part needs no check);
 //   - Ed25519 signature keys are 32 bytes (RFC 8032; an invalid point then
 //     fails every verification), ECDSA keys an uncompressed point on the
 //     curve.
@@ -131,14 +132,41 @@ func checkXWingPublicKey(pub []byte) error {
 	if len(pub) != xwingPublicKeySize {
 		return fmt.Errorf("%w: X-Wing key of %d bytes", errInvalidPublicKey, len(pub))
 	}
-	ek := pub[:mlkem.EncapsulationKeySize768]
-	if _, err := mlkem.NewEncapsulationKey768(ek); err != nil {
+	if !mlkem768KeyCheck(pub[:mlkem.EncapsulationKeySize768]) {
 		return fmt.Errorf("%w: X-Wing key fails the ML-KEM-768 encapsulation key check", errInvalidPublicKey)
 	}
 	if x25519IsSmallOrder(pub[mlkem.EncapsulationKeySize768:]) {
 		return fmt.Errorf("%w: X-Wing key with an X25519 point of small order", errInvalidPublicKey)
 	}
 	return nil
+}
+
+// mlkem768KeyCheck is the encapsulation key check of FIPS 203, Section
+// 7.2, for ML-KEM-768: the key is 384k+32 bytes (k = 3), and every 12-bit
+// coefficient of its k polynomials (ByteDecode12 of the first 384k bytes)
+// is below q = 3329, so that ByteEncode12(ByteDecode12(ek)) = ek. The last
+// 32 bytes, the seed rho, may be anything.
+//
+// crypto/mlkem.NewEncapsulationKey768 makes the same check but also
+// expands the matrix A from rho, nine SHAKE128 streams, which is most of
+// its cost; a joiner checks every leaf and parent key of a tree it never
+// encrypts to, so the check is made here without that work.
+// TestMLKEM768KeyCheck and FuzzXWingKeyChecks hold it to the standard
+// library's answer.
+func mlkem768KeyCheck(ek []byte) bool {
+	const q = 3329
+	if len(ek) != mlkem.EncapsulationKeySize768 {
+		return false
+	}
+	t := ek[:mlkem.EncapsulationKeySize768-32]
+	for i := 0; i+2 < len(t); i += 3 {
+		d1 := uint16(t[i]) | uint16(t[i+1]&0x0f)<<8
+		d2 := uint16(t[i+1])>>4 | uint16(t[i+2])<<4
+		if d1 >= q || d2 >= q {
+			return false
+		}
+	}
+	return true
 }
 
 // checkSignaturePublicKey reports whether pub is a well-formed

@@ -490,3 +490,92 @@ func TestXWingTenThousandMembersFitCodec(t *testing.T) {
 		t.Fatalf("extension: %v", err)
 	}
 }
+
+// FuzzXWingKeyChecks: the checks of received X-Wing keys and ciphertexts
+// admit nothing that then breaks: HPKE encryption to an admitted public
+// key succeeds, and decapsulation of an admitted kem_output succeeds (only
+// the AEAD may then fail). A key admitted here and unusable later would
+// stop every member from committing.
+func FuzzXWingKeyChecks(f *testing.F) {
+	s, _ := suiteFor(xwing)
+	priv, pub, err := s.hpkeGenerateKeyPair()
+	if err != nil {
+		f.Fatal(err)
+	}
+	kem, _, err := s.hpkeSeal(pub, nil, nil, []byte("x"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(pub)
+	f.Add(kem)
+	for _, bad := range badXWingKeys(pub) {
+		f.Add(bad)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) >= mlkem.EncapsulationKeySize768 {
+			ek := in[:mlkem.EncapsulationKeySize768]
+			_, err := mlkem.NewEncapsulationKey768(ek)
+			if mlkem768KeyCheck(ek) != (err == nil) {
+				t.Fatalf("modulus check %v, crypto/mlkem %v", mlkem768KeyCheck(ek), err)
+			}
+		}
+		if s.checkHPKEPublicKey(in) == nil {
+			if _, _, err := s.hpkeSeal(in, nil, nil, []byte("x")); err != nil {
+				t.Fatalf("admitted public key fails HPKE: %v", err)
+			}
+		}
+		if s.checkKEMOutput(in) == nil {
+			_, err := s.hpkeOpen(priv, in, nil, nil, []byte("sixteen-byte tag"))
+			if err == nil || err.Error() != "mls: HPKE decryption failed" {
+				t.Fatalf("admitted kem_output: %v, want only the AEAD to fail", err)
+			}
+		}
+	})
+}
+
+// TestMLKEM768KeyCheck: the modulus check accepts exactly what
+// crypto/mlkem.NewEncapsulationKey768 accepts: fresh keys, and keys with
+// each coefficient set to q-1, yes; with any one coefficient at q or
+// above, or of another length, no.
+func TestMLKEM768KeyCheck(t *testing.T) {
+	agree := func(ek []byte) bool {
+		_, err := mlkem.NewEncapsulationKey768(ek)
+		return mlkem768KeyCheck(ek) == (err == nil)
+	}
+	dk, err := mlkem.GenerateKey768()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek := dk.EncapsulationKey().Bytes()
+	if !mlkem768KeyCheck(ek) {
+		t.Fatal("fresh key refused")
+	}
+	// set writes the 12-bit coefficient i of the encoded polynomials.
+	set := func(k []byte, i int, v uint16) {
+		j := i / 2 * 3
+		if i%2 == 0 {
+			k[j] = byte(v)
+			k[j+1] = k[j+1]&0xf0 | byte(v>>8)
+		} else {
+			k[j+1] = k[j+1]&0x0f | byte(v<<4)
+			k[j+2] = byte(v >> 4)
+		}
+	}
+	for i := 0; i < 3*256; i++ {
+		for _, v := range []uint16{3328, 3329, 4095} {
+			k := bytes.Clone(ek)
+			set(k, i, v)
+			if want := v < 3329; mlkem768KeyCheck(k) != want {
+				t.Fatalf("coefficient %d = %d: check %v, want %v", i, v, !want, want)
+			}
+			if !agree(k) {
+				t.Fatalf("coefficient %d = %d: disagrees with crypto/mlkem", i, v)
+			}
+		}
+	}
+	for _, k := range [][]byte{nil, ek[:len(ek)-1], append(bytes.Clone(ek), 0), make([]byte, len(ek)), bytes.Repeat([]byte{0xff}, len(ek))} {
+		if !agree(k) {
+			t.Fatalf("key of %d bytes: disagrees with crypto/mlkem", len(k))
+		}
+	}
+}
