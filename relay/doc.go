@@ -101,6 +101,53 @@
 // is closed (status 1013) instead of slowing down the publisher or the
 // other subscribers.
 //
+// # Cluster on NATS JetStream
+//
+// With Config.NATSURL set, the archive is a NATS JetStream stream instead
+// of SQLite, and every relay given the same NATS and Config.NATSStream is
+// a node of one cluster (docs/CLUSTER.md has the operator's view). The
+// guarantees above hold across the nodes:
+//
+//   - A channel has two subjects in the stream, <stream>.a.<token> for
+//     application entries and <stream>.h.<token> for handshake entries,
+//     the token being the channel name in unpadded base64url. The stream's
+//     MaxMsgsPerSubject is ArchiveCap, so the two caps stay apart, and its
+//     MaxAge is ArchiveTTL.
+//   - A channel's seq is the entry's stream sequence: strictly increasing
+//     on every channel, never reused, not contiguous (other channels'
+//     entries take the numbers between), the same on every node.
+//   - A publish is acknowledged once JetStream acknowledged it. Every
+//     node consumes the whole stream (an ordered consumer) and pushes each
+//     entry to its own subscribers, whichever node took the publish; the
+//     publisher's own socket is skipped. An entry is pushed only once it
+//     is stored, so a catch-up read that starts after a push finds it.
+//   - The commit fence is one compare-and-set: each handshake message
+//     carries the epoch expected after it, and is published with
+//     Nats-Expected-Last-Subject-Sequence on the channel's handshake
+//     subject, so two nodes can never both accept a commit for one epoch;
+//     the loser re-reads the subject and answers stale_epoch (or stores a
+//     proposal or Welcome after the winner). Handshake messages carry
+//     Nats-TTL: never, so the newest, which holds the fence, outlives
+//     MaxAge; the relay hides the older ones past the TTL and deletes them.
+//     A fence reset is a marker on the same subject carrying the feed
+//     event's id: every node follows the directory's feed, and the reset
+//     takes effect once, never again after the group committed past it.
+//   - GET /v1/messages and /v1/sync read through a short-lived consumer on
+//     the stream leader, in rounds of at most one page's bytes.
+//   - Quotas: each node mirrors, from the stream, the account and size of
+//     the entries within the caps and the TTL (it replays the stream's
+//     headers at start) and adds the publishes it has in flight. Nodes
+//     admit concurrent publishes of one account each against their own
+//     view, so the cluster may pass a quota by what is in flight at once.
+//   - Members and revocations come from the directory's feeds, polled by
+//     each node, and DBPath (in memory when empty) keeps what a node
+//     learned of them.
+//
+// Acknowledged means stored by JetStream: run nats-server with sync_interval
+// always, or the stream at three replicas, for it to mean synced to disk
+// (or on a majority of servers). The NATS servers' max_payload must be at
+// least 1 MiB plus headers (2MB); New checks.
+//
 // # Benchmarks
 //
 // bench_test.go measures the relay over real WebSockets on loopback, with
@@ -110,4 +157,7 @@
 // memory per idle connection:
 //
 //	go test -run '^$' -bench . -benchtime 3s ./relay
+//
+// bench_cluster_test.go measures the JetStream archive the same way, one
+// node against three on one nats-server in the process.
 package relay

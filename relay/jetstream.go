@@ -236,6 +236,19 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err := a.replay(ctx); err != nil {
 		return fail(err)
 	}
+	// Live delivery starts where the replay ended; until the relay
+	// serves, there is nobody to deliver to.
+	cons, err := stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{name + ".>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    a.hw + 1,
+	})
+	if err == nil {
+		a.cons, err = cons.Consume(a.deliver)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("relay: JetStream consumer: %w", err))
+	}
 	return a, nil
 }
 
@@ -445,28 +458,9 @@ func (a *jsArchive) replay(ctx context.Context) error {
 	}
 }
 
-// start begins consuming the stream after what the replay read, and the
-// publish pipeline.
+// start starts the publish pipeline and the sweep.
 func (a *jsArchive) start() {
 	a.stopSweep, a.sweepDone = make(chan struct{}), make(chan struct{})
-	a.mu.Lock()
-	from := a.hw + 1
-	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-	defer cancel()
-	cons, err := a.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{a.name + ".>"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err == nil {
-		a.cons, err = cons.Consume(a.deliver)
-	}
-	if err != nil {
-		// New checked the stream a moment ago; without a consumer this
-		// relay delivers nothing live, but stores and serves reads.
-		a.log.Error("relay: JetStream consumer failed; live delivery is off", "err", err)
-	}
 	a.wg.Go(a.runSender)
 	a.wg.Go(a.runAnswerer)
 	go a.runSweep()
@@ -885,14 +879,20 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 func (a *jsArchive) stop() {
 	close(a.reqs)
 	a.wg.Wait()
+	a.stopConsumer()
+	close(a.stopSweep)
+	<-a.sweepDone
+}
+
+func (a *jsArchive) stopConsumer() {
 	if a.cons != nil {
 		a.cons.Stop()
 		<-a.cons.Closed()
-	}
-	if a.stopSweep != nil {
-		close(a.stopSweep)
-		<-a.sweepDone
+		a.cons = nil
 	}
 }
 
-func (a *jsArchive) close() { a.nc.Close() }
+func (a *jsArchive) close() {
+	a.stopConsumer() // when New failed after opening the archive
+	a.nc.Close()
+}
