@@ -67,6 +67,15 @@
 // their own that show as the person ([PersonOf], [RoomMember].Person), with
 // the person's role, and their messages carry the person as sender.
 //
+// # Names
+//
+// A person may give a name ([Seat.SetName], the "name" setting); each of
+// its rooms learns it in a name message on the seat's next command there
+// or in its watch, and newcomers learn it after the commit that brought
+// them. Messages and members carry the names people gave
+// ([RoomMessage].SenderName, [RoomMember].Name). A name is a claim, not
+// an identity: show it with [ShortID] of the person's key (names.go).
+//
 // # Room roles
 //
 // A room's creator is its owner ([Seat.RoomCreate]); the owner may name

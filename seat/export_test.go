@@ -66,9 +66,10 @@ func ForceRoomRoles(s *Seat, ctx context.Context, name string, data []byte) erro
 	})
 }
 
-// SendRoomProposal publishes the proposal message that build makes of
-// the room's group, as a member's software (hostile or not) would.
-func SendRoomProposal(s *Seat, ctx context.Context, name string, build func(*mls.Group) ([]byte, error)) error {
+// PublishToRoomGroup publishes what build makes with the room's group (a
+// proposal, an application message, ...), storing the group's state
+// first, as a member's software (hostile or not) would.
+func PublishToRoomGroup(s *Seat, ctx context.Context, name string, build func(*mls.Group) ([]byte, error)) error {
 	return s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
@@ -77,8 +78,8 @@ func SendRoomProposal(s *Seat, ctx context.Context, name string, build func(*mls
 		if err != nil {
 			return err
 		}
-		// The group keeps what it needs of its own proposal (the private
-		// key of an Update).
+		// The group keeps what it needs of what it made (the private key
+		// of an Update, the ratchet of a message).
 		if err := s.saveRoom(ctx, r, false); err != nil {
 			return err
 		}
@@ -125,27 +126,3 @@ func AddKeyPackage(s *Seat, ctx context.Context, name string, kp []byte) ([]byte
 
 // MLSConfig is the engine configuration of s's rooms.
 func MLSConfig(s *Seat) *mls.Config { return s.mlsConfig() }
-
-// PublishToRoom publishes the bytes msg returns on the room's channel
-// with s's account, as another device's software would.
-func PublishToRoom(s *Seat, ctx context.Context, name string, msg func() ([]byte, error)) error {
-	ch, err := s.RoomChannel(ctx, name)
-	if err != nil {
-		return err
-	}
-	b, err := msg()
-	if err != nil {
-		return err
-	}
-	rc, err := s.roomRelay(ctx)
-	if err != nil {
-		return err
-	}
-	conn, err := rc.DialPublisher(ctx, ch)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_, err = conn.Publish(ctx, ch, b)
-	return err
-}

@@ -116,7 +116,7 @@ func TestRoomDeviceIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := seat.PublishToRoom(bob.Seat, ctx, room, func() ([]byte, error) { return g.Protect(append([]byte{0x01}, "from bob's phone"...), nil) }); err != nil {
+	if err := seat.PublishToRoomGroup(bob.Seat, ctx, room, func(*mls.Group) ([]byte, error) { return g.Protect(append([]byte{0x01}, "from bob's phone"...), nil) }); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := alice.RoomSync(ctx, room)

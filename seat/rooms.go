@@ -66,8 +66,11 @@ type RoomMessage struct {
 	Text   string
 	Time   time.Time
 	// Kind is "" for a message a member sent, or a notice the seat wrote
-	// for a change it saw in the room: NoticeRemoved.
+	// for a change it saw in the room: NoticeRemoved, NoticeName.
 	Kind string
+	// SenderName is the name the sender gave in the room (names.go), ""
+	// if none.
+	SenderName string
 }
 
 // Notices in a room's history.
@@ -141,12 +144,15 @@ type room struct {
 	// refused: since the load, this member refused a handshake entry of
 	// its epoch, which may have moved the relay's fence (see settle.go).
 	refused bool
+	// newcomers: since the load, a commit brought members (names.go).
+	newcomers bool
+	nameSent  string // the name this seat last told the room
 }
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	r := &room{channel: ch}
 	var state []byte
-	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role, version FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role, &r.version)
+	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role, version, name_sent FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role, &r.version, &r.nameSent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoRoom
 	}
@@ -191,8 +197,8 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 			r.channel, state, r.lastSeq, r.role, s.cfg.Now().UnixMilli(), int(r.g.CipherSuite()))
 	} else {
 		var res sql.Result
-		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ?, version = version + 1
-			WHERE channel = ? AND version = ?`, state, r.lastSeq, r.channel, r.version)
+		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ?, name_sent = ?, version = version + 1
+			WHERE channel = ? AND version = ?`, state, r.lastSeq, r.nameSent, r.channel, r.version)
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errRoomMoved
@@ -491,6 +497,10 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	if e.EntryType == EntryWelcome {
 		return s.saveRoom(ctx, r, false)
 	}
+	var members int
+	if e.EntryType == EntryCommit {
+		members = len(r.g.Members())
+	}
 	rec, err := r.g.Process(e.Payload)
 	if err != nil {
 		// Entries this member cannot use only advance the cursor: its own
@@ -509,9 +519,16 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	case rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomText:
 		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: PersonOf(rec.SenderIdentity), Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
 		hist = append(hist, m)
+	case rec.Kind == mls.KindApplication && len(rec.Data) > 0 && rec.Data[0] == roomName:
+		m := RoomMessage{Room: r.channel, Seq: e.Seq, Sender: PersonOf(rec.SenderIdentity), Text: string(rec.Data[1:]), Time: time.UnixMilli(e.TS)}
+		if hist, err = s.nameNotice(ctx, m); err != nil {
+			return err
+		}
 	case rec.Kind == mls.KindCommit && rec.Removed:
 		hist = append(hist, RoomMessage{Room: r.channel, Seq: e.Seq, Sender: PersonOf(rec.SenderIdentity), Kind: NoticeRemoved,
 			Text: "removed this seat from the room", Time: time.UnixMilli(e.TS)})
+	case rec.Kind == mls.KindCommit && len(r.g.Members()) > members:
+		r.newcomers = true
 	}
 	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
 		return err
@@ -636,6 +653,9 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 		err = s.publishCommit(ctx, r, res.Commit)
 		switch {
 		case err == nil:
+			if res.Welcome != nil {
+				r.newcomers = true
+			}
 			return res, nil
 		case !errors.Is(err, ErrStaleEpoch):
 			return nil, err
@@ -733,6 +753,10 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 		}
 		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity, AccountID: account})
 	}
+	if len(done) > 0 {
+		// The newcomers learn this person's name (names.go).
+		s.settle(ctx, r)
+	}
 	return done, nil
 }
 
@@ -793,53 +817,81 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	plain := append([]byte{roomText}, text...)
-	var ct []byte
+	_, did, err := s.signatureKey()
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
 	err = s.withRoom(ctx, ch, func(r *room) error {
-		if err := s.catchUp(ctx, r, nil); err != nil {
-			return err
-		}
-		if !r.g.Active() {
-			return ErrRemovedRoom
-		}
-		if err := s.commitPending(ctx, r); err != nil {
+		if err := s.catchUpSettled(ctx, r, nil); err != nil {
 			return err
 		}
 		var err error
-		if ct, err = r.g.Protect(plain, nil); err != nil {
-			return err
-		}
-		// The advanced ratchet is stored before the message leaves, so a
-		// crash cannot make this seat reuse its message key.
-		return s.saveRoom(ctx, r, false)
+		seq, err = s.sendInRoom(ctx, r, append([]byte{roomText}, text...), func(seq uint64) []RoomMessage {
+			return []RoomMessage{{Room: ch, Seq: seq, Sender: did, Text: text, Time: s.cfg.Now()}}
+		})
+		return err
 	})
+	return seq, err
+}
+
+// sendInRoom sends plain as an application message of r, which is loaded
+// under the room lock and caught up, and returns its seq. Proposals
+// pending in the epoch are committed first (settle.go). The history that
+// hist returns for the seq is stored with the state once the relay took
+// the message.
+func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(seq uint64) []RoomMessage) (uint64, error) {
+	if !r.g.Active() {
+		return 0, ErrRemovedRoom
+	}
+	if err := s.commitPending(ctx, r); err != nil {
+		return 0, err
+	}
+	ct, err := r.g.Protect(plain, nil)
 	if err != nil {
+		return 0, err
+	}
+	// The advanced ratchet is stored before the message leaves, so a
+	// crash cannot make this seat reuse its message key.
+	if err := s.saveRoom(ctx, r, false); err != nil {
 		return 0, err
 	}
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return 0, err
 	}
-	conn, err := rc.DialPublisher(ctx, ch)
+	conn, err := rc.DialPublisher(ctx, r.channel)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	seq, err := conn.Publish(ctx, ch, ct)
+	seq, err := conn.Publish(ctx, r.channel, ct)
 	if err != nil {
 		return 0, err
 	}
-	s.observeSend(ch, len(plain))
-	_, did, _ := s.signatureKey()
-	return seq, s.withRoom(ctx, ch, func(r *room) error {
+	s.observeSend(r.channel, len(plain))
+	// The message is out: from here on nothing may send it again, so a
+	// state another process stored meanwhile is reloaded, not retried.
+	for attempt := 0; ; attempt++ {
 		// Entries others published after the catch-up and before this
 		// message come first.
-		if err := s.catchUpTo(ctx, r, seq, nil); err != nil {
-			return err
+		err := s.catchUpTo(ctx, r, seq, nil)
+		if err == nil {
+			r.lastSeq = max(r.lastSeq, seq)
+			err = s.saveRoom(ctx, r, false, hist(seq)...)
 		}
-		r.lastSeq = max(r.lastSeq, seq)
-		return s.saveRoom(ctx, r, false, RoomMessage{Room: ch, Seq: seq, Sender: did, Text: text, Time: s.cfg.Now()})
-	})
+		if !errors.Is(err, errRoomMoved) {
+			return seq, err
+		}
+		if attempt == 4 {
+			return seq, fmt.Errorf("seat: the message was sent (seq %d) but not stored: %v", seq, err)
+		}
+		fresh, err := s.loadRoom(ctx, r.channel)
+		if err != nil {
+			return seq, err
+		}
+		*r = *fresh
+	}
 }
 
 // RoomSync catches a room up with the relay and returns the new messages.
@@ -849,6 +901,9 @@ func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error)
 		out = out[:0]
 		return s.catchUpSettled(ctx, r, func(m RoomMessage) { out = append(out, m) })
 	})
+	if err == nil {
+		err = s.withNames(ctx, out)
+	}
 	return out, err
 }
 
@@ -873,7 +928,10 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 		m.Time = time.UnixMilli(ts)
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, s.withNames(ctx, out)
 }
 
 // RoomMember is one member of a room: one leaf of its group.
@@ -888,6 +946,8 @@ type RoomMember struct {
 	// Role is RoleOwner, RoleAdmin or RoleMember, from the roles in the
 	// group (roles.go); "" in a room created before rooms had roles.
 	Role string
+	// Name is the name the person gave in the room, "" if none.
+	Name string
 }
 
 // RoomMembers catches the room up and returns its roster.
@@ -905,9 +965,13 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 		if err != nil {
 			return err
 		}
+		names, err := s.roomNames(ctx, r.channel)
+		if err != nil {
+			return err
+		}
 		out = out[:0]
 		for _, m := range r.g.Members() {
-			rm := RoomMember{Identity: m.Identity, Person: PersonOf(m.Identity), Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()}
+			rm := RoomMember{Name: names[PersonOf(m.Identity)], Identity: m.Identity, Person: PersonOf(m.Identity), Leaf: m.LeafIndex, Self: m.LeafIndex == r.g.LeafIndex()}
 			if has {
 				rm.Role = roles.Role(m.Identity)
 			}

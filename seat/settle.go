@@ -107,6 +107,8 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 		// A failure is retried on the next settle: the records stay.
 		s.endRemovedMemberships(ctx, r)
 	}
+	// Likewise: the room hears the name on a later settle.
+	s.shareName(ctx, r)
 	return nil
 }
 

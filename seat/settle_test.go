@@ -113,7 +113,7 @@ func TestRoomPendingProposalsCannotBlockSends(t *testing.T) {
 			return g.ProposeRemove(m.LeafIndex)
 		},
 	} {
-		if err := seat.SendRoomProposal(bob.Seat, ctx, room, build); err != nil {
+		if err := seat.PublishToRoomGroup(bob.Seat, ctx, room, build); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -81,6 +81,10 @@ var storeMigrations = []string{
 	// A room's cipher suite, which never changes, readable without
 	// opening its state. Rooms from before had suite 1.
 	`ALTER TABLE rooms ADD COLUMN suite INTEGER NOT NULL DEFAULT 1;`,
+	// The name this seat last told the room (names.go), and the names
+	// people gave, found by kind.
+	`ALTER TABLE rooms ADD COLUMN name_sent TEXT NOT NULL DEFAULT '';
+	CREATE INDEX room_history_kind ON room_history(channel, kind, seq);`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {

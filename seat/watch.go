@@ -310,6 +310,9 @@ func (f *feed) emit(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if err := f.s.withNames(ctx, out); err != nil {
+		return err
+	}
 	for _, m := range out {
 		if f.on != nil {
 			f.on(m)
