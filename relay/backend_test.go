@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,6 +25,8 @@ type natsServer struct {
 	port int
 	srv  *natsserver.Server
 	URL  string
+	// maxPayload is the server's max_payload; 0 means 8 MiB.
+	maxPayload int32
 }
 
 // startNATS starts a nats-server on a random loopback port with its
@@ -43,7 +46,7 @@ func (n *natsServer) start() {
 		Port:       n.port,
 		JetStream:  true,
 		StoreDir:   n.dir,
-		MaxPayload: 8 << 20,
+		MaxPayload: cmp.Or(n.maxPayload, 8<<20),
 		// Acknowledged means on disk, as the SQLite archive's fsync.
 		// RELAY_BENCH_NATS_SYNC=interval keeps nats-server's default
 		// instead (synced every two minutes; an ack survives a crash of

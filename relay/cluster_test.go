@@ -630,3 +630,119 @@ func TestJetStreamFenceOutlivesMaxAge(t *testing.T) {
 	d.publish(chA, publicMessage(gid, 0, 3))
 	d.expectError("stale_epoch")
 }
+
+// TestClusterQuota: an account's quota is the cluster's: bytes stored
+// through one node count on every node (each mirrors the stream), a node
+// started later counts them from the stream, and eviction by the cap gives
+// them back everywhere.
+func TestClusterQuota(t *testing.T) {
+	n := startNATS(t)
+	cfg := Config{OpenChannels: true, AccountQuota: 1000, ArchiveCap: 3}
+	nodes := startCluster(t, n, 2, cfg)
+	const ch = "acme/cluster/quota"
+	p := func(tag byte) []byte { return []byte(strings.Repeat(string(tag), 300)) }
+	a := dialWS(t, nodes[0].URL, "/ws/"+ch)
+	a.auth(mint(t, "alice", ""))
+	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	b.auth(mint(t, "alice", ""))
+	a.publishAck(ch, p('a'))
+	a.publishAck(ch, p('b'))
+	a.publishAck(ch, p('c'))
+	for range 3 {
+		b.expect(map[string]any{"type": "message"}) // node B has mirrored them
+	}
+	b.publish(ch, p('x'))
+	b.expectError("quota_exceeded")
+	cfg.NATSURL, cfg.NATSStream = n.URL, "CLUSTER"
+	late := startRelay(t, cfg)
+	late.inCluster = true
+	for _, node := range append(nodes, late) {
+		if got := node.arch.used("alice"); got != 900 {
+			t.Fatalf("a node counts %d bytes for alice, want 900", got)
+		}
+	}
+	// Bob's entries push alice's out of the cap of 3; every node gives
+	// her bytes back.
+	c := dialWS(t, nodes[1].URL, "/ws/"+ch)
+	c.auth(mint(t, "bob", ""))
+	for i := range 3 {
+		c.publishAck(ch, []byte(fmt.Sprint("bob ", i)))
+		a.expect(map[string]any{"type": "message"})
+		b.expect(map[string]any{"type": "message"})
+	}
+	for _, node := range append(nodes, late) {
+		deadline := time.Now().Add(10 * time.Second)
+		for node.arch.used("alice") != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("a node still counts %d bytes for alice", node.arch.used("alice"))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	b.publishAck(ch, p('y'))
+}
+
+// TestJetStreamSubjects: channel names map to subject tokens that NATS
+// treats as one token and that never collide: names that differ only in
+// where a dot or slash sits stay apart.
+func TestJetStreamSubjects(t *testing.T) {
+	n := startNATS(t)
+	tr := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true})
+	js := tr.arch.(*jsArchive)
+	names := []string{"a.b/c/d", "a/b.c/d", "a/b/c.d", "a-b/c_d/e.f", "x/y/" + strings.Repeat("z", 250)}
+	tok := mint(t, "alice", "")
+	c := dialWS(t, tr.URL, "/ws")
+	c.auth(tok)
+	for _, name := range names {
+		for _, subj := range []string{js.appSubject(name), js.hsSubject(name)} {
+			kind, got, ok := js.parseSubject(subj)
+			if !ok || got != name || strings.Count(subj, ".") != 2 || strings.ContainsAny(subj, "*> ") {
+				t.Fatalf("%q → subject %q → %q %c %v", name, subj, got, kind, ok)
+			}
+		}
+		c.subscribe(name)
+		c.publishAck(name, []byte("on "+name))
+	}
+	for _, name := range names {
+		_, m := httpGet(t, tr.URL+"/v1/sync?channel="+name, tok)
+		es := m["entries"].([]any)
+		if len(es) != 1 || es[0].(map[string]any)["payload"] != base64.StdEncoding.EncodeToString([]byte("on "+name)) {
+			t.Fatalf("%s holds %v", name, es)
+		}
+	}
+	for _, bad := range []string{"SKYTALE.a", "SKYTALE.a.!!", "OTHER.a.YQ", "SKYTALE.q.YQ", "SKYTALE.a."} {
+		if _, _, ok := js.parseSubject(bad); ok {
+			t.Fatalf("subject %q parsed", bad)
+		}
+	}
+}
+
+// TestJetStreamConfigRefused: a bad stream name, a replica count out of
+// range, or a NATS whose max_payload cannot carry a 1 MiB payload: New
+// refuses with a clear error, and nothing is left running.
+func TestJetStreamConfigRefused(t *testing.T) {
+	n := startNATS(t)
+	for _, cfg := range []Config{
+		{NATSStream: "has.dot"},
+		{NATSStream: "has space"},
+		{NATSReplicas: 7},
+		{NATSReplicas: -1},
+	} {
+		cfg.NATSURL, cfg.JWTSecret, cfg.OpenChannels = n.URL, testSecret, true
+		if s, err := New(cfg); err == nil {
+			s.Close(context.Background())
+			t.Fatalf("%+v accepted", cfg)
+		}
+	}
+	small := &natsServer{t: t, dir: t.TempDir(), port: -1, maxPayload: 1 << 20}
+	small.start()
+	t.Cleanup(small.shutdown)
+	_, err := New(Config{NATSURL: small.URL, JWTSecret: testSecret, OpenChannels: true})
+	if err == nil || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("NATS with max_payload 1 MB: %v", err)
+	}
+	if _, err := New(Config{NATSURL: "nats://127.0.0.1:1", JWTSecret: testSecret, OpenChannels: true}); err == nil {
+		t.Fatal("unreachable NATS accepted")
+	}
+	checkNoRelayGoroutines(t)
+}
