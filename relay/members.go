@@ -168,7 +168,14 @@ func (s *Server) resetFences(ctx context.Context, evs []ChannelEvent) error {
 		if e.Kind != EventFenceReset {
 			continue
 		}
-		if err := s.arch.resetFence(e.Channel, e.Epoch, e.ID); err != nil {
+		// The directory's event ids are durable, so a cluster's nodes
+		// apply a reset once by its id; a MemberSet's restart with the
+		// process, so its resets apply as they come.
+		id := e.ID
+		if _, ok := s.cfg.Members.(*MemberSet); ok {
+			id = 0
+		}
+		if err := s.arch.resetFence(e.Channel, e.Epoch, id); err != nil {
 			return fmt.Errorf("fence reset of %s: %w", e.Channel, err)
 		}
 		s.log.Info("relay: commit fence reset", "channel", e.Channel, "epoch", e.Epoch)
