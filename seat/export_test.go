@@ -83,11 +83,7 @@ func PublishToRoomGroup(s *Seat, ctx context.Context, name string, build func(*m
 		if err := s.saveRoom(ctx, r, false); err != nil {
 			return err
 		}
-		rc, err := s.roomRelay(ctx)
-		if err != nil {
-			return err
-		}
-		conn, err := rc.DialPublisher(ctx, r.channel)
+		conn, err := s.roomPublisher(ctx, r.channel)
 		if err != nil {
 			return err
 		}

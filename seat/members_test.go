@@ -66,25 +66,8 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	expect(t, "alice", received(t, alice, room), "hello from bob")
 
 	// Bob watches live while alice removes him.
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	connected := make(chan struct{}, 1)
-	watchErr := make(chan error, 1)
-	go func() {
-		watchErr <- bob.WatchWith(wctx, []string{room}, seat.WatchOptions{OnEvent: func(ev seat.WatchEvent) {
-			if ev.Connected {
-				select {
-				case connected <- struct{}{}:
-				default:
-				}
-			}
-		}})
-	}()
-	select {
-	case <-connected:
-	case err := <-watchErr:
-		t.Fatalf("watch ended before connecting: %v", err)
-	}
+	w := startWatch(t, bob.Seat, room)
+	w.connected(t)
 
 	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
 	if err != nil {
@@ -96,7 +79,8 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, carol.acct.AccountID); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("members after the removal: %v, want %v", got, want)
 	}
-	err = <-watchErr
+	err = <-w.done
+	w.done <- err
 	var re *seat.RoomError
 	if !errors.Is(err, seat.ErrNotMember) || !errors.As(err, &re) || re.Room != room {
 		t.Fatalf("bob's live watch after his removal: %v, want ErrNotMember for %s", err, room)
@@ -104,6 +88,8 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	if _, err := bob.RoomSend(ctx, room, "still here?"); !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("bob's send after his removal: %v, want ErrNotMember", err)
 	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if err := bob.Watch(wctx, []string{room}, nil); !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("bob's new watch after his removal: %v, want ErrNotMember", err)
 	}

@@ -110,9 +110,7 @@ func roleOf(t *testing.T, m *member, room, did string) string {
 func TestRoomMemberCannotRemoveOwner(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()
-	alice, bob, room := roomOfTwo(t, st, "ops")
-	carol := newMember(t, st, "carolco")
-	join(t, alice, carol, room)
+	alice, bob, carol, room := roomOfThree(t, st, "ops")
 	if got := roleOf(t, carol, room, alice.did); got != seat.RoleOwner {
 		t.Fatalf("carol sees alice as %q", got)
 	}
@@ -155,9 +153,7 @@ func TestRoomMemberCannotRemoveOwner(t *testing.T) {
 func TestRoomAdmins(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()
-	alice, bob, room := roomOfTwo(t, st, "ops")
-	carol := newMember(t, st, "carolco")
-	join(t, alice, carol, room)
+	alice, bob, carol, room := roomOfThree(t, st, "ops")
 	if err := bob.RoomAdminAdd(ctx, room, bob.did); !errors.Is(err, seat.ErrNotOwner) {
 		t.Fatalf("bob making himself admin: %v", err)
 	}

@@ -319,6 +319,15 @@ func (s *Seat) checkChannelUnused(ctx context.Context, dir *DirectoryClient, ch 
 	return nil
 }
 
+// roomPublisher opens a connection that publishes on the room channel ch.
+func (s *Seat) roomPublisher(ctx context.Context, ch string) (*Conn, error) {
+	rc, err := s.roomRelay(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rc.DialPublisher(ctx, ch)
+}
+
 func (s *Seat) roomRelay(ctx context.Context) (*RelayClient, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
@@ -545,11 +554,7 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 // On stale_epoch it discards the commit, catches up and returns the
 // stale error so the caller rebuilds its commit on the new epoch.
 func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error {
-	rc, err := s.roomRelay(ctx)
-	if err != nil {
-		return err
-	}
-	conn, err := rc.DialPublisher(ctx, r.channel)
+	conn, err := s.roomPublisher(ctx, r.channel)
 	if err != nil {
 		r.g.DiscardCommit()
 		return err
@@ -856,11 +861,7 @@ func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(
 	if err := s.saveRoom(ctx, r, false); err != nil {
 		return 0, err
 	}
-	rc, err := s.roomRelay(ctx)
-	if err != nil {
-		return 0, err
-	}
-	conn, err := rc.DialPublisher(ctx, r.channel)
+	conn, err := s.roomPublisher(ctx, r.channel)
 	if err != nil {
 		return 0, err
 	}

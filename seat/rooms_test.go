@@ -82,6 +82,15 @@ func roomOfTwo(t *testing.T, st *skytaletest.Stack, name string) (alice, bob *me
 	return alice, bob, room
 }
 
+// roomOfThree is roomOfTwo with a third member from org carolco.
+func roomOfThree(t *testing.T, st *skytaletest.Stack, name string) (alice, bob, carol *member, room string) {
+	t.Helper()
+	alice, bob, room = roomOfTwo(t, st, name)
+	carol = newMember(t, st, "carolco")
+	join(t, alice, carol, room)
+	return alice, bob, carol, room
+}
+
 func sendTo(t *testing.T, m *member, room, text string) {
 	t.Helper()
 	if _, err := m.RoomSend(context.Background(), room, text); err != nil {

@@ -187,11 +187,7 @@ func (s *Seat) proposeLeave(ctx context.Context, r *room) error {
 	if err := s.catchUp(ctx, r, nil); err != nil {
 		return err
 	}
-	rc, err := s.roomRelay(ctx)
-	if err != nil {
-		return err
-	}
-	conn, err := rc.DialPublisher(ctx, r.channel)
+	conn, err := s.roomPublisher(ctx, r.channel)
 	if err != nil {
 		return err
 	}

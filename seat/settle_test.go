@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,9 +44,7 @@ func dids(ms ...*member) []string {
 func TestRoomLeaveIsCommitted(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice, bob, room := roomOfTwo(t, st, "ops")
-	carol := newMember(t, st, "carolco")
-	join(t, alice, carol, room)
+	alice, bob, carol, room := roomOfThree(t, st, "ops")
 
 	if err := carol.RoomLeave(ctx, room); err != nil {
 		t.Fatal(err)
@@ -94,9 +91,7 @@ func TestRoomLeaveIsCommitted(t *testing.T) {
 func TestRoomPendingProposalsCannotBlockSends(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice, bob, room := roomOfTwo(t, st, "ops")
-	carol := newMember(t, st, "carolco")
-	join(t, alice, carol, room)
+	alice, bob, carol, room := roomOfThree(t, st, "ops")
 
 	// A hostile bob whose engine ignores the roles proposes an update of
 	// his own leaf (valid) and the removal of carol (refused: he is not
@@ -137,9 +132,7 @@ func TestRoomPendingProposalsCannotBlockSends(t *testing.T) {
 func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice, bob, room := roomOfTwo(t, st, "ops")
-	carol := newMember(t, st, "carolco")
-	join(t, alice, carol, room)
+	alice, bob, carol, room := roomOfThree(t, st, "ops")
 	mallory := newMember(t, st, "malco")
 	join(t, alice, mallory, room)
 	if err := alice.RoomAdminAdd(ctx, room, carol.did); err != nil {
@@ -153,36 +146,8 @@ func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	}
 
 	// Bob watches; what he is told of his removal arrives here.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var notices []seat.RoomMessage
-	connected := make(chan struct{}, 1)
-	watchErr := make(chan error, 1)
-	go func() {
-		watchErr <- bob.WatchWith(wctx, []string{room}, seat.WatchOptions{
-			OnMessage: func(m seat.RoomMessage) {
-				if m.Kind != "" {
-					mu.Lock()
-					notices = append(notices, m)
-					mu.Unlock()
-				}
-			},
-			OnEvent: func(e seat.WatchEvent) {
-				if e.Connected {
-					select {
-					case connected <- struct{}{}:
-					default:
-					}
-				}
-			},
-		})
-	}()
-	select {
-	case <-connected:
-	case err := <-watchErr:
-		t.Fatalf("bob's watch: %v", err)
-	}
+	w := startWatch(t, bob.Seat, room)
+	w.connected(t)
 
 	if err := carol.RoomRemove(ctx, room, bob.did); !errors.Is(err, seat.ErrFenceAhead) {
 		t.Fatalf("the admin's commit while the fence is ahead: %v, want ErrFenceAhead", err)
@@ -209,15 +174,20 @@ func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	}
 	var werr error
 	select {
-	case werr = <-watchErr:
+	case werr = <-w.done:
+		w.done <- werr
 	case <-time.After(20 * time.Second):
 		t.Fatal("bob's watch goes on after his account's membership ended")
 	}
 	if !errors.Is(werr, seat.ErrNotMember) {
 		t.Fatalf("bob's watch ended with %v, want ErrNotMember", werr)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	var notices []seat.RoomMessage
+	for len(w.msgs) > 0 {
+		if m := <-w.msgs; m.Kind != "" {
+			notices = append(notices, m)
+		}
+	}
 	if len(notices) != 1 || notices[0].Kind != seat.NoticeRemoved || notices[0].Sender != carol.did || !strings.Contains(notices[0].Text, "removed") {
 		t.Fatalf("bob's watch was told %+v, want one removal notice from carol", notices)
 	}
