@@ -13,14 +13,8 @@ import (
 
 func nameOf(t *testing.T, m *member, room, did string) string {
 	t.Helper()
-	ms, _, err := m.RoomMembers(context.Background(), room)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range ms {
-		if x.Person == did {
-			return x.Name
-		}
+	if x, ok := memberOf(t, m, room, did); ok {
+		return x.Name
 	}
 	return "absent"
 }

@@ -88,16 +88,26 @@ func FuzzRoomRoles(f *testing.F) {
 	})
 }
 
-func roleOf(t *testing.T, m *member, room, did string) string {
+// memberOf is the member of room whose identity or person is did, as m
+// sees the room; ok is false when there is none.
+func memberOf(t *testing.T, m *member, room, did string) (rm seat.RoomMember, ok bool) {
 	t.Helper()
 	ms, _, err := m.RoomMembers(context.Background(), room)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, x := range ms {
-		if x.Identity == did {
-			return x.Role
+		if x.Identity == did || x.Person == did {
+			return x, true
 		}
+	}
+	return rm, false
+}
+
+func roleOf(t *testing.T, m *member, room, did string) string {
+	t.Helper()
+	if x, ok := memberOf(t, m, room, did); ok {
+		return x.Role
 	}
 	return "absent"
 }
