@@ -30,8 +30,10 @@
 package skytale
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/skytale-oss/skytale/directory"
@@ -39,18 +41,51 @@ import (
 	"github.com/skytale-oss/skytale/seat"
 )
 
-// RelayConfig configures a relay; see [relay.Config]. The zero value of
-// each field means its documented default.
+// RelayConfig configures a relay. It is [relay.Config] itself, so every
+// field the relay package has is set here, and go doc relay.Config
+// documents each one. The fields most embedders set:
+//
+//   - DBPath: the SQLite file of the archive; "" keeps it in memory.
+//   - JWTSecret: the HS256 key of the tokens the relay accepts (shared with
+//     whatever mints them, the directory in a [Stack]). Required; use at
+//     least 32 random bytes.
+//   - Members: who may use which channel ([relay.NewMemberSet], or a
+//     directory's feed with [relay.NewHTTPMembers]). Required unless
+//     OpenChannels, where the application gates channels itself.
+//   - Revocations: where revoked accounts are learned
+//     ([relay.NewHTTPRevocations] for a directory elsewhere).
+//   - Logger: one line per request; nil discards.
+//
+// A zero field means its documented default (archive cap 1000 entries,
+// 7 days). A [Stack] sets JWTSecret, Revocations and Members itself.
 type RelayConfig = relay.Config
 
 // Relay is the message plane: an http.Handler plus Close.
 type Relay = relay.Server
 
-// DirectoryConfig configures a directory; see [directory.Config].
+// DirectoryConfig configures a directory. It is [directory.Config]
+// itself, so every field the directory package has is set here, and go doc
+// directory.Config documents each one. The fields most embedders set:
+//
+//   - DBPath: the SQLite file; "" keeps the directory in memory.
+//   - JWTSecret: the HS256 key of the tokens it mints, shared with the
+//     relay. Required; use at least 32 random bytes.
+//   - InternalSecret: authenticates the operator (account creation when
+//     signup is closed, revoking any account, the relay's feeds); empty
+//     turns those calls off.
+//   - OpenSignup: anyone may create an account.
+//   - Logger: one line per request, never a credential; nil discards.
+//
+// A zero field means its documented default. A [Stack] sets JWTSecret and
+// InternalSecret itself, from [StackConfig].
 type DirectoryConfig = directory.Config
 
 // Directory is the directory plane: an http.Handler plus Close.
 type Directory = directory.Server
+
+// MinJWTSecret is the shortest JWT secret [NewStack] accepts: 32 bytes,
+// the size of the HS256 key.
+const MinJWTSecret = 32
 
 // NewRelay returns a relay ready to serve. Close it to flush the archive
 // and stop its goroutines.
@@ -69,15 +104,19 @@ type Seat = seat.Seat
 func NewSeat(cfg SeatConfig) (*Seat, error) { return seat.Open(context.Background(), cfg) }
 
 // StackConfig configures a directory and a relay that run in one process.
-// JWTSecret is shared by both planes. The relay learns revocations and
-// channel membership (members added and removed, owners' fence resets) from
-// the directory in-process, so Relay.Revocations and Relay.Members are set
-// by NewStack.
+//
+// The secrets are set here, once: JWTSecret (at least [MinJWTSecret]
+// bytes, shared by both planes) and InternalSecret. Leave the sub-configs'
+// JWTSecret and InternalSecret empty; NewStack refuses a different value
+// there rather than pick one. The relay learns revocations and channel
+// membership (members added and removed, owners' fence resets) from the
+// directory in-process, so Relay.Revocations and Relay.Members must be
+// left nil too.
 type StackConfig struct {
 	JWTSecret      []byte
 	InternalSecret []byte
-	Directory      DirectoryConfig // its JWTSecret and InternalSecret are overwritten
-	Relay          RelayConfig     // its JWTSecret, Revocations and Members are overwritten
+	Directory      DirectoryConfig
+	Relay          RelayConfig
 }
 
 // Stack is a directory and a relay wired together.
@@ -89,8 +128,18 @@ type Stack struct {
 // NewStack starts both planes. Mount Stack.Directory and Stack.Relay on
 // whatever listeners you like.
 func NewStack(cfg StackConfig) (*Stack, error) {
-	if len(cfg.JWTSecret) == 0 {
-		return nil, errors.New("skytale: stack needs a JWT secret")
+	switch {
+	case len(cfg.JWTSecret) == 0:
+		return nil, errors.New("skytale: stack needs a JWT secret (StackConfig.JWTSecret, at least 32 random bytes)")
+	case len(cfg.JWTSecret) < MinJWTSecret:
+		return nil, fmt.Errorf("skytale: the JWT secret is %d bytes; it must be at least %d random bytes", len(cfg.JWTSecret), MinJWTSecret)
+	case len(cfg.Directory.JWTSecret) != 0 && !bytes.Equal(cfg.Directory.JWTSecret, cfg.JWTSecret),
+		len(cfg.Relay.JWTSecret) != 0 && !bytes.Equal(cfg.Relay.JWTSecret, cfg.JWTSecret):
+		return nil, errors.New("skytale: set the JWT secret once, in StackConfig.JWTSecret; a sub-config has another")
+	case len(cfg.Directory.InternalSecret) != 0 && !bytes.Equal(cfg.Directory.InternalSecret, cfg.InternalSecret):
+		return nil, errors.New("skytale: set the internal secret once, in StackConfig.InternalSecret; StackConfig.Directory has another")
+	case cfg.Relay.Revocations != nil || cfg.Relay.Members != nil:
+		return nil, errors.New("skytale: a stack's relay learns revocations and members from its directory; leave StackConfig.Relay.Revocations and Members nil")
 	}
 	dc := cfg.Directory
 	dc.JWTSecret, dc.InternalSecret = cfg.JWTSecret, cfg.InternalSecret
