@@ -8,34 +8,80 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
 )
 
-// Version is the tally version string.
+// Version is the tally version string when the build carries no module
+// version (a build from a working tree).
 var Version = "0.1.0-dev"
 
 // Run executes the tally command line args (args[0] is the program name)
 // with the given standard streams, and returns when the command is done or
 // ctx is cancelled.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return newApp(stdin, stdout, stderr).RunContext(ctx, args)
+}
+
+// newApp builds the command tree.
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	app := &ucli.App{
 		Name:                 "tally",
 		Usage:                "end-to-end encrypted logs and rooms over a blind directory and relay",
-		Version:              Version,
+		Version:              versionString(),
 		Reader:               stdin,
 		Writer:               stdout,
 		ErrWriter:            stderr,
-		HideHelpCommand:      true,
-		EnableBashCompletion: false,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,                          // ours below shows a group's subcommands too
 		ExitErrHandler:       func(*ucli.Context, error) {}, // Run returns errors; main decides the exit code
 		Flags:                globalFlags(),
-		Commands:             append(append(seatCommands(), roomCommands()...), serveCommand()),
 		Action:               helpOrUnknown("tally"),
 		OnUsageError:         usageErrorLine,
 	}
+	app.Commands = append(append(seatCommands(), roomCommands()...), serveCommand())
+	app.Commands = append(app.Commands, infoCommands()...)
+	app.Commands = append(app.Commands, helpCommand())
+	withGlobalFlags(app.Commands)
 	oneLineErrors(app.Commands, "tally")
-	return app.RunContext(ctx, args)
+	return app
+}
+
+// withGlobalFlags gives every command the global flags too, so that they
+// work after the command name as well as before it (`tally log --json`).
+func withGlobalFlags(cmds []*ucli.Command) {
+	for _, c := range cmds {
+		if c.Name == "help" {
+			continue
+		}
+		c.Flags = append(c.Flags, globalFlags()...)
+		for _, f := range c.Flags {
+			// A switch's help needs no "(default: false)".
+			if b, ok := f.(*ucli.BoolFlag); ok && b.DefaultText == "" {
+				b.DisableDefaultText = true
+			}
+		}
+		withGlobalFlags(c.Subcommands)
+	}
+}
+
+// helpCommand is `tally help [COMMAND…]`: the help of the app, or of the
+// command named, as its --help shows it.
+func helpCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "help",
+		Usage:     "show the commands, or the help of one command",
+		ArgsUsage: "[COMMAND…]",
+		Action: func(c *ucli.Context) error {
+			if c.NArg() == 0 {
+				return ucli.ShowAppHelp(c)
+			}
+			args := append(append([]string{"tally"}, c.Args().Slice()...), "--help")
+			return newApp(c.App.Reader, c.App.Writer, c.App.ErrWriter).RunContext(c.Context, args)
+		},
+	}
 }
 
 // oneLineErrors makes every command answer a bad flag, and every command
@@ -55,11 +101,12 @@ func oneLineErrors(cmds []*ucli.Command, parent string) {
 }
 
 func usageErrorLine(c *ucli.Context, err error, _ bool) error {
-	return &usageError{err.Error(), "see `" + c.Command.HelpName + " --help`; the global flags --home, --api-url, --relay-url and --json go before the command"}
+	return &usageError{err.Error(), "see `" + c.Command.HelpName + " --help`"}
 }
 
 // helpOrUnknown shows the help of a command group run without a
-// subcommand, and refuses an unknown one.
+// subcommand, and refuses an unknown one, naming the closest command when
+// one is near.
 func helpOrUnknown(name string) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
 		if c.NArg() == 0 {
@@ -68,8 +115,65 @@ func helpOrUnknown(name string) ucli.ActionFunc {
 			}
 			return ucli.ShowSubcommandHelp(c)
 		}
-		return &usageError{fmt.Sprintf("unknown command %q", name+" "+c.Args().First()), "see `" + name + " --help`"}
+		typed := c.Args().First()
+		cmds := c.App.Commands
+		if c.Command != nil && name != "tally" {
+			cmds = c.Command.Subcommands
+		}
+		msg := fmt.Sprintf("unknown command %q", name+" "+typed)
+		if near := nearestCommand(cmds, typed); near != "" {
+			return &usageError{msg, "did you mean `" + name + " " + near + "`? see `" + name + " --help`"}
+		}
+		return &usageError{msg, "see `" + name + " --help`"}
 	}
+}
+
+// nearestCommand returns the visible command name within two edits
+// (a swap of two neighbours counts as one) of typed, or "".
+func nearestCommand(cmds []*ucli.Command, typed string) string {
+	best, bestD := "", 3
+	for _, c := range cmds {
+		if c.Hidden {
+			continue
+		}
+		for _, n := range c.Names() {
+			limit := 2
+			if len(n) <= 3 {
+				limit = 1
+			}
+			if d := editDistance(typed, n); d <= limit && d < bestD {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of neighbours.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // usageError is an error with a hint on what to do next.
@@ -84,12 +188,56 @@ func (e *usageError) Error() string {
 	return e.msg + ": " + e.hint
 }
 
-// Main runs tally and returns the process exit code.
+// Exit codes besides 0 and 1.
+const (
+	// exitInterrupted is the code of a command stopped by Ctrl-C
+	// (SIGINT), the shells' 128+2.
+	exitInterrupted = 130
+	// exitTerminated is the code of a command that failed as SIGTERM
+	// stopped it (128+15). A command that stops cleanly on SIGTERM, as
+	// serve does, exits 0.
+	exitTerminated = 143
+)
+
+// errSignal is the cause of the context of a command stopped by a signal.
+type errSignal struct{ sig syscall.Signal }
+
+func (e errSignal) Error() string { return "stopped by " + e.sig.String() }
+
+// Main runs tally and returns the process exit code. A command stopped
+// by the cancellation of ctx (Ctrl-C) exits 130, whatever the command.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := Run(ctx, args, stdin, stdout, stderr)
-	if err == nil || errors.Is(err, context.Canceled) {
+	if ctx.Err() != nil {
+		var sig errSignal
+		if errors.As(context.Cause(ctx), &sig) && sig.sig == syscall.SIGTERM {
+			if err == nil || errors.Is(err, context.Canceled) {
+				return 0 // a clean stop, as a service manager expects
+			}
+			printError(stderr, err)
+			return exitTerminated
+		}
+		printError(stderr, err)
+		return exitInterrupted
+	}
+	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "tally: %v\n", err)
+	printError(stderr, err)
 	return 1
+}
+
+// printError prints err as one line, unless it says no more than that
+// the command was stopped (what was stopped has said so itself).
+func printError(stderr io.Writer, err error) {
+	if err == nil || errors.Is(err, context.Canceled) && !isUsage(err) {
+		return
+	}
+	msg := strings.TrimSpace(err.Error())
+	fmt.Fprintf(stderr, "%s %s\n", paint(stderr, colourRed, "tally:"), msg)
+}
+
+func isUsage(err error) bool {
+	var ue *usageError
+	return errors.As(err, &ue)
 }

@@ -120,10 +120,10 @@ func devicesCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "fingerprint", Usage: "the device fingerprint (`FP`) the new device shows, for scripts and pipes"},
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if e.c.NArg() != 1 {
+					if len(e.args) != 1 {
 						return &usageError{"want the user code", "tally devices approve XXXX-XXXX"}
 					}
-					code := e.c.Args().First()
+					code := e.args[0]
 					notFound := func(err error) bool {
 						var apiErr *seat.APIError
 						return errors.As(err, &apiErr) && apiErr.Status == 404

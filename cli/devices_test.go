@@ -113,10 +113,10 @@ func TestCLIDeviceGrant(t *testing.T) {
 		t.Fatalf("log on B: %s", out)
 	}
 	mustTally(t, append(b, "add", "from", "b")...)
-	if out := mustTally(t, append(b, "push")...); !strings.Contains(out, "pushed 1 entries") {
+	if out := mustTally(t, append(b, "push")...); !strings.Contains(out, "pushed 1 entry") {
 		t.Fatalf("push on B: %s", out)
 	}
-	if out := mustTally(t, append(a, "pull")...); !strings.Contains(out, "pulled 1 new entries") {
+	if out := mustTally(t, append(a, "pull")...); !strings.Contains(out, "pulled 1 new entry") {
 		t.Fatalf("pull on A: %s", out)
 	}
 }

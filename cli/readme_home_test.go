@@ -34,8 +34,9 @@ func TestREADMESecondHome(t *testing.T) {
 
 	st := skytaletest.NewStack(t)
 	demo := t.TempDir()
-	testOnlyEnv = map[string]string{"SKYTALE_API_URL": st.APIURL, "SKYTALE_RELAY_URL": st.RelayURL}
-	defer func() { testOnlyEnv = nil }()
+	// The README configures no URL: tally's defaults stand for serve's.
+	testOnlyDefaultURLs = &[2]string{st.APIURL, st.RelayURL}
+	defer func() { testOnlyDefaultURLs = nil }()
 	mustTally(t, "--home", demo+"/alice", "init")
 	mustTally(t, "--home", demo+"/alice", "signin", "--org", "acme")
 

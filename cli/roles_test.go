@@ -45,7 +45,7 @@ func TestCLIRoomRoles(t *testing.T) {
 	if roles[aliceDID] != "owner" || roles[bobDID] != "member" || roles[carolDID] != "member" {
 		t.Fatalf("carol sees roles %v", roles)
 	}
-	if out := mustTally(t, append(carol, "room", "members", room)...); !strings.Contains(out, "owner  "+aliceDID) || !strings.Contains(out, "member "+bobDID) {
+	if out := mustTally(t, append(carol, "room", "members", room)...); !strings.Contains(out, "owner  "+shortID(aliceDID)) || !strings.Contains(out, "member "+shortID(bobDID)) {
 		t.Fatalf("members:\n%s", out)
 	}
 	for _, c := range []struct {
@@ -55,7 +55,7 @@ func TestCLIRoomRoles(t *testing.T) {
 		{append(bob, "room", "remove", room, aliceDID), "nobody can remove the owner of " + room},
 		{append(bob, "room", "remove", room, carolDID), "only the owner and admins of " + room + " can remove or add others; nothing was sent"},
 		{append(bob, "room", "admins", "add", room, bobDID), "only the owner of " + room},
-		{append(alice, "room", "admins", "add", "ops", "bob"), "not a member identity"},
+		{append(alice, "room", "admins", "add", "ops", "bob"), `"bob" is not a member of ops`},
 	} {
 		if _, err := tally(t, "", c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("tally %s: %v, want %q", strings.Join(c.args[2:], " "), err, c.want)
@@ -67,7 +67,7 @@ func TestCLIRoomRoles(t *testing.T) {
 
 	// The owner makes bob an admin; bob may then remove carol, but not
 	// the owner.
-	if out := mustTally(t, append(alice, "room", "admins", "add", "ops", bobDID)...); !strings.Contains(out, bobDID+" is now an admin") {
+	if out := mustTally(t, append(alice, "room", "admins", "add", "ops", bobDID)...); !strings.Contains(out, shortID(bobDID)+" is now an admin") {
 		t.Fatalf("admins add: %s", out)
 	}
 	if roles, _ := roomRoles(t, carol, room); roles[bobDID] != "admin" {

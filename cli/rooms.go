@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -12,6 +16,10 @@ import (
 	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 )
+
+// maxMessageBytes caps a message read from stdin: the relay carries at
+// most 1 MB per entry, and the encryption and padding take their share.
+const maxMessageBytes = 512 << 10
 
 // admitInterval is how often `room admit --watch` looks for join requests.
 var admitInterval = 2 * time.Second
@@ -25,20 +33,48 @@ func roomCommands() []*ucli.Command {
 				"Members in other orgs use the full name the owner's invite prints.",
 			Subcommands: []*ucli.Command{
 				{
+					Name: "list", Usage: "list this home's rooms",
+					Action: withSeat(func(e *env, s *seat.Seat) error {
+						if len(e.args) != 0 {
+							return &usageError{"tally room list takes no arguments", ""}
+						}
+						rooms, err := s.Rooms(e.c.Context)
+						if err != nil {
+							return err
+						}
+						if e.json {
+							list := []map[string]any{}
+							for _, r := range rooms {
+								list = append(list, map[string]any{"room": r.Channel, "name": shortRoom(e, s, r.Channel), "role": r.Role, "last_seq": r.LastSeq})
+							}
+							e.out(map[string]any{"rooms": list}, "")
+							return nil
+						}
+						if len(rooms) == 0 {
+							fmt.Fprintln(e.c.App.ErrWriter, "this home has no rooms: run `tally room create NAME`, or `tally room join NAME TOKEN` with an invite")
+							return nil
+						}
+						for _, r := range rooms {
+							fmt.Fprintf(e.c.App.Writer, "%-24s %s\n", shortRoom(e, s, r.Channel), r.Role)
+						}
+						return nil
+					}),
+				},
+				{
 					Name: "create", Usage: "create a room you own", ArgsUsage: "NAME",
 					Action: roomAction(1, "tally room create NAME", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						if _, err := s.RoomCreate(e.c.Context, ch); err != nil {
 							return err
 						}
-						e.out(map[string]string{"room": ch}, "created %s\ninvite someone: tally room invite %s", ch, shortRoom(e, s, ch))
+						e.out(map[string]string{"room": ch}, "created %s\ninvite someone: tally room invite %s", shortRoom(e, s, ch), shortRoom(e, s, ch))
 						return nil
 					}),
 				},
 				{
 					Name: "invite", Usage: "mint an invite token (prints it)", ArgsUsage: "NAME",
 					Flags: []ucli.Flag{
-						&ucli.IntFlag{Name: "uses", Usage: "how many seats may join with it (default 1)"},
-						&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid (default 1h)"},
+						&ucli.IntFlag{Name: "uses", Usage: "how many seats may join with it, 1 to 100", DefaultText: "1"},
+						&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
 					},
 					Action: roomAction(1, "tally room invite NAME [--uses N] [--ttl D]", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
@@ -63,23 +99,60 @@ func roomCommands() []*ucli.Command {
 					Name: "join", Usage: "join with an invite token (waits for the owner to admit you)", ArgsUsage: "NAME TOKEN",
 					Flags: []ucli.Flag{&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "how long to wait for the owner"}},
 					Action: roomAction(2, "tally room join NAME TOKEN", func(e *env, s *seat.Seat, ch string, args []string) error {
-						if !e.json {
-							fmt.Fprintf(e.c.App.ErrWriter, "waiting for the owner to admit this seat (they run: tally room admit %s); Ctrl-C stops waiting\n", ch)
+						// The wait begins once the directory has taken the join
+						// request: the seat then polls for the owner's Welcome. A bad
+						// token or name fails before that, without a word of waiting.
+						errw := e.c.App.ErrWriter
+						st := newStatus(errw)
+						var waiting sync.Once
+						start := time.Now()
+						// Another tally on this home may finish the same join
+						// first and take the Welcome: this one then stops waiting.
+						had := hasRoom(e, s, ch)
+						jctx, stopJoin := context.WithCancel(e.c.Context)
+						defer stopJoin()
+						var beaten atomic.Bool
+						e.hooks.onReq = func(r *http.Request) {
+							if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/v1/channels/welcome/") {
+								return
+							}
+							if !had && hasRoom(e, s, ch) {
+								beaten.Store(true)
+								stopJoin()
+								return
+							}
+							if e.json {
+								return
+							}
+							waiting.Do(func() {
+								fmt.Fprintf(errw, "asked to join %s; waiting for the owner to admit this seat (they run: tally room admit %s); Ctrl-C stops waiting\n", ch, ch)
+							})
+							if st.tty {
+								st.update("waited %s of at most %s", time.Since(start).Round(time.Second), e.c.Duration("wait"))
+							}
 						}
-						_, err := s.RoomJoin(e.c.Context, ch, args[0], e.c.Duration("wait"))
+						_, err := s.RoomJoin(jctx, ch, args[0], e.c.Duration("wait"))
+						e.hooks.onReq = nil
+						st.clear()
+						// A join that lost the race finds the room saved by the
+						// other, or the Welcome gone.
+						if err != nil && !had && (beaten.Load() || hasRoom(e, s, ch)) {
+							return &usageError{"another tally on this home joined " + ch + " while this one waited",
+								"nothing more to do: the room is in this home (`tally room list`)"}
+						}
 						switch {
 						case errors.Is(err, seat.ErrWelcomeWait):
 							return &usageError{"not admitted yet to " + ch,
 								fmt.Sprintf("ask the owner to run `tally room admit %s`, then run `tally room join %s %s` again", ch, ch, args[0])}
 						case errors.Is(err, context.Canceled):
 							if !e.json {
-								fmt.Fprintf(e.c.App.ErrWriter, "stopped waiting; run the same command again to keep waiting\n")
+								fmt.Fprintf(errw, "stopped waiting; run the same command again to keep waiting\n")
 							}
 							return err
 						case err != nil:
 							return err
 						}
-						e.out(map[string]string{"room": ch}, "joined %s", ch)
+						e.out(map[string]string{"room": ch}, "joined %s", shortRoom(e, s, ch))
 						return nil
 					}),
 				},
@@ -102,15 +175,15 @@ func roomCommands() []*ucli.Command {
 								return nil
 							}
 							if len(adm) == 0 {
-								fmt.Fprintf(e.c.App.Writer, "no pending join requests for %s\n", ch)
+								fmt.Fprintf(e.c.App.Writer, "no pending join requests for %s\n", shortRoom(e, s, ch))
 							}
 							for _, a := range adm {
-								fmt.Fprintf(e.c.App.Writer, "admitted %s\n", a.Identity)
+								fmt.Fprintf(e.c.App.Writer, "admitted %s to %s\n", displayID(e, a.Identity), shortRoom(e, s, ch))
 							}
 							return nil
 						}
 						if !e.json {
-							fmt.Fprintf(e.c.App.ErrWriter, "admitting join requests for %s every %s; Ctrl-C stops\n", ch, admitInterval)
+							fmt.Fprintf(e.c.App.ErrWriter, "admitting join requests for %s every %s; Ctrl-C stops\n", shortRoom(e, s, ch), admitInterval)
 						}
 						for {
 							adm, err := s.RoomAdmit(ctx, ch)
@@ -120,12 +193,12 @@ func roomCommands() []*ucli.Command {
 							var ue *usageError
 							if err != nil && !errors.As(roomError(err, ch), &ue) && !errors.Is(err, seat.ErrNotSignedIn) {
 								// A network or server hiccup: keep the loop going.
-								fmt.Fprintf(e.c.App.ErrWriter, "admit failed (%v); trying again\n", err)
+								fmt.Fprintf(e.c.App.ErrWriter, "admit failed (%v); trying again\n", e.hintOrErr(err))
 							} else if err != nil {
 								return err
 							}
 							for _, a := range adm {
-								e.out(map[string]string{"room": ch, "identity": a.Identity, "request_id": a.RequestID}, "admitted %s", a.Identity)
+								e.out(map[string]string{"room": ch, "identity": a.Identity, "request_id": a.RequestID}, "admitted %s to %s", displayID(e, a.Identity), shortRoom(e, s, ch))
 							}
 							select {
 							case <-ctx.Done():
@@ -145,16 +218,12 @@ func roomCommands() []*ucli.Command {
 						if e.json {
 							list := []map[string]any{}
 							for _, m := range mem {
-								list = append(list, map[string]any{"identity": m.Identity, "leaf": m.Leaf, "self": m.Self, "role": m.Role})
+								list = append(list, map[string]any{"identity": m.Identity, "short": shortID(m.Identity), "leaf": m.Leaf, "self": m.Self, "role": m.Role})
 							}
 							e.out(map[string]any{"room": ch, "epoch": epoch, "members": list}, "")
 							return nil
 						}
-						plural := "s"
-						if len(mem) == 1 {
-							plural = ""
-						}
-						fmt.Fprintf(e.c.App.Writer, "%s: %d member%s, epoch %d\n", ch, len(mem), plural, epoch)
+						fmt.Fprintf(e.c.App.Writer, "%s: %s, epoch %d\n", shortRoom(e, s, ch), plural(len(mem), "member", "members"), epoch)
 						for _, m := range mem {
 							you := ""
 							if m.Self {
@@ -164,7 +233,7 @@ func roomCommands() []*ucli.Command {
 							if role == "" {
 								role = "-" // a room from before roles
 							}
-							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s\n", role, m.Identity, you)
+							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s\n", role, displayID(e, m.Identity), you)
 						}
 						return nil
 					}),
@@ -177,7 +246,7 @@ func roomCommands() []*ucli.Command {
 						}
 						did, _ := s.Identity()
 						e.out(map[string]any{"room": ch, "left": true},
-							"left %s: this account is no longer a member of its channel and this home forgot it; the owner removes your seat from the group with `tally room remove %s %s`", ch, ch, did)
+							"left %s: this account is no longer a member of its channel and this home forgot it; the owner removes your seat from the group with `tally room remove %s %s`", shortRoom(e, s, ch), ch, shortID(did))
 						return nil
 					}),
 				},
@@ -187,33 +256,41 @@ func roomCommands() []*ucli.Command {
 						"Every member's engine enforces the roles, so a member's commit that breaks them is refused by all.",
 					Subcommands: []*ucli.Command{
 						{
-							Name: "add", Usage: "make a member an admin", ArgsUsage: "NAME DID",
-							Action: roomAction(2, "tally room admins add NAME DID", func(e *env, s *seat.Seat, ch string, args []string) error {
-								if err := s.RoomAdminAdd(e.c.Context, ch, args[0]); err != nil {
+							Name: "add", Usage: "make a member an admin", ArgsUsage: "NAME MEMBER",
+							Action: roomAction(2, "tally room admins add NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
+								did, err := resolveMember(e, s, ch, args[0])
+								if err != nil {
+									return err
+								}
+								if err := s.RoomAdminAdd(e.c.Context, ch, did); err != nil {
 									return adminsError(err, ch)
 								}
-								e.out(map[string]any{"room": ch, "admin": args[0], "added": true}, "%s is now an admin of %s", args[0], ch)
+								e.out(map[string]any{"room": ch, "admin": did, "added": true}, "%s is now an admin of %s", displayID(e, did), shortRoom(e, s, ch))
 								return nil
 							}),
 						},
 						{
-							Name: "remove", Usage: "make an admin a plain member again", ArgsUsage: "NAME DID",
-							Action: roomAction(2, "tally room admins remove NAME DID", func(e *env, s *seat.Seat, ch string, args []string) error {
-								if err := s.RoomAdminRemove(e.c.Context, ch, args[0]); err != nil {
+							Name: "remove", Usage: "make an admin a plain member again", ArgsUsage: "NAME MEMBER",
+							Action: roomAction(2, "tally room admins remove NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
+								did, err := resolveMember(e, s, ch, args[0])
+								if err != nil {
+									return err
+								}
+								if err := s.RoomAdminRemove(e.c.Context, ch, did); err != nil {
 									return adminsError(err, ch)
 								}
-								e.out(map[string]any{"room": ch, "admin": args[0], "added": false}, "%s is no longer an admin of %s", args[0], ch)
+								e.out(map[string]any{"room": ch, "admin": did, "added": false}, "%s is no longer an admin of %s", displayID(e, did), shortRoom(e, s, ch))
 								return nil
 							}),
 						},
 					},
 				},
 				{
-					Name: "remove", Usage: "remove a member (a commit; they cannot read further messages)", ArgsUsage: "NAME DID",
-					Action: roomAction(2, "tally room remove NAME DID", func(e *env, s *seat.Seat, ch string, args []string) error {
-						did := args[0]
-						if !strings.HasPrefix(did, "did:key:") {
-							return &usageError{fmt.Sprintf("%q is not a member identity", did), "see `tally room members " + ch + "`"}
+					Name: "remove", Usage: "remove a member (a commit; they cannot read further messages)", ArgsUsage: "NAME MEMBER",
+					Action: roomAction(2, "tally room remove NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
+						did, err := resolveMember(e, s, ch, args[0])
+						if err != nil {
+							return err
 						}
 						rm, err := s.RoomRemoveMember(e.c.Context, ch, did)
 						if err != nil {
@@ -227,21 +304,34 @@ func roomCommands() []*ucli.Command {
 							note = "this home did not learn its account when admitting it, so the account's membership of the channel is unchanged (the commit alone keeps it from new messages)"
 						}
 						e.out(map[string]any{"room": ch, "removed": did, "account_id": rm.AccountID, "membership_ended": rm.MembershipEnded},
-							"removed %s from %s; %s", did, ch, note)
+							"removed %s from %s; %s", displayID(e, did), shortRoom(e, s, ch), note)
 						return nil
 					}),
 				},
 			},
 		},
 		{
-			Name: "msg", Usage: "send a message to a room", ArgsUsage: "NAME TEXT…",
-			Action: roomAction(-2, "tally msg NAME TEXT…", func(e *env, s *seat.Seat, ch string, args []string) error {
+			Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin)", ArgsUsage: "NAME TEXT…|-",
+			Action: roomActionRaw(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
 				text := strings.Join(args, " ")
+				if len(args) == 1 && args[0] == "-" {
+					b, err := io.ReadAll(io.LimitReader(e.c.App.Reader, maxMessageBytes+1))
+					if err != nil {
+						return err
+					}
+					if len(b) > maxMessageBytes {
+						return &usageError{fmt.Sprintf("the message on stdin is over %d bytes", maxMessageBytes), "send a shorter one"}
+					}
+					text = strings.TrimSuffix(string(b), "\n")
+					if strings.TrimSpace(text) == "" {
+						return &usageError{"no message on stdin", "echo TEXT | tally msg NAME -"}
+					}
+				}
 				seq, err := s.RoomSend(e.c.Context, ch, text)
 				if err != nil {
 					return err
 				}
-				e.out(map[string]any{"room": ch, "seq": seq}, "sent to %s", ch)
+				e.out(map[string]any{"room": ch, "seq": seq}, "sent to %s", shortRoom(e, s, ch))
 				return nil
 			}),
 		},
@@ -252,7 +342,7 @@ func roomCommands() []*ucli.Command {
 					if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) {
 						return err
 					}
-					fmt.Fprintf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", err)
+					fmt.Fprintf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
 				}
 				msgs, err := s.RoomHistory(e.c.Context, ch)
 				if err != nil {
@@ -268,7 +358,7 @@ func roomCommands() []*ucli.Command {
 			Name: "watch", Usage: "print rooms' messages as they arrive (all rooms without a NAME)", ArgsUsage: "[NAME…]",
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				ctx := e.c.Context
-				names := e.c.Args().Slice()
+				names := e.args
 				for i, n := range names {
 					ch, err := s.RoomChannel(ctx, n)
 					if err != nil {
@@ -283,7 +373,7 @@ func roomCommands() []*ucli.Command {
 						if ev.Connected {
 							fmt.Fprintf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
 						} else {
-							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", ev.Err, ev.Retry.Round(100*time.Millisecond))
+							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", e.hintOrErr(ev.Err), ev.Retry.Round(100*time.Millisecond))
 						}
 					},
 				})
@@ -299,11 +389,18 @@ func roomCommands() []*ucli.Command {
 // roomAction runs f with the room channel resolved from the first
 // argument. nargs is the exact argument count, or -n for at least n.
 func roomAction(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) ucli.ActionFunc {
-	return withSeat(func(e *env, s *seat.Seat) error {
-		args, err := trailingFlags(e.c, e.c.Args().Slice())
-		if err != nil {
-			return err
-		}
+	return withSeat(roomBody(nargs, usage, f))
+}
+
+// roomActionRaw is roomAction for a command whose arguments after the
+// room are text, taken as they are, dashes included.
+func roomActionRaw(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) ucli.ActionFunc {
+	return withSeatRaw(roomBody(nargs, usage, f))
+}
+
+func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) func(*env, *seat.Seat) error {
+	return func(e *env, s *seat.Seat) error {
+		args := e.args
 		if (nargs >= 0 && len(args) != nargs) || (nargs < 0 && len(args) < -nargs) {
 			return &usageError{"wrong arguments", "usage: " + usage}
 		}
@@ -311,8 +408,8 @@ func roomAction(nargs int, usage string, f func(e *env, s *seat.Seat, ch string,
 		if err != nil {
 			return err
 		}
-		return roomError(f(e, s, ch, args[1:]), ch)
-	})
+		return roomError(f(e, s, ch, args[1:]), shortRoom(e, s, ch))
+	}
 }
 
 // trailingFlags sets the command's flags that follow its arguments (the
@@ -437,26 +534,63 @@ func watchedList(e *env, s *seat.Seat, names []string) string {
 	return strings.Join(short, ", ")
 }
 
-// shortSender shortens a did:key to its last 8 characters; this seat is
-// "you".
-func shortSender(s *seat.Seat, did string) string {
+// senderName is how a message's sender is shown: "you" for this seat,
+// else the sender's short form (the whole DID with --verbose), as room
+// members shows it.
+func senderName(e *env, s *seat.Seat, did string) string {
 	if me, err := s.Identity(); err == nil && me == did {
 		return "you"
 	}
-	if len(did) > 8 {
-		return did[len(did)-8:]
+	return displayID(e, did)
+}
+
+// resolveMember finds the member of ch that arg names: a whole DID, or
+// the short form room members shows.
+func resolveMember(e *env, s *seat.Seat, ch, arg string) (string, error) {
+	if strings.HasPrefix(arg, "did:") {
+		return arg, nil
 	}
-	return did
+	mem, _, err := s.RoomMembers(e.c.Context, ch)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, m := range mem {
+		if isShortIDOf(arg, m.Identity) {
+			found = append(found, m.Identity)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", &usageError{fmt.Sprintf("%q is not a member of %s", arg, shortRoom(e, s, ch)), "see `tally room members " + shortRoom(e, s, ch) + "`"}
+	}
+	return "", &usageError{fmt.Sprintf("%q names more than one member of %s", arg, shortRoom(e, s, ch)), "give the whole DID: `tally room members " + shortRoom(e, s, ch) + " --verbose`"}
+}
+
+// hasRoom reports whether this home has the room ch.
+func hasRoom(e *env, s *seat.Seat, ch string) bool {
+	rooms, err := s.Rooms(context.WithoutCancel(e.c.Context))
+	if err != nil {
+		return false
+	}
+	for _, r := range rooms {
+		if r.Channel == ch {
+			return true
+		}
+	}
+	return false
 }
 
 // printMessage prints `[room] sender-short: text`, with the time for
 // history, or one JSON object per message.
 func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 	if e.json {
-		e.out(map[string]any{"room": m.Room, "seq": m.Seq, "sender": m.Sender, "text": m.Text, "time": m.Time.UTC()}, "")
+		e.out(map[string]any{"room": m.Room, "seq": m.Seq, "sender": m.Sender, "sender_short": shortID(m.Sender), "text": m.Text, "time": m.Time.UTC()}, "")
 		return
 	}
-	line := fmt.Sprintf("[%s] %s: %s", shortRoom(e, s, m.Room), shortSender(s, m.Sender), m.Text)
+	line := fmt.Sprintf("[%s] %s: %s", shortRoom(e, s, m.Room), senderName(e, s, m.Sender), m.Text)
 	if withTime {
 		line = m.Time.Local().Format("2006-01-02 15:04:05") + " " + line
 	}

@@ -130,10 +130,10 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 	bob, bobDID := newHome(t, st, "bobco")
 	mustTally(t, append(bob, "config", "set", "cover_traffic", "off")...)
 
-	if out := mustTally(t, append(alice, "room", "create", "ops")...); !strings.Contains(out, "created acme/rooms/ops") {
+	if out := mustTally(t, append(alice, "room", "create", "ops")...); !strings.Contains(out, "created ops\n") {
 		t.Fatalf("create: %s", out)
 	}
-	if _, err := tally(t, "", append(alice, "room", "create", "ops")...); err == nil || !strings.Contains(err.Error(), "already has acme/rooms/ops") {
+	if _, err := tally(t, "", append(alice, "room", "create", "ops")...); err == nil || !strings.Contains(err.Error(), "already has ops") {
 		t.Fatalf("second create: %v", err)
 	}
 	var inv struct{ Room, Token string }
@@ -199,7 +199,7 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustTally(t, append(bob, "--json", "room", "members", "acme/rooms/ops")...)), &mem); err != nil || len(mem.Members) != 2 || mem.Epoch != 1 {
 		t.Fatalf("members: %+v %v", mem, err)
 	}
-	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "2 members") || !strings.Contains(out, bobDID) {
+	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "ops: 2 members") || !strings.Contains(out, "member "+shortID(bobDID)) || strings.Contains(out, bobDID) {
 		t.Fatalf("members: %s", out)
 	}
 
@@ -208,10 +208,10 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 		args []string
 		want string
 	}{
-		{append(bob, "msg", "nope", "hi"), "not a member of bobco/rooms/nope: run `tally room join"},
+		{append(bob, "msg", "nope", "hi"), "not a member of nope: run `tally room join nope TOKEN`"},
 		{append(bob, "msg", "ops"), "usage: tally msg NAME TEXT"},
 		{append(bob, "room", "admit", "acme/rooms/ops"), "only the owner"},
-		{append(alice, "room", "remove", "ops", "bob"), "not a member identity"},
+		{append(alice, "room", "remove", "ops", "bob"), `"bob" is not a member of ops`},
 		{append(bob, "room", "invite", "acme/rooms/ops"), "only the owner of acme/rooms/ops"},
 		{append(bob, "room", "create", "acme/rooms/x"), "your own org"},
 		{append(bob, "room", "invite", "ops", "--bogus"), "unknown flag --bogus"},
@@ -240,7 +240,7 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 
 	// Removal: bob is out of the group and his account out of the
 	// channel, so the relay refuses him and tally says what happened.
-	if out := mustTally(t, append(alice, "room", "remove", "ops", bobDID)...); !strings.Contains(out, "removed "+bobDID) ||
+	if out := mustTally(t, append(alice, "room", "remove", "ops", bobDID)...); !strings.Contains(out, "removed "+shortID(bobDID)) ||
 		!strings.Contains(out, "its account no longer reaches the room at the relay") {
 		t.Fatalf("remove: %s", out)
 	}
@@ -289,8 +289,8 @@ func TestCLIRoomAdmitWatchAndInterruptedJoin(t *testing.T) {
 		t.Fatalf("interrupted join: %v (%s)", err, join.errw.String())
 	}
 	var errw bytes.Buffer
-	if code := Main(canceled(), append([]string{"tally"}, append(carol, "room", "join", "acme/rooms/ops", tok)...), strings.NewReader(""), &bytes.Buffer{}, &errw); code != 0 {
-		t.Fatalf("interrupted join exit code %d: %s", code, errw.String())
+	if code := Main(canceled(), append([]string{"tally"}, append(carol, "room", "join", "acme/rooms/ops", tok)...), strings.NewReader(""), &bytes.Buffer{}, &errw); code != exitInterrupted {
+		t.Fatalf("interrupted join exit code %d, want %d: %s", code, exitInterrupted, errw.String())
 	}
 
 	admit := startTally(append(alice, "room", "admit", "ops", "--watch")...)
@@ -299,7 +299,7 @@ func TestCLIRoomAdmitWatchAndInterruptedJoin(t *testing.T) {
 	if err := join.wait(t); err != nil {
 		t.Fatalf("join: %v (%s)", err, join.errw.String())
 	}
-	eventually(t, "admit to print", func() bool { return strings.Contains(admit.out.String(), "admitted "+carolDID) })
+	eventually(t, "admit to print", func() bool { return strings.Contains(admit.out.String(), "admitted "+shortID(carolDID)) })
 	if err := admit.stop(t); err != nil {
 		t.Fatalf("admit --watch: %v", err)
 	}
@@ -346,7 +346,9 @@ func TestREADMETwoSeats(t *testing.T) {
 	demo := t.TempDir()
 	urls := strings.NewReplacer("http://127.0.0.1:3100", st.APIURL, "http://127.0.0.1:8443", st.RelayURL)
 	testOnlyEnv = map[string]string{}
-	defer func() { testOnlyEnv = nil }()
+	// The README configures no URL: tally's defaults stand for serve's.
+	testOnlyDefaultURLs = &[2]string{st.APIURL, st.RelayURL}
+	defer func() { testOnlyEnv, testOnlyDefaultURLs = nil, nil }()
 
 	var token string
 	var bg []*background

@@ -7,43 +7,91 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skytale-oss/skytale/cover"
 	"github.com/skytale-oss/skytale/seat"
 )
 
-// Configuration keys of `tally config`.
-var configKeys = map[string]string{
-	"api_url":        "directory base URL (env SKYTALE_API_URL, flag --api-url)",
-	"relay_url":      "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)",
-	"cover_traffic":  "on or off: cover frames while a connection is open",
-	"cover_interval": "mean time between cover frames, e.g. 10s (at least 1s)",
+// setting is one key of `tally config`.
+type setting struct {
+	key, about string
+	def        func() string // the value in force when none is set
 }
 
-func globalFlags() []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.StringFlag{Name: "home", Usage: "seat folder (default $TALLY_HOME or ~/.tally)"},
-		&ucli.StringFlag{Name: "api-url", Usage: "directory URL (beats SKYTALE_API_URL and the config file)"},
-		&ucli.StringFlag{Name: "relay-url", Usage: "relay URL (beats SKYTALE_RELAY_URL and the config file)"},
-		&ucli.BoolFlag{Name: "json", Usage: "print JSON for scripts"},
+// settings are the keys of `tally config`, in the order config list shows.
+var settings = []setting{
+	{"api_url", "directory base URL (env SKYTALE_API_URL, flag --api-url)", func() string { a, _ := defaultURLs(); return a }},
+	{"relay_url", "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
+	{"cover_traffic", "on or off: cover frames while a watch is connected", func() string { return "on" }},
+	{"cover_interval", "mean time between cover frames, e.g. 30s (at least 1s)", func() string { return cover.DefaultMeanInterval.String() }},
+}
+
+func settingNamed(k string) (setting, bool) {
+	for _, s := range settings {
+		if s.key == k {
+			return s, true
+		}
 	}
+	return setting{}, false
+}
+
+// The global flags, accepted before the command and after it.
+func globalFlags() []ucli.Flag {
+	const cat = "global"
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "home", Category: cat, Usage: "seat folder", DefaultText: "$TALLY_HOME or ~/.tally"},
+		&ucli.StringFlag{Name: "api-url", Category: cat, Usage: "directory URL (beats SKYTALE_API_URL and the config file)", DefaultText: "http://" + defaultAPIAddr},
+		&ucli.StringFlag{Name: "relay-url", Category: cat, Usage: "relay URL (beats SKYTALE_RELAY_URL and the config file)", DefaultText: "http://" + defaultRelayAddr},
+		&ucli.BoolFlag{Name: "json", Category: cat, Usage: "print JSON for scripts", DisableDefaultText: true},
+		&ucli.BoolFlag{Name: "verbose", Category: cat, Usage: "show whole identities (DIDs) instead of their short form", DisableDefaultText: true},
+	}
+}
+
+// globalString is the value of a global flag wherever on the command line
+// it was given; the one nearest the command wins.
+func globalString(c *ucli.Context, name string) string {
+	for _, x := range c.Lineage() {
+		for _, n := range x.LocalFlagNames() {
+			if n == name {
+				return x.String(name)
+			}
+		}
+	}
+	return ""
+}
+
+func globalBool(c *ucli.Context, name string) bool {
+	for _, x := range c.Lineage() {
+		for _, n := range x.LocalFlagNames() {
+			if n == name {
+				return x.Bool(name)
+			}
+		}
+	}
+	return false
 }
 
 // env is what a seat command needs from the command line and environment.
 type env struct {
-	c    *ucli.Context
-	home string
-	json bool
+	c       *ucli.Context
+	home    string
+	json    bool
+	verbose bool
+
+	args             []string // the arguments, without the flags that followed them
+	apiURL, relayURL string   // as resolved by openSeat
+	hooks            *hookTransport
 }
 
 func newEnv(c *ucli.Context) (*env, error) {
-	home := c.String("home")
+	home := globalString(c, "home")
 	if home == "" {
 		home = getenv(c, "TALLY_HOME")
 	}
@@ -54,7 +102,7 @@ func newEnv(c *ucli.Context) (*env, error) {
 		}
 		home = filepath.Join(h, ".tally")
 	}
-	return &env{c: c, home: home, json: c.Bool("json")}, nil
+	return &env{c: c, home: home, json: globalBool(c, "json"), verbose: globalBool(c, "verbose")}, nil
 }
 
 // getenv reads the process environment; tests set values with the
@@ -74,8 +122,9 @@ func (e *env) readConfig() (map[string]string, error) {
 }
 
 // setting resolves a setting: flag beats environment beats config file.
+// It returns "" when none of them sets it.
 func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
-	if v := e.c.String(flag); v != "" {
+	if v := globalString(e.c, flag); v != "" {
 		return v, nil
 	}
 	if v := getenv(e.c, envKey); v != "" {
@@ -101,7 +150,25 @@ func (e *env) openSeat() (*seat.Seat, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := seat.Config{Home: e.home, APIURL: api, RelayURL: rel}
+	// With nothing configured, tally talks to a `tally serve` on its
+	// default addresses, and says so before its first request there.
+	e.hooks = &hookTransport{base: http.DefaultTransport, notices: map[string]func(){}}
+	defAPI, defRelay := defaultURLs()
+	if api == "" {
+		api = defAPI
+		e.hooks.notices[strings.TrimRight(api, "/")] = e.defaultNotice("directory", api, "api_url")
+	}
+	if rel == "" {
+		rel = defRelay
+		key := strings.TrimRight(rel, "/")
+		if n := e.hooks.notices[key]; n != nil {
+			e.hooks.notices[key] = func() { n(); e.defaultNotice("relay", rel, "relay_url")() }
+		} else {
+			e.hooks.notices[key] = e.defaultNotice("relay", rel, "relay_url")
+		}
+	}
+	e.apiURL, e.relayURL = api, rel
+	sc := seat.Config{Home: e.home, APIURL: api, RelayURL: rel, HTTPClient: &http.Client{Transport: e.hooks}}
 	sc.Cover.Disabled = cfg["cover_traffic"] == "off"
 	if v := cfg["cover_interval"]; v != "" {
 		if sc.Cover.MeanInterval, err = parseCoverInterval(v); err != nil {
@@ -109,6 +176,13 @@ func (e *env) openSeat() (*seat.Seat, error) {
 		}
 	}
 	return seat.Open(e.c.Context, sc)
+}
+
+func (e *env) defaultNotice(plane, url, key string) func() {
+	return func() {
+		fmt.Fprintf(e.c.App.ErrWriter, "%s\n", paint(e.c.App.ErrWriter, colourDim,
+			fmt.Sprintf("no %s URL configured: using %s, where `tally serve` listens by default (`tally config set %s URL` changes it)", plane, url, key)))
+	}
 }
 
 // out prints a human line, or v as one JSON line with --json.
@@ -122,20 +196,60 @@ func (e *env) out(v any, format string, args ...any) {
 	fmt.Fprintf(w, format+"\n", args...)
 }
 
-// withSeat runs f on an opened seat and turns seat errors into hints.
+// withSeat runs f on an opened seat and turns seat errors into hints. The
+// command's flags, global ones included, may also follow its arguments.
 func withSeat(f func(*env, *seat.Seat) error) ucli.ActionFunc {
+	return seatAction(true, f)
+}
+
+// withSeatRaw is withSeat for a command whose arguments are text, taken
+// as they are, dashes included.
+func withSeatRaw(f func(*env, *seat.Seat) error) ucli.ActionFunc {
+	return seatAction(false, f)
+}
+
+func seatAction(flagsAfter bool, f func(*env, *seat.Seat) error) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
+		args := c.Args().Slice()
+		if flagsAfter {
+			var err error
+			if args, err = trailingFlags(c, args); err != nil {
+				return err
+			}
+		}
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
+		e.args = args
 		s, err := e.openSeat()
 		if err != nil {
-			return hint(err)
+			return e.hint(err)
 		}
 		defer s.Close()
-		return hint(f(e, s))
+		return e.hint(f(e, s))
 	}
+}
+
+// needSeed refuses a command that needs the seed on a home without one.
+func needSeed(s *seat.Seat) error {
+	_, err := s.Identity()
+	return err
+}
+
+// hintOrErr is err with its hint, for a line that reports it and goes on.
+func (e *env) hintOrErr(err error) error {
+	if h := e.hint(err); h != nil {
+		return h
+	}
+	return err
+}
+
+func (e *env) hint(err error) error {
+	if h := e.netHint(err); h != nil {
+		return h
+	}
+	return hint(err)
 }
 
 func hint(err error) error {
@@ -143,7 +257,7 @@ func hint(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, seat.ErrNoSeed):
-		return &usageError{"no seed in this home", "run `tally init` (or `tally signin --recover` on a new device)"}
+		return &usageError{"this home has no seat yet (no seed)", "run `tally init` (or `tally signin --recover` on a new device)"}
 	case errors.Is(err, seat.ErrSeedExists):
 		return &usageError{"this home already has a seed", "use another --home, or `tally backup` to see it"}
 	case errors.Is(err, seat.ErrNotSignedIn):
@@ -167,6 +281,14 @@ func hint(err error) error {
 			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)"}
 	}
 	return err
+}
+
+// plural is n followed by the singular or plural of a noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func seatCommands() []*ucli.Command {
@@ -207,13 +329,16 @@ func seatCommands() []*ucli.Command {
 			Name:  "signin",
 			Usage: "mint an account on an open-signup directory, or sign in a new device (--recover)",
 			Flags: append([]ucli.Flag{
-				&ucli.StringFlag{Name: "email", Usage: "account e-mail (default: tally@localhost)"},
-				&ucli.StringFlag{Name: "org", Usage: "account org (default: seat-<last 8 characters of the identity>); an existing org needs --org-invite"},
+				&ucli.StringFlag{Name: "email", Usage: "account e-mail", DefaultText: "tally@localhost"},
+				&ucli.StringFlag{Name: "org", Usage: "account org; an existing org needs --org-invite", DefaultText: "seat-<the identity's short form>"},
 				&ucli.StringFlag{Name: "org-invite", Usage: "an org invite (`TOKEN`, skt_org_…) that an account of --org made with tally org invite"},
 			}, recoverFlags()...),
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				if e.c.Bool("recover") {
 					return signinRecover(e, s)
+				}
+				if err := needSeed(s); err != nil {
+					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --recover` to bring a seat from another device)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
 				if email == "" {
@@ -260,8 +385,11 @@ func seatCommands() []*ucli.Command {
 			Name:      "add",
 			Usage:     "append to the local log",
 			ArgsUsage: "TEXT…",
-			Action: withSeat(func(e *env, s *seat.Seat) error {
-				text := strings.Join(e.c.Args().Slice(), " ")
+			Action: withSeatRaw(func(e *env, s *seat.Seat) error {
+				if err := needSeed(s); err != nil {
+					return err
+				}
+				text := strings.Join(e.args, " ")
 				if text == "" {
 					return &usageError{"nothing to add", "tally add TEXT…"}
 				}
@@ -277,6 +405,9 @@ func seatCommands() []*ucli.Command {
 			Name:  "log",
 			Usage: "print the local log",
 			Action: withSeat(func(e *env, s *seat.Seat) error {
+				if err := needSeed(s); err != nil {
+					return err
+				}
 				es, err := s.Log(e.c.Context)
 				if err != nil {
 					return err
@@ -296,7 +427,7 @@ func seatCommands() []*ucli.Command {
 				if err != nil {
 					return err
 				}
-				e.out(map[string]int{"pushed": n}, "pushed %d entries", n)
+				e.out(map[string]int{"pushed": n}, "pushed %s", plural(n, "entry", "entries"))
 				return nil
 			}),
 		},
@@ -305,16 +436,15 @@ func seatCommands() []*ucli.Command {
 			Usage: "fetch and merge log entries from the relay",
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				var reached uint64
+				st := newStatus(e.c.App.ErrWriter)
 				progress := func(seq uint64) {
 					reached = seq
 					if !e.json {
-						fmt.Fprintf(e.c.App.ErrWriter, "\rpulled up to seq %d", seq)
+						st.update("pulled up to seq %d", seq)
 					}
 				}
 				n, err := s.Pull(e.c.Context, progress)
-				if !e.json {
-					fmt.Fprint(e.c.App.ErrWriter, "\r\033[K")
-				}
+				st.clear()
 				if errors.Is(err, context.Canceled) {
 					// What was merged stays merged: the next pull goes on from there.
 					fmt.Fprintf(e.c.App.ErrWriter, "stopped at seq %d with %d new entries merged; run `tally pull` again to go on\n", reached, n)
@@ -322,10 +452,11 @@ func seatCommands() []*ucli.Command {
 				if err != nil {
 					return err
 				}
-				e.out(map[string]int{"new": n}, "pulled %d new entries", n)
+				e.out(map[string]int{"new": n}, "pulled %s", plural(n, "new entry", "new entries"))
 				return nil
 			}),
 		},
+		whoamiCommand(),
 		configCommand(),
 		devicesCommand(),
 		orgCommand(),
@@ -340,11 +471,11 @@ func orgCommand() *ucli.Command {
 			{
 				Name: "invite", Usage: "mint an org invite for a new account (prints it)",
 				Flags: []ucli.Flag{
-					&ucli.IntFlag{Name: "uses", Usage: "how many accounts may sign up with it (default 1)"},
-					&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid (default 1h)"},
+					&ucli.IntFlag{Name: "uses", Usage: "how many accounts may sign up with it, 1 to 100", DefaultText: "1"},
+					&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if e.c.NArg() != 0 {
+					if len(e.args) != 0 {
 						return &usageError{"tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]"}
 					}
 					uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
@@ -392,29 +523,34 @@ func configCommand() *ucli.Command {
 			return f(e, cfg)
 		}
 	}
-	checkKey := func(k string) error {
-		if _, ok := configKeys[k]; !ok {
-			keys := make([]string, 0, len(configKeys))
-			for k := range configKeys {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			return &usageError{fmt.Sprintf("unknown setting %q", k), "settings are " + strings.Join(keys, ", ")}
+	keys := make([]string, len(settings))
+	var about strings.Builder
+	for i, st := range settings {
+		keys[i] = st.key
+		fmt.Fprintf(&about, "\n  %-15s %s (default %s)", st.key, st.about, st.def())
+	}
+	checkKey := func(k string) (setting, error) {
+		st, ok := settingNamed(k)
+		if !ok {
+			return st, &usageError{fmt.Sprintf("unknown setting %q", k), "settings are " + strings.Join(keys, ", ")}
 		}
-		return nil
+		return st, nil
 	}
 	return &ucli.Command{
 		Name:  "config",
-		Usage: "read and change settings",
+		Usage: "read and change this home's settings",
+		Description: "Settings live in the home's database. A flag beats the environment, which beats a setting.\n" +
+			"Settings:" + about.String(),
 		Subcommands: []*ucli.Command{
 			{
-				Name: "set", ArgsUsage: "KEY VALUE",
+				Name: "set", Usage: "change a setting", ArgsUsage: "KEY VALUE",
+				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.c.NArg() != 2 {
 						return &usageError{"want a key and a value", "tally config set KEY VALUE"}
 					}
 					k, v := e.c.Args().Get(0), e.c.Args().Get(1)
-					if err := checkKey(k); err != nil {
+					if _, err := checkKey(k); err != nil {
 						return err
 					}
 					switch k {
@@ -439,30 +575,45 @@ func configCommand() *ucli.Command {
 				}),
 			},
 			{
-				Name: "get", ArgsUsage: "KEY",
+				Name: "get", Usage: "print a setting's value (its default when it is not set)", ArgsUsage: "KEY",
+				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
-					k := e.c.Args().First()
-					if err := checkKey(k); err != nil {
+					if e.c.NArg() != 1 {
+						return &usageError{"want a key", "tally config get KEY; settings are " + strings.Join(keys, ", ")}
+					}
+					st, err := checkKey(e.c.Args().First())
+					if err != nil {
 						return err
 					}
-					e.out(map[string]string{k: cfg[k]}, "%s", cfg[k])
+					v, set := cfg[st.key]
+					if !set {
+						v = st.def()
+					}
+					e.out(map[string]any{"key": st.key, "value": v, "default": !set}, "%s", v)
 					return nil
 				}),
 			},
 			{
-				Name: "list",
+				Name: "list", Usage: "print every setting, marking those left at their default",
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.json {
-						e.out(cfg, "")
+						list := []map[string]any{}
+						for _, st := range settings {
+							v, set := cfg[st.key]
+							if !set {
+								v = st.def()
+							}
+							list = append(list, map[string]any{"key": st.key, "value": v, "default": !set})
+						}
+						e.out(list, "")
 						return nil
 					}
-					keys := make([]string, 0, len(cfg))
-					for k := range cfg {
-						keys = append(keys, k)
-					}
-					sort.Strings(keys)
-					for _, k := range keys {
-						fmt.Fprintf(e.c.App.Writer, "%s = %s\n", k, cfg[k])
+					for _, st := range settings {
+						if v, set := cfg[st.key]; set {
+							fmt.Fprintf(e.c.App.Writer, "%s = %s\n", st.key, v)
+						} else {
+							fmt.Fprintf(e.c.App.Writer, "%s = %s  (default)\n", st.key, st.def())
+						}
 					}
 					return nil
 				}),

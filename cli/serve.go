@@ -32,12 +32,12 @@ func serveCommand() *ucli.Command {
 			"Signup is open when both planes listen on loopback. Put a TLS proxy in front for\n" +
 			"anything beyond one machine.",
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "data", Value: "./tally-data", Usage: "folder for the databases and secrets"},
-			&ucli.StringFlag{Name: "api-addr", Value: "127.0.0.1:3100", Usage: "directory listen address"},
-			&ucli.StringFlag{Name: "relay-addr", Value: "127.0.0.1:8443", Usage: "relay listen address"},
+			&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "folder for the databases and secrets"},
+			&ucli.StringFlag{Name: "api-addr", Value: defaultAPIAddr, Usage: "directory listen address"},
+			&ucli.StringFlag{Name: "relay-addr", Value: defaultRelayAddr, Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
-			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations and channel members from (default http://<api-addr>)"},
-			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts (default: on when listening on loopback only)"},
+			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations and channel members from", DefaultText: "http://<api-addr>"},
+			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts; --open-signup=false closes it", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
 			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
@@ -46,7 +46,11 @@ func serveCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); more wait"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: defaultMaxConnsPerIP, Usage: "open connections per plane from one non-loopback address (IPv6: per /64); more are closed; 0 for no cap"},
 		},
+		Subcommands: []*ucli.Command{backupCommand()},
 		Action: func(c *ucli.Context) error {
+			if c.NArg() != 0 {
+				return &usageError{fmt.Sprintf("unknown command %q", "tally serve "+c.Args().First()), "see `tally serve --help`"}
+			}
 			opts := serveOptions{
 				Data:          c.String("data"),
 				APIAddr:       c.String("api-addr"),
@@ -72,6 +76,8 @@ func serveCommand() *ucli.Command {
 
 // Defaults of the HTTP servers of both planes.
 const (
+	defaultDataDir = "./tally-data"
+
 	defaultReadTimeout       = 30 * time.Second
 	defaultWriteTimeout      = 60 * time.Second
 	defaultIdleTimeout       = 2 * time.Minute
@@ -171,6 +177,16 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		// Released after the planes are closed (deferred first, run last).
 		defer l.Unlock()
 	}
+	// Said at once, once the data folder is locked and before the databases open, so whoever started it
+	// knows it runs and where to look.
+	var where []any
+	if runDir {
+		where = append(where, "directory", "http://"+o.APIAddr)
+	}
+	if runRelay {
+		where = append(where, "relay", "http://"+o.RelayAddr)
+	}
+	log.Info("tally serve starting", append(where, "data", o.Data)...)
 	if !datadir.Supported {
 		log.Warn("this system cannot lock the data folder: make sure no other tally serve uses it", "data", o.Data)
 	}

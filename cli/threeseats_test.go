@@ -20,7 +20,7 @@ func cliJoin(t *testing.T, owner, joiner []string, ownerRoom, room, joinerDID st
 	j := startTally(append(joiner, "room", "join", room, tok, "--wait", "1m")...)
 	eventually(t, "join to wait", func() bool { return strings.Contains(j.errw.String(), "waiting for the owner") })
 	eventually(t, "the owner to admit "+joinerDID, func() bool {
-		return strings.Contains(mustTally(t, append(owner, "room", "admit", ownerRoom)...), "admitted "+joinerDID)
+		return strings.Contains(mustTally(t, append(owner, "room", "admit", ownerRoom)...), "admitted "+shortID(joinerDID))
 	})
 	if err := j.wait(t); err != nil {
 		t.Fatalf("join: %v (%s)", err, j.errw.String())

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skytale-oss/skytale/seat"
+)
+
+// buildInfo describes the running binary: the module version, the commit
+// it was built from and the Go version.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Modified  bool   `json:"modified,omitempty"`
+	GoVersion string `json:"go"`
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: Version}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.GoVersion = bi.GoVersion
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		b.Version = v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+func versionString() string {
+	b := readBuildInfo()
+	s := b.Version
+	if b.Commit != "" {
+		c := b.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		s += " (commit " + c
+		if b.Modified {
+			s += ", modified"
+		}
+		s += ")"
+	}
+	if b.GoVersion != "" {
+		s += " " + b.GoVersion
+	}
+	return s
+}
+
+// docApp is a fresh command tree for the generated documents: one that
+// has not run, so it holds no help commands of its own making.
+func docApp() *ucli.App {
+	return newApp(nil, io.Discard, io.Discard)
+}
+
+// infoCommands are the commands about tally itself.
+func infoCommands() []*ucli.Command {
+	return []*ucli.Command{
+		{
+			Name:  "version",
+			Usage: "print the version, the commit it was built from and the Go version",
+			Action: func(c *ucli.Context) error {
+				b := readBuildInfo()
+				if globalBool(c, "json") {
+					return jsonLine(c, b)
+				}
+				fmt.Fprintf(c.App.Writer, "tally %s\n", versionString())
+				return nil
+			},
+		},
+		{
+			Name:      "completion",
+			Usage:     "print a shell completion script",
+			ArgsUsage: "bash|zsh|fish",
+			Description: "Load it in your shell's start-up file, for example:\n" +
+				"  bash: source <(tally completion bash)\n" +
+				"  zsh:  source <(tally completion zsh)\n" +
+				"  fish: tally completion fish | source",
+			Action: func(c *ucli.Context) error {
+				if c.NArg() != 1 {
+					return &usageError{"want a shell", "tally completion bash|zsh|fish"}
+				}
+				switch sh := c.Args().First(); sh {
+				case "bash":
+					io.WriteString(c.App.Writer, bashCompletion)
+				case "zsh":
+					io.WriteString(c.App.Writer, zshCompletion)
+				case "fish":
+					s, err := docApp().ToFishCompletion()
+					if err != nil {
+						return err
+					}
+					fmt.Fprint(c.App.Writer, s)
+				default:
+					return &usageError{fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish"}
+				}
+				return nil
+			},
+		},
+		{
+			Name:        "man",
+			Usage:       "print the manual page (roff), generated from the command tree",
+			Description: "For example: tally man > tally.1 && man ./tally.1",
+			Action: func(c *ucli.Context) error {
+				s, err := docApp().ToMan()
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(c.App.Writer, s)
+				return nil
+			},
+		},
+	}
+}
+
+// The bash and zsh scripts ask tally itself for the words that may come
+// next (urfave/cli's --generate-bash-completion), so they follow the
+// command tree without being regenerated.
+const bashCompletion = `# bash completion for tally
+_tally_complete() {
+	local cur words
+	cur="${COMP_WORDS[COMP_CWORD]}"
+	if [[ "$cur" == -* ]]; then
+		words=$("${COMP_WORDS[0]}" "${COMP_WORDS[@]:1:$COMP_CWORD-1}" "$cur" --generate-bash-completion 2>/dev/null)
+	else
+		words=$("${COMP_WORDS[0]}" "${COMP_WORDS[@]:1:$COMP_CWORD-1}" --generate-bash-completion 2>/dev/null)
+	fi
+	COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}
+complete -o bashdefault -o default -F _tally_complete tally
+`
+
+const zshCompletion = `#compdef tally
+# zsh completion for tally
+_tally() {
+	local -a opts
+	local cur="${words[-1]}"
+	if [[ "$cur" == -* ]]; then
+		opts=("${(@f)$(${words[1]} ${words[@]:1:#words[@]-2} $cur --generate-bash-completion 2>/dev/null)}")
+	else
+		opts=("${(@f)$(${words[1]} ${words[@]:1:#words[@]-2} --generate-bash-completion 2>/dev/null)}")
+	fi
+	if [[ "${opts[1]}" != "" ]]; then
+		_describe 'values' opts
+	else
+		_files
+	fi
+}
+if [[ "$(basename -- ${(%):-%x})" != "_tally" ]]; then
+	compdef _tally tally
+fi
+`
+
+func jsonLine(c *ucli.Context, v any) error {
+	e := &env{c: c, json: true}
+	e.out(v, "")
+	return nil
+}
+
+func whoamiCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "whoami",
+		Usage: "print this home's identity, org, sync channel and servers",
+		Action: withSeat(func(e *env, s *seat.Seat) error {
+			did, err := s.Identity()
+			if err != nil {
+				return err
+			}
+			org, err := s.Org(e.c.Context)
+			if err != nil && !errors.Is(err, seat.ErrNotSignedIn) {
+				return err
+			}
+			var sync string
+			if org != "" {
+				if sync, err = s.SyncChannel(e.c.Context); err != nil {
+					return err
+				}
+			}
+			defAPI, defRelay := defaultURLs()
+			if e.json {
+				e.out(map[string]any{"identity": did, "short": shortID(did), "org": org, "sync_channel": sync,
+					"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
+				return nil
+			}
+			w := e.c.App.Writer
+			fmt.Fprintf(w, "identity   %s\n", displayID(e, did))
+			if org == "" {
+				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
+			} else {
+				fmt.Fprintf(w, "org        %s\nsync       %s\n", org, sync)
+			}
+			mark := func(u, def string) string {
+				if u == def {
+					return u + "  (default)"
+				}
+				return u
+			}
+			fmt.Fprintf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
+			return nil
+		}),
+	}
+}
+
+// shortID is the short form of an identity that tally shows people: the
+// last 8 characters of its did:key (the org a signin makes by default
+// ends with the same).
+func shortID(did string) string {
+	if len(did) > 8 {
+		return did[len(did)-8:]
+	}
+	return did
+}
+
+// displayID is how an identity is shown: its short form, or the whole
+// DID with --verbose.
+func displayID(e *env, did string) string {
+	if e.verbose {
+		return did
+	}
+	return shortID(did)
+}
+
+// isShortIDOf reports whether s names did: the whole DID or its short
+// form.
+func isShortIDOf(s, did string) bool {
+	return s == did || len(s) >= 8 && strings.HasSuffix(did, s)
+}
