@@ -158,7 +158,10 @@ const pgMaxConns = 16
 const pgMaxAttempts = 10
 
 // pgBackend keeps the directory in PostgreSQL, which several directory
-// processes may share.
+// processes may share. It goes through pgx's database/sql adapter rather
+// than pgx's own API, so that the store's operations are one body of code
+// on both backends; pgx still does the wire work underneath (binary
+// formats, and each connection caches its prepared statements).
 //
 // Write transactions run at READ COMMITTED, where each statement sees
 // every transaction committed before it began, and a statement that
