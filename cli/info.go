@@ -117,7 +117,7 @@ func infoCommands() []*ucli.Command {
 			Usage:       "print the manual page (roff), generated from the command tree",
 			Description: "For example: tally man > tally.1 && man ./tally.1",
 			Action: func(c *ucli.Context) error {
-				s, err := docApp().ToMan()
+				s, err := docApp().ToManWithSection(1)
 				if err != nil {
 					return err
 				}

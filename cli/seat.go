@@ -151,21 +151,30 @@ func (e *env) openSeat() (*seat.Seat, error) {
 		return nil, err
 	}
 	// With nothing configured, tally talks to a `tally serve` on its
-	// default addresses, and says so before its first request there.
+	// default addresses, and says so once per home, before its first
+	// request there.
 	e.hooks = &hookTransport{base: http.DefaultTransport, notices: map[string]func(){}}
 	defAPI, defRelay := defaultURLs()
+	notice := func(plane, url, key string) {
+		if cfg[noticeKey+key] == url {
+			return
+		}
+		k := strings.TrimRight(url, "/")
+		prev := e.hooks.notices[k]
+		e.hooks.notices[k] = func() {
+			if prev != nil {
+				prev()
+			}
+			e.defaultNotice(plane, url, key)
+		}
+	}
 	if api == "" {
 		api = defAPI
-		e.hooks.notices[strings.TrimRight(api, "/")] = e.defaultNotice("directory", api, "api_url")
+		notice("directory", api, "api_url")
 	}
 	if rel == "" {
 		rel = defRelay
-		key := strings.TrimRight(rel, "/")
-		if n := e.hooks.notices[key]; n != nil {
-			e.hooks.notices[key] = func() { n(); e.defaultNotice("relay", rel, "relay_url")() }
-		} else {
-			e.hooks.notices[key] = e.defaultNotice("relay", rel, "relay_url")
-		}
+		notice("relay", rel, "relay_url")
 	}
 	e.apiURL, e.relayURL = api, rel
 	sc := seat.Config{Home: e.home, APIURL: api, RelayURL: rel, HTTPClient: &http.Client{Transport: e.hooks}}
@@ -178,11 +187,16 @@ func (e *env) openSeat() (*seat.Seat, error) {
 	return seat.Open(e.c.Context, sc)
 }
 
-func (e *env) defaultNotice(plane, url, key string) func() {
-	return func() {
-		fmt.Fprintf(e.c.App.ErrWriter, "%s\n", paint(e.c.App.ErrWriter, colourDim,
-			fmt.Sprintf("no %s URL configured: using %s, where `tally serve` listens by default (`tally config set %s URL` changes it)", plane, url, key)))
-	}
+// noticeKey prefixes the settings that remember which default URL this
+// home has been told about.
+const noticeKey = "notice."
+
+func (e *env) defaultNotice(plane, url, key string) {
+	w := e.c.App.ErrWriter
+	fmt.Fprintf(w, "%s\n", paint(w, colourDim,
+		fmt.Sprintf("no %s URL configured: using %s, where `tally serve` listens by default (`tally config set %s URL` changes it; said once per home)", plane, url, key)))
+	// Said once: what fails to be remembered is said again next time.
+	seat.SetSetting(context.WithoutCancel(e.c.Context), e.home, noticeKey+key, url)
 }
 
 // out prints a human line, or v as one JSON line with --json.

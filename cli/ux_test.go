@@ -119,9 +119,11 @@ func TestCLIDefaultURLs(t *testing.T) {
 	if json.Unmarshal([]byte(out), &acct) != nil || acct["org"] != "acme" {
 		t.Fatalf("--json signin stdout %q", out)
 	}
-	wantNotice := "no directory URL configured: using " + st.APIURL + ", where `tally serve` listens by default (`tally config set api_url URL` changes it)\n"
-	if errw != wantNotice {
-		t.Fatalf("signin stderr %q, want %q", errw, wantNotice)
+	notice := func(plane, url, key string) string {
+		return "no " + plane + " URL configured: using " + url + ", where `tally serve` listens by default (`tally config set " + key + " URL` changes it; said once per home)\n"
+	}
+	if want := notice("directory", st.APIURL, "api_url"); errw != want {
+		t.Fatalf("signin stderr %q, want %q", errw, want)
 	}
 	mustTally(t, append(g, "connect")...)
 	mustTally(t, append(g, "add", "one")...)
@@ -129,8 +131,18 @@ func TestCLIDefaultURLs(t *testing.T) {
 	if err != nil || out != "pushed 1 entry\n" {
 		t.Fatalf("push: %q %v", out, err)
 	}
-	if strings.Count(errw, "no directory URL configured") != 1 || strings.Count(errw, "no relay URL configured: using "+st.RelayURL) != 1 {
-		t.Fatalf("push stderr %q: want each notice once", errw)
+	if want := notice("relay", st.RelayURL, "relay_url"); errw != want {
+		t.Fatalf("first push stderr %q, want %q (the directory's notice was said already)", errw, want)
+	}
+	mustTally(t, append(g, "add", "two")...)
+	if out, errw, err := tally2(t, "", append(g, "push")...); err != nil || out != "pushed 1 entry\n" || errw != "" {
+		t.Fatalf("second push: %q %q %v", out, errw, err)
+	}
+	// Another home is told again.
+	g2 := []string{"--home", t.TempDir()}
+	mustTally(t, append(g2, "init")...)
+	if _, errw, err := tally2(t, "", append(g2, "signin", "--org", "other")...); err != nil || errw != notice("directory", st.APIURL, "api_url") {
+		t.Fatalf("signin in another home: %q %v", errw, err)
 	}
 
 	// A configured URL is used without a word.
