@@ -75,6 +75,10 @@ const fenceMarker = "fence"
 // jsTimeout bounds one JetStream request.
 const jsTimeout = 10 * time.Second
 
+// fetchWait is how long a read waits for entries JetStream reported
+// pending before it asks again what is pending.
+const fetchWait = time.Second
+
 // jsHead is a channel's handshake subject as far as the fence goes: the
 // sequence of its last message and the fence after it.
 type jsHead struct {
@@ -824,10 +828,10 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	begin()
 	pe := newPageEncoder(w, maxBytes, appOnly)
 	defer pe.release()
-	n := 0
+	n, empty := 0, 0
 	for remaining > 0 && !pe.more {
 		batch := min(remaining, uint64(limit+1-n))
-		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload)), jetstream.FetchMaxWait(jsTimeout))
+		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
@@ -868,8 +872,21 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
 		if got == 0 {
-			return true, errors.New("relay: archive read: JetStream sent nothing of a pending page")
+			// What was pending went meanwhile (the cap, MaxAge or the
+			// sweep deleted it), or JetStream is slow: ask what is left.
+			if empty++; empty > 3 {
+				return true, errors.New("relay: archive read: JetStream sends nothing of a pending page")
+			}
+			ictx, cancel := context.WithTimeout(ctx, jsTimeout)
+			info, err := cons.Info(ictx)
+			cancel()
+			if err != nil {
+				return true, fmt.Errorf("relay: archive read: %w", err)
+			}
+			remaining = info.NumPending
+			continue
 		}
+		empty = 0
 		remaining -= min(got, remaining)
 	}
 	return true, pe.finish()
