@@ -128,6 +128,11 @@ type DeviceResult struct {
 	// Connected says the approving seat handed over its transport
 	// credential for this seat's sync channel, so no `connect` is needed.
 	Connected bool
+	// Offered lists the rooms this device offered itself to
+	// (devicerooms.go); it joins each once a member added it
+	// ([Seat.JoinDeviceRooms]). OfferErr says why others were not.
+	Offered  []string
+	OfferErr error
 }
 
 // DeviceApproval is what the approving device did.
@@ -137,6 +142,9 @@ type DeviceApproval struct {
 	Fingerprint string
 	// SharedSeat says the seat's transport credential went along.
 	SharedSeat bool
+	// Rooms is how many rooms the box listed for the device to offer
+	// itself to, and RoomsLeft how many did not fit.
+	Rooms, RoomsLeft int
 }
 
 // seatBox is the approver's plaintext, sealed to the device key.
@@ -146,6 +154,9 @@ type seatBox struct {
 	Channel    string `json:"channel,omitempty"`
 	SeatID     string `json:"seat_id,omitempty"`
 	Credential string `json:"credential,omitempty"`
+	// Rooms are the approver's rooms, which the new device offers itself
+	// to (devicerooms.go).
+	Rooms []boxRoom `json:"rooms,omitempty"`
 }
 
 func fingerprint(deviceKey []byte) string {
@@ -294,6 +305,21 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 	if err := s.st.setMeta(ctx, kv...); err != nil {
 		return DeviceResult{}, err
 	}
+	// The rooms to offer this device to, from a box for this account. (A
+	// forged list could only make this device offer itself to rooms of
+	// its own account, where nobody adds a device of a person who is not
+	// in the room.)
+	if box.AccountID == res.AccountID && box.Org == res.Org {
+		var errs []error
+		for _, br := range box.Rooms {
+			if err := s.offerDevice(ctx, br); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", br.Channel, err))
+				continue
+			}
+			res.Offered = append(res.Offered, br.Channel)
+		}
+		res.OfferErr = errors.Join(errs...)
+	}
 	return res, nil
 }
 
@@ -359,6 +385,10 @@ func (s *Seat) ApproveDevice(ctx context.Context, userCode, fingerprintShown str
 		box.SeatID, _ = s.st.meta(ctx, "seat_id")
 		box.Channel, _ = s.SyncChannel(ctx)
 	}
+	left, err := s.boxRooms(ctx, &box)
+	if err != nil {
+		return DeviceApproval{}, err
+	}
 	pt, err := json.Marshal(box)
 	if err != nil {
 		return DeviceApproval{}, err
@@ -376,5 +406,6 @@ func (s *Seat) ApproveDevice(ctx context.Context, userCode, fingerprintShown str
 	if err != nil {
 		return DeviceApproval{}, err
 	}
-	return DeviceApproval{GrantID: id, Label: g.Label, Fingerprint: fingerprint(g.DeviceKey), SharedSeat: box.Credential != ""}, nil
+	return DeviceApproval{GrantID: id, Label: g.Label, Fingerprint: fingerprint(g.DeviceKey), SharedSeat: box.Credential != "",
+		Rooms: len(box.Rooms), RoomsLeft: left}, nil
 }

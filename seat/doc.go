@@ -67,6 +67,18 @@
 // their own that show as the person ([PersonOf], [RoomMember].Person), with
 // the person's role, and their messages carry the person as sender.
 //
+// # Every device in every room
+//
+// A home restored from the phrase signs its room leaves with a device key
+// of its own, vouched for by the person's key, so a person's second
+// device is a second member of each room, shown as the same person. When
+// a device is approved, it offers itself to each room of the approving
+// device, and that device (or the room's owner or an admin) adds it on
+// its next command there or in its watch; the new device joins with
+// [Seat.JoinDeviceRooms], or by itself on its next command in the room.
+// [Seat.Devices] lists the person's devices in this home's rooms and
+// [Seat.RevokeDevice] removes one from all of them (devicerooms.go).
+//
 // # Names
 //
 // A person may give a name ([Seat.SetName], the "name" setting); each of

@@ -136,3 +136,21 @@ func TestRoomDeviceIdentities(t *testing.T) {
 		t.Fatalf("removing bob again: %v", err)
 	}
 }
+
+func randomKey(t *testing.T) ed25519.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+func randomSeed(t *testing.T) []byte {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv.Seed()
+}

@@ -93,7 +93,7 @@ func (s *Seat) shareName(ctx context.Context, r *room) error {
 	if r.nameSent == name && !r.newcomers {
 		return nil
 	}
-	_, did, err := s.signatureKey()
+	did, err := s.Identity()
 	if err != nil {
 		return err
 	}

@@ -273,7 +273,8 @@ func roleRules(c mls.CommitCheck) error {
 		sender := PersonOf(p.SenderMember.Identity)
 		switch p.Type {
 		case mls.ProposalTypeAdd:
-			if !roles.manages(sender) {
+			// A person adds its own devices (devicerooms.go).
+			if !roles.manages(sender) && (p.Added == nil || PersonOf(p.Added.Identity) != sender) {
 				return fmt.Errorf("%w (add by %s)", ErrNotAdmin, sender)
 			}
 		case mls.ProposalTypeRemove:

@@ -100,7 +100,21 @@ func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
 // authenticates every leaf (validateCredential) and enforces the room's
 // roles on every Commit (roleRules, see roles.go).
 func (s *Seat) mlsConfig() *mls.Config {
-	policy := roleRules
+	policy := func(c mls.CommitCheck) error {
+		if err := roleRules(c); err != nil {
+			return err
+		}
+		if check := s.addCheck; check != nil && !c.ProposalOnly {
+			for _, p := range c.Proposals {
+				if p.Type == mls.ProposalTypeAdd && p.Added != nil {
+					if err := check(p.Added.Identity); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
 	if s.testOnlyNoRoleRules {
 		policy = nil
 	}
@@ -124,15 +138,6 @@ func (s *Seat) mlsConfig() *mls.Config {
 	}
 }
 
-func (s *Seat) signatureKey() ([]byte, string, error) {
-	seed, err := s.getSeed()
-	if err != nil {
-		return nil, "", err
-	}
-	id := seed.Identity()
-	return id.PrivateKey().Seed(), id.DID(), nil
-}
-
 // room is a loaded room.
 type room struct {
 	channel string
@@ -141,6 +146,8 @@ type room struct {
 	g       *mls.Group
 	version int64 // the stored version this room was loaded from
 
+	// offers: device offers seen since the load (devicerooms.go).
+	offers [][]byte
 	// refused: since the load, this member refused a handshake entry of
 	// its epoch, which may have moved the relay's fence (see settle.go).
 	refused bool
@@ -257,7 +264,7 @@ func (s *Seat) RoomCreateWith(ctx context.Context, name string, o RoomOptions) (
 	if err != nil {
 		return "", err
 	}
-	sig, did, err := s.signatureKey()
+	sig, id, err := s.memberKey(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -268,13 +275,13 @@ func (s *Seat) RoomCreateWith(ctx context.Context, name string, o RoomOptions) (
 	if err := s.checkChannelUnused(ctx, dir, ch); err != nil {
 		return "", err
 	}
-	kp, err := mls.NewKeyPackage(suite, did, sig, s.mlsConfig())
+	kp, err := mls.NewKeyPackage(suite, id, sig, s.mlsConfig())
 	if err != nil {
 		return "", err
 	}
 	gid := channel.GroupID(ch)
 	// The creator is the room's owner, with no admins yet (roles.go).
-	roles, err := rolesExtension(nil, &RoomRoles{Owner: did})
+	roles, err := rolesExtension(nil, &RoomRoles{Owner: PersonOf(id)})
 	if err != nil {
 		return "", err
 	}
@@ -363,7 +370,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	dir := s.directory(key)
 	reqID, bundles, err := s.pendingJoin(ctx, ch)
 	if errors.Is(err, sql.ErrNoRows) {
-		sig, did, err := s.signatureKey()
+		sig, did, err := s.memberKey(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -503,7 +510,7 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 		return nil
 	}
 	r.lastSeq = e.Seq
-	if e.EntryType == EntryWelcome {
+	if e.EntryType == EntryWelcome || noteOffer(r, e) {
 		return s.saveRoom(ctx, r, false)
 	}
 	var members int
@@ -822,7 +829,7 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	_, did, err := s.signatureKey()
+	did, err := s.Identity()
 	if err != nil {
 		return 0, err
 	}

@@ -78,6 +78,10 @@ type Seat struct {
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
 
+	// addCheck, when set (under the room lock), must accept the identity
+	// of every member this seat's own next Commit adds (devicerooms.go).
+	addCheck func(identity string) error
+
 	// testOnlyNoRoleRules makes this seat's engine skip the room roles,
 	// as a hostile member's would (tests only).
 	testOnlyNoRoleRules bool
@@ -189,7 +193,13 @@ func (s *Seat) Restore(ctx context.Context, phrase string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.install(p)
+	did, err := s.install(p)
+	if err != nil {
+		return "", err
+	}
+	// Another home may hold the same phrase: this one's room leaves are
+	// signed by a device key of its own (devicerooms.go).
+	return did, s.makeDeviceKey(ctx)
 }
 
 func (s *Seat) install(p *Phrase) (string, error) {

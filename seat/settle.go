@@ -91,6 +91,8 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 	}
 	var err error
 	switch {
+	case len(r.offers) > 0:
+		err = s.addOffers(ctx, r)
 	case pendingLeave(r.g) && r.manages():
 		err = s.commitPending(ctx, r)
 	case r.refused && r.role == "owner":

@@ -67,6 +67,9 @@ func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage
 // process sharing the home (which may be the one that fetched a message
 // first). Cover frames never reach it.
 func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) error {
+	// A new device's rooms whose Welcome has come (devicerooms.go); the
+	// others wait for a later watch or command.
+	s.JoinDeviceRooms(ctx)
 	chans, err := s.watchChannels(ctx, rooms)
 	if err != nil {
 		return err
@@ -334,6 +337,9 @@ func (s *Seat) withRoom(ctx context.Context, ch string, f func(*room) error) err
 	defer s.unlockRooms()
 	for attempt := 0; ; attempt++ {
 		r, err := s.loadRoom(ctx, ch)
+		if errors.Is(err, ErrNoRoom) && attempt == 0 && s.joinPendingDevice(ctx, ch) {
+			r, err = s.loadRoom(ctx, ch)
+		}
 		if err != nil {
 			return err
 		}
