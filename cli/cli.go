@@ -101,7 +101,30 @@ func oneLineErrors(cmds []*ucli.Command, parent string) {
 }
 
 func usageErrorLine(c *ucli.Context, err error, _ bool) error {
-	return &usageError{err.Error(), "see `" + c.Command.HelpName + " --help`"}
+	name := "tally"
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.HelpName != "" {
+		name, flags = c.Command.HelpName, c.Command.Flags
+	}
+	if typed, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		if near := nearestFlag(flags, strings.TrimLeft(typed, "-")); near != "" {
+			return &usageError{err.Error(), "did you mean --" + near + "? see `" + name + " --help`"}
+		}
+	}
+	return &usageError{err.Error(), "see `" + name + " --help`"}
+}
+
+// nearestFlag returns the flag name within two edits of typed, or "".
+func nearestFlag(flags []ucli.Flag, typed string) string {
+	best, bestD := "", 3
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if d := editDistance(typed, n); d <= 2 && d < bestD && len(n) > 1 {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
 }
 
 // helpOrUnknown shows the help of a command group run without a

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/coder/websocket"
 )
 
 // The addresses `tally serve` listens on by default, which are also the
@@ -108,4 +110,17 @@ func rootCause(err error) error {
 		}
 		err = u
 	}
+}
+
+// closedHint describes a WebSocket the relay closed, or returns nil.
+func closedHint(err error) error {
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	why := ce.Reason
+	if why == "" {
+		why = strings.TrimPrefix(ce.Code.String(), "Status")
+	}
+	return fmt.Errorf("the relay closed the connection: %s", why)
 }

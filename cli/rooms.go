@@ -373,7 +373,11 @@ func roomCommands() []*ucli.Command {
 						if ev.Connected {
 							fmt.Fprintf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
 						} else {
-							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", e.hintOrErr(ev.Err), ev.Retry.Round(100*time.Millisecond))
+							why := e.hintOrErr(ev.Err)
+							if h := closedHint(ev.Err); h != nil && why == ev.Err {
+								why = h
+							}
+							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", why, ev.Retry.Round(100*time.Millisecond))
 						}
 					},
 				})

@@ -597,3 +597,31 @@ func TestCLIConcurrentJoinsOneHome(t *testing.T) {
 		t.Fatalf("room list: %s", out)
 	}
 }
+
+// TestCLIWatchRelayGoesAway: a watch whose serve stops says, in words,
+// that the relay closed the connection and then that nothing listens.
+func TestCLIWatchRelayGoesAway(t *testing.T) {
+	p := serveInProcess(t, serveOptions{Data: t.TempDir()})
+	g := []string{"--home", t.TempDir(), "--api-url", p.apiURL, "--relay-url", p.relURL}
+	mustTally(t, append(g, "init")...)
+	mustTally(t, append(g, "signin", "--org", "acme")...)
+	mustTally(t, append(g, "room", "create", "ops")...)
+	w := startTally(append(g, "watch")...)
+	eventually(t, "watch", func() bool { return strings.Contains(w.errw.String(), "watching") })
+	p.stop()
+	eventually(t, "watch to find nothing listening", func() bool { return strings.Contains(w.errw.String(), "nothing is listening at "+p.relURL) })
+	w.stop(t)
+	lines := strings.Split(w.errw.String(), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[1], "not connected (the relay closed the connection: relay shutting down); trying again in ") {
+		t.Fatalf("watch said:\n%s", w.errw.String())
+	}
+}
+
+// TestCLIFlagDidYouMean: a mistyped flag gets the nearest flag of the
+// command.
+func TestCLIFlagDidYouMean(t *testing.T) {
+	code, _, errw := mainOut(context.Background(), "", "--home", t.TempDir(), "log", "--jsno")
+	if code != 1 || errw != "tally: flag provided but not defined: -jsno: did you mean --json? see `tally log --help`\n" {
+		t.Fatalf("exit %d, stderr %q", code, errw)
+	}
+}
