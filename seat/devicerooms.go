@@ -322,7 +322,7 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 			identities[m.Identity] = true
 		}
 		self := PersonOf(selfIdentity(r.g))
-		s.addCheck = func(id string) error {
+		check := func(id string) error {
 			switch {
 			case !strings.Contains(id, deviceMark) || identities[id]:
 				return errors.New("seat: a device offer is for a new device")
@@ -333,8 +333,13 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 			}
 			return nil
 		}
-		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(kp) })
-		s.addCheck = nil
+		res, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+			// Only while this member builds its own Commit: the commits it
+			// receives meanwhile (a stale retry catches up) are not its.
+			s.addCheck = check
+			defer func() { s.addCheck = nil }()
+			return r.g.AddMembers(kp)
+		})
 		if err != nil {
 			if errors.Is(err, ErrFenceAhead) || errors.Is(err, errStaleRetries) || ctx.Err() != nil {
 				return err

@@ -78,8 +78,9 @@ type Seat struct {
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
 
-	// addCheck, when set (under the room lock), must accept the identity
-	// of every member this seat's own next Commit adds (devicerooms.go).
+	// addCheck, when set (under the room lock, only while this seat
+	// builds a Commit), must accept the identity of every member the
+	// Commit adds (devicerooms.go).
 	addCheck func(identity string) error
 
 	// testOnlyNoRoleRules makes this seat's engine skip the room roles,
