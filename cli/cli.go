@@ -49,21 +49,27 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	return app
 }
 
-// withGlobalFlags gives every command the global flags too, so that they
-// work after the command name as well as before it (`tally log --json`).
-func withGlobalFlags(cmds []*ucli.Command) {
+// withGlobalFlags gives every command of a seat the global flags too, so
+// that they work after the command name as well as before it
+// (`tally log --json`).
+func withGlobalFlags(cmds []*ucli.Command) { addFlags(cmds, true) }
+
+func addFlags(cmds []*ucli.Command, global bool) {
 	for _, c := range cmds {
 		if c.Name == "help" {
 			continue
 		}
-		c.Flags = append(c.Flags, globalFlags()...)
+		g := global && c.Name != "serve" // serve and its backup have no seat
+		if g {
+			c.Flags = append(c.Flags, globalFlags()...)
+		}
 		for _, f := range c.Flags {
 			// A switch's help needs no "(default: false)".
 			if b, ok := f.(*ucli.BoolFlag); ok && b.DefaultText == "" {
 				b.DisableDefaultText = true
 			}
 		}
-		withGlobalFlags(c.Subcommands)
+		addFlags(c.Subcommands, g)
 	}
 }
 
