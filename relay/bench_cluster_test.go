@@ -13,7 +13,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -216,4 +218,46 @@ func BenchmarkClusterLatency(b *testing.B) {
 		pub.CloseNow()
 		wg.Wait()
 	})
+}
+
+// BenchmarkClusterMessagesPage: GET /v1/messages returning 100 entries of
+// 1 KiB from the JetStream archive (a short-lived consumer per read), as
+// BenchmarkMessagesPage does from SQLite.
+func BenchmarkClusterMessagesPage(b *testing.B) {
+	urls := benchCluster(b, 1)
+	ch := "bench/cluster/page"
+	c := benchDial(b, urls[0], "/ws/"+ch, "pub")
+	frame := publishFrame(ch)
+	ctx := context.Background()
+	for range 100 {
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			b.Fatal(err)
+		}
+		if _, m, err := c.Read(ctx); err != nil || !bytes.Contains(m, []byte("published")) {
+			b.Fatalf("publish: %s %v", m, err)
+		}
+	}
+	url := urls[0] + "/v1/messages?channel=" + ch + "&limit=100"
+	tok := "Bearer " + mint(b, "reader", "")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("GET", url, nil)
+			req.Header.Set("Authorization", tok)
+			resp, err := client.Do(req)
+			if err != nil {
+				panic(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || n < 100*benchPayload {
+				panic(fmt.Sprintf("status %d, %d bytes", resp.StatusCode, n))
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pages/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/page")
 }
