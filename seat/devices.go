@@ -320,6 +320,7 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 		}
 		res.OfferErr = errors.Join(errs...)
 	}
+	s.Restock(ctx) // this device's own join offers (stock.go)
 	return res, nil
 }
 

@@ -456,7 +456,8 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, []*mls.KeyPackageBundle, error) {
 	var id string
 	var priv []byte
-	err := s.st.db.QueryRowContext(ctx, `SELECT request_id, private FROM key_packages WHERE channel = ?`, ch).Scan(&id, &priv)
+	err := s.st.db.QueryRowContext(ctx, `SELECT request_id, private FROM key_packages
+		WHERE channel = ? AND request_id NOT LIKE 'device:%' AND request_id NOT LIKE 'stock%'`, ch).Scan(&id, &priv)
 	if err != nil {
 		return "", nil, err
 	}

@@ -293,6 +293,9 @@ func (s *Seat) SignInInvited(ctx context.Context, email, org, orgInvite string) 
 	if err := s.st.setMeta(ctx, "account_id", a.AccountID, "org", a.Org, "api_key", a.APIKey); err != nil {
 		return Account{}, err
 	}
+	// Join offers, so that others can add this person while it is away
+	// (stock.go). A directory without stocks refuses; nothing is lost.
+	s.Restock(ctx)
 	return a, nil
 }
 

@@ -67,9 +67,10 @@ func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage
 // process sharing the home (which may be the one that fetched a message
 // first). Cover frames never reach it.
 func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) error {
-	// A new device's rooms whose Welcome has come (devicerooms.go); the
-	// others wait for a later watch or command.
-	s.JoinDeviceRooms(ctx)
+	// The rooms that wait for this device (stock.go, devicerooms.go), and
+	// join offers for those that may come.
+	s.arrivals(ctx)
+	s.Restock(ctx)
 	chans, err := s.watchChannels(ctx, rooms)
 	if err != nil {
 		return err
@@ -85,9 +86,19 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 	backoff := watchMinBackoff
 	for {
 		start := time.Now()
-		connected, err := s.watchOnce(ctx, chans, o, f)
+		connected, err := s.watchOnce(ctx, chans, len(rooms) == 0, o, f)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errRoomsChanged) {
+			// A watch of every room follows the rooms it just joined.
+			if chans, err = s.watchChannels(ctx, rooms); err != nil {
+				return err
+			}
+			for _, ch := range chans {
+				f.rooms[ch] = true
+			}
+			continue
 		}
 		if permanentWatchError(err) {
 			return err
@@ -171,7 +182,15 @@ func permanentWatchError(err error) bool {
 
 // watchOnce runs one connection: subscribe, catch up, then live. It
 // reports whether it got as far as live.
-func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f *feed) (bool, error) {
+// errRoomsChanged ends a connection of a watch of every room that joined
+// rooms meanwhile.
+var errRoomsChanged = errors.New("seat: the watch joined rooms")
+
+// arrivalsEvery is how often a watch of every room looks for rooms that
+// wait for this device.
+const arrivalsEvery = 30 * time.Second
+
+func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o WatchOptions, f *feed) (bool, error) {
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return false, err
@@ -245,6 +264,7 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f 
 	// push reaching this connection (its own sends): look now and then.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	lastArrivals := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -252,6 +272,12 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, o WatchOptions, f 
 		case err := <-coverErr:
 			return true, err
 		case <-tick.C:
+			if everyRoom && time.Since(lastArrivals) > arrivalsEvery {
+				lastArrivals = time.Now()
+				if len(s.arrivals(ctx)) > 0 {
+					return true, errRoomsChanged
+				}
+			}
 		case p, ok := <-conn.Pushes():
 			if !ok {
 				return true, notMemberRoom(conn.Err(), chans)
@@ -337,7 +363,7 @@ func (s *Seat) withRoom(ctx context.Context, ch string, f func(*room) error) err
 	defer s.unlockRooms()
 	for attempt := 0; ; attempt++ {
 		r, err := s.loadRoom(ctx, ch)
-		if errors.Is(err, ErrNoRoom) && attempt == 0 && s.joinPendingDevice(ctx, ch) {
+		if errors.Is(err, ErrNoRoom) && attempt == 0 && (s.joinPendingDevice(ctx, ch) || s.joinFromInbox(ctx, ch)) {
 			r, err = s.loadRoom(ctx, ch)
 		}
 		if err != nil {

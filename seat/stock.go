@@ -1,0 +1,420 @@
+package seat
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/skytale-oss/skytale/mls"
+)
+
+// KeyPackage stock: adding a person who is offline.
+//
+// Each device keeps a stock of one-time join offers (a KeyPackage of each
+// room suite, suites.go) and one last-resort offer at the directory
+// ([Seat.Restock]); their private keys stay in the home, sealed. An owner or
+// admin adds a person by account ([Seat.RoomAdd]): the directory hands out
+// one offer per device of that person (the last-resort one, reused, when a
+// device's one-time stock is empty), the admin commits the adds and leaves
+// each Welcome in the person's directory inbox, and the directory makes the
+// person's account a member of the room's channel. The person's next
+// command or running watch joins from the inbox ([Seat.ProcessInbox]).
+// The directory tells the stock's owner which offers were claimed; a
+// claimed last-resort offer is replaced at the next restock (its private
+// keys are kept for the Welcomes still to come from it).
+
+// Stock levels of one device: restocked below stockLow, up to stockFill.
+const (
+	stockLow  = 10
+	stockFill = 30
+	// stockBatch is how many offers go in one upload.
+	stockBatch = 10
+)
+
+// StockStatus is what the directory holds of an account's stock.
+type StockStatus struct {
+	Devices []StockDevice `json:"devices"`
+	Claims  []StockClaim  `json:"claims"`
+}
+
+// StockDevice is one device's stock.
+type StockDevice struct {
+	Device     string `json:"device"`
+	OneTime    int    `json:"one_time"`
+	LastResort bool   `json:"last_resort"`
+}
+
+// StockClaim says an offer of the account was claimed.
+type StockClaim struct {
+	ID         string    `json:"id"`
+	Device     string    `json:"device"`
+	Channel    string    `json:"channel"`
+	ClaimedBy  string    `json:"claimed_by"`
+	LastResort bool      `json:"last_resort"`
+	At         time.Time `json:"at"`
+}
+
+// Claim is one offer handed out by POST /v1/keypackages/claim.
+type Claim struct {
+	ClaimID    string `json:"claim_id"`
+	Device     string `json:"device"`
+	KeyPackage []byte `json:"key_package"`
+	LastResort bool   `json:"last_resort"`
+}
+
+// InboxEntry is a Welcome waiting in the caller's inbox.
+type InboxEntry struct {
+	ID      string    `json:"id"`
+	Channel string    `json:"channel"`
+	Device  string    `json:"device"`
+	From    string    `json:"from"`
+	Welcome []byte    `json:"welcome"`
+	At      time.Time `json:"at"`
+}
+
+// PublishStock uploads join offers of device to the caller's stock.
+func (c *DirectoryClient) PublishStock(ctx context.Context, device string, offers [][]byte, lastResort []byte) error {
+	in := map[string]any{"device": device, "key_packages": offers}
+	if offers == nil {
+		in["key_packages"] = [][]byte{}
+	}
+	if lastResort != nil {
+		in["last_resort"] = lastResort
+	}
+	return c.call(ctx, "POST", "/v1/keypackages", in, nil)
+}
+
+// Stock returns the caller's stock and the claims not acknowledged yet.
+func (c *DirectoryClient) Stock(ctx context.Context) (StockStatus, error) {
+	var out StockStatus
+	err := c.call(ctx, "GET", "/v1/keypackages", nil, &out)
+	return out, err
+}
+
+// AckClaims acknowledges the claims up to and including the claim id.
+func (c *DirectoryClient) AckClaims(ctx context.Context, through string) error {
+	return c.call(ctx, "DELETE", "/v1/keypackages/claims?through="+url.QueryEscape(through), nil, nil)
+}
+
+// ClaimKeyPackages claims one offer per device of account, for channel.
+func (c *DirectoryClient) ClaimKeyPackages(ctx context.Context, account, channel string) ([]Claim, error) {
+	var out struct {
+		Claims []Claim `json:"claims"`
+	}
+	err := c.call(ctx, "POST", "/v1/keypackages/claim", map[string]string{"account_id": account, "channel": channel}, &out)
+	return out.Claims, err
+}
+
+// Deliver leaves the Welcome made from a claim in the claimed account's
+// inbox.
+func (c *DirectoryClient) Deliver(ctx context.Context, claimID string, welcome []byte) error {
+	return c.call(ctx, "POST", "/v1/inbox", map[string]any{"claim_id": claimID, "welcome": welcome}, nil)
+}
+
+// Inbox lists the Welcomes waiting for the caller.
+func (c *DirectoryClient) Inbox(ctx context.Context) ([]InboxEntry, error) {
+	var out struct {
+		Entries []InboxEntry `json:"entries"`
+	}
+	err := c.call(ctx, "GET", "/v1/inbox", nil, &out)
+	return out.Entries, err
+}
+
+// AckInbox drops an inbox entry.
+func (c *DirectoryClient) AckInbox(ctx context.Context, id string) error {
+	return c.call(ctx, "DELETE", "/v1/inbox/"+url.PathEscape(id), nil, nil)
+}
+
+// newOffer makes a join offer of this device and stores its private keys
+// (sealed) under its ref, before anything leaves the home.
+func (s *Seat) newOffer(ctx context.Context, lastResort bool) ([]byte, error) {
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bundles []*mls.KeyPackageBundle
+	var kps [][]byte
+	for _, cs := range roomSuites {
+		b, err := mls.NewKeyPackage(cs, id, sig, s.mlsConfig())
+		if err != nil {
+			return nil, err
+		}
+		bundles = append(bundles, b)
+		kps = append(kps, b.Bytes())
+	}
+	priv, err := encodeBundles(bundles)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.sealer()
+	if err != nil {
+		return nil, err
+	}
+	ref := "stock:" + hex.EncodeToString(bundles[0].Ref())
+	if lastResort {
+		ref = "stock-lr:" + hex.EncodeToString(bundles[0].Ref())
+	}
+	_, err = s.st.db.ExecContext(ctx, `INSERT INTO key_packages(request_id, channel, private, created_at) VALUES (?, '', ?, ?)`,
+		ref, l.seal(sealedKeyPackage, ref, priv), s.cfg.Now().UnixMilli())
+	clear(priv)
+	if err != nil {
+		return nil, err
+	}
+	return encodeOffer(kps), nil
+}
+
+// Restock tops this device's stock at the directory up, replaces a
+// last-resort offer that was claimed, and acknowledges the claims. It
+// returns how many offers it uploaded.
+func (s *Seat) Restock(ctx context.Context) (int, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	_, device, err := s.memberKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	dir := s.directory(key)
+	st, err := dir.Stock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	have, lastResort := 0, false
+	for _, d := range st.Devices {
+		if d.Device == device {
+			have, lastResort = d.OneTime, d.LastResort
+		}
+	}
+	for _, c := range st.Claims {
+		if c.Device == device && c.LastResort {
+			lastResort = false // claimed: a fresh one replaces it
+		}
+	}
+	need, sent := 0, 0
+	if have < stockLow {
+		need = stockFill - have
+	}
+	for need > 0 || !lastResort {
+		n := min(stockBatch, need)
+		var offers [][]byte
+		for range n {
+			o, err := s.newOffer(ctx, false)
+			if err != nil {
+				return sent, err
+			}
+			offers = append(offers, o)
+		}
+		var lr []byte
+		if !lastResort {
+			if lr, err = s.newOffer(ctx, true); err != nil {
+				return sent, err
+			}
+		}
+		if err := dir.PublishStock(ctx, device, offers, lr); err != nil {
+			return sent, fmt.Errorf("seat: uploading join offers: %w", err)
+		}
+		need, sent, lastResort = need-n, sent+n, true
+	}
+	if n := len(st.Claims); n > 0 {
+		if err := dir.AckClaims(ctx, st.Claims[n-1].ID); err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// ErrNoStock: the person has no join offers at the directory (no device
+// of theirs has signed in since stocks began, or all are used up).
+var ErrNoStock = errors.New("seat: that account has no join offers at the directory")
+
+// Added is one device [Seat.RoomAdd] added.
+type Added struct {
+	Identity string
+	// LastResort says its offer was the device's last-resort one.
+	LastResort bool
+}
+
+// RoomAdd adds the person whose account is account to a room this seat
+// owns or administers, from the offers its devices left at the directory,
+// whether or not the person is online: one leaf per device, and each
+// Welcome left in the person's inbox. Offers that fail to validate are
+// skipped.
+func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, error) {
+	var out []Added
+	err := s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUpSettled(ctx, r, nil); err != nil {
+			return err
+		}
+		if !r.g.Active() {
+			return ErrRemovedRoom
+		}
+		if !r.manages() {
+			return ErrNotAdmin
+		}
+		key, err := s.apiKey(ctx)
+		if err != nil {
+			return err
+		}
+		dir := s.directory(key)
+		claims, err := dir.ClaimKeyPackages(ctx, account, r.channel)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Code == "no_key_packages" {
+			return fmt.Errorf("%w (%s)", ErrNoStock, account)
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range claims {
+			res, err := s.admitOffer(ctx, r, c.KeyPackage)
+			if err != nil {
+				if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) || errors.Is(err, errBadOffer) {
+					continue // a bad offer, or a device in the room already
+				}
+				return err
+			}
+			if err := dir.Deliver(ctx, c.ClaimID, res.Welcome); err != nil {
+				return fmt.Errorf("seat: %s is in the room, but its Welcome could not be delivered: %w", c.Device, err)
+			}
+			s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
+				ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
+			out = append(out, Added{Identity: c.Device, LastResort: c.LastResort})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ProcessInbox joins the rooms whose Welcomes wait in this account's
+// inbox for this device, and returns their channels; each Welcome is
+// dropped once joined, or once it turns out not to open with any of this
+// device's offers.
+func (s *Seat) ProcessInbox(ctx context.Context) ([]string, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, device, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.lockRooms()
+	defer s.unlockRooms()
+	return s.processInbox(ctx, s.directory(key), device)
+}
+
+// processInbox is ProcessInbox for a caller that holds the room lock.
+func (s *Seat) processInbox(ctx context.Context, dir *DirectoryClient, device string) ([]string, error) {
+	entries, err := dir.Inbox(ctx)
+	if err != nil || len(entries) == 0 {
+		return nil, err
+	}
+	var joined []string
+	for _, e := range entries {
+		if e.Device != device {
+			continue // for another device of this account
+		}
+		ok, err := s.joinFromStock(ctx, e)
+		if err != nil {
+			return joined, err
+		}
+		if ok {
+			joined = append(joined, e.Channel)
+		}
+		if err := dir.AckInbox(ctx, e.ID); err != nil {
+			return joined, err
+		}
+	}
+	return joined, nil
+}
+
+// joinFromStock joins the room of e with the stock offer its Welcome is
+// for; the caller holds the room lock.
+func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
+	if _, err := s.loadRoom(ctx, e.Channel); err == nil {
+		return false, nil // in the room already
+	}
+	l, err := s.sealer()
+	if err != nil {
+		return false, err
+	}
+	rows, err := s.st.db.QueryContext(ctx, `SELECT request_id, private FROM key_packages WHERE request_id LIKE 'stock%'`)
+	if err != nil {
+		return false, err
+	}
+	type offer struct {
+		ref  string
+		priv []byte
+	}
+	var offers []offer
+	for rows.Next() {
+		var o offer
+		if err := rows.Scan(&o.ref, &o.priv); err != nil {
+			rows.Close()
+			return false, err
+		}
+		offers = append(offers, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	for _, o := range offers {
+		priv, err := l.open(sealedKeyPackage, o.ref, o.priv)
+		if err != nil {
+			return false, err
+		}
+		bundles, err := decodeBundles(priv)
+		clear(priv)
+		if err != nil {
+			return false, err
+		}
+		for _, b := range bundles {
+			g, err := mls.Join(e.Welcome, b, nil, s.mlsConfig())
+			if err != nil {
+				continue
+			}
+			if _, _, err := rolesIn(g.Extensions()); err != nil {
+				return false, nil // a room whose roles cannot be read: refused
+			}
+			if err := s.saveRoom(ctx, &room{channel: e.Channel, role: "member", g: g}, true); err != nil {
+				return false, err
+			}
+			// One-time offers are spent (RFC 9420 §16.8); a last-resort
+			// one stays for the Welcomes still to come from it.
+			if len(o.ref) > 6 && o.ref[:6] == "stock:" {
+				_, err = s.st.db.ExecContext(ctx, `DELETE FROM key_packages WHERE request_id = ?`, o.ref)
+			}
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// joinFromInbox joins ch from this account's inbox if a Welcome to it
+// waits there for this device; the caller holds the room lock.
+func (s *Seat) joinFromInbox(ctx context.Context, ch string) bool {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return false
+	}
+	_, device, err := s.memberKey(ctx)
+	if err != nil {
+		return false
+	}
+	joined, _ := s.processInbox(ctx, s.directory(key), device)
+	return slices.Contains(joined, ch)
+}
+
+// arrivals joins the rooms that wait for this device: those it offered
+// itself to as a new device (devicerooms.go) and those whose Welcome is in
+// its inbox. Failures leave them for next time.
+func (s *Seat) arrivals(ctx context.Context) []string {
+	a, _ := s.JoinDeviceRooms(ctx)
+	b, _ := s.ProcessInbox(ctx)
+	return append(a, b...)
+}
