@@ -1,11 +1,17 @@
 package relay
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -745,4 +751,149 @@ func TestJetStreamConfigRefused(t *testing.T) {
 		t.Fatal("unreachable NATS accepted")
 	}
 	checkNoRelayGoroutines(t)
+}
+
+// TestNATSChild is the nats-server TestNATSKillDurability kills. It only
+// runs when started by it.
+func TestNATSChild(t *testing.T) {
+	dir := os.Getenv("RELAY_NATS_CHILD_DIR")
+	if dir == "" {
+		t.Skip("run by TestNATSKillDurability")
+	}
+	port, _ := strconv.Atoi(os.Getenv("RELAY_NATS_CHILD_PORT"))
+	n := &natsServer{t: t, dir: dir, port: port}
+	n.start()
+	fmt.Printf("listening %d\n", n.port)
+	select {} // until killed
+}
+
+// startNATSChild runs a nats-server in a child process on dir (port 0:
+// any) and returns it and its port.
+func startNATSChild(t *testing.T, dir string, port int) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNATSChild$")
+	cmd.Env = append(os.Environ(), "RELAY_NATS_CHILD_DIR="+dir, "RELAY_NATS_CHILD_PORT="+strconv.Itoa(cmp.Or(port, -1)))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening ") {
+		t.Fatalf("nats child: %q %v", line, err)
+	}
+	p, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "listening ")))
+	return cmd, p
+}
+
+// TestNATSKillDurability: the nats-server (JetStream on file storage,
+// syncing every write) is killed with SIGKILL while a relay has many
+// publishes in flight, and started again on its store. Every publish the
+// relay acknowledged is there under its seq, commits included, and the
+// next seq is above everything a subscriber saw.
+func TestNATSKillDurability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	cmd, port := startNATSChild(t, dir, 0)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	tr := startRelay(t, Config{NATSURL: url, OpenChannels: true})
+	pub := dialWS(t, tr.URL, "/ws/"+chA)
+	pub.auth(mint(t, "pub", ""))
+	sub := dialWS(t, tr.URL, "/ws/"+chA)
+	sub.auth(mint(t, "sub", ""))
+	var mu sync.Mutex
+	var maxSeen uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			m, err := sub.tryRecv(time.Minute)
+			if err != nil {
+				return
+			}
+			if s, ok := m["seq"].(float64); ok {
+				mu.Lock()
+				maxSeen = max(maxSeen, uint64(s))
+				mu.Unlock()
+			}
+		}
+	})
+	gid := []byte("g")
+	payload := func(i int) []byte {
+		if i%25 == 0 {
+			return publicMessage(gid, uint64(i/25), 3) // a commit every 25th
+		}
+		return []byte(fmt.Sprintf("message %d", i))
+	}
+	acked := map[uint64][]byte{}
+	var pending []int
+	next := 0
+	for len(acked) < 400 {
+		for len(pending) < 64 {
+			pub.publish(chA, payload(next))
+			pending = append(pending, next)
+			next++
+		}
+		m := pub.expect(map[string]any{"type": "ok", "message": "published"})
+		acked[uint64(m["seq"].(float64))] = payload(pending[0])
+		pending = pending[1:]
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	startNATSChild(t, dir, port)
+	pub.c.CloseNow()
+	sub.c.CloseNow()
+	wg.Wait()
+
+	tok := mint(t, "reader", "")
+	var got map[uint64]syncEntry
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the relay reconnects on its own
+		code, _ := httpGet(t, tr.URL+"/v1/sync?channel="+chA+"&limit=1", tok)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads still fail after the restart: %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got = readChannel(t, tr.URL, chA, tok)
+	for seq, p := range acked {
+		if !bytes.Equal(got[seq].payload, p) {
+			t.Fatalf("acknowledged seq %d: archive has %q, want %q", seq, got[seq].payload, p)
+		}
+	}
+	for s := range got {
+		maxSeen = max(maxSeen, s)
+	}
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(tok)
+	for {
+		// Answers leave in order: this one waits until the publishes
+		// lost in flight have timed out.
+		c.publish(chA, []byte("after the crash"))
+		m, err := c.tryRecv(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m["message"] == "published" {
+			if seq := uint64(m["seq"].(float64)); seq <= maxSeen {
+				t.Fatalf("seq %d after the crash reuses a number already seen (max %d)", seq, maxSeen)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no publish accepted after the restart: %v", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d acked, %d archived after the kill", len(acked), len(got))
 }

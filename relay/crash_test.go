@@ -33,7 +33,8 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestKillDurability and TestCrashCampaign")
 	}
 	capN, _ := strconv.Atoi(os.Getenv("RELAY_CRASH_CAP"))
-	s, err := New(Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true})
+	s, err := New(Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true,
+		NATSURL: os.Getenv("RELAY_CRASH_NATS"), NATSStream: os.Getenv("RELAY_CRASH_STREAM")})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -47,11 +48,14 @@ func TestCrashChild(t *testing.T) {
 }
 
 // startCrashChild starts a relay on the archive at path in a child
-// process and returns it and its base URL. capN 0 is the default cap.
-func startCrashChild(t *testing.T, path string, capN int) (*exec.Cmd, string) {
+// process and returns it and its base URL. capN 0 is the default cap. env
+// adds to the child's environment (RELAY_CRASH_NATS and
+// RELAY_CRASH_STREAM put its archive on JetStream).
+func startCrashChild(t *testing.T, path string, capN int, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
 	cmd.Env = append(os.Environ(), "RELAY_CRASH_DB="+path, "RELAY_CRASH_CAP="+strconv.Itoa(capN))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -104,12 +108,22 @@ func readChannel(t *testing.T, base, ch, tok string) map[uint64]syncEntry {
 // with SIGKILL while publishes are in flight, reopens the archive and
 // checks that every acknowledged publish is there under the seq it was
 // acknowledged with, and that no seq a subscriber saw is handed out again.
-func TestKillDurability(t *testing.T) {
+//
+// On JetStream the child is a cluster node killed mid-stream, and the
+// relay that reads the archive after it is another node.
+func TestKillDurability(t *testing.T) { forBackends(t, testKillDurability) }
+
+func testKillDurability(t *testing.T, be *backend) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
 	path := filepath.Join(t.TempDir(), "relay.db")
-	cmd, base := startCrashChild(t, path, 0)
+	var env []string
+	if be.nats != nil {
+		cfg := be.config(Config{DBPath: path})
+		env = []string{"RELAY_CRASH_NATS=" + cfg.NATSURL, "RELAY_CRASH_STREAM=" + cfg.NATSStream}
+	}
+	cmd, base := startCrashChild(t, path, 0, env...)
 
 	pub := dialWS(t, base, "/ws/"+chA)
 	pub.auth(mint(t, "pub", ""))
@@ -153,7 +167,7 @@ func TestKillDurability(t *testing.T) {
 	sub.c.CloseNow()
 	wg.Wait()
 
-	tr := startRelay(t, Config{DBPath: path, NoSync: true, OpenChannels: true})
+	tr := be.start(t, Config{DBPath: path, NoSync: true, OpenChannels: true})
 	tok := mint(t, "reader", "")
 	got := readChannel(t, tr.URL, chA, tok)
 	for seq, p := range acked {
