@@ -108,7 +108,95 @@ func devicesCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "devices",
 		Usage: "manage this account's devices",
+		Description: "Each device of a person is a member of that person's rooms, shown as the person.\n" +
+			"A device approved with `devices approve` offers itself to the approver's rooms; the approver\n" +
+			"(or a room's owner or admin) adds it on its next command there, and the new device joins\n" +
+			"with `devices join`.",
 		Subcommands: []*ucli.Command{
+			{
+				Name: "list", Usage: "list this person's devices in this home's rooms",
+				Action: withSeat(func(e *env, s *seat.Seat) error {
+					if len(e.args) != 0 {
+						return &usageError{"tally devices list takes no arguments", ""}
+					}
+					devs, err := s.Devices(e.c.Context)
+					if err != nil {
+						return err
+					}
+					if e.json {
+						list := []map[string]any{}
+						for _, d := range devs {
+							list = append(list, map[string]any{"id": d.ID, "identity": d.Identity, "this": d.This, "rooms": d.Rooms})
+						}
+						e.out(map[string]any{"devices": list}, "")
+						return nil
+					}
+					if len(devs) == 0 {
+						fmt.Fprintln(e.c.App.ErrWriter, "no devices: devices show in rooms, and this home has none (`tally room list`)")
+						return nil
+					}
+					for _, d := range devs {
+						this := ""
+						if d.This {
+							this = "  (this device)"
+						}
+						rooms := make([]string, len(d.Rooms))
+						for i, r := range d.Rooms {
+							rooms[i] = shortRoom(e, s, r)
+						}
+						fmt.Fprintf(e.c.App.Writer, "%s  in %s: %s%s\n", d.ID, plural(len(d.Rooms), "room", "rooms"), strings.Join(rooms, ", "), this)
+					}
+					return nil
+				}),
+			},
+			{
+				Name: "revoke", Usage: "remove one of this person's devices from every room of this home", ArgsUsage: "ID",
+				Action: withSeat(func(e *env, s *seat.Seat) error {
+					if len(e.args) != 1 {
+						return &usageError{"want the device's ID", "see `tally devices list`"}
+					}
+					rooms, err := s.RevokeDevice(e.c.Context, e.args[0])
+					if errors.Is(err, seat.ErrNoDevice) {
+						return &usageError{"no device " + e.args[0] + " of yours in this home's rooms", "see `tally devices list`"}
+					}
+					if err != nil {
+						return err
+					}
+					short := make([]string, len(rooms))
+					for i, r := range rooms {
+						short[i] = shortRoom(e, s, r)
+					}
+					e.out(map[string]any{"device": e.args[0], "rooms": rooms},
+						"removed device %s from %s: it reads nothing sent there from now on", e.args[0], strings.Join(short, ", "))
+					return nil
+				}),
+			},
+			{
+				Name: "join", Usage: "join the rooms this device was let into after its approval",
+				Action: withSeat(func(e *env, s *seat.Seat) error {
+					if len(e.args) != 0 {
+						return &usageError{"tally devices join takes no arguments", ""}
+					}
+					rooms, err := s.JoinDeviceRooms(e.c.Context)
+					if err != nil {
+						return err
+					}
+					if e.json {
+						e.out(map[string]any{"joined": append([]string{}, rooms...)}, "")
+						return nil
+					}
+					if len(rooms) == 0 {
+						fmt.Fprintln(e.c.App.ErrWriter, "no room has let this device in yet: the approving device adds it on its next command in each room (or in its watch); run this again then")
+						return nil
+					}
+					short := make([]string, len(rooms))
+					for i, r := range rooms {
+						short[i] = shortRoom(e, s, r)
+					}
+					fmt.Fprintf(e.c.App.Writer, "joined %s\n", strings.Join(short, ", "))
+					return nil
+				}),
+			},
 			{
 				Name:  "approve",
 				Usage: "approve a new device by the user code it shows, once its fingerprint matches",

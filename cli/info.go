@@ -193,12 +193,17 @@ func whoamiCommand() *ucli.Command {
 			}
 			defAPI, defRelay := defaultURLs()
 			if e.json {
-				e.out(map[string]any{"identity": did, "short": shortID(did), "org": org, "sync_channel": sync,
+				name, _ := s.Name(e.c.Context)
+				e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "sync_channel": sync,
 					"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
 				return nil
 			}
 			w := e.c.App.Writer
-			fmt.Fprintf(w, "identity   %s\n", displayID(e, did))
+			name, err := s.Name(e.c.Context)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "identity   %s\n", personLabel(e, did, name))
 			if org == "" {
 				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
 			} else {
@@ -216,27 +221,33 @@ func whoamiCommand() *ucli.Command {
 	}
 }
 
-// shortID is the short form of an identity that tally shows people: the
-// last 8 characters of its did:key (the org a signin makes by default
-// ends with the same).
-func shortID(did string) string {
-	if len(did) > 8 {
-		return did[len(did)-8:]
-	}
-	return did
-}
+// shortID is the short form of a person that tally shows: the last 8
+// characters of the person's did:key ([seat.ShortID]; a device's identity
+// shows as its person). The org a signin makes by default ends with the
+// same.
+func shortID(did string) string { return seat.ShortID(did) }
 
-// displayID is how an identity is shown: its short form, or the whole
-// DID with --verbose.
+// displayID is how a person is shown: the short form, or the person's
+// whole did:key with --verbose.
 func displayID(e *env, did string) string {
 	if e.verbose {
-		return did
+		return seat.PersonOf(did)
 	}
 	return shortID(did)
 }
 
-// isShortIDOf reports whether s names did: the whole DID or its short
-// form.
-func isShortIDOf(s, did string) bool {
-	return s == did || len(s) >= 8 && strings.HasSuffix(did, s)
+// personLabel is a person as tally shows one: the name they gave, if any,
+// always beside the short form of their key (a name is a claim anyone can
+// make; the key is not).
+func personLabel(e *env, did, name string) string {
+	if name == "" {
+		return displayID(e, did)
+	}
+	return name + " (" + displayID(e, did) + ")"
+}
+
+// isShortIDOf reports whether s names the person of the member identity
+// id: the whole identity, the person's did:key, or its short form.
+func isShortIDOf(s, id string) bool {
+	return s == id || s == seat.PersonOf(id) || len(s) >= 8 && strings.HasSuffix(seat.PersonOf(id), s)
 }

@@ -218,7 +218,8 @@ func roomCommands() []*ucli.Command {
 						if e.json {
 							list := []map[string]any{}
 							for _, m := range mem {
-								list = append(list, map[string]any{"identity": m.Identity, "short": shortID(m.Identity), "leaf": m.Leaf, "self": m.Self, "role": m.Role})
+								list = append(list, map[string]any{"identity": m.Identity, "person": m.Person, "short": shortID(m.Identity), "name": m.Name,
+									"leaf": m.Leaf, "self": m.Self, "role": m.Role})
 							}
 							e.out(map[string]any{"room": ch, "epoch": epoch, "members": list}, "")
 							return nil
@@ -233,7 +234,11 @@ func roomCommands() []*ucli.Command {
 							if role == "" {
 								role = "-" // a room from before roles
 							}
-							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s\n", role, displayID(e, m.Identity), you)
+							device := ""
+							if m.Identity != m.Person {
+								device = "  device " + seat.DeviceID(m.Identity)
+							}
+							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s%s\n", role, personLabel(e, m.Person, m.Name), device, you)
 						}
 						return nil
 					}),
@@ -258,7 +263,7 @@ func roomCommands() []*ucli.Command {
 						{
 							Name: "add", Usage: "make a member an admin", ArgsUsage: "NAME MEMBER",
 							Action: roomAction(2, "tally room admins add NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
-								did, err := resolveMember(e, s, ch, args[0])
+								did, _, err := resolveMember(e, s, ch, args[0])
 								if err != nil {
 									return err
 								}
@@ -272,7 +277,7 @@ func roomCommands() []*ucli.Command {
 						{
 							Name: "remove", Usage: "make an admin a plain member again", ArgsUsage: "NAME MEMBER",
 							Action: roomAction(2, "tally room admins remove NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
-								did, err := resolveMember(e, s, ch, args[0])
+								did, _, err := resolveMember(e, s, ch, args[0])
 								if err != nil {
 									return err
 								}
@@ -288,9 +293,13 @@ func roomCommands() []*ucli.Command {
 				{
 					Name: "remove", Usage: "remove a member (a commit; they cannot read further messages)", ArgsUsage: "NAME MEMBER",
 					Action: roomAction(2, "tally room remove NAME MEMBER", func(e *env, s *seat.Seat, ch string, args []string) error {
-						did, err := resolveMember(e, s, ch, args[0])
+						_, did, err := resolveMember(e, s, ch, args[0])
 						if err != nil {
 							return err
+						}
+						if did == "" {
+							return &usageError{fmt.Sprintf("%s has more than one device in %s", args[0], shortRoom(e, s, ch)),
+								"name the device's whole identity (`tally room members " + shortRoom(e, s, ch) + " --verbose`)"}
 						}
 						rm, err := s.RoomRemoveMember(e.c.Context, ch, did)
 						if err != nil {
@@ -538,39 +547,50 @@ func watchedList(e *env, s *seat.Seat, names []string) string {
 	return strings.Join(short, ", ")
 }
 
-// senderName is how a message's sender is shown: "you" for this seat,
-// else the sender's short form (the whole DID with --verbose), as room
-// members shows it.
-func senderName(e *env, s *seat.Seat, did string) string {
-	if me, err := s.Identity(); err == nil && me == did {
+// senderName is how a message's sender is shown: "you" for this person,
+// else as room members shows the person.
+func senderName(e *env, s *seat.Seat, m seat.RoomMessage) string {
+	if me, err := s.Identity(); err == nil && me == seat.PersonOf(m.Sender) {
 		return "you"
 	}
-	return displayID(e, did)
+	return personLabel(e, m.Sender, m.SenderName)
 }
 
-// resolveMember finds the member of ch that arg names: a whole DID, or
-// the short form room members shows.
-func resolveMember(e *env, s *seat.Seat, ch, arg string) (string, error) {
-	if strings.HasPrefix(arg, "did:") {
-		return arg, nil
+// resolveMember finds the member of ch that arg names: a whole member
+// identity, a person's did:key, or the short form room members shows. It
+// returns the person and, when the person has one leaf in the room, that
+// leaf's identity.
+func resolveMember(e *env, s *seat.Seat, ch, arg string) (person, identity string, err error) {
+	if strings.HasPrefix(arg, "did:") && !strings.Contains(arg, "#") {
+		person = arg
 	}
 	mem, _, err := s.RoomMembers(e.c.Context, ch)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	var found []string
+	var leaves []string
+	people := map[string]bool{}
 	for _, m := range mem {
+		if m.Identity == arg {
+			return m.Person, m.Identity, nil
+		}
 		if isShortIDOf(arg, m.Identity) {
-			found = append(found, m.Identity)
+			leaves = append(leaves, m.Identity)
+			people[m.Person] = true
 		}
 	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", &usageError{fmt.Sprintf("%q is not a member of %s", arg, shortRoom(e, s, ch)), "see `tally room members " + shortRoom(e, s, ch) + "`"}
+	name := shortRoom(e, s, ch)
+	switch {
+	case len(people) > 1:
+		return "", "", &usageError{fmt.Sprintf("%q names more than one member of %s", arg, name), "give the whole DID: `tally room members " + name + " --verbose`"}
+	case len(leaves) == 0 && person != "":
+		return person, person, nil // not in the roster: let the seat say why
+	case len(leaves) == 0:
+		return "", "", &usageError{fmt.Sprintf("%q is not a member of %s", arg, name), "see `tally room members " + name + "`"}
+	case len(leaves) > 1:
+		return seat.PersonOf(leaves[0]), "", nil
 	}
-	return "", &usageError{fmt.Sprintf("%q names more than one member of %s", arg, shortRoom(e, s, ch)), "give the whole DID: `tally room members " + shortRoom(e, s, ch) + " --verbose`"}
+	return seat.PersonOf(leaves[0]), leaves[0], nil
 }
 
 // hasRoom reports whether this home has the room ch.
@@ -587,14 +607,35 @@ func hasRoom(e *env, s *seat.Seat, ch string) bool {
 	return false
 }
 
-// printMessage prints `[room] sender-short: text`, with the time for
-// history, or one JSON object per message.
+// printMessage prints `[room] sender: text` (notices in words), with the
+// time for history, or one JSON object per message.
 func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 	if e.json {
-		e.out(map[string]any{"room": m.Room, "seq": m.Seq, "sender": m.Sender, "sender_short": shortID(m.Sender), "text": m.Text, "time": m.Time.UTC()}, "")
+		v := map[string]any{"room": m.Room, "seq": m.Seq, "sender": m.Sender, "sender_short": shortID(m.Sender), "text": m.Text, "time": m.Time.UTC()}
+		if m.SenderName != "" {
+			v["sender_name"] = m.SenderName
+		}
+		if m.Kind != "" {
+			v["kind"] = m.Kind
+		}
+		e.out(v, "")
 		return
 	}
-	line := fmt.Sprintf("[%s] %s: %s", shortRoom(e, s, m.Room), senderName(e, s, m.Sender), m.Text)
+	room, who := shortRoom(e, s, m.Room), senderName(e, s, m)
+	var line string
+	switch m.Kind {
+	case "":
+		line = fmt.Sprintf("[%s] %s: %s", room, who, m.Text)
+	case seat.NoticeName:
+		line = fmt.Sprintf("[%s] %s now goes by the name %q", room, displayID(e, m.Sender), m.Text)
+		if who == "you" {
+			line = fmt.Sprintf("[%s] you now go by the name %q", room, m.Text)
+		}
+	case seat.NoticeRemoved:
+		line = fmt.Sprintf("[%s] %s removed you from the room; nothing sent there after reaches you", room, who)
+	default:
+		line = fmt.Sprintf("[%s] (%s) %s: %s", room, m.Kind, who, m.Text)
+	}
 	if withTime {
 		line = m.Time.Local().Format("2006-01-02 15:04:05") + " " + line
 	}

@@ -31,6 +31,7 @@ var settings = []setting{
 	{"relay_url", "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
 	{"cover_traffic", "on or off: cover frames while a watch is connected", func() string { return "on" }},
 	{"cover_interval", "mean time between cover frames, e.g. 30s (at least 1s)", func() string { return cover.DefaultMeanInterval.String() }},
+	{seat.SettingName, "the name your rooms show beside your key's short form (1 to 64 printable characters)", func() string { return "" }},
 }
 
 func settingNamed(k string) (setting, bool) {
@@ -310,10 +311,20 @@ func seatCommands() []*ucli.Command {
 		{
 			Name:  "init",
 			Usage: "create the seed (prints the identity, never the words)",
+			Flags: []ucli.Flag{&ucli.StringFlag{Name: "name", Usage: "the name your rooms show beside your key's short form (`tally config set name` changes it)"}},
 			Action: withSeat(func(e *env, s *seat.Seat) error {
+				name := e.c.String("name")
+				if name != "" && seat.CheckName(name) != nil {
+					return &usageError{fmt.Sprintf("%q is not a name tally can show", name), "a name is 1 to 64 printable characters, without spaces at either end"}
+				}
 				did, err := s.Init(e.c.Context)
 				if err != nil {
 					return err
+				}
+				if name != "" {
+					if err := s.SetName(e.c.Context, name); err != nil {
+						return err
+					}
 				}
 				e.out(map[string]string{"identity": did}, "identity: %s\nrun `tally backup` to write down your 24 words; losing them loses your data", did)
 				return nil
@@ -580,6 +591,10 @@ func configCommand() *ucli.Command {
 						if v != "on" && v != "off" {
 							return &usageError{"cover_traffic is on or off", ""}
 						}
+					case seat.SettingName:
+						if seat.CheckName(v) != nil {
+							return &usageError{fmt.Sprintf("%q is not a name tally can show", v), "a name is 1 to 64 printable characters, without spaces at either end"}
+						}
 					}
 					if err := seat.SetSetting(e.c.Context, e.home, k, v); err != nil {
 						return err
@@ -625,8 +640,10 @@ func configCommand() *ucli.Command {
 					for _, st := range settings {
 						if v, set := cfg[st.key]; set {
 							fmt.Fprintf(e.c.App.Writer, "%s = %s\n", st.key, v)
+						} else if d := st.def(); d != "" {
+							fmt.Fprintf(e.c.App.Writer, "%s = %s  (default)\n", st.key, d)
 						} else {
-							fmt.Fprintf(e.c.App.Writer, "%s = %s  (default)\n", st.key, st.def())
+							fmt.Fprintf(e.c.App.Writer, "%s is not set\n", st.key)
 						}
 					}
 					return nil

@@ -104,7 +104,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 	g := []string{"--home", t.TempDir()}
 
 	out := mustTally(t, append(g, "config", "list")...)
-	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 10s  (default)\n"
+	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 10s  (default)\nname is not set\n"
 	if out != wantList {
 		t.Fatalf("config list on a fresh home:\n%s\nwant\n%s", out, wantList)
 	}
@@ -158,7 +158,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 		Key, Value string
 		Default    bool
 	}
-	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 4 || got[0].Default || !got[1].Default {
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 5 || got[0].Default || !got[1].Default {
 		t.Fatalf("config list --json: %+v %v", got, err)
 	}
 	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "10s\n" {
@@ -623,5 +623,62 @@ func TestCLIFlagDidYouMean(t *testing.T) {
 	code, _, errw := mainOut(context.Background(), "", "--home", t.TempDir(), "log", "--jsno")
 	if code != 1 || errw != "tally: flag provided but not defined: -jsno: did you mean --json? see `tally log --help`\n" {
 		t.Fatalf("exit %d, stderr %q", code, errw)
+	}
+}
+
+// TestCLIDisplayNames: a name a person gives shows beside the short form
+// of their key, the same in watch, history and members; a bad name is
+// refused; the notice of a new name reads as words.
+func TestCLIDisplayNames(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	alice, _ := newHome(t, st, "acme")
+	bob, bobDID := newHome(t, st, "bobco")
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	cliJoin(t, alice, bob, "ops", "acme/rooms/ops", bobDID)
+	for _, bad := range []string{" Bob", "B\u202eob", strings.Repeat("x", 65)} {
+		if _, err := tally(t, "", append(bob, "config", "set", "name", bad)...); err == nil || !strings.Contains(err.Error(), "is not a name tally can show") {
+			t.Errorf("config set name %q: %v", bad, err)
+		}
+	}
+	mustTally(t, append(bob, "config", "set", "name", "Bob")...)
+	w := startTally(append(alice, "watch", "ops")...)
+	eventually(t, "watch", func() bool { return strings.Contains(w.errw.String(), "watching ops") })
+	mustTally(t, append(bob, "msg", "acme/rooms/ops", "hi")...)
+	label := "Bob (" + shortID(bobDID) + ")"
+	eventually(t, "the message", func() bool { return strings.Contains(w.out.String(), "hi") })
+	w.stop(t)
+	if !strings.Contains(w.out.String(), "[ops] "+label+": hi\n") {
+		t.Errorf("watch:\n%s", w.out.String())
+	}
+	history := mustTally(t, append(alice, "history", "ops")...)
+	if !strings.Contains(history, "[ops] "+shortID(bobDID)+" now goes by the name \"Bob\"\n") || !strings.Contains(history, "[ops] "+label+": hi\n") {
+		t.Errorf("history:\n%s", history)
+	}
+	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "member "+label+"\n") {
+		t.Errorf("members:\n%s", out)
+	}
+	g := []string{"--home", t.TempDir()}
+	mustTally(t, append(g, "init", "--name", "Carol")...)
+	if out := mustTally(t, append(g, "whoami")...); !strings.HasPrefix(out, "identity   Carol (") {
+		t.Errorf("whoami after init --name: %s", out)
+	}
+}
+
+// TestCLIDevicesList: devices list shows this device in the home's rooms;
+// revoking an unknown device is refused.
+func TestCLIDevicesList(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	alice, _ := newHome(t, st, "acme")
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	out := mustTally(t, append(alice, "devices", "list")...)
+	if !strings.HasSuffix(out, "  in 1 room: ops  (this device)\n") {
+		t.Fatalf("devices list: %q", out)
+	}
+	if _, err := tally(t, "", append(alice, "devices", "revoke", "nosuchid")...); err == nil || !strings.Contains(err.Error(), "no device nosuchid of yours") {
+		t.Fatalf("revoke unknown: %v", err)
+	}
+	_, errw, err := tally2(t, "", append(alice, "devices", "join")...)
+	if err != nil || !strings.Contains(errw, "no room has let this device in yet") {
+		t.Fatalf("devices join: %q %v", errw, err)
 	}
 }
