@@ -112,6 +112,7 @@ type createInviteRequest struct {
 	Channel    string `json:"channel"`
 	MaxUses    *int64 `json:"max_uses"`
 	TTLSeconds *int64 `json:"ttl_seconds"`
+	Auto       bool   `json:"auto"`
 }
 
 type inviteResponse struct {
@@ -119,14 +120,14 @@ type inviteResponse struct {
 	ExpiresAt string `json:"expires_at"`
 }
 
-// POST /v1/channels/invites {channel, max_uses?, ttl_seconds?} → 201 {token, expires_at}
+// POST /v1/channels/invites {channel, max_uses?, ttl_seconds?, auto?} → 201 {token, expires_at}
 func (s *Server) handleCreateInvite(w http.ResponseWriter, r *http.Request, p principal) {
 	var req createInviteRequest
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
 	s.mintInvite(w, r, prefixInvite, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {
-		return s.store.createInvite(r.Context(), req.Channel, p.account, hash, uses, exp, now)
+		return s.store.createInvite(r.Context(), req.Channel, p.account, hash, uses, req.Auto, exp, now)
 	})
 }
 
@@ -156,9 +157,10 @@ type createFederationInviteRequest struct {
 	Org        string `json:"org"`
 	MaxUses    *int64 `json:"max_uses"`
 	TTLSeconds *int64 `json:"ttl_seconds"`
+	Auto       bool   `json:"auto"`
 }
 
-// POST /v1/federation/invites {channel, org, max_uses?, ttl_seconds?} → 201 {token, expires_at}
+// POST /v1/federation/invites {channel, org, max_uses?, ttl_seconds?, auto?} → 201 {token, expires_at}
 func (s *Server) handleCreateFederationInvite(w http.ResponseWriter, r *http.Request, p principal) {
 	var req createFederationInviteRequest
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
@@ -168,7 +170,7 @@ func (s *Server) handleCreateFederationInvite(w http.ResponseWriter, r *http.Req
 		return
 	}
 	s.mintInvite(w, r, prefixFed, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {
-		return s.store.createFederationInvite(r.Context(), req.Channel, p.account, req.Org, hash, uses, exp, now)
+		return s.store.createFederationInvite(r.Context(), req.Channel, p.account, req.Org, hash, uses, req.Auto, exp, now)
 	})
 }
 
@@ -180,10 +182,13 @@ type joinRequestBody struct {
 	FederationToken string `json:"federation_token"`
 }
 
-// POST /v1/channels/join {channel, token, key_package, identity, federation_token?} → 201 {request_id}
+// POST /v1/channels/join {channel, token, key_package?, identity, federation_token?} → 201 {request_id}
 //
 // With federation_token the standard invite is not checked (nor consumed):
-// the federation invite is, for the caller's org.
+// the federation invite is, for the caller's org. With an auto invite the
+// caller becomes a member at once, key_package is optional, and the
+// answer is 201 {request_id, auto: true, epoch?, group_info?} with the
+// channel's GroupInfo if one was put.
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal) {
 	var req joinRequestBody
 	if !decode(w, r, joinBody, &req) || !checkChannel(w, p, req.Channel) {
@@ -197,9 +202,14 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal)
 		badRequest(w, "token (or federation_token) is required")
 		return
 	}
-	kp, ok := decodeB64(w, "key_package", req.KeyPackage, MaxKeyPackage)
-	if !ok {
-		return
+	// An absent key_package is refused in the store unless the invite
+	// turns out to be an auto invite.
+	var kp []byte
+	if req.KeyPackage != "" {
+		var ok bool
+		if kp, ok = decodeB64(w, "key_package", req.KeyPackage, MaxKeyPackage); !ok {
+			return
+		}
 	}
 	id, err := s.newID()
 	if err != nil {
@@ -220,11 +230,29 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal)
 	} else {
 		jp.inviteHash = hashSecret(req.Token)
 	}
-	if err := s.store.join(r.Context(), jp); err != nil {
+	j, err := s.store.join(r.Context(), jp)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"request_id": id})
+	if !j.auto {
+		writeJSON(w, http.StatusCreated, map[string]string{"request_id": id})
+		return
+	}
+	out := autoJoinAnswer{RequestID: id, Auto: true}
+	if j.groupInfo != nil {
+		out.Epoch = &j.groupInfo.epoch
+		out.GroupInfo = base64.StdEncoding.EncodeToString(j.groupInfo.data)
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// autoJoinAnswer is the answer to a join by an auto invite.
+type autoJoinAnswer struct {
+	RequestID string  `json:"request_id"`
+	Auto      bool    `json:"auto"`
+	Epoch     *uint64 `json:"epoch,omitempty"`
+	GroupInfo string  `json:"group_info,omitempty"`
 }
 
 type pendingEntry struct {
@@ -294,7 +322,9 @@ func (s *Server) handlePollWelcome(w http.ResponseWriter, r *http.Request, p pri
 		s.fail(w, r, err)
 		return
 	}
-	if status != "completed" {
+	if status != "completed" || welcome == nil {
+		// Pending, or completed by an auto invite (no Welcome: the
+		// joiner enters the group by an external commit).
 		writeJSON(w, http.StatusOK, map[string]string{"status": status})
 		return
 	}

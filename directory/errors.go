@@ -78,6 +78,13 @@ var errorTable = []struct {
 	{errOwnerCannotLeave, http.StatusConflict, "owner_cannot_leave", "the owner of a channel cannot be removed from it"},
 	{errOrgTaken, http.StatusForbidden, "org_taken", "the org exists: joining it needs an org invite (org_invite) from one of its accounts"},
 	{errOrgInviteInvalid, http.StatusForbidden, "invalid_org_invite", "org invite is invalid, expired, used up or for another org"},
+	{errKeyPackageRequired, http.StatusBadRequest, "invalid_request", "key_package is required unless the invite is an auto invite"},
+	{errNotAMember, http.StatusForbidden, "not_a_member", "caller is neither the owner nor a member of the channel"},
+	{errStockFull, http.StatusConflict, "stock_full", "the key-package stock is full: at most 100 one-time key packages per device and 10 devices per account"},
+	{errNoKeyPackages, http.StatusNotFound, "no_key_packages", "the account has no key packages in stock"},
+	{errSelfClaim, http.StatusBadRequest, "invalid_request", "an account cannot claim its own key packages"},
+	{errAlreadyDelivered, http.StatusConflict, "already_delivered", "a Welcome was already delivered for this claim"},
+	{errInboxFull, http.StatusConflict, "inbox_full", "the account's inbox is full until it reads and deletes entries"},
 }
 
 func badRequest(w http.ResponseWriter, msg string) {

@@ -54,8 +54,19 @@ type Limits struct {
 	Join Rate
 	// Member limits the changes owners make to the channel feed every
 	// relay applies: POST and DELETE /v1/channels/members and
-	// POST /v1/channels/fence.
+	// POST /v1/channels/fence, and POST /v1/inbox (which makes the
+	// claimed account a member).
 	Member Rate
+	// Stock limits the uploads to an account's key-package stock
+	// (POST /v1/keypackages) and the acknowledgements of its claims
+	// (DELETE /v1/keypackages/claims).
+	Stock Rate
+	// Claim limits POST /v1/keypackages/claim: each claim drains another
+	// account's stock, so the per-account bucket is small (30 a minute).
+	Claim Rate
+	// GroupInfo limits PUT /v1/channels/groupinfo, which a member sends
+	// after each of its commits.
+	GroupInfo Rate
 
 	// OpenGrantsPerAddr bounds the device grants one remote address may
 	// have pending at once (default 20; negative for no cap); one more is
@@ -102,6 +113,9 @@ var DefaultLimits = Limits{
 	Grant:             Rate{PerAddr: Bucket{Burst: 20, Every: 15 * time.Second}, PerAccount: Bucket{Burst: 20, Every: 15 * time.Second}},
 	Join:              Rate{PerAddr: Bucket{Burst: 200, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 100, Every: time.Second}},
 	Member:            Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
+	Stock:             Rate{PerAddr: Bucket{Burst: 200, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 60, Every: time.Second}},
+	Claim:             Rate{PerAddr: Bucket{Burst: 100, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 30, Every: 2 * time.Second}},
+	GroupInfo:         Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
 	OpenGrantsPerAddr: 20,
 	MaxKeys:           10000,
 }
@@ -117,10 +131,14 @@ const (
 	limitGrant
 	limitJoin
 	limitMember
+	limitStock
+	limitClaim
+	limitGroupInfo
 	numLimits
 )
 
-var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join", "membership"}
+var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join", "membership",
+	"key-package upload", "key-package claim", "GroupInfo"}
 
 // limiters holds the live buckets; nil buckets allow everything.
 type limiters struct {
@@ -133,7 +151,7 @@ type limiters struct {
 
 // rates are l's Rates, indexed by limitKind.
 func (l *Limits) rates() [numLimits]*Rate {
-	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member}
+	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member, &l.Stock, &l.Claim, &l.GroupInfo}
 }
 
 // resolveLimits fills the zero fields of l with the defaults.

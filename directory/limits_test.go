@@ -143,7 +143,7 @@ func limitedRequests(t *testing.T, e *env, ownerID string) map[string]func(c *ht
 	}
 	invite := func() string {
 		tok, hash, _ := e.s.newSecret(prefixInvite)
-		if err := e.s.store.createInvite(t.Context(), ch, ownerID, hash, 1, e.clock.Now().Add(time.Hour), e.clock.Now()); err != nil {
+		if err := e.s.store.createInvite(t.Context(), ch, ownerID, hash, 1, false, e.clock.Now().Add(time.Hour), e.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return tok

@@ -140,6 +140,58 @@ CREATE TABLE revocations (
 	created_at BIGINT NOT NULL
 );
 `,
+	// Rooms that work when their owner is away: auto invites (whose
+	// holder becomes a member at once), each account's key-package stock
+	// per device (one-time and at most one last-resort) and the claims
+	// made on it, the Welcome inbox of accounts added while offline, and
+	// the latest GroupInfo of each channel.
+	`
+ALTER TABLE invites ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE federation_invites ADD COLUMN auto INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE key_packages (
+	id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	device      TEXT NOT NULL,
+	last_resort INTEGER NOT NULL CHECK (last_resort IN (0, 1)),
+	key_package BYTEA NOT NULL,
+	created_at  BIGINT NOT NULL
+);
+CREATE INDEX key_packages_stock ON key_packages(account_id, device, last_resort, id);
+CREATE UNIQUE INDEX key_packages_last_resort ON key_packages(account_id, device) WHERE last_resort = 1;
+CREATE TABLE key_package_claims (
+	seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id          TEXT NOT NULL UNIQUE,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	device      TEXT NOT NULL,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	claimed_by  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	last_resort INTEGER NOT NULL CHECK (last_resort IN (0, 1)),
+	acked       INTEGER NOT NULL DEFAULT 0,
+	delivered   INTEGER NOT NULL DEFAULT 0,
+	created_at  BIGINT NOT NULL
+);
+CREATE INDEX key_package_claims_account ON key_package_claims(account_id, acked, seq);
+CREATE INDEX key_package_claims_created ON key_package_claims(created_at);
+CREATE TABLE inbox (
+	seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id         TEXT NOT NULL UNIQUE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	device     TEXT NOT NULL,
+	from_id    TEXT NOT NULL,
+	welcome    BYTEA NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE INDEX inbox_account ON inbox(account_id, seq);
+CREATE INDEX inbox_created ON inbox(created_at);
+CREATE TABLE group_infos (
+	channel_id TEXT PRIMARY KEY REFERENCES channels(id) ON DELETE CASCADE,
+	epoch      BIGINT NOT NULL,
+	group_info BYTEA NOT NULL,
+	updated_by TEXT NOT NULL,
+	updated_at BIGINT NOT NULL
+);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in

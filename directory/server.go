@@ -16,8 +16,9 @@ import (
 
 // Defaults for the zero values of [Config].
 const (
-	DefaultSweepInterval = 24 * time.Hour
-	DefaultRetention     = 24 * time.Hour
+	DefaultSweepInterval  = 24 * time.Hour
+	DefaultRetention      = 24 * time.Hour
+	DefaultInboxRetention = 30 * 24 * time.Hour
 )
 
 // Limits fixed by the wire contract. Sizes are decoded bytes, inclusive.
@@ -81,6 +82,12 @@ type Config struct {
 	// DefaultRetention.
 	Retention time.Duration
 
+	// InboxRetention is how long a Welcome waits in an account's inbox,
+	// and how long a claim on its key-package stock is kept (acknowledged
+	// or not, and deliverable by its claimer), before the sweep deletes
+	// them; 0 means DefaultInboxRetention (30 days).
+	InboxRetention time.Duration
+
 	// Limits are the rate limits and abuse caps; the zero value means
 	// DefaultLimits, and Limits.Off turns them off.
 	Limits Limits
@@ -122,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.InboxRetention <= 0 {
+		cfg.InboxRetention = DefaultInboxRetention
 	}
 	if cfg.Database != "" && cfg.DBPath != "" {
 		return nil, errors.New("directory: set DBPath or Database, not both")
@@ -186,6 +196,11 @@ func (s *Server) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			n, err := s.store.sweep(ctx, s.cfg.Now(), s.cfg.Retention)
+			if err == nil {
+				var m int64
+				m, err = s.store.sweepInbox(ctx, s.cfg.Now(), s.cfg.InboxRetention)
+				n += m
+			}
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("directory sweep failed", "err", err)
 			} else if n > 0 {
@@ -221,6 +236,15 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))
 	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
+	m.HandleFunc("POST /v1/keypackages", s.limited(limitStock, s.handlePutStock))
+	m.HandleFunc("GET /v1/keypackages", s.authed(s.handleGetStock))
+	m.HandleFunc("DELETE /v1/keypackages/claims", s.limited(limitStock, s.handleAckClaims))
+	m.HandleFunc("POST /v1/keypackages/claim", s.limited(limitClaim, s.handleClaim))
+	m.HandleFunc("POST /v1/inbox", s.limited(limitMember, s.handleDeliver))
+	m.HandleFunc("GET /v1/inbox", s.authed(s.handleInbox))
+	m.HandleFunc("DELETE /v1/inbox/{id}", s.authed(s.handleDropInbox))
+	m.HandleFunc("PUT /v1/channels/groupinfo", s.limited(limitGroupInfo, s.handlePutGroupInfo))
+	m.HandleFunc("GET /v1/channels/groupinfo", s.authed(s.handleGetGroupInfo))
 	s.mux = m
 }
 

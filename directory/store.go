@@ -28,7 +28,24 @@ var (
 	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")
 	errOrgTaken         = errors.New("directory: org exists and joining it needs an org invite")
 	errOrgInviteInvalid = errors.New("directory: org invite is invalid, expired, used up or for another org")
+
+	errKeyPackageRequired = errors.New("directory: key_package is required unless the invite is an auto invite")
+	errNotAMember         = errors.New("directory: caller is neither the owner nor a member of the channel")
+	errStockFull          = errors.New("directory: the key-package stock is full")
+	errNoKeyPackages      = errors.New("directory: the account has no key packages")
+	errSelfClaim          = errors.New("directory: an account cannot claim its own key packages")
+	errAlreadyDelivered   = errors.New("directory: a Welcome was already delivered for this claim")
+	errInboxFull          = errors.New("directory: the account's inbox is full")
+	errStaleEpoch         = errors.New("directory: a GroupInfo of a later epoch is stored")
 )
+
+// sqlBool is a boolean as both backends store it (INTEGER 0 or 1).
+func sqlBool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // errUnchanged, returned by a write function, rolls its transaction back
 // and makes write return nil: the change turned out to be a no-op.
@@ -311,15 +328,17 @@ func ownedChannel(ctx context.Context, q queryer, name, account string) (string,
 	return id, nil
 }
 
-func (s *store) createInvite(ctx context.Context, channel, account string, hash []byte, maxUses int, expires, now time.Time) error {
+// createInvite stores an invite of a channel account owns. An auto invite
+// makes its holder a member at once when it joins (see join).
+func (s *store) createInvite(ctx context.Context, channel, account string, hash []byte, maxUses int, auto bool, expires, now time.Time) error {
 	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, account)
 		if err != nil {
 			return err
 		}
 		_, err = tx.exec(ctx,
-			`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, 0, ?, ?)`,
-			hash, chID, maxUses, expires.UnixNano(), now.UnixNano())
+			`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at, auto) VALUES (?, ?, ?, 0, ?, ?, ?)`,
+			hash, chID, maxUses, expires.UnixNano(), now.UnixNano(), sqlBool(auto))
 		return err
 	})
 }
@@ -335,15 +354,15 @@ func (s *store) createOrgInvite(ctx context.Context, org, account string, hash [
 	})
 }
 
-func (s *store) createFederationInvite(ctx context.Context, channel, account, org string, hash []byte, maxUses int, expires, now time.Time) error {
+func (s *store) createFederationInvite(ctx context.Context, channel, account, org string, hash []byte, maxUses int, auto bool, expires, now time.Time) error {
 	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, account)
 		if err != nil {
 			return err
 		}
 		_, err = tx.exec(ctx,
-			`INSERT INTO federation_invites (hash, channel_id, org, max_uses, uses, expires_at, created_at) VALUES (?, ?, ?, ?, 0, ?, ?)`,
-			hash, chID, org, maxUses, expires.UnixNano(), now.UnixNano())
+			`INSERT INTO federation_invites (hash, channel_id, org, max_uses, uses, expires_at, created_at, auto) VALUES (?, ?, ?, ?, 0, ?, ?, ?)`,
+			hash, chID, org, maxUses, expires.UnixNano(), now.UnixNano(), sqlBool(auto))
 		return err
 	})
 }
@@ -364,20 +383,31 @@ type joinParams struct {
 	inviteHash []byte // nil when fedHash is set
 	fedHash    []byte // federation token hash, or nil
 	identity   string
-	keyPackage []byte
+	keyPackage []byte // nil only for an auto invite
 	maxPending int
 	now        time.Time
 }
 
-// join consumes one use of the invite (or federation invite) and queues the
-// join request, atomically: if any step fails nothing is consumed.
+// joined is what a join did: queued a request for the owner, or (with an
+// auto invite) made the caller a member at once, with the channel's
+// GroupInfo if one was put.
+type joined struct {
+	auto      bool
+	groupInfo *groupInfo // nil when none was put (or not auto)
+}
+
+// join consumes one use of the invite (or federation invite) and either
+// queues the join request or, when the invite is an auto invite, makes the
+// caller a member of the channel and records the request as completed,
+// atomically: if any step fails nothing is consumed.
 //
 // The use is taken by one conditional UPDATE, which a concurrent join of
 // the same invite waits on and then re-checks, so an invite is never used
 // more than max_uses times. The channel row is locked first, so the joins
 // of one channel count its pending requests one at a time.
-func (s *store) join(ctx context.Context, p joinParams) error {
-	return s.write(ctx, func(tx txn) error {
+func (s *store) join(ctx context.Context, p joinParams) (j joined, err error) {
+	err = s.write(ctx, func(tx txn) error {
+		j = joined{}
 		var chID string
 		err := tx.queryRow(ctx, `SELECT id FROM channels WHERE name = ?`+tx.b.lockRow(), p.channel).Scan(&chID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -387,26 +417,34 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 			return err
 		}
 		now := p.now.UnixNano()
-		var n int64
+		var auto int
 		if p.fedHash != nil {
-			n, err = tx.execN(ctx,
+			err = tx.queryRow(ctx,
 				`UPDATE federation_invites SET uses = uses + 1
-				 WHERE hash = ? AND channel_id = ? AND org = ? AND uses < max_uses AND expires_at > ?`,
-				p.fedHash, chID, p.caller.org, now)
+				 WHERE hash = ? AND channel_id = ? AND org = ? AND uses < max_uses AND expires_at > ?
+				 RETURNING auto`,
+				p.fedHash, chID, p.caller.org, now).Scan(&auto)
 		} else {
-			n, err = tx.execN(ctx,
+			err = tx.queryRow(ctx,
 				`UPDATE invites SET uses = uses + 1
-				 WHERE hash = ? AND channel_id = ? AND uses < max_uses AND expires_at > ?`,
-				p.inviteHash, chID, now)
+				 WHERE hash = ? AND channel_id = ? AND uses < max_uses AND expires_at > ?
+				 RETURNING auto`,
+				p.inviteHash, chID, now).Scan(&auto)
 		}
-		if err != nil {
-			return err
-		}
-		if n != 1 {
+		if errors.Is(err, sql.ErrNoRows) {
 			if p.fedHash != nil {
 				return errFederationDenied
 			}
 			return errInviteInvalid
+		}
+		if err != nil {
+			return err
+		}
+		if auto == 1 {
+			return autoJoin(ctx, tx, chID, p, &j)
+		}
+		if p.keyPackage == nil {
+			return errKeyPackageRequired
 		}
 		var pending int
 		if err := tx.queryRow(ctx,
@@ -423,6 +461,36 @@ func (s *store) join(ctx context.Context, p joinParams) error {
 			p.id, chID, p.caller.account, p.identity, p.keyPackage, now, now)
 		return err
 	})
+	return j, err
+}
+
+// autoJoin finishes a join by an auto invite, in tx: the caller becomes a
+// member (a member_added event for the relay), and the request is recorded
+// as completed with no Welcome, so the owner never sees it pending (the
+// joiner enters the group by an external commit, not by a Welcome) while
+// the joiner's poll of it still answers. It does not count against the
+// pending cap: nothing waits for the owner.
+func autoJoin(ctx context.Context, tx txn, chID string, p joinParams, j *joined) error {
+	now := p.now.UnixNano()
+	kp := p.keyPackage
+	if kp == nil {
+		kp = []byte{}
+	}
+	if _, err := tx.exec(ctx,
+		`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, 'completed', ?, ?)`,
+		p.id, chID, p.caller.account, p.identity, kp, now, now); err != nil {
+		return err
+	}
+	if _, err := addMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
+		return err
+	}
+	gi, err := readGroupInfo(ctx, tx, chID)
+	if err != nil && !errors.Is(err, errNotFound) {
+		return err
+	}
+	j.auto, j.groupInfo = true, gi
+	return nil
 }
 
 func (s *store) pending(ctx context.Context, channel, account string) ([]joinRequest, error) {
