@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -260,4 +261,48 @@ func BenchmarkClusterMessagesPage(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pages/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/page")
+}
+
+// BenchmarkClusterNodeStart: starting a node on a stream of 100,000
+// entries of 1 KiB on 1,000 channels, which it replays (headers only) to
+// learn quotas and fences. One op is one New and Close.
+func BenchmarkClusterNodeStart(b *testing.B) {
+	const entries, channels = 100000, 1000
+	n := startNATS(b)
+	cfg := Config{NATSURL: n.URL, NATSStream: "START", JWTSecret: testSecret, OpenChannels: true}
+	s, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := s.arch.(*jsArchive)
+	payload := bytes.Repeat([]byte{0xA5}, benchPayload)
+	for i := range entries {
+		m := js.message(js.appSubject(fmt.Sprintf("acme/start/c%d", i%channels)), &pubReq{sub: fmt.Sprint("account-", i%50), payload: payload})
+		if _, err := js.js.PublishMsgAsync(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		b.Fatal("publishes not acknowledged")
+	}
+	s.Close(context.Background())
+	b.ResetTimer()
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/entries, "heap-B/entry")
+		if got := s.arch.used("account-0"); got != entries/50*benchPayload {
+			b.Fatalf("account-0 uses %d bytes after the replay", got)
+		}
+		s.Close(context.Background())
+	}
 }
