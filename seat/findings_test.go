@@ -1,0 +1,35 @@
+package seat_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// TestFindingMemberCannotRemoveOwner is finding 4 of the audit, with only
+// the API the seat had then, so the same test runs against that seat too
+// (where it fails): a plain member removed the owner, and the owner's
+// leave and re-create of the same name split the room in two.
+func TestFindingMemberCannotRemoveOwner(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	carol := newMember(t, st, "carolco")
+	join(t, alice, carol, room)
+	if err := bob.RoomRemove(ctx, room, alice.did); err == nil {
+		t.Fatal("a plain member removed the owner")
+	}
+	for _, m := range []*member{alice, carol} {
+		ms, _, err := m.RoomMembers(ctx, room)
+		if err != nil || len(ms) != 3 {
+			t.Fatalf("the roster after the attempt: %+v %v", ms, err)
+		}
+	}
+	if err := alice.RoomLeave(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RoomCreate(ctx, "ops"); err == nil {
+		t.Fatal("the owner made a second group on the room's channel, which bob and carol still use")
+	}
+}
