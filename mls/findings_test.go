@@ -273,3 +273,33 @@ func (r *tlsReader) vec() []byte {
 	}
 	return r.take(n)
 }
+
+// Finding 7 (the part the public API can see): a PrivateMessage that
+// fails authentication changed the saved state (the sender ratchets it
+// derived on the way stayed), though the package promised it would not.
+func TestFindingForgedMessageChangesNothing(t *testing.T) {
+	alice, bob, _ := findingGroup(t)
+	msg, err := alice.Protect([]byte("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := bob.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := bytes.Clone(msg)
+	forged[len(forged)-1] ^= 1 // the AEAD tag
+	if _, err := bob.Process(forged); err == nil {
+		t.Fatal("a forged message was read")
+	}
+	after, err := bob.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("a forged message changed the saved state")
+	}
+	if _, err := bob.Process(msg); err != nil {
+		t.Fatalf("the genuine message after the forgery: %v", err)
+	}
+}
