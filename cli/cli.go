@@ -99,8 +99,12 @@ func oneLineErrors(cmds []*ucli.Command, parent string) {
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageErrorLine
 		}
-		if len(c.Subcommands) > 0 && c.Action == nil {
-			c.Action = helpOrUnknown(name)
+		if len(c.Subcommands) > 0 {
+			// `tally help GROUP` and `tally GROUP help` show the group's help.
+			c.HideHelpCommand = true
+			if c.Action == nil {
+				c.Action = helpOrUnknown(name)
+			}
 		}
 		oneLineErrors(c.Subcommands, name)
 	}
@@ -138,7 +142,7 @@ func nearestFlag(flags []ucli.Flag, typed string) string {
 // one is near.
 func helpOrUnknown(name string) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		if c.NArg() == 0 {
+		if c.NArg() == 0 || name != "tally" && c.NArg() == 1 && c.Args().First() == "help" {
 			if name == "tally" {
 				return ucli.ShowAppHelp(c)
 			}

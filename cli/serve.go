@@ -48,6 +48,9 @@ func serveCommand() *ucli.Command {
 		},
 		Subcommands: []*ucli.Command{backupCommand()},
 		Action: func(c *ucli.Context) error {
+			if c.NArg() == 1 && c.Args().First() == "help" {
+				return ucli.ShowSubcommandHelp(c)
+			}
 			if c.NArg() != 0 {
 				return &usageError{fmt.Sprintf("unknown command %q", "tally serve "+c.Args().First()), "see `tally serve --help`"}
 			}

@@ -193,8 +193,10 @@ func TestCLIHelpVersionCompletionMan(t *testing.T) {
 			t.Errorf("tally help lacks %s:\n%s", c, out)
 		}
 	}
-	if out := mustTally(t, "help", "room"); !strings.Contains(out, "list") || !strings.Contains(out, "join") {
-		t.Errorf("tally help room:\n%s", out)
+	for _, args := range [][]string{{"help", "room"}, {"room", "help"}, {"room"}, {"room", "--help"}} {
+		if out := mustTally(t, args...); !strings.Contains(out, "   list ") || !strings.Contains(out, "   join ") || strings.Contains(out, "Shows a list") {
+			t.Errorf("tally %s:\n%s", strings.Join(args, " "), out)
+		}
 	}
 	out = mustTally(t, "version")
 	if !strings.HasPrefix(out, "tally ") || !strings.Contains(out, runtime.Version()) {
