@@ -242,6 +242,8 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}
 	// Live delivery starts where the replay ended; until the relay
 	// serves, there is nobody to deliver to.
+	cctx, cancel = context.WithTimeout(ctx, jsTimeout) // the replay may have taken long
+	defer cancel()
 	cons, err := stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{name + ".>"},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
