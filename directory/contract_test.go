@@ -554,3 +554,362 @@ func queue(st *store, ctx context.Context, p joinParams) error {
 	_, err := st.join(ctx, p)
 	return err
 }
+
+// seqIDs returns a newID for claimStock that hands out prefix-1,
+// prefix-2, … (fresh ids again if the transaction runs again).
+func seqIDs(prefix string) func() (string, error) {
+	n := 0
+	return func() (string, error) {
+		n++
+		return fmt.Sprintf("%s-%d", prefix, n), nil
+	}
+}
+
+// kps returns n distinct key packages named after tag.
+func kps(tag string, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(fmt.Sprintf("kp %s %d", tag, i))
+	}
+	return out
+}
+
+func TestContractKeyPackageStock(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		must(t, st.createAccount(ctx, "stranger", "s@initech.example", "initech", nil, false, hashSecret("k-s"), t0))
+
+		// Hostile first: claims by an account that is not in the channel,
+		// on a channel that does not exist, of oneself, of nobody, and of
+		// an account with no stock.
+		_, err := st.claimStock(ctx, "stranger", "joiner", ch, seqIDs("c"), t0)
+		wantErr(t, err, errNotAMember)
+		_, err = st.claimStock(ctx, "owner", "joiner", "acme/no/such", seqIDs("c"), t0)
+		wantErr(t, err, errChannelNotFound)
+		_, err = st.claimStock(ctx, "owner", "owner", ch, seqIDs("c"), t0)
+		wantErr(t, err, errSelfClaim)
+		_, err = st.claimStock(ctx, "owner", "ghost", ch, seqIDs("c"), t0)
+		wantErr(t, err, errAccountNotFound)
+		_, err = st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c"), t0)
+		wantErr(t, err, errNoKeyPackages)
+
+		sc, err := st.putStock(ctx, "joiner", "laptop", kps("laptop", 3), []byte("lr laptop"), t0)
+		if err != nil || sc != (stockCount{"laptop", 3, true}) {
+			t.Fatalf("put = %+v, %v", sc, err)
+		}
+		// Past the per-device cap: refused whole.
+		_, err = st.putStock(ctx, "joiner", "laptop", kps("more", MaxStockPerDevice-2), nil, t0)
+		wantErr(t, err, errStockFull)
+		sc, err = st.putStock(ctx, "joiner", "laptop", kps("fill", MaxStockPerDevice-3), nil, t0)
+		if err != nil || sc.oneTime != MaxStockPerDevice {
+			t.Fatalf("filling to the cap = %+v, %v", sc, err)
+		}
+		_, err = st.putStock(ctx, "joiner", "laptop", kps("one more", 1), nil, t0)
+		wantErr(t, err, errStockFull)
+		// A full device still takes a new last-resort key package, which
+		// replaces the old one; an empty upload reports the stock.
+		mustPut(t, st, "joiner", "laptop", nil, []byte("lr laptop 2"), t0)
+		sc, err = st.putStock(ctx, "joiner", "laptop", nil, nil, t0)
+		if err != nil || sc != (stockCount{"laptop", MaxStockPerDevice, true}) {
+			t.Fatalf("empty put = %+v, %v", sc, err)
+		}
+		// Past the device cap: refused, while the devices there take more.
+		for i := 1; i < MaxStockDevices; i++ {
+			mustPut(t, st, "joiner", fmt.Sprint("dev", i), nil, []byte("lr"), t0)
+		}
+		_, err = st.putStock(ctx, "joiner", "one too many", kps("x", 1), nil, t0)
+		wantErr(t, err, errStockFull)
+		_, err = st.putStock(ctx, "joiner", "one too many", nil, []byte("lr"), t0)
+		wantErr(t, err, errStockFull)
+		mustPut(t, st, "joiner", "dev1", kps("dev1", 1), nil, t0)
+		// Another account's stock is its own.
+		sc, err = st.putStock(ctx, "owner", "laptop", kps("owner", 1), nil, t0)
+		if err != nil || sc != (stockCount{"laptop", 1, false}) {
+			t.Fatalf("owner's stock = %+v, %v", sc, err)
+		}
+
+		devices, claims, err := st.stock(ctx, "joiner", 100)
+		must(t, err)
+		if len(devices) != MaxStockDevices || len(claims) != 0 {
+			t.Fatalf("stock %+v, claims %+v", devices, claims)
+		}
+		if devices[0] != (stockCount{"dev1", 1, true}) || devices[9] != (stockCount{"laptop", MaxStockPerDevice, true}) {
+			t.Fatalf("stock %+v", devices)
+		}
+
+		// The owner claims: one key package per device, the oldest
+		// one-time one where there is one, else the last-resort one.
+		got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c1"), t0)
+		must(t, err)
+		if len(got) != MaxStockDevices {
+			t.Fatalf("%d claims, want one per device", len(got))
+		}
+		byDevice := map[string]claim{}
+		for _, c := range got {
+			byDevice[c.device] = c
+		}
+		if c := byDevice["laptop"]; string(c.keyPackage) != "kp laptop 0" || c.lastResort {
+			t.Fatalf("laptop claim %+v", c)
+		}
+		if c := byDevice["dev1"]; string(c.keyPackage) != "kp dev1 0" || c.lastResort {
+			t.Fatalf("dev1 claim %+v", c)
+		}
+		if c := byDevice["dev2"]; string(c.keyPackage) != "lr" || !c.lastResort {
+			t.Fatalf("dev2 claim %+v", c)
+		}
+		// A member claims next: dev1's one-time stock is gone, so it gets
+		// dev1's last-resort key package, which stays.
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "stranger", t0))
+		for i := range 2 {
+			got, err = st.claimStock(ctx, "stranger", "joiner", ch, seqIDs(fmt.Sprint("c", i+2)), t0.Add(time.Second))
+			must(t, err)
+			for _, c := range got {
+				if c.device == "dev1" && (string(c.keyPackage) != "lr" || !c.lastResort) {
+					t.Fatalf("dev1 after its one-time stock ran out: %+v", c)
+				}
+				if c.device == "laptop" && string(c.keyPackage) != fmt.Sprint("kp laptop ", i+1) {
+					t.Fatalf("laptop claim %d: %+v", i, c)
+				}
+			}
+		}
+		devices, claims, err = st.stock(ctx, "joiner", 100)
+		must(t, err)
+		if devices[0] != (stockCount{"dev1", 0, true}) || devices[9] != (stockCount{"laptop", MaxStockPerDevice - 3, true}) {
+			t.Fatalf("stock after claims %+v", devices)
+		}
+		if len(claims) != 3*MaxStockDevices {
+			t.Fatalf("%d claims recorded, want %d", len(claims), 3*MaxStockDevices)
+		}
+		first := claims[0]
+		if first.claimedBy != "owner" || first.channel != ch || !first.at.Equal(t0) || claims[len(claims)-1].claimedBy != "stranger" {
+			t.Fatalf("claims %+v … %+v", first, claims[len(claims)-1])
+		}
+		// The claimer's own stock shows none of this.
+		if _, oc, err := st.stock(ctx, "owner", 100); err != nil || len(oc) != 0 {
+			t.Fatalf("owner sees claims %+v, %v", oc, err)
+		}
+		_, claims, err = st.stock(ctx, "joiner", 5)
+		if err != nil || len(claims) != 5 || claims[0] != first {
+			t.Fatalf("a page of 5 claims: %+v, %v", claims, err)
+		}
+
+		// Acknowledging: only through one's own claims.
+		wantErr(t, st.ackClaims(ctx, "owner", claims[1].id), errNotFound)
+		wantErr(t, st.ackClaims(ctx, "joiner", "no such claim"), errNotFound)
+		wantErr(t, st.ackClaims(ctx, "joiner", "\xff"), errNotFound)
+		must(t, st.ackClaims(ctx, "joiner", claims[1].id))
+		_, rest, err := st.stock(ctx, "joiner", 100)
+		if err != nil || len(rest) != 3*MaxStockDevices-2 || rest[0] != claims[2] {
+			t.Fatalf("after acking two: %d claims, first %+v, %v", len(rest), rest[0], err)
+		}
+		// Acknowledging again (or an older claim) changes nothing.
+		must(t, st.ackClaims(ctx, "joiner", claims[0].id))
+		if _, again, _ := st.stock(ctx, "joiner", 100); len(again) != len(rest) {
+			t.Fatalf("re-ack changed the claims: %d, want %d", len(again), len(rest))
+		}
+	})
+}
+
+// mustPut is putStock that must succeed.
+func mustPut(t *testing.T, st *store, account, device string, oneTime [][]byte, lastResort []byte, now time.Time) {
+	t.Helper()
+	_, err := st.putStock(context.Background(), account, device, oneTime, lastResort, now)
+	must(t, err)
+}
+
+func TestContractInbox(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		must(t, st.createAccount(ctx, "stranger", "s@initech.example", "initech", nil, false, hashSecret("k-s"), t0))
+		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, true, hashSecret("k-m"), t0))
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		mustPut(t, st, "joiner", "phone", nil, []byte("lr phone"), t0)
+		got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c"), t0)
+		must(t, err)
+		claimID := got[0].id
+		feedBefore, _, err := st.channelEventsSince(ctx, 0, 100)
+		must(t, err)
+
+		// Deliveries for a claim one did not make, for no claim, on the
+		// wrong channel scope: not found, and nothing changes.
+		for _, caller := range []string{"stranger", "member", "joiner"} {
+			wantErr(t, st.deliver(ctx, "i0", claimID, caller, "", []byte("w"), t0), errNotFound)
+		}
+		wantErr(t, st.deliver(ctx, "i0", "no such claim", "owner", "", []byte("w"), t0), errNotFound)
+		wantErr(t, st.deliver(ctx, "i0", "\xff", "owner", "", []byte("w"), t0), errNotFound)
+		wantErr(t, st.deliver(ctx, "i0", claimID, "owner", "acme/other/x", []byte("w"), t0), errNotFound)
+		if _, _, err := st.members(ctx, ch, "joiner"); !errors.Is(err, errNotMember) {
+			t.Fatalf("a refused delivery made the target a member: %v", err)
+		}
+
+		must(t, st.deliver(ctx, "i1", claimID, "owner", ch, []byte("welcome 1"), t0.Add(time.Second)))
+		// Replayed: refused, also once the target has deleted the entry.
+		wantErr(t, st.deliver(ctx, "i2", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
+		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 3 {
+			t.Fatalf("members after the delivery: %+v, %v", ms, err)
+		}
+		evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100)
+		if err != nil || len(evs) != 1 || evs[0].Kind != feed.MemberAdded || evs[0].Account != "joiner" || evs[0].Channel != ch {
+			t.Fatalf("feed after the delivery: %+v, %v", evs, err)
+		}
+
+		entries, err := st.inbox(ctx, "joiner", 50)
+		must(t, err)
+		want := inboxEntry{id: "i1", channel: ch, device: "phone", from: "owner", welcome: []byte("welcome 1"), at: t0.Add(time.Second)}
+		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
+			t.Fatalf("inbox %+v, want %+v", entries, want)
+		}
+		if others, err := st.inbox(ctx, "owner", 50); err != nil || len(others) != 0 {
+			t.Fatalf("the claimer's inbox: %+v, %v", others, err)
+		}
+		wantErr(t, st.dropInboxEntry(ctx, "owner", "i1"), errNotFound)
+		wantErr(t, st.dropInboxEntry(ctx, "joiner", "\xff"), errNotFound)
+		must(t, st.dropInboxEntry(ctx, "joiner", "i1"))
+		wantErr(t, st.dropInboxEntry(ctx, "joiner", "i1"), errNotFound)
+		wantErr(t, st.deliver(ctx, "i3", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
+
+		// A claimer that left the channel since cannot deliver.
+		got, err = st.claimStock(ctx, "member", "joiner", ch, seqIDs("m"), t0)
+		must(t, err)
+		must(t, st.dropMember(ctx, ch, "member", "member", t0))
+		wantErr(t, st.deliver(ctx, "i4", got[0].id, "member", "", []byte("w"), t0), errNotAMember)
+
+		// The inbox holds MaxInbox entries; then deliveries wait.
+		for i := range MaxInbox {
+			got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs(fmt.Sprint("f", i)), t0)
+			must(t, err)
+			must(t, st.deliver(ctx, fmt.Sprint("fill-", i), got[0].id, "owner", "", []byte("w"), t0))
+		}
+		got, err = st.claimStock(ctx, "owner", "joiner", ch, seqIDs("over"), t0)
+		must(t, err)
+		wantErr(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0), errInboxFull)
+		if entries, err := st.inbox(ctx, "joiner", 50); err != nil || len(entries) != 50 || entries[0].id != "fill-0" {
+			t.Fatalf("a page of the inbox: %d entries, %v", len(entries), err)
+		}
+		// Deleting one makes room, and the refused claim can be delivered.
+		must(t, st.dropInboxEntry(ctx, "joiner", "fill-0"))
+		must(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0))
+
+		// The sweep deletes entries and claims past the inbox retention.
+		n, err := st.sweepInbox(ctx, t0.Add(30*24*time.Hour), 30*24*time.Hour)
+		if err != nil || n != 0 {
+			t.Fatalf("sweep at the retention: %d, %v", n, err)
+		}
+		n, err = st.sweepInbox(ctx, t0.Add(30*24*time.Hour+2*time.Second), 30*24*time.Hour)
+		must(t, err)
+		if entries, _ := st.inbox(ctx, "joiner", 50); len(entries) != 0 || n == 0 {
+			t.Fatalf("after the sweep: %d entries left, %d rows swept", len(entries), n)
+		}
+		if _, claims, _ := st.stock(ctx, "joiner", 100); len(claims) != 0 {
+			t.Fatalf("after the sweep: %d claims left", len(claims))
+		}
+		wantErr(t, st.deliver(ctx, "late", claimID, "owner", "", []byte("w"), t0), errNotFound)
+	})
+}
+
+func TestContractGroupInfo(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		wantErr(t, st.putGroupInfo(ctx, ch, "joiner", 1, []byte("gi"), t0), errNotAMember)
+		_, err := st.getGroupInfo(ctx, ch, "joiner")
+		wantErr(t, err, errNotAMember)
+		wantErr(t, st.putGroupInfo(ctx, "acme/no/such", "owner", 1, []byte("gi"), t0), errChannelNotFound)
+		_, err = st.getGroupInfo(ctx, ch, "owner")
+		wantErr(t, err, errNotFound)
+
+		must(t, st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), t0))
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "joiner", t0))
+		// An equal epoch replaces (a retry), a lower one is refused with
+		// the epoch kept, a higher one wins.
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 5, []byte("gi 5 again"), t0))
+		err = st.putGroupInfo(ctx, ch, "joiner", 4, []byte("gi 4"), t0)
+		var se *staleEpochError
+		if !errors.As(err, &se) || se.epoch != 5 || !errors.Is(err, errStaleEpoch) {
+			t.Fatalf("a lower epoch: %v", err)
+		}
+		gi, err := st.getGroupInfo(ctx, ch, "joiner")
+		if err != nil || gi.epoch != 5 || string(gi.data) != "gi 5 again" {
+			t.Fatalf("kept %+v, %v", gi, err)
+		}
+		must(t, st.putGroupInfo(ctx, ch, "owner", 1<<40, []byte("gi big"), t0))
+		err = st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), t0)
+		if !errors.As(err, &se) || se.epoch != 1<<40 {
+			t.Fatalf("after a higher epoch: %v", err)
+		}
+		// A member that left can no longer read it.
+		must(t, st.dropMember(ctx, ch, "joiner", "joiner", t0))
+		_, err = st.getGroupInfo(ctx, ch, "joiner")
+		wantErr(t, err, errNotAMember)
+	})
+}
+
+func TestContractAutoInvites(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		for _, id := range []string{"j2", "j3"} {
+			must(t, st.createAccount(ctx, id, id+"@globex.example", "globex", nil, true, hashSecret("k-"+id), t0))
+		}
+		must(t, st.createInvite(ctx, ch, "owner", hashSecret("auto"), 2, true, t0.Add(time.Hour), t0))
+		must(t, st.createInvite(ctx, ch, "owner", hashSecret("manual"), 1, false, t0.Add(time.Hour), t0))
+		p := func(id, account string, inv []byte, kp []byte) joinParams {
+			return joinParams{id: id, channel: ch, caller: principal{account: account, org: "globex"}, inviteHash: inv,
+				identity: "did:key:" + id, keyPackage: kp, maxPending: 10, now: t0}
+		}
+
+		// Without a key package, a manual invite is refused and its use
+		// kept; an auto one admits at once.
+		_, err := st.join(ctx, p("r0", "joiner", hashSecret("manual"), nil))
+		wantErr(t, err, errKeyPackageRequired)
+		j, err := st.join(ctx, p("r1", "joiner", hashSecret("auto"), nil))
+		if err != nil || !j.auto || j.groupInfo != nil {
+			t.Fatalf("auto join = %+v, %v", j, err)
+		}
+		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 2 {
+			t.Fatalf("members after the auto join: %+v, %v", ms, err)
+		}
+		if reqs, err := st.pending(ctx, ch, "owner"); err != nil || len(reqs) != 0 {
+			t.Fatalf("an auto join is pending for the owner: %+v, %v", reqs, err)
+		}
+		status, welcome, err := st.requestStatus(ctx, "r1", "joiner", "")
+		if err != nil || status != "completed" || welcome != nil {
+			t.Fatalf("auto request status %q %q, %v", status, welcome, err)
+		}
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 3, []byte("gi 3"), t0))
+		j, err = st.join(ctx, p("r2", "j2", hashSecret("auto"), []byte("kp j2")))
+		if err != nil || !j.auto || j.groupInfo == nil || j.groupInfo.epoch != 3 || string(j.groupInfo.data) != "gi 3" {
+			t.Fatalf("auto join with a GroupInfo = %+v, %v", j, err)
+		}
+		// Used up.
+		_, err = st.join(ctx, p("r3", "j3", hashSecret("auto"), nil))
+		wantErr(t, err, errInviteInvalid)
+		if _, _, err := st.members(ctx, ch, "j3"); !errors.Is(err, errNotMember) {
+			t.Fatalf("a refused auto join made a member: %v", err)
+		}
+		// The manual invite's use was kept: it still queues a request.
+		j, err = st.join(ctx, p("r4", "j3", hashSecret("manual"), []byte("kp j3")))
+		if err != nil || j.auto {
+			t.Fatalf("manual join = %+v, %v", j, err)
+		}
+		if reqs, err := st.pending(ctx, ch, "owner"); err != nil || len(reqs) != 1 || reqs[0].id != "r4" {
+			t.Fatalf("pending %+v, %v", reqs, err)
+		}
+
+		// Auto federation invites: still for their org only.
+		must(t, st.createFederationInvite(ctx, ch, "owner", "globex", hashSecret("fed auto"), 5, true, t0.Add(time.Hour), t0))
+		fp := p("f1", "owner", nil, nil)
+		fp.fedHash, fp.caller = hashSecret("fed auto"), principal{account: "owner", org: "acme"}
+		_, err = st.join(ctx, fp)
+		wantErr(t, err, errFederationDenied)
+		fp.caller = principal{account: "j3", org: "globex"}
+		if j, err := st.join(ctx, fp); err != nil || !j.auto || j.groupInfo == nil {
+			t.Fatalf("auto federated join = %+v, %v", j, err)
+		}
+		if _, _, err := st.members(ctx, ch, "j3"); err != nil {
+			t.Fatalf("the federated auto joiner is not a member: %v", err)
+		}
+	})
+}

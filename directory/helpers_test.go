@@ -145,6 +145,12 @@ func (e *env) doVia(client *http.Client, method, path, bearer string, body any) 
 		e.t.Fatal(err)
 	}
 	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if r.status == http.StatusNoContent {
+		if len(raw) != 0 {
+			e.t.Fatalf("%s %s: 204 with a body %q", method, path, raw)
+		}
+		return r
+	}
 	if err := json.Unmarshal(raw, &r.body); err != nil {
 		e.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
 	}

@@ -7,6 +7,7 @@ package directory
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -212,6 +213,181 @@ func TestRacePendingCap(t *testing.T) {
 		e.queryRow(`SELECT COUNT(*) FROM invites WHERE uses > 0`).Scan(&used)
 		if pending != MaxPending || used != 3 {
 			t.Fatalf("pending %d, invites used %d", pending, used)
+		}
+	})
+}
+
+// TestRaceClaims: 12 members claim one account's key packages at once.
+// The account has two devices with 5 one-time key packages each and no
+// last-resort one: exactly 5 claims win (each with one key package of
+// each device), the others find no stock, and no key package is handed
+// out twice.
+func TestRaceClaims(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		targetID, target := e.account("globex")
+		for _, dev := range []string{"laptop", "phone"} {
+			want(t, e.do("POST", "/v1/keypackages", target, stockUpload(dev, 5, false)), 201, "")
+		}
+		keys := make([]string, 12)
+		for i := range keys {
+			var id string
+			id, keys[i] = e.account("initech")
+			want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": id}), 200, "")
+		}
+		got := make([][]any, len(keys))
+		count := raceStatuses(len(keys), func(i int) int {
+			r := e.do("POST", "/v1/keypackages/claim", keys[i], map[string]string{"account_id": targetID, "channel": ch})
+			got[i], _ = r.body["claims"].([]any)
+			return r.status
+		})
+		wantCounts(t, count, map[int]int{200: 5, 404: 7})
+		seen := map[string]bool{}
+		for _, cs := range got {
+			if cs != nil && len(cs) != 2 {
+				t.Fatalf("a claim got %d key packages, want one per device", len(cs))
+			}
+			for _, c := range cs {
+				kp := c.(map[string]any)["key_package"].(string)
+				if seen[kp] {
+					t.Fatalf("key package %s handed out twice", kp)
+				}
+				seen[kp] = true
+			}
+		}
+		var left, claims int
+		e.queryRow(`SELECT COUNT(*) FROM key_packages`).Scan(&left)
+		e.queryRow(`SELECT COUNT(*) FROM key_package_claims`).Scan(&claims)
+		if len(seen) != 10 || left != 0 || claims != 10 {
+			t.Fatalf("%d key packages handed out, %d left, %d claims recorded", len(seen), left, claims)
+		}
+	})
+}
+
+// TestRaceStockCap: 10 uploads of 20 one-time key packages at once to one
+// device: exactly 5 fit under the cap of 100.
+func TestRaceStockCap(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, key := e.account("acme")
+		count := raceStatuses(10, func(i int) int {
+			return e.do("POST", "/v1/keypackages", key, stockUpload("laptop", 20, false)).status
+		})
+		wantCounts(t, count, map[int]int{201: 5, 409: 5})
+		var n int
+		e.queryRow(`SELECT COUNT(*) FROM key_packages`).Scan(&n)
+		if n != MaxStockPerDevice {
+			t.Fatalf("%d key packages stored, want %d", n, MaxStockPerDevice)
+		}
+	})
+}
+
+// TestRaceStockDevices: 12 new devices of one account upload at once:
+// exactly 10 fit under the device cap.
+func TestRaceStockDevices(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, key := e.account("acme")
+		count := raceStatuses(12, func(i int) int {
+			return e.do("POST", "/v1/keypackages", key, stockUpload(fmt.Sprint("device ", i), 1, true)).status
+		})
+		wantCounts(t, count, map[int]int{201: MaxStockDevices, 409: 12 - MaxStockDevices})
+		var n int
+		e.queryRow(`SELECT COUNT(DISTINCT device) FROM key_packages`).Scan(&n)
+		if n != MaxStockDevices {
+			t.Fatalf("%d devices stored, want %d", n, MaxStockDevices)
+		}
+	})
+}
+
+// TestRaceInboxDelivery: one claim delivered 8 times at once: one Welcome
+// reaches the inbox, the others are told it was delivered, and the target
+// is added to the channel once.
+func TestRaceInboxDelivery(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		targetID, target := e.account("globex")
+		want(t, e.do("POST", "/v1/keypackages", target, stockUpload("laptop", 0, true)), 201, "")
+		claimID := e.claim(owner, targetID, ch)[0]
+		count := raceStatuses(8, func(i int) int {
+			return e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": claimID, "welcome": b64(fmt.Sprint("welcome ", i))}).status
+		})
+		wantCounts(t, count, map[int]int{201: 1, 409: 7})
+		var entries, added int
+		e.queryRow(`SELECT COUNT(*) FROM inbox`).Scan(&entries)
+		e.queryRow(`SELECT COUNT(*) FROM channel_events WHERE kind = 'member_added' AND account_id = ?`, targetID).Scan(&added)
+		if entries != 1 || added != 1 {
+			t.Fatalf("inbox entries %d, member_added events %d", entries, added)
+		}
+	})
+}
+
+// TestRaceGroupInfoEpochs: 10 members put the GroupInfo of epochs 1..10
+// at once: the kept one is epoch 10's, and each refusal names a later
+// epoch than the one refused.
+func TestRaceGroupInfoEpochs(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		keys := make([]string, 10)
+		for i := range keys {
+			var id string
+			id, keys[i] = e.account("globex")
+			want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": id}), 200, "")
+		}
+		var bad []string
+		var mu sync.Mutex
+		count := raceStatuses(len(keys), func(i int) int {
+			epoch := i + 1
+			r := e.do("PUT", "/v1/channels/groupinfo", keys[i], map[string]any{"channel": ch, "epoch": epoch, "group_info": b64(fmt.Sprint("gi ", epoch))})
+			if r.status == 409 {
+				if kept, _ := r.body["epoch"].(float64); r.code() != "stale_epoch" || int(kept) <= epoch {
+					mu.Lock()
+					bad = append(bad, r.String())
+					mu.Unlock()
+				}
+			}
+			return r.status
+		})
+		if count[200]+count[409] != len(keys) || count[200] < 1 || len(bad) > 0 {
+			t.Fatalf("statuses %v, bad refusals %v", count, bad)
+		}
+		r := e.do("GET", "/v1/channels/groupinfo?channel="+ch, owner, nil)
+		want(t, r, 200, "")
+		if r.body["epoch"] != float64(10) || r.str("group_info") != b64("gi 10") {
+			t.Fatalf("kept %s", r)
+		}
+	})
+}
+
+// TestRaceAutoInviteUses: 12 accounts join at once with an auto invite of
+// max_uses 3: exactly 3 become members.
+func TestRaceAutoInviteUses(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 3, "auto": true})
+		want(t, r, 201, "")
+		inv := r.str("token")
+		keys := make([]string, 12)
+		for i := range keys {
+			_, keys[i] = e.account("globex")
+		}
+		count := raceStatuses(len(keys), func(i int) int {
+			return e.do("POST", "/v1/channels/join", keys[i], map[string]string{
+				"channel": ch, "token": inv, "identity": fmt.Sprint("did:key:z", i),
+			}).status
+		})
+		wantWinners(t, count, 3, 9)
+		var uses, members int
+		e.queryRow(`SELECT uses FROM invites`).Scan(&uses)
+		e.queryRow(`SELECT COUNT(*) FROM channel_members`).Scan(&members)
+		if uses != 3 || members != 4 {
+			t.Fatalf("uses %d, members %d (owner included)", uses, members)
 		}
 	})
 }
