@@ -32,10 +32,17 @@
 // IANA registry yet: it is the one OpenMLS uses for this suite, and it
 // may change when the registration is made. Node key pairs derive from a
 // secret as the X-Wing specification fixes (the private key is
-// SHAKE256(secret, 32)), as OpenMLS and ts-mls derive them. Keys and
-// ciphertexts are larger: a 1,216-byte public key per leaf and per
-// KeyPackage init_key, a 1,120-byte kem_output per encrypted path secret
-// and per Welcome recipient.
+// SHAKE256(secret, 32)), as OpenMLS and ts-mls derive X-Wing key pairs.
+//
+// Keys and ciphertexts are larger: a 1,216-byte public key per leaf and
+// per KeyPackage init_key, a 1,120-byte kem_output per encrypted path
+// secret and per Welcome recipient. A KeyPackage is about 2.7 KB; a
+// ratchet tree costs about 1.4 KB per member, and up to 2.7 KB once every
+// parent node is set, so a Welcome that carries it in band ([TreeInBand])
+// grows by as much per member: applications that cap Welcome sizes should
+// send the tree out of band ([TreeOutOfBand], and the RatchetTree of
+// [JoinOptions]). A Commit whose path encrypts to blank subtrees carries
+// one 1,120-byte kem_output per member of those subtrees.
 //
 // Secrets, MACs and tags are compared in constant time with
 // [crypto/hmac.Equal] or [crypto/subtle]. Nothing in this package logs.
