@@ -179,7 +179,31 @@ func findLeaf(t *ratchetTree, ln *LeafNode) (leafIndex, bool) {
 // if the Delivery Service rejects the Commit, drop the returned Group.
 // treeData is the ratchet tree when the GroupInfo does not carry it.
 func JoinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, []byte, error) {
-	return joinExternal(groupInfo, bundle, treeData, cfg, resyncLeaf)
+	return JoinExternalWith(groupInfo, bundle, &ExternalJoinOptions{RatchetTree: treeData}, cfg)
+}
+
+// ExternalJoinOptions are the choices of [JoinExternalWith].
+type ExternalJoinOptions struct {
+	// RatchetTree is the ratchet tree when the GroupInfo does not carry
+	// it.
+	RatchetTree []byte
+	// AuthenticatedData goes in the Commit's authenticated_data (Section
+	// 6.1): signed by the joiner, seen by every member's
+	// [Config.ExternalPolicy] (as [ExternalRequest].AuthenticatedData),
+	// for instance to show what authorizes the join.
+	AuthenticatedData []byte
+}
+
+// JoinExternalWith is [JoinExternal] with the choices of opts (which may
+// be nil).
+func JoinExternalWith(groupInfo []byte, bundle *KeyPackageBundle, opts *ExternalJoinOptions, cfg *Config) (*Group, []byte, error) {
+	if opts == nil {
+		opts = &ExternalJoinOptions{}
+	}
+	if len(opts.AuthenticatedData) > maxVectorLen {
+		return nil, nil, fmt.Errorf("mls: authenticated data longer than %d bytes", maxVectorLen)
+	}
+	return joinExternal(groupInfo, bundle, opts.RatchetTree, cfg, resyncLeaf, opts.AuthenticatedData)
 }
 
 // resyncLeaf finds an old appearance of the joiner's identity in t, which
@@ -207,7 +231,7 @@ func sameClient(a, b *Credential) bool {
 
 // joinExternal is JoinExternal with the choice of the leaf to remove left
 // to resync, so that tests can build hostile external Commits.
-func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool)) (*Group, []byte, error) {
+func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool), ad []byte) (*Group, []byte, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
 	var m MLSMessage
@@ -264,11 +288,12 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 	ctx.TreeHash = bytes.Clone(tree.treeHash())
 	commit := &Commit{Proposals: props, Path: path.path}
 	fc := &FramedContent{
-		GroupID:     ctx.GroupID,
-		Epoch:       oldCtx.Epoch,
-		Sender:      Sender{SenderType: SenderTypeNewMemberCommit},
-		ContentType: ContentTypeCommit,
-		Commit:      commit,
+		GroupID:           ctx.GroupID,
+		Epoch:             oldCtx.Epoch,
+		Sender:            Sender{SenderType: SenderTypeNewMemberCommit},
+		AuthenticatedData: bytes.Clone(ad),
+		ContentType:       ContentTypeCommit,
+		Commit:            commit,
 	}
 	ac, err := signFramedContent(s, bundle.sigPriv, WireFormatPublicMessage, fc, &oldCtx)
 	if err != nil {

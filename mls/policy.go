@@ -64,22 +64,28 @@ type ExternalRequest struct {
 	// appearance of the joiner (a "resync", Section 12.4.3.2). Nil when it
 	// removes nobody.
 	Replaces *Member
+
+	// AuthenticatedData is the message's authenticated_data (Section
+	// 6.1), which the sender signed: where an application carries what
+	// authorizes the request (see [ExternalJoinOptions]).
+	AuthenticatedData []byte
 }
 
 // checkExternalProposal asks the application's policy about a proposal
 // received from outside the group (Section 12.1.8: "External proposals
 // that are not authorized are considered invalid").
-func (g *Group) checkExternalProposal(p *Proposal, sender Sender) error {
+func (g *Group) checkExternalProposal(p *Proposal, sender Sender, ad []byte) error {
 	// The policy gets copies: nothing it does can change the group.
 	var cp Proposal
 	if err := unmarshal(marshal(p), &cp); err != nil {
 		return invalidProposal("proposal does not re-encode")
 	}
 	req := ExternalRequest{
-		GroupID:  bytes.Clone(g.cur.ctx.GroupID),
-		Epoch:    g.cur.ctx.Epoch,
-		Sender:   sender,
-		Proposal: &cp,
+		GroupID:           bytes.Clone(g.cur.ctx.GroupID),
+		Epoch:             g.cur.ctx.Epoch,
+		Sender:            sender,
+		Proposal:          &cp,
+		AuthenticatedData: bytes.Clone(ad),
 	}
 	if sender.SenderType == SenderTypeExternal {
 		es, err := g.externalSender(sender.SenderIndex)
@@ -99,14 +105,15 @@ func (g *Group) checkExternalProposal(p *Proposal, sender Sender) error {
 // Commit (Section 12.4.3.2) whose joiner takes leaf joiner of tree, the
 // new epoch's tree, and which removes the member at replaced (when
 // resync is set).
-func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replaced leafIndex, resync bool) error {
+func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replaced leafIndex, resync bool, ad []byte) error {
 	m := memberOf(joiner, tree.leafNode(joiner))
 	m.Credential = cloneCredential(&m.Credential)
 	req := ExternalRequest{
-		GroupID: bytes.Clone(g.cur.ctx.GroupID),
-		Epoch:   g.cur.ctx.Epoch,
-		Sender:  Sender{SenderType: SenderTypeNewMemberCommit},
-		Joiner:  &m,
+		GroupID:           bytes.Clone(g.cur.ctx.GroupID),
+		Epoch:             g.cur.ctx.Epoch,
+		Sender:            Sender{SenderType: SenderTypeNewMemberCommit},
+		Joiner:            &m,
+		AuthenticatedData: bytes.Clone(ad),
 	}
 	if resync {
 		if ln := g.cur.tree.leafNode(replaced); ln != nil {

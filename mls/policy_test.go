@@ -1,6 +1,7 @@
 package mls
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -200,5 +201,49 @@ func TestExternalSenderRefusedByDefault(t *testing.T) {
 		t.Fatalf("got %v, want ErrRefusedByPolicy", err)
 	}
 	expectUnchanged(t, alice, before)
+	tg.check()
+}
+
+// TestExternalCommitAuthenticatedData checks that the authenticated_data
+// a joiner puts in its external Commit reaches every member's policy, which
+// can admit by it, and that a Commit whose authenticated data was changed
+// in transit fails its signature and changes nothing.
+func TestExternalCommitAuthenticatedData(t *testing.T) {
+	ticket := []byte("ticket 42")
+	cfg := &Config{ExternalPolicy: func(r ExternalRequest) error {
+		if r.Sender.SenderType != SenderTypeNewMemberCommit || !bytes.Equal(r.AuthenticatedData, ticket) {
+			return errors.New("no ticket")
+		}
+		return nil
+	}}
+	tg, alice, _ := twoMembers(t, cfg)
+	gi, err := alice.GroupInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bare, err := JoinExternalWith(gi, newTestBundle(t, "did:key:dave"), nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dave := newTestBundle(t, "did:key:dave")
+	g, commit, err := JoinExternalWith(gi, dave, &ExternalJoinOptions{AuthenticatedData: ticket}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := bytes.Replace(bytes.Clone(commit), ticket, []byte("ticket 43"), 1)
+	for name, m := range tg.members {
+		before := fingerprint(t, m)
+		if _, err := m.Process(bare); !errors.Is(err, ErrRefusedByPolicy) {
+			t.Fatalf("%s: a join without the ticket: %v", name, err)
+		}
+		if _, err := m.Process(tampered); err == nil {
+			t.Fatalf("%s: a tampered ticket was accepted", name)
+		}
+		expectUnchanged(t, m, before)
+		if _, err := m.Process(commit); err != nil {
+			t.Fatalf("%s: the ticketed join: %v", name, err)
+		}
+	}
+	tg.members["did:key:dave"] = g
 	tg.check()
 }
