@@ -1,11 +1,12 @@
 // Package directory implements the Skytale directory: the HTTP API that
 // holds accounts and API keys, mints short-lived JWTs, registers channels,
-// brokers the MLS join handshake (invites, key packages, Welcomes), runs the
-// device-grant flow, registers seats, records channel members and org
-// ownership, and records revocations.
+// brokers the MLS join handshake (invites, key packages, Welcomes), keeps
+// each account's key-package stock, a Welcome inbox and each channel's
+// latest GroupInfo, runs the device-grant flow, registers seats, records
+// channel members and org ownership, and records revocations.
 //
-// The directory never parses MLS bytes: key packages and Welcomes cross it as
-// opaque blobs. It stores secrets (API keys, invite, federation and org
+// The directory never parses MLS bytes: key packages, Welcomes and
+// GroupInfos cross it as opaque blobs. It stores secrets (API keys, invite, federation and org
 // invite tokens, device poll tokens) only as SHA-256 hashes, and a
 // device-grant credential only HPKE-sealed to the device's key.
 //
@@ -42,12 +43,14 @@
 //   - invalid_request, invalid_channel, invalid_base64 (400).
 //   - unauthorized (401): no credential, or one that is not valid.
 //   - forbidden (403), revoked (403), not_owner (403), not_member (403),
+//     not_a_member (403, the stock, inbox and GroupInfo endpoints),
 //     wrong_org (403), invalid_invite (403), invalid_federation_token
 //     (403), org_taken (403), invalid_org_invite (403).
-//   - not_found, channel_not_found, account_not_found (404);
-//     method_not_allowed (405).
-//   - channel_taken, seat_exists, already_approved, owner_cannot_leave
-//     (409).
+//   - not_found, channel_not_found, account_not_found, no_key_packages
+//     (404); method_not_allowed (405).
+//   - channel_taken, seat_exists, already_approved, owner_cannot_leave,
+//     stock_full, already_delivered, inbox_full, stale_epoch (409; a
+//     stale_epoch answer also carries "epoch", the epoch kept).
 //   - too_many_pending (429): a channel already holds 1000 pending join
 //     requests; the owner must admit or the requests must expire first.
 //   - rate_limited (429): the address or account is over a rate limit
@@ -130,6 +133,63 @@
 // revoked account keeps its memberships; the relay refuses revoked subs
 // anyway.
 //
+// # Rooms that work when their owner is away
+//
+// Four additions let a room grow while its owner is offline. The
+// directory still never parses MLS: key packages, Welcomes and GroupInfos
+// are opaque bytes to it.
+//
+// Key-package stock. POST /v1/keypackages {device, key_packages,
+// last_resort?} adds one-time key packages (each at most 65,536 bytes) to
+// the stock of the caller's account and device (the member identity, 1 to
+// 256 bytes, no NUL), and with last_resort replaces that device's one
+// last-resort key package; 201 {"one_time": n, "last_resort": bool}. At
+// most [MaxStockPerDevice] one-time key packages per device and
+// [MaxStockDevices] devices per account; over a cap nothing is stored (409
+// stock_full). POST /v1/keypackages/claim {account_id, channel}, by the
+// owner or a member of channel, takes one key package of each of the
+// account's devices that has stock: the oldest one-time key package,
+// consumed, or the device's last-resort key package, which stays; 200
+// {"claims": [{"claim_id", "device", "key_package", "last_resort"}]}, or
+// 404 no_key_packages. Uploads and claims of one account take a lock on
+// its stock (an advisory lock on PostgreSQL), so two claims never take the
+// same key package and concurrent uploads never pass a cap. Each claim is
+// recorded: GET /v1/keypackages answers the caller's stock per device and
+// the claims not yet acknowledged (oldest first, at most 100), and DELETE
+// /v1/keypackages/claims?through=<claim id> acknowledges them up to that
+// one (204).
+//
+// Welcome inbox. POST /v1/inbox {claim_id, welcome}, by the account that
+// made the claim and is still in the channel, stores the Welcome for the
+// claimed account and makes it a channel member (a member_added event),
+// once per claim (409 already_delivered; the claim is marked by one
+// conditional UPDATE); 201 {"id"}. GET /v1/inbox answers the caller's
+// entries {"id", "channel", "device", "from", "welcome", "at"}, oldest
+// first, at most 50; DELETE /v1/inbox/{id} deletes one (204). An inbox
+// holds at most [MaxInbox] entries (409 inbox_full): last-resort key
+// packages can be claimed again and again, so without the cap a member
+// could fill another account's inbox without bound.
+//
+// GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
+// most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,
+// keeps one GroupInfo per channel, the one of the highest epoch: an equal
+// epoch replaces it, a lower one is 409 stale_epoch with the epoch kept.
+// The check is in the upsert's own statement. GET
+// /v1/channels/groupinfo?channel=… answers {"epoch", "group_info"}, or 404
+// not_found when none was put.
+//
+// Auto invites. POST /v1/channels/invites (and /v1/federation/invites)
+// take "auto": true. A join with an auto invite is checked and counted as
+// any other, and in the same transaction makes the joiner a member: 201
+// {"request_id", "auto": true, "epoch", "group_info"} with the channel's
+// GroupInfo, or without the last two when none was put. key_package is
+// optional then. The request is recorded as completed with no Welcome, so
+// the owner never sees it pending and the pending cap does not apply.
+//
+// The stock endpoints and GET and DELETE of the inbox take account-wide
+// credentials only; a channel-scoped credential claims, delivers and
+// reads or puts GroupInfos on its own channel only.
+//
 // # Limits
 //
 // Requests that create state or credentials are rate-limited with token
@@ -138,8 +198,10 @@
 // only), token minting, channel registration (POST /v1/channels and
 // POST /v1/seats), invite creation (channel, federation and org invites
 // together), device grants (creation per address only; approval and
-// lookup), joins, and changes to the channel feed (members added or
-// removed, fence resets). The address bucket is checked before the
+// lookup), joins, changes to the channel feed (members added or
+// removed, fence resets, inbox deliveries), key-package uploads and
+// acknowledgements, key-package claims (30 a minute per account, since
+// each drains someone else's stock), and GroupInfo puts. The address bucket is checked before the
 // credential is even looked up. A refusal is 429 {"error":
 // "rate_limited"} with a Retry-After header. Besides the rate, one address may hold at most 20
 // pending device grants (Limits.OpenGrantsPerAddr): there is no global
@@ -163,7 +225,10 @@
 //
 // Join requests are garbage-collected by a background sweep (every 24 hours
 // by default): completed requests 24 hours after completion, and pending
-// requests 24 hours after creation (they are then expired). Device grants
+// requests 24 hours after creation (they are then expired). Inbox entries
+// and key-package claims, acknowledged or not, are deleted 30 days after
+// they were made (Config.InboxRetention); key packages in stock do not
+// expire (their MLS lifetime is the seat's to manage). Device grants
 // expire 10 minutes after creation; a credential not collected by then is
 // destroyed.
 //

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// FuzzRequestBodies posts arbitrary bodies to every endpoint that takes one
+// FuzzRequestBodies sends arbitrary bodies to every endpoint that takes one
 // and checks that the answer is JSON, never a 500, and never a panic.
 func FuzzRequestBodies(f *testing.F) {
 	e := newEnv(f, nil)
@@ -20,6 +20,7 @@ func FuzzRequestBodies(f *testing.F) {
 		"/v1/channels/join", "/v1/channels/welcome", "/v1/federation/invites",
 		"/v1/device/grants", "/v1/device/grants/approve", "/v1/device/grants/lookup", "/v1/seats", "/v1/revocations",
 		"/v1/channels/members", "/v1/channels/fence", "/v1/orgs/invites",
+		"/v1/keypackages", "/v1/keypackages/claim", "/v1/inbox", "PUT /v1/channels/groupinfo",
 	}
 	for _, seed := range []string{
 		`{"name":"acme/pay/agent"}`,
@@ -36,6 +37,11 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"channel":"acme/pay/agent","epoch":4294967296,"remove_account_id":"x"}`,
 		`{"org":"acme","max_uses":3,"ttl_seconds":60}`,
 		`{"email":"a@b.c","org":"acme","org_invite":"skt_org_x"}`,
+		`{"device":"did:key:z","key_packages":["AAEC"],"last_resort":"AAEC"}`,
+		`{"account_id":"` + ownerID + `","channel":"acme/pay/agent"}`,
+		`{"claim_id":"x","welcome":"AA=="}`,
+		`{"channel":"acme/pay/agent","epoch":3,"group_info":"AA=="}`,
+		`{"channel":"acme/pay/agent","max_uses":5,"auto":true}`,
 		``, `[]`, `{"a":`, "\x00",
 	} {
 		for i := range paths {
@@ -43,8 +49,11 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body string) {
-		path := paths[int(which)%len(paths)]
-		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		path, method := paths[int(which)%len(paths)], "POST"
+		if m, p, ok := strings.Cut(path, " "); ok {
+			method, path = m, p
+		}
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+owner)
 		w := httptest.NewRecorder()
 		e.s.ServeHTTP(w, req)

@@ -71,18 +71,28 @@ func TestHostileInputs(t *testing.T) {
 		name, path string
 		good       map[string]any
 		cap        int
+		method     string // "" for POST
 	}{
-		{"register", "/v1/channels", map[string]any{"name": "acme/pay/new"}, smallBody},
-		{"invite", "/v1/channels/invites", map[string]any{"channel": ch}, smallBody},
-		{"join", "/v1/channels/join", map[string]any{"channel": ch, "token": inv, "key_package": kp, "identity": "did:web:b"}, joinBody},
-		{"welcome", "/v1/channels/welcome", map[string]any{"request_id": reqID, "welcome": kp}, welcomeBody},
-		{"federation", "/v1/federation/invites", map[string]any{"channel": ch, "org": "globex"}, smallBody},
-		{"seat", "/v1/seats", map[string]any{"identity": "did:key:z6Mk", "channel": ch}, smallBody},
-		{"approve", "/v1/device/grants/approve", map[string]any{"user_code": "BCDF-GHJK"}, smallBody},
-		{"revoke", "/v1/revocations", map[string]any{"did": "did:skytale:" + ownerID}, smallBody},
-		{"tokens", "/v1/tokens", map[string]any{"ttl_seconds": 60}, smallBody},
+		{"register", "/v1/channels", map[string]any{"name": "acme/pay/new"}, smallBody, ""},
+		{"invite", "/v1/channels/invites", map[string]any{"channel": ch}, smallBody, ""},
+		{"join", "/v1/channels/join", map[string]any{"channel": ch, "token": inv, "key_package": kp, "identity": "did:web:b"}, joinBody, ""},
+		{"welcome", "/v1/channels/welcome", map[string]any{"request_id": reqID, "welcome": kp}, welcomeBody, ""},
+		{"federation", "/v1/federation/invites", map[string]any{"channel": ch, "org": "globex"}, smallBody, ""},
+		{"seat", "/v1/seats", map[string]any{"identity": "did:key:z6Mk", "channel": ch}, smallBody, ""},
+		{"approve", "/v1/device/grants/approve", map[string]any{"user_code": "BCDF-GHJK"}, smallBody, ""},
+		{"revoke", "/v1/revocations", map[string]any{"did": "did:skytale:" + ownerID}, smallBody, ""},
+		{"tokens", "/v1/tokens", map[string]any{"ttl_seconds": 60}, smallBody, ""},
+		{"keypackages", "/v1/keypackages", map[string]any{"device": "did:key:z", "key_packages": []string{kp}, "last_resort": kp}, stockBody, ""},
+		{"claim", "/v1/keypackages/claim", map[string]any{"account_id": ownerID, "channel": ch}, smallBody, ""},
+		{"inbox", "/v1/inbox", map[string]any{"claim_id": "x", "welcome": kp}, welcomeBody, ""},
+		{"groupinfo", "/v1/channels/groupinfo", map[string]any{"channel": ch, "epoch": 1, "group_info": kp}, groupInfoBody, "PUT"},
+		{"auto invite", "/v1/channels/invites", map[string]any{"channel": ch, "auto": true}, smallBody, ""},
 	}
 	for _, b := range bodies {
+		method := b.method
+		if method == "" {
+			method = "POST"
+		}
 		for _, bad := range []struct{ name, body string }{
 			{"truncated", `{"a":`},
 			{"not json", `hello`},
@@ -91,10 +101,10 @@ func TestHostileInputs(t *testing.T) {
 			{"trailing data", `{}{}`},
 			{"trailing garbage", `{} x`},
 		} {
-			add(b.name+"/"+bad.name, "POST", b.path, owner, bad.body, 400, "invalid_json")
+			add(b.name+"/"+bad.name, method, b.path, owner, bad.body, 400, "invalid_json")
 		}
 		if b.name != "tokens" { // an empty body means "all defaults" there
-			add(b.name+"/empty body", "POST", b.path, owner, "", 400, "invalid_json")
+			add(b.name+"/empty body", method, b.path, owner, "", 400, "invalid_json")
 		}
 		for field := range b.good {
 			wrong := map[string]any{}
@@ -102,14 +112,14 @@ func TestHostileInputs(t *testing.T) {
 				wrong[k] = v
 			}
 			wrong[field] = []int{1}
-			add(b.name+"/wrong type "+field, "POST", b.path, owner, wrong, 400, "invalid_json")
+			add(b.name+"/wrong type "+field, method, b.path, owner, wrong, 400, "invalid_json")
 		}
 		extra := map[string]any{"unexpected": true}
 		for k, v := range b.good {
 			extra[k] = v
 		}
-		add(b.name+"/unknown field", "POST", b.path, owner, extra, 400, "invalid_json")
-		add(b.name+"/oversized", "POST", b.path, owner, `{"x":"`+strings.Repeat("a", b.cap)+`"}`, 413, "body_too_large")
+		add(b.name+"/unknown field", method, b.path, owner, extra, 400, "invalid_json")
+		add(b.name+"/oversized", method, b.path, owner, `{"x":"`+strings.Repeat("a", b.cap)+`"}`, 413, "body_too_large")
 	}
 	add("accounts/oversized", "POST", "/v1/accounts", "", `{"email":"`+strings.Repeat("a", smallBody)+`"}`, 413, "body_too_large")
 	add("accounts/unknown field", "POST", "/v1/accounts", "", `{"email":"a@b.c","org":"x","role":"admin"}`, 400, "invalid_json")
@@ -129,6 +139,9 @@ func TestHostileInputs(t *testing.T) {
 		add("pending/"+shape, "GET", "/v1/channels/pending?channel="+url.QueryEscape(name), owner, nil, 400, "invalid_channel")
 		add("federation/"+shape, "POST", "/v1/federation/invites", owner, map[string]any{"channel": name, "org": "globex"}, 400, "invalid_channel")
 		add("seat/"+shape, "POST", "/v1/seats", owner, map[string]any{"identity": "did:key:z6Mk", "channel": name}, 400, "invalid_channel")
+		add("claim/"+shape, "POST", "/v1/keypackages/claim", owner, map[string]any{"account_id": ownerID, "channel": name}, 400, "invalid_channel")
+		add("groupinfo put/"+shape, "PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": name, "epoch": 1, "group_info": kp}, 400, "invalid_channel")
+		add("groupinfo get/"+shape, "GET", "/v1/channels/groupinfo?channel="+url.QueryEscape(name), owner, nil, 400, "invalid_channel")
 	}
 	add("pending/no channel", "GET", "/v1/channels/pending", owner, nil, 400, "invalid_channel")
 
@@ -143,6 +156,10 @@ func TestHostileInputs(t *testing.T) {
 	} {
 		add("join/base64 "+shape, "POST", "/v1/channels/join", joiner, map[string]any{"channel": ch, "token": inv, "key_package": b64, "identity": "did:web:b"}, 400, "invalid_base64")
 		add("welcome/base64 "+shape, "POST", "/v1/channels/welcome", owner, map[string]any{"request_id": reqID, "welcome": b64}, 400, "invalid_base64")
+		add("keypackages/base64 "+shape, "POST", "/v1/keypackages", owner, map[string]any{"device": "d", "key_packages": []string{b64}}, 400, "invalid_base64")
+		add("last resort/base64 "+shape, "POST", "/v1/keypackages", owner, map[string]any{"device": "d", "last_resort": b64}, 400, "invalid_base64")
+		add("inbox/base64 "+shape, "POST", "/v1/inbox", owner, map[string]any{"claim_id": "x", "welcome": b64}, 400, "invalid_base64")
+		add("groupinfo/base64 "+shape, "PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 1, "group_info": b64}, 400, "invalid_base64")
 	}
 	add("join/empty key package", "POST", "/v1/channels/join", joiner, map[string]any{"channel": ch, "token": inv, "key_package": "", "identity": "did:web:b"}, 400, "invalid_request")
 	add("join/key package too big", "POST", "/v1/channels/join", joiner, map[string]any{"channel": ch, "token": inv, "key_package": base64.StdEncoding.EncodeToString(make([]byte, MaxKeyPackage+1)), "identity": "did:web:b"}, 413, "payload_too_large")
