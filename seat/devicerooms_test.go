@@ -55,18 +55,18 @@ func TestEveryDeviceInEveryRoom(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, own := roomOfTwo(t, st, "ops")
-	classic, err := alice.RoomCreateWith(ctx, "classic", seat.RoomOptions{Suite: seat.SuiteClassic})
+	pq, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
 	if err != nil {
 		t.Fatal(err)
 	}
-	join(t, alice, bob, classic)
+	join(t, alice, bob, pq)
 	// A room bob owns, where alice is a plain member.
 	theirs, err := bob.RoomCreate(ctx, "bobs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	join(t, bob, alice, theirs)
-	rooms := []string{own, classic, theirs}
+	rooms := []string{own, pq, theirs}
 
 	phone, approval, res := secondDevice(t, st, alice)
 	if approval.Rooms != 3 || approval.RoomsLeft != 0 || res.OfferErr != nil || len(res.Offered) != 3 {

@@ -23,7 +23,13 @@ const (
 	// the IANA registry yet.
 	SuitePQ = mls.MLS_256_XWING_CHACHA20POLY1305_SHA256_Ed25519
 	// Suite is the suite of new rooms unless [RoomOptions] names another.
-	Suite = SuitePQ
+	// It is the classic one for now, though the post-quantum suite's
+	// commits and joins cost less than twice as much at 1,000 members:
+	// a post-quantum Welcome with the ratchet tree in it outgrows the
+	// directory's 256 KiB Welcome cap at about 100 members (about 1,000
+	// for the classic suite), and a commit over a sparse tree outgrows the
+	// relay's 1 MiB frames at about 900. See docs/BENCHMARKS.md.
+	Suite = SuiteClassic
 )
 
 // roomSuites are the suites a seat offers when it asks to join a room,

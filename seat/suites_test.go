@@ -10,8 +10,8 @@ import (
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
-// TestRoomSuites: rooms are created in the post-quantum suite by default
-// or in the classic one on request; a joiner, who cannot know the room's
+// TestRoomSuites: rooms are created in the classic suite by default or in
+// the post-quantum one on request; a joiner, who cannot know the room's
 // suite, offers both and is added with the right one; a seat that offers
 // only a classic KeyPackage (as older seats do) joins a classic room and
 // is skipped by a post-quantum one.
@@ -20,11 +20,11 @@ func TestRoomSuites(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
-	pq, err := alice.RoomCreate(ctx, "pq")
+	pq, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
 	if err != nil {
 		t.Fatal(err)
 	}
-	classic, err := alice.RoomCreateWith(ctx, "classic", seat.RoomOptions{Suite: seat.SuiteClassic})
+	classic, err := alice.RoomCreate(ctx, "classic")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRoomSuites(t *testing.T) {
 		sendTo(t, bob, room, "hello in "+seat.SuiteName(want))
 		expect(t, "alice", received(t, alice, room), "hello in "+seat.SuiteName(want))
 	}
-	if seat.Suite != seat.SuitePQ {
+	if seat.Suite != seat.SuiteClassic {
 		t.Fatalf("new rooms default to %v", seat.Suite)
 	}
 
