@@ -157,3 +157,81 @@ func BenchmarkMintTokenLimited(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAddOffline measures adding a person who is offline, over
+// loopback HTTP: POST /v1/keypackages/claim (one 1 KiB one-time key
+// package of one device, consumed) and POST /v1/inbox with a 4 KiB
+// Welcome. The person's stock is topped up outside the timer.
+func BenchmarkAddOffline(b *testing.B) { benchAddOffline(b, "") }
+
+// BenchmarkAddOfflineFile is BenchmarkAddOffline on a file database (WAL,
+// synchronous=FULL).
+func BenchmarkAddOfflineFile(b *testing.B) { benchAddOffline(b, b.TempDir()+"/dir.db") }
+
+// BenchmarkAddOfflinePostgres is BenchmarkAddOffline on the tests'
+// PostgreSQL server.
+func BenchmarkAddOfflinePostgres(b *testing.B) { benchAddOffline(b, postgresURL(b)) }
+
+func benchAddOffline(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
+	_, owner := e.account("acme")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	kp := base64.StdEncoding.EncodeToString(make([]byte, 1024))
+	welcome := base64.StdEncoding.EncodeToString(make([]byte, 4096))
+	var targetID, target string
+	n := 0
+	b.ResetTimer()
+	for b.Loop() {
+		if n%MaxInbox == 0 {
+			// A fresh person every MaxInbox adds, so the inbox never
+			// fills; with a full stock of one-time key packages.
+			b.StopTimer()
+			targetID, target = e.account(fmt.Sprint("person", n))
+			b.StartTimer()
+		}
+		if n%MaxStockPerDevice == 0 {
+			b.StopTimer()
+			kps := make([]string, MaxStockPerDevice)
+			for i := range kps {
+				kps[i] = kp
+			}
+			if r := e.do("POST", "/v1/keypackages", target, map[string]any{"device": "laptop", "key_packages": kps}); r.status != 201 {
+				b.Fatal(r)
+			}
+			b.StartTimer()
+		}
+		n++
+		r := e.do("POST", "/v1/keypackages/claim", owner, map[string]string{"account_id": targetID, "channel": ch})
+		if r.status != 200 {
+			b.Fatal(r)
+		}
+		id := r.body["claims"].([]any)[0].(map[string]any)["claim_id"].(string)
+		if r := e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": id, "welcome": welcome}); r.status != 201 {
+			b.Fatal(r)
+		}
+	}
+}
+
+// BenchmarkPutGroupInfo measures PUT /v1/channels/groupinfo of a 16 KiB
+// GroupInfo at the next epoch, what a member sends after each commit.
+func BenchmarkPutGroupInfo(b *testing.B) { benchPutGroupInfo(b, "") }
+
+// BenchmarkPutGroupInfoPostgres is BenchmarkPutGroupInfo on the tests'
+// PostgreSQL server.
+func BenchmarkPutGroupInfoPostgres(b *testing.B) { benchPutGroupInfo(b, postgresURL(b)) }
+
+func benchPutGroupInfo(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
+	_, owner := e.account("acme")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	gi := base64.StdEncoding.EncodeToString(make([]byte, 16<<10))
+	epoch := 0
+	for b.Loop() {
+		epoch++
+		if r := e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": epoch, "group_info": gi}); r.status != 200 {
+			b.Fatal(r)
+		}
+	}
+}

@@ -259,7 +259,11 @@
 // first (a join locks its channel, so the pending cap is counted one
 // join at a time; an approval or a poll locks its device grant, so a
 // grant is approved once and its credential delivered once), and the cap
-// on open grants per address holds an advisory lock on the address. The
+// on open grants per address holds an advisory lock on the address, as
+// do an account's key-package stock (its uploads and the claims on it)
+// and its inbox (the cap on entries). A GroupInfo put is one upsert whose
+// epoch check a concurrent put waits for and re-checks; an inbox delivery
+// marks its claim with a conditional UPDATE. The
 // channel feed and the revocation feed take their ids from a counter row
 // updated in the writing transaction, which makes the feed's writers
 // commit one at a time in id order: a relay polling with its cursor never
