@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -374,5 +375,70 @@ func TestAwayClaimRateLimit(t *testing.T) {
 	want(t, r, 429, "rate_limited")
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("no Retry-After")
+	}
+}
+
+// TestAwayUpgrade opens a database written before auto invites existed:
+// its invites stay owner-admits invites, and a join with one still needs
+// a key package and queues for the owner.
+func TestAwayUpgrade(t *testing.T) {
+	path, db := oldDatabase(t, len(sqliteMigrations)-1)
+	for _, q := range []string{
+		`INSERT INTO accounts (id, email, org, created_at) VALUES ('owner', 'o@acme.example', 'acme', 1), ('joiner', 'j@globex.example', 'globex', 1)`,
+		`INSERT INTO orgs (name, owner_id, created_at) VALUES ('acme', 'owner', 1), ('globex', 'joiner', 1)`,
+		`INSERT INTO api_keys (hash, account_id, channel, created_at) VALUES (x'` + fmt.Sprintf("%x", hashSecret("sk_live_joiner")) + `', 'joiner', '', 1)`,
+		`INSERT INTO channels (id, name, owner_id, created_at) VALUES ('c1', 'acme/a/one', 'owner', 1)`,
+		`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at) VALUES (x'` + fmt.Sprintf("%x", hashSecret("skt_inv_old")) + `', 'c1', 5, 0, 9223372036854775807, 1)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	c := newClock()
+	e := newEnvFrom(t, Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), DBPath: path, Now: c.Now}, c)
+	defer e.close()
+	want(t, e.do("POST", "/v1/channels/join", "sk_live_joiner", map[string]string{"channel": "acme/a/one", "token": "skt_inv_old", "identity": "did:key:z"}), 400, "invalid_request")
+	r := e.join("sk_live_joiner", "acme/a/one", "skt_inv_old", "did:key:z", []byte("kp"))
+	want(t, r, 201, "")
+	if !reflect.DeepEqual(r.keys(), []string{"request_id"}) {
+		t.Fatalf("join with an old invite: %s", r)
+	}
+}
+
+// TestAwaySweep: the background sweep keeps inbox entries and claims for
+// the inbox retention (30 days by default), then deletes them; the stock
+// itself stays.
+func TestAwaySweep(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SweepInterval = 5 * time.Millisecond })
+	_, owner := e.account("acme")
+	targetID, target := e.account("globex")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	want(t, e.do("POST", "/v1/keypackages", target, stockUpload("laptop", 1, true)), 201, "")
+	claimID := e.claim(owner, targetID, ch)[0]
+	want(t, e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": claimID, "welcome": b64("w")}), 201, "")
+	count := func() (entries, claims int) {
+		e.queryRow(`SELECT COUNT(*) FROM inbox`).Scan(&entries)
+		e.queryRow(`SELECT COUNT(*) FROM key_package_claims`).Scan(&claims)
+		return
+	}
+	// Past the join-request retention, well within the inbox's.
+	e.clock.Advance(29 * 24 * time.Hour)
+	time.Sleep(30 * time.Millisecond) // several sweeps
+	if en, cl := count(); en != 1 || cl != 1 {
+		t.Fatalf("%d entries, %d claims before the inbox retention passed", en, cl)
+	}
+	e.clock.Advance(24*time.Hour + time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for en, cl := count(); en != 0 || cl != 0; en, cl = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("sweep left %d entries, %d claims", en, cl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := e.do("GET", "/v1/keypackages", target, nil)
+	if fmt.Sprint(r.body["devices"]) != "[map[device:laptop last_resort:true one_time:0]]" {
+		t.Fatalf("stock after the sweep %s", r)
 	}
 }
