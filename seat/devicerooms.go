@@ -268,7 +268,7 @@ func (s *Seat) joinDeviceRoom(ctx context.Context, rc *RelayClient, reqID, ch st
 		if e.EntryType != EntryWelcome {
 			return nil
 		}
-		joined, err := mls.Join(e.Payload, bundles[0], nil, s.mlsConfig())
+		joined, err := s.joinWelcome(e.Payload, bundles[0])
 		if err != nil {
 			return nil // another joiner's Welcome
 		}

@@ -142,8 +142,11 @@ func (c *DirectoryClient) OrgInvite(ctx context.Context, org string, maxUses, tt
 // mintInvite posts an invite request naming what the invite is into
 // (key: value) to path. Zero maxUses and ttlSeconds are left out, so the
 // directory's defaults apply.
-func (c *DirectoryClient) mintInvite(ctx context.Context, path, key, value string, maxUses, ttlSeconds int) (string, time.Time, error) {
+func (c *DirectoryClient) mintInvite(ctx context.Context, path, key, value string, maxUses, ttlSeconds int, extra ...any) (string, time.Time, error) {
 	in := map[string]any{key: value}
+	for i := 0; i+1 < len(extra); i += 2 {
+		in[extra[i].(string)] = extra[i+1]
+	}
 	if maxUses != 0 {
 		in["max_uses"] = maxUses
 	}
@@ -183,16 +186,54 @@ func (c *DirectoryClient) Invite(ctx context.Context, channel string, maxUses, t
 	return c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds)
 }
 
+// InviteAuto mints an invite whose holder joins the channel at once, by
+// external Commit (autojoin.go), for a channel the caller owns.
+func (c *DirectoryClient) InviteAuto(ctx context.Context, channel string, maxUses, ttlSeconds int) (string, time.Time, error) {
+	return c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds, "auto", true)
+}
+
+// JoinAnswer is the directory's answer to a join request. Auto is set for
+// an auto invite: the caller's account is a member of the channel now,
+// and GroupInfo (when one was put) is the channel's latest, of Epoch.
+type JoinAnswer struct {
+	RequestID string  `json:"request_id"`
+	Auto      bool    `json:"auto"`
+	Epoch     *uint64 `json:"epoch"`
+	GroupInfo []byte  `json:"group_info"`
+}
+
 // Join publishes a key package for channel with an invite token; it
 // returns the request id to poll.
 func (c *DirectoryClient) Join(ctx context.Context, channel, token, identity string, keyPackage []byte) (string, error) {
-	var out struct {
-		RequestID string `json:"request_id"`
+	a, err := c.JoinWith(ctx, channel, token, identity, keyPackage)
+	return a.RequestID, err
+}
+
+// JoinWith is Join with the whole answer.
+func (c *DirectoryClient) JoinWith(ctx context.Context, channel, token, identity string, keyPackage []byte) (JoinAnswer, error) {
+	var out JoinAnswer
+	in := map[string]any{"channel": channel, "token": token, "identity": identity}
+	if keyPackage != nil {
+		in["key_package"] = keyPackage
 	}
-	err := c.call(ctx, "POST", "/v1/channels/join", map[string]any{
-		"channel": channel, "token": token, "identity": identity, "key_package": keyPackage,
-	}, &out)
-	return out.RequestID, err
+	err := c.call(ctx, "POST", "/v1/channels/join", in, &out)
+	return out, err
+}
+
+// PutGroupInfo stores the channel's GroupInfo of epoch, unless the
+// directory holds a later one.
+func (c *DirectoryClient) PutGroupInfo(ctx context.Context, channel string, epoch uint64, groupInfo []byte) error {
+	return c.call(ctx, "PUT", "/v1/channels/groupinfo", map[string]any{"channel": channel, "epoch": epoch, "group_info": groupInfo}, nil)
+}
+
+// GroupInfo returns the channel's latest GroupInfo and its epoch.
+func (c *DirectoryClient) GroupInfo(ctx context.Context, channel string) (uint64, []byte, error) {
+	var out struct {
+		Epoch     uint64 `json:"epoch"`
+		GroupInfo []byte `json:"group_info"`
+	}
+	err := c.call(ctx, "GET", "/v1/channels/groupinfo?channel="+url.QueryEscape(channel), nil, &out)
+	return out.Epoch, out.GroupInfo, err
 }
 
 // JoinRequest is one pending request as the owner sees it. AccountID is

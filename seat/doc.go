@@ -67,6 +67,18 @@
 // their own that show as the person ([PersonOf], [RoomMember].Person), with
 // the person's role, and their messages carry the person as sender.
 //
+// # Joining without the owner
+//
+// Whoever commits puts the room's GroupInfo at the directory. The owner
+// can mint invites that admit on their own ([Seat.RoomInviteAuto]): the
+// holder joins by external Commit at once, with a ticket only the token's
+// holder can make, which every member's engine checks against the room's
+// invites extension ([InvitesExtensionType]); nothing else from outside is
+// admitted (autojoin.go). An admin adds a person who is offline from the
+// join offers its devices keep at the directory ([Seat.RoomAdd],
+// [Seat.Restock]); the Welcomes wait in the person's inbox until its next
+// command or watch ([Seat.ProcessInbox]).
+//
 // # Every device in every room
 //
 // A home restored from the phrase signs its room leaves with a device key

@@ -96,10 +96,23 @@ func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
 	return name, nil
 }
 
-// mlsConfig pads every room message's content to the seat's size buckets,
-// authenticates every leaf (validateCredential) and enforces the room's
-// roles on every Commit (roleRules, see roles.go).
+// mlsConfig is roomConfig for a use without a group (KeyPackages).
 func (s *Seat) mlsConfig() *mls.Config {
+	cfg, _ := s.roomConfig()
+	return cfg
+}
+
+// groupRef is the group a room's configuration belongs to, set once the
+// group exists, for the policies that look at its state.
+type groupRef struct{ g *mls.Group }
+
+// roomConfig pads every room message's content to the seat's size
+// buckets, authenticates every leaf (validateCredential), enforces the
+// room's roles on every Commit (roleRules, see roles.go) and admits from
+// outside only what autojoin.go allows. Set the returned ref's group once
+// it exists.
+func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
+	ref := &groupRef{}
 	policy := func(c mls.CommitCheck) error {
 		if err := roleRules(c); err != nil {
 			return err
@@ -119,7 +132,8 @@ func (s *Seat) mlsConfig() *mls.Config {
 		policy = nil
 	}
 	return &mls.Config{
-		Time: s.cfg.Now,
+		ExternalPolicy: func(req mls.ExternalRequest) error { return externalRules(ref.g, req) },
+		Time:           s.cfg.Now,
 		Padding: func(n int) int {
 			return padding.Size(n) - padding.HeaderLen - n
 		},
@@ -132,10 +146,10 @@ func (s *Seat) mlsConfig() *mls.Config {
 		SkipLifetimeCheck:  true,
 		ValidateCredential: validateCredential,
 		CommitPolicy:       policy,
-		// Every leaf must list the roles extension for a room to carry
-		// it (RFC 9420 §12.1.7 and §13.4).
-		ExtensionTypes: []mls.ExtensionType{RolesExtensionType},
-	}
+		// Every leaf must list the room's extensions for the room to carry
+		// them (RFC 9420 §12.1.7 and §13.4).
+		ExtensionTypes: []mls.ExtensionType{RolesExtensionType, InvitesExtensionType},
+	}, ref
 }
 
 // room is a loaded room.
@@ -173,9 +187,11 @@ func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	if state, err = l.open(sealedRoomState, ch, state); err != nil {
 		return nil, err
 	}
-	if r.g, err = mls.RestoreGroup(state, s.mlsConfig()); err != nil {
+	cfg, ref := s.roomConfig()
+	if r.g, err = mls.RestoreGroup(state, cfg); err != nil {
 		return nil, fmt.Errorf("seat: room state: %w", err)
 	}
+	ref.g = r.g
 	return r, nil
 }
 
@@ -285,10 +301,12 @@ func (s *Seat) RoomCreateWith(ctx context.Context, name string, o RoomOptions) (
 	if err != nil {
 		return "", err
 	}
-	g, err := mls.NewGroupWithExtensions(gid[:], kp, roles, s.mlsConfig())
+	cfg, ref := s.roomConfig()
+	g, err := mls.NewGroupWithExtensions(gid[:], kp, roles, cfg)
 	if err != nil {
 		return "", err
 	}
+	ref.g = g
 	// A room created over an existing channel starts after its history.
 	r := &room{channel: ch, role: "owner", g: g}
 	rc, err := s.roomRelay(ctx)
@@ -386,9 +404,22 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			bundles = append(bundles, b)
 			kps = append(kps, b.Bytes())
 		}
-		if reqID, err = dir.Join(ctx, ch, token, did, encodeOffer(kps)); err != nil {
+		ans, err := dir.JoinWith(ctx, ch, token, did, encodeOffer(kps))
+		if err != nil {
 			return "", err
 		}
+		if ans.Auto {
+			// An invite that admits on its own: join by external Commit
+			// now (autojoin.go); the offers are not needed.
+			var epoch uint64
+			if ans.Epoch != nil {
+				epoch = *ans.Epoch
+			}
+			s.lockRooms()
+			defer s.unlockRooms()
+			return ch, s.joinByInvite(ctx, dir, ch, token, epoch, ans.GroupInfo)
+		}
+		reqID = ans.RequestID
 		l, err := s.sealer()
 		if err != nil {
 			return "", err
@@ -429,7 +460,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	for _, b := range bundles {
 		// The Welcome is for the KeyPackage of the room's suite; the
 		// others refuse it.
-		if g, err = mls.Join(welcome, b, nil, s.mlsConfig()); err == nil {
+		if g, err = s.joinWelcome(welcome, b); err == nil {
 			break
 		}
 	}
@@ -669,6 +700,7 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 			if res.Welcome != nil {
 				r.newcomers = true
 			}
+			s.shareGroupInfo(ctx, r)
 			return res, nil
 		case !errors.Is(err, ErrStaleEpoch):
 			return nil, err

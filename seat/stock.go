@@ -374,7 +374,7 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 			return false, err
 		}
 		for _, b := range bundles {
-			g, err := mls.Join(e.Welcome, b, nil, s.mlsConfig())
+			g, err := s.joinWelcome(e.Welcome, b)
 			if err != nil {
 				continue
 			}
