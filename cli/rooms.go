@@ -45,7 +45,8 @@ func roomCommands() []*ucli.Command {
 						if e.json {
 							list := []map[string]any{}
 							for _, r := range rooms {
-								list = append(list, map[string]any{"room": r.Channel, "name": shortRoom(e, s, r.Channel), "role": r.Role, "last_seq": r.LastSeq})
+								list = append(list, map[string]any{"room": r.Channel, "name": shortRoom(e, s, r.Channel), "role": r.Role, "last_seq": r.LastSeq,
+									"suite": seat.SuiteName(r.Suite)})
 							}
 							e.out(map[string]any{"rooms": list}, "")
 							return nil
@@ -55,18 +56,27 @@ func roomCommands() []*ucli.Command {
 							return nil
 						}
 						for _, r := range rooms {
-							fmt.Fprintf(e.c.App.Writer, "%-24s %s\n", shortRoom(e, s, r.Channel), r.Role)
+							fmt.Fprintf(e.c.App.Writer, "%-24s %-6s %s\n", shortRoom(e, s, r.Channel), r.Role, seat.SuiteName(r.Suite))
 						}
 						return nil
 					}),
 				},
 				{
 					Name: "create", Usage: "create a room you own", ArgsUsage: "NAME",
-					Action: roomAction(1, "tally room create NAME", func(e *env, s *seat.Seat, ch string, _ []string) error {
-						if _, err := s.RoomCreate(e.c.Context, ch); err != nil {
+					Description: "--suite pq makes the room post-quantum: X-Wing (ML-KEM-768 with X25519) protects its keys\n" +
+						"against someone who records the traffic now and has a quantum computer later. Commits cost up\n" +
+						"to about twice as much, and large rooms hit the servers' size caps sooner. A room keeps its suite.",
+					Flags: []ucli.Flag{&ucli.StringFlag{Name: "suite", Usage: "classic or pq", Value: "classic"}},
+					Action: roomAction(1, "tally room create NAME [--suite classic|pq]", func(e *env, s *seat.Seat, ch string, _ []string) error {
+						suite, err := seat.ParseSuite(e.c.String("suite"))
+						if err != nil {
+							return &usageError{err.Error(), "for example --suite pq"}
+						}
+						if _, err := s.RoomCreateWith(e.c.Context, ch, seat.RoomOptions{Suite: suite}); err != nil {
 							return err
 						}
-						e.out(map[string]string{"room": ch}, "created %s\ninvite someone: tally room invite %s", shortRoom(e, s, ch), shortRoom(e, s, ch))
+						e.out(map[string]string{"room": ch, "suite": seat.SuiteName(suite)}, "created %s (%s)\ninvite someone: tally room invite %s",
+							shortRoom(e, s, ch), seat.SuiteName(suite), shortRoom(e, s, ch))
 						return nil
 					}),
 				},
@@ -75,13 +85,18 @@ func roomCommands() []*ucli.Command {
 					Flags: []ucli.Flag{
 						&ucli.IntFlag{Name: "uses", Usage: "how many seats may join with it, 1 to 100", DefaultText: "1"},
 						&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
+						&ucli.BoolFlag{Name: "auto", Usage: "the invitee joins at once, with nobody online to admit it"},
 					},
-					Action: roomAction(1, "tally room invite NAME [--uses N] [--ttl D]", func(e *env, s *seat.Seat, ch string, _ []string) error {
+					Action: roomAction(1, "tally room invite NAME [--uses N] [--ttl DUR] [--auto]", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
 						if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
 							return &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
 						}
-						tok, err := s.RoomInvite(e.c.Context, ch, uses, ttl)
+						invite := s.RoomInvite
+						if e.c.Bool("auto") {
+							invite = s.RoomInviteAuto
+						}
+						tok, err := invite(e.c.Context, ch, uses, ttl)
 						if err != nil {
 							return err
 						}
@@ -91,12 +106,16 @@ func roomCommands() []*ucli.Command {
 						}
 						// The token alone on stdout, so TOKEN=$(tally room invite NAME) works.
 						fmt.Fprintln(e.c.App.Writer, tok)
+						if e.c.Bool("auto") {
+							fmt.Fprintf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nand is in the room at once\n", ch, tok)
+							return nil
+						}
 						fmt.Fprintf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nthen you run: tally room admit %s\n", ch, tok, shortRoom(e, s, ch))
 						return nil
 					}),
 				},
 				{
-					Name: "join", Usage: "join with an invite token (waits for the owner to admit you)", ArgsUsage: "NAME TOKEN",
+					Name: "join", Usage: "join with an invite token (waits for the owner to admit you, unless the invite admits on its own)", ArgsUsage: "NAME TOKEN",
 					Flags: []ucli.Flag{&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "how long to wait for the owner"}},
 					Action: roomAction(2, "tally room join NAME TOKEN", func(e *env, s *seat.Seat, ch string, args []string) error {
 						// The wait begins once the directory has taken the join
@@ -221,10 +240,10 @@ func roomCommands() []*ucli.Command {
 								list = append(list, map[string]any{"identity": m.Identity, "person": m.Person, "short": shortID(m.Identity), "name": m.Name,
 									"leaf": m.Leaf, "self": m.Self, "role": m.Role})
 							}
-							e.out(map[string]any{"room": ch, "epoch": epoch, "members": list}, "")
+							e.out(map[string]any{"room": ch, "epoch": epoch, "suite": roomSuite(e, s, ch), "members": list}, "")
 							return nil
 						}
-						fmt.Fprintf(e.c.App.Writer, "%s: %s, epoch %d\n", shortRoom(e, s, ch), plural(len(mem), "member", "members"), epoch)
+						fmt.Fprintf(e.c.App.Writer, "%s: %s, epoch %d, suite %s\n", shortRoom(e, s, ch), plural(len(mem), "member", "members"), epoch, roomSuite(e, s, ch))
 						for _, m := range mem {
 							you := ""
 							if m.Self {
@@ -244,14 +263,39 @@ func roomCommands() []*ucli.Command {
 					}),
 				},
 				{
-					Name: "leave", Usage: "forget a room on this home", ArgsUsage: "NAME",
+					Name: "leave", Usage: "leave a room: propose your removal, and forget the room on this home", ArgsUsage: "NAME",
 					Action: roomAction(1, "tally room leave NAME", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						if err := s.RoomLeave(e.c.Context, ch); err != nil {
 							return err
 						}
-						did, _ := s.Identity()
 						e.out(map[string]any{"room": ch, "left": true},
-							"left %s: this account is no longer a member of its channel and this home forgot it; the owner removes your seat from the group with `tally room remove %s %s`", shortRoom(e, s, ch), ch, shortID(did))
+							"left %s: your removal is proposed (the next admin, or member who sends, commits it), this account is no longer a member of its channel, and this home forgot it", shortRoom(e, s, ch))
+						return nil
+					}),
+				},
+				{
+					Name: "add", Usage: "add a person, even one who is offline, from the join offers their devices left (owner or admin)", ArgsUsage: "NAME ACCOUNT",
+					Action: roomAction(2, "tally room add NAME ACCOUNT", func(e *env, s *seat.Seat, ch string, args []string) error {
+						who := args[0]
+						if strings.HasPrefix(who, "did:") {
+							return &usageError{"tally room add takes an account id (acct_…), not a did", "the person finds it with `tally whoami`"}
+						}
+						added, err := s.RoomAdd(e.c.Context, ch, who)
+						if err != nil {
+							return err
+						}
+						if e.json {
+							list := []map[string]any{}
+							for _, a := range added {
+								list = append(list, map[string]any{"identity": a.Identity, "last_resort": a.LastResort})
+							}
+							e.out(map[string]any{"room": ch, "account": who, "added": list}, "")
+							return nil
+						}
+						if len(added) == 0 {
+							return fmt.Errorf("none of %s's join offers could be added to %s", who, shortRoom(e, s, ch))
+						}
+						e.out(nil, "added %s of %s to %s; each joins on its next command", plural(len(added), "device", "devices"), who, shortRoom(e, s, ch))
 						return nil
 					}),
 				},
@@ -648,4 +692,13 @@ func adminsError(err error, ch string) error {
 		return &usageError{"not a member identity (a did:key)", "see `tally room members " + ch + "`"}
 	}
 	return err
+}
+
+// roomSuite is the short name of the room's cipher suite, "" if unknown.
+func roomSuite(e *env, s *seat.Seat, ch string) string {
+	cs, err := s.RoomSuite(e.c.Context, ch)
+	if err != nil {
+		return ""
+	}
+	return seat.SuiteName(cs)
 }

@@ -40,6 +40,10 @@ func serveCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts; --open-signup=false closes it", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
+			&ucli.StringFlag{Name: "directory-db", Usage: "keep the directory in PostgreSQL (postgres://…) or in this SQLite file", DefaultText: "<data>/directory.db"},
+			&ucli.StringFlag{Name: "relay-nats", Usage: "keep the relay's archive in NATS JetStream at these URLs (comma-separated), so several relays share it"},
+			&ucli.StringFlag{Name: "relay-nats-stream", Usage: "with --relay-nats: the stream name and subject prefix", DefaultText: "SKYTALE"},
+			&ucli.IntFlag{Name: "relay-nats-replicas", Usage: "with --relay-nats: replicas of a stream the relay creates, 1 to 5", DefaultText: "1"},
 			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
 			&ucli.DurationFlag{Name: "write-timeout", Value: defaultWriteTimeout, Usage: "longest time to write a response (not for WebSockets)"},
 			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
@@ -67,6 +71,10 @@ func serveCommand() *ucli.Command {
 				IdleTimeout:   c.Duration("idle-timeout"),
 				MaxConns:      c.Int("max-conns"),
 				MaxConnsPerIP: c.Int("max-conns-per-ip"),
+				DirectoryDB:   c.String("directory-db"),
+				RelayNATS:     c.String("relay-nats"),
+				NATSStream:    c.String("relay-nats-stream"),
+				NATSReplicas:  c.Int("relay-nats-replicas"),
 			}
 			if c.IsSet("open-signup") {
 				v := c.Bool("open-signup")
@@ -102,6 +110,13 @@ type serveOptions struct {
 	// per-address cap.
 	ReadTimeout, WriteTimeout, IdleTimeout, ReadHeaderTimeout time.Duration
 	MaxConns, MaxConnsPerIP                                   int
+
+	// DirectoryDB, if set, is the directory's database: a postgres://
+	// URL or a SQLite file (default <Data>/directory.db). RelayNATS, if
+	// set, keeps the relay's archive in NATS JetStream (NATSStream and
+	// NATSReplicas as relay.Config has them).
+	DirectoryDB, RelayNATS, NATSStream string
+	NATSReplicas                       int
 
 	// listening, if set, is called with each plane's name and URL once
 	// it accepts connections.
@@ -148,7 +163,13 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	var planes []plane
 	if runDir {
-		planes = append(planes, plane{name: "directory", addr: o.APIAddr, db: "directory.db"})
+		// A directory on another database (--directory-db) has no file
+		// in the data folder to check.
+		db := "directory.db"
+		if o.DirectoryDB != "" {
+			db = ""
+		}
+		planes = append(planes, plane{name: "directory", addr: o.APIAddr, db: db})
 	}
 	if runRelay {
 		planes = append(planes, plane{name: "relay", addr: o.RelayAddr, db: "relay.db"})
@@ -197,6 +218,9 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		return fmt.Errorf("data folder: %w", err)
 	}
 	for _, p := range planes {
+		if p.db == "" {
+			continue
+		}
 		if err := datadir.CheckWritable(o.Data, p.db, p.db+"-wal", p.db+"-shm"); err != nil {
 			return fmt.Errorf("%w: fix the owner or mode, or choose another --data", err)
 		}
@@ -235,9 +259,13 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		DBPath: filepath.Join(o.Data, "directory.db"), JWTSecret: jwtSecret,
 		InternalSecret: internal, OpenSignup: open, Logger: planeLogger(reqLog, "directory"),
 	}
+	if o.DirectoryDB != "" {
+		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
+	}
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, "relay.db"), JWTSecret: jwtSecret,
-		Logger: planeLogger(reqLog, "relay"),
+		Logger:  planeLogger(reqLog, "relay"),
+		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 	}
 	switch {
 	case runDir && runRelay:

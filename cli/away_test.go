@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// TestCLIRoomsWithoutTheOwner runs the flows of rooms that work when
+// their owner is away through the command tree: an invite that admits on
+// its own, an offline person added by account, a post-quantum room, and a
+// leave the owner's next command commits.
+func TestCLIRoomsWithoutTheOwner(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	home := func(name string) []string {
+		h := []string{"--home", t.TempDir()}
+		mustTally(t, append(h, "config", "set", "api_url", st.APIURL)...)
+		mustTally(t, append(h, "config", "set", "relay_url", st.RelayURL)...)
+		mustTally(t, append(h, "init", "--name", name)...)
+		return h
+	}
+	signin := func(h []string, org string) string {
+		var a struct {
+			AccountID string `json:"account_id"`
+		}
+		if err := json.Unmarshal([]byte(mustTally(t, append(h, "--json", "signin", "--org", org)...)), &a); err != nil || a.AccountID == "" {
+			t.Fatalf("signin: %+v %v", a, err)
+		}
+		return a.AccountID
+	}
+	alice, carol, dave := home("Alice"), home("Carol"), home("Dave")
+	signin(alice, "acme")
+	signin(carol, "carolco")
+	daveAccount := signin(dave, "daveco")
+
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	tok := strings.TrimSpace(mustTally(t, append(alice, "room", "invite", "ops", "--auto")...))
+	// Carol joins at once: nobody admits her.
+	if out := mustTally(t, append(carol, "room", "join", "acme/rooms/ops", tok)...); !strings.Contains(out, "joined") {
+		t.Fatalf("carol's join: %q", out)
+	}
+	mustTally(t, append(carol, "msg", "acme/rooms/ops", "hi, I let myself in")...)
+	if out := mustTally(t, append(alice, "history", "ops")...); !strings.Contains(out, "hi, I let myself in") || !strings.Contains(out, "Carol") {
+		t.Fatalf("alice's history: %q", out)
+	}
+
+	// Dave is offline; alice adds him by account, and his next command
+	// finds him in the room.
+	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount)...); !strings.Contains(out, "added 1 device") {
+		t.Fatalf("room add: %q", out)
+	}
+	if _, err := tally(t, "", append(alice, "room", "add", "ops", "did:key:z6Mkabc")...); err == nil || !strings.Contains(err.Error(), "account id") {
+		t.Fatalf("room add with a did: %v", err)
+	}
+	mustTally(t, append(alice, "msg", "ops", "welcome, dave")...)
+	if out := mustTally(t, append(dave, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome, dave") {
+		t.Fatalf("dave's history: %q", out)
+	}
+	members := mustTally(t, append(alice, "room", "members", "ops")...)
+	for _, want := range []string{"3 members", "suite classic", "Carol", "Dave"} {
+		if !strings.Contains(members, want) {
+			t.Fatalf("members %q lacks %q", members, want)
+		}
+	}
+
+	// Carol leaves; alice's next command commits it.
+	mustTally(t, append(carol, "room", "leave", "acme/rooms/ops")...)
+	if members := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(members, "2 members") || strings.Contains(members, "Carol") {
+		t.Fatalf("members after carol left: %q", members)
+	}
+
+	// A post-quantum room says so.
+	mustTally(t, append(alice, "room", "create", "quantum", "--suite", "pq")...)
+	if out := mustTally(t, append(alice, "room", "members", "quantum")...); !strings.Contains(out, "suite pq") {
+		t.Fatalf("members of the pq room: %q", out)
+	}
+	if out := mustTally(t, append(alice, "room", "list")...); !strings.Contains(out, "pq") || !strings.Contains(out, "classic") {
+		t.Fatalf("room list: %q", out)
+	}
+	if _, err := tally(t, "", append(alice, "room", "create", "other", "--suite", "x448")...); err == nil {
+		t.Fatal("a room in an unknown suite")
+	}
+}
