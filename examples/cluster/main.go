@@ -35,6 +35,7 @@ import (
 func main() {
 	data := flag.String("data", "", "directory of the JetStream store (default: a temporary one, removed on exit)")
 	nodes := flag.Int("nodes", 3, "relay nodes")
+	dirDB := flag.String("directory-db", "", "the directory's database: a postgres:// URL, or a SQLite file (default: in memory)")
 	flag.Parse()
 	if *data == "" {
 		dir, err := os.MkdirTemp("", "skytale-cluster-")
@@ -46,7 +47,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	c, err := start(*data, *nodes)
+	c, err := start(*data, *nodes, *dirDB)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,8 +68,9 @@ type cluster struct {
 	servers   []*http.Server
 }
 
-// start starts the cluster with JetStream's store in dataDir.
-func start(dataDir string, nodes int) (*cluster, error) {
+// start starts the cluster with JetStream's store in dataDir and the
+// directory on dirDB (directory.Config.Database; "" keeps it in memory).
+func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 	c := &cluster{}
 	ns, err := natsserver.NewServer(&natsserver.Options{
 		Host:      "127.0.0.1",
@@ -95,7 +97,7 @@ func start(dataDir string, nodes int) (*cluster, error) {
 
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	c.dir, err = directory.New(directory.Config{JWTSecret: secret, OpenSignup: true})
+	c.dir, err = directory.New(directory.Config{JWTSecret: secret, OpenSignup: true, Database: dirDB})
 	if err != nil {
 		c.close()
 		return nil, err

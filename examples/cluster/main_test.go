@@ -4,19 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+
+	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/pgtest"
+	"github.com/skytale-oss/skytale/seat"
 )
 
 // TestCluster starts the cluster and sends a message through relay 1 to
 // a subscriber on relay 3.
 func TestCluster(t *testing.T) {
-	c, err := start(t.TempDir(), 3)
+	c, err := start(t.TempDir(), 3, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +88,68 @@ func TestCluster(t *testing.T) {
 	c.print(&out)
 	if n := strings.Count(out.String(), "relay "); n != 3 {
 		t.Fatalf("printed %d relays:\n%s", n, out.String())
+	}
+}
+
+// TestClusterSeatsOnPostgres runs the cluster with its directory on a real
+// PostgreSQL and two seats on different relay nodes: a room made through
+// node 1 is joined through node 3, and messages cross the nodes both ways.
+func TestClusterSeatsOnPostgres(t *testing.T) {
+	pg, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		if errors.Is(err, pgtest.ErrUnavailable) && os.Getenv("CI") == "" {
+			t.Skipf("PostgreSQL not available: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	ctx := context.Background()
+	url, err := pg.NewSchema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := start(t.TempDir(), 3, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	open := func(node int, org string) *seat.Seat {
+		t.Helper()
+		s, err := seat.Open(ctx, seat.Config{Home: t.TempDir(), APIURL: c.DirURL, RelayURL: c.RelayURLs[node], Cover: cover.Config{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SignIn(ctx, org+"@example.test", org); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	alice, bob := open(0, "acme"), open(2, "bobco")
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		from, to *seat.Seat
+		text     string
+	}{{alice, bob, "through node 1"}, {bob, alice, "through node 3"}} {
+		if _, err := m.from.RoomSend(ctx, room, m.text); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := m.to.RoomSync(ctx, room)
+		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Text != m.text {
+			t.Fatalf("read %+v %v, want %q", msgs, err, m.text)
+		}
 	}
 }
