@@ -51,6 +51,14 @@ var migrations = []string{
 	// The payload bytes each account has stored, as of the last clean
 	// shutdown (the state key 'usage_clean' says whether it is current).
 	`CREATE TABLE usage (sub TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;`,
+	// The drop floors of each channel: the highest seq of an application
+	// entry (app) and of a handshake entry (hs) the archive deleted, by
+	// the cap or the TTL. A read from below a floor is truncated.
+	`CREATE TABLE floors (
+		channel TEXT PRIMARY KEY,
+		app     INTEGER NOT NULL DEFAULT 0,
+		hs      INTEGER NOT NULL DEFAULT 0
+	) WITHOUT ROWID;`,
 }
 
 // Defaults of the archive's zero Config fields.
@@ -262,7 +270,8 @@ type archive struct {
 	insert, insertN, evict, evictHS, upsert, load    *sql.Stmt
 	readApp, readAll, loadApp, floorQ, sweep         *sql.Stmt
 	evictSum, hsFloor, evictHSSum, sweepTo, sweepSum *sql.Stmt
-	sweepMax                                         *sql.Stmt
+	sweepMax, dropApp, dropHS, dropSweep, dropsQ     *sql.Stmt
+	oldestApp, oldestAll, firstApp, firstAll         *sql.Stmt
 
 	loaded map[string]*chanState // the channels the committer has loaded; committer only
 
@@ -349,6 +358,30 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.loadApp, `SELECT seq, sub, length(payload) FROM messages WHERE channel = ? AND entry_type = 0
 			ORDER BY seq DESC LIMIT ?`, true},
 		{&a.sweepMax, `SELECT channel, max(seq) FROM messages WHERE id < ? GROUP BY channel`, true},
+		// The drop floors rise just before each delete, in its
+		// transaction: to the newest application entry at or below ?2,
+		// the newest handshake entry below ?2, or, for the TTL sweep,
+		// the newest entry of each kind among the rows it deletes.
+		{&a.dropApp, `INSERT INTO floors (channel, app) SELECT ?1, s FROM
+			(SELECT max(seq) AS s FROM messages WHERE channel = ?1 AND entry_type = 0 AND seq <= ?2) WHERE s IS NOT NULL
+			ON CONFLICT (channel) DO UPDATE SET app = max(app, excluded.app)`, true},
+		{&a.dropHS, `INSERT INTO floors (channel, hs) SELECT ?1, s FROM
+			(SELECT max(seq) AS s FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < ?2) WHERE s IS NOT NULL
+			ON CONFLICT (channel) DO UPDATE SET hs = max(hs, excluded.hs)`, true},
+		{&a.dropSweep, `INSERT INTO floors (channel, app, hs)
+			SELECT channel, coalesce(max(CASE WHEN entry_type = 0 THEN seq END), 0), coalesce(max(CASE WHEN entry_type != 0 THEN seq END), 0)
+			FROM messages WHERE id < ?1 GROUP BY channel
+			ON CONFLICT (channel) DO UPDATE SET app = max(app, excluded.app), hs = max(hs, excluded.hs)`, true},
+		{&a.dropsQ, `SELECT app, hs FROM floors WHERE channel = ?`, false},
+		// The first entry a page could hold (?2 is the TTL cutoff, ?3 the
+		// cap floor), and the first row after a seq whether or not a page
+		// would show it.
+		{&a.oldestApp, `SELECT seq FROM messages WHERE channel = ?1 AND ts >= ?2 AND entry_type = 0 AND seq >= ?3
+			ORDER BY seq LIMIT 1`, false},
+		{&a.oldestAll, `SELECT seq FROM messages WHERE channel = ?1 AND ts >= ?2 AND (entry_type != 0 OR seq >= ?3)
+			ORDER BY seq LIMIT 1`, false},
+		{&a.firstApp, `SELECT seq, ts FROM messages WHERE channel = ? AND seq > ? AND entry_type = 0 ORDER BY seq LIMIT 1`, false},
+		{&a.firstAll, `SELECT seq, ts FROM messages WHERE channel = ? AND seq > ? ORDER BY seq LIMIT 1`, false},
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.hsFloor, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
 			ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, true},
@@ -527,7 +560,8 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 
 func (a *archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
-		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax} {
+		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax,
+		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll} {
 		if s != nil {
 			s.Close()
 		}
@@ -789,6 +823,9 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 				freed = make(map[string]int64)
 			}
 			hi := st.blocks[k-1].last
+			if _, err := a.dropApp.ExecContext(ctx, st.name, int64(hi)); err != nil {
+				return err
+			}
 			if exact {
 				for _, b := range st.blocks[:k] {
 					for _, sb := range b.subs {
@@ -816,6 +853,9 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 				return err
 			}
 			if err == nil {
+				if _, err := a.dropHS.ExecContext(ctx, st.name, below); err != nil {
+					return err
+				}
 				if err := deleteRows(ctx, a.evictHSSum, a.evictHS, freed, st.name, below); err != nil {
 					return err
 				}
@@ -873,6 +913,9 @@ func (a *archive) loadRuns(ctx context.Context, st *chanState) error {
 	// are in no block, so they go now.
 	if f := st.capFloor(a.cap); f > 1 {
 		freed := make(map[string]int64)
+		if _, err := a.dropApp.ExecContext(ctx, st.name, int64(f-1)); err != nil {
+			return err
+		}
 		if err := deleteRows(ctx, a.evictSum, a.evict, freed, st.name, 0, int64(f-1)); err != nil {
 			return err
 		}
@@ -997,6 +1040,11 @@ func (a *archive) sweepTTL(ctx context.Context) {
 		cut, err = a.sweptTo(ctx, below)
 	}
 	if err == nil {
+		// The floors rise first: a sweep that fails after it leaves reads
+		// told of a loss that has not happened yet, never the reverse.
+		_, err = a.dropSweep.ExecContext(ctx, below)
+	}
+	if err == nil {
 		err = deleteRows(ctx, a.sweepSum, a.sweep, freed, below)
 	}
 	if err != nil {
@@ -1062,28 +1110,41 @@ type pageBuf struct {
 }
 
 // pageTail is the longest end of a page.
-const pageTail = len(`],"has_more":false}` + "\n")
+const pageTail = len(`],"has_more":false,"truncated":false,"oldest_seq":18446744073709551615}` + "\n")
 
 // writePage writes the JSON body of GET /v1/messages (appOnly) or GET
 // /v1/sync to w: the entries of a channel after since, up to limit of
 // them and up to maxBytes of body (but always one entry, if there is one),
-// and has_more, which is true when either bound cut the page. begin is
-// called once the archive has answered, before the first byte of the body;
-// started reports whether it was. An error after that leaves a partial
-// body, which the caller can only abort.
+// and has_more, which is true when either bound cut the page, truncated
+// and oldest_seq (see cutOff). begin is called once the archive has
+// answered, before the first byte of the body; started reports whether it
+// was. An error after that leaves a partial body, which the caller can
+// only abort.
 func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
+	// One read transaction: the page and what it says of the floors come
+	// from one snapshot, so a delete committed between them cannot hide
+	// entries without the page saying so.
+	tx, err := a.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return false, fmt.Errorf("relay: archive read: %w", err)
+	}
+	defer tx.Rollback()
+	cutoff := a.now().Add(-a.ttl).UnixMilli()
+	floor, err := a.readFloor(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("relay: archive read: %w", err)
+	}
+	trunc, oldest, err := a.cutOff(ctx, tx, name, since, cutoff, floor, appOnly)
+	if err != nil {
+		return false, fmt.Errorf("relay: archive read: %w", err)
+	}
 	var rows *sql.Rows
 	if since < math.MaxInt64 {
 		stmt := a.readAll
 		if appOnly {
 			stmt = a.readApp
 		}
-		cutoff := a.now().Add(-a.ttl).UnixMilli()
-		floor, err := a.readFloor(ctx, name)
-		if err != nil {
-			return false, fmt.Errorf("relay: archive read: %w", err)
-		}
-		rows, err = stmt.QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(floor))
+		rows, err = tx.StmtContext(ctx, stmt).QueryContext(ctx, name, int64(since), cutoff, limit+1, int64(floor))
 		if err != nil {
 			return false, fmt.Errorf("relay: archive read: %w", err)
 		}
@@ -1092,6 +1153,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 	begin()
 	pe := newPageEncoder(w, maxBytes, appOnly)
 	defer pe.release()
+	pe.truncated, pe.oldest = trunc, oldest
 	for n := 0; rows != nil && rows.Next(); n++ {
 		if n == limit {
 			pe.more = true
@@ -1118,6 +1180,62 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 	return true, pe.finish()
 }
 
+// cutOff reports whether a read of a channel's log (application entries
+// when appOnly, else all) from since is truncated, and the oldest seq the
+// log holds (0 when it holds nothing). A read is truncated when an entry
+// of the log after since is gone or hidden: deleted by the cap or the TTL
+// (seqs up to the channel's drop floor in the floors table), or still
+// stored but past the TTL cutoff or below the cap floor. Seqs are not
+// contiguous, so this never compares since with the oldest seq: a gap
+// below the oldest entry is not a loss.
+func (a *archive) cutOff(ctx context.Context, tx *sql.Tx, name string, since uint64, cutoff int64, floor uint64, appOnly bool) (bool, uint64, error) {
+	var oldest int64
+	q := a.oldestAll
+	if appOnly {
+		q = a.oldestApp
+	}
+	err := tx.StmtContext(ctx, q).QueryRowContext(ctx, name, cutoff, int64(floor)).Scan(&oldest)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, 0, err
+	}
+	if since >= math.MaxInt64 {
+		return false, uint64(oldest), nil
+	}
+	var app, hs int64
+	err = tx.StmtContext(ctx, a.dropsQ).QueryRowContext(ctx, name).Scan(&app, &hs)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, 0, err
+	}
+	dropped := app
+	if !appOnly {
+		dropped = max(app, hs)
+	}
+	if int64(since) < dropped {
+		return true, uint64(oldest), nil
+	}
+	// Expired rows are a prefix of the archive (ts grows with the row
+	// id) and rows past the cap a prefix of the channel's application
+	// rows, so the first row after since tells whether any is hidden.
+	var seq, ts int64
+	err = tx.StmtContext(ctx, a.firstApp).QueryRowContext(ctx, name, int64(since)).Scan(&seq, &ts)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, 0, err
+	}
+	if err == nil && (ts < cutoff || uint64(seq) < floor) {
+		return true, uint64(oldest), nil
+	}
+	if !appOnly {
+		err = tx.StmtContext(ctx, a.firstAll).QueryRowContext(ctx, name, int64(since)).Scan(&seq, &ts)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, 0, err
+		}
+		if err == nil && ts < cutoff {
+			return true, uint64(oldest), nil
+		}
+	}
+	return false, uint64(oldest), nil
+}
+
 // pageEncoder writes one page of entries as JSON through a pooled buffer,
 // whichever archive yields the entries.
 type pageEncoder struct {
@@ -1127,6 +1245,9 @@ type pageEncoder struct {
 	size    int
 	n       int
 	more    bool // set when a bound cut the page
+
+	truncated bool   // since was older than what the channel holds
+	oldest    uint64 // the oldest seq the log holds, 0 for none
 }
 
 func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
@@ -1184,6 +1305,10 @@ func (e *pageEncoder) finish() error {
 	bw := e.pb.w
 	bw.WriteString(`],"has_more":`)
 	bw.WriteString(strconv.FormatBool(e.more))
+	bw.WriteString(`,"truncated":`)
+	bw.WriteString(strconv.FormatBool(e.truncated))
+	bw.WriteString(`,"oldest_seq":`)
+	bw.WriteString(strconv.FormatUint(e.oldest, 10))
 	bw.WriteString("}\n")
 	return bw.Flush()
 }

@@ -121,7 +121,8 @@ func testPageBytesBounded(t *testing.T, be *backend) {
 	}
 }
 
-// TestPageShape: a small page is byte for byte what it always was.
+// TestPageShape: a small page is byte for byte what it always was, with
+// truncated and oldest_seq after has_more.
 func TestPageShape(t *testing.T) { forBackends(t, testPageShape) }
 
 func testPageShape(t *testing.T, be *backend) {
@@ -134,20 +135,20 @@ func testPageShape(t *testing.T, be *backend) {
 	c.publishAck(chA, welcome())
 	_, body := getRaw(t, tr.URL+"/v1/sync?channel="+chA, tok)
 	want := `{"entries":[{"seq":1,"entry_type":0,"payload":"b25l","ts":1700000000123},` +
-		`{"seq":2,"entry_type":2,"payload":"` + base64.StdEncoding.EncodeToString(welcome()) + `","ts":1700000000123}],"has_more":false}` + "\n"
+		`{"seq":2,"entry_type":2,"payload":"` + base64.StdEncoding.EncodeToString(welcome()) + `","ts":1700000000123}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"
 	if string(body) != want {
 		t.Fatalf("sync body\n%s\nwant\n%s", body, want)
 	}
 	_, body = getRaw(t, tr.URL+"/v1/messages?channel="+chA+"&limit=1", tok)
-	if want := `{"messages":[{"seq":1,"payload":"b25l","ts":1700000000123}],"has_more":false}` + "\n"; string(body) != want {
+	if want := `{"messages":[{"seq":1,"payload":"b25l","ts":1700000000123}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"; string(body) != want {
 		t.Fatalf("messages body\n%s\nwant\n%s", body, want)
 	}
 	_, body = getRaw(t, tr.URL+"/v1/sync?channel=acme/empty/chan", tok)
-	if want := `{"entries":[],"has_more":false}` + "\n"; string(body) != want {
+	if want := `{"entries":[],"has_more":false,"truncated":false,"oldest_seq":0}` + "\n"; string(body) != want {
 		t.Fatalf("empty body %q", body)
 	}
 	_, body = getRaw(t, tr.URL+"/v1/sync?channel="+chA+"&limit=1", tok)
-	if !strings.HasSuffix(string(body), `],"has_more":true}`+"\n") {
+	if !strings.HasSuffix(string(body), `],"has_more":true,"truncated":false,"oldest_seq":1}`+"\n") {
 		t.Fatalf("limited body %q", body)
 	}
 }

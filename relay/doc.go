@@ -44,6 +44,18 @@
 // carries at least one entry) and are streamed from the archive, never
 // built whole in memory.
 //
+// A page also says "oldest_seq", the oldest seq the log still holds (0 for
+// none), and "truncated", true when an entry of the log after since_seq is
+// gone (the cap or the TTL dropped it, or it is past the TTL): the client
+// has missed entries and must recover another way. The archive keeps per
+// channel a drop floor for each log, the highest seq it dropped from it,
+// and truncated is since_seq < floor (or a stored entry after since_seq is
+// hidden); it never compares seqs with each other, since gaps are not
+// losses. SQLite keeps the floors on disk, in the transaction of the
+// delete. A JetStream node learns drops as it follows the stream; after a
+// restart it counts a log the stream holds full as cut below its oldest
+// entry, and does not know what the TTL removed while it was down.
+//
 // # Entry types and commit fencing
 //
 // The relay reads only the cleartext MLSMessage header (RFC 9420 §6): a

@@ -101,6 +101,21 @@ type jsChan struct {
 	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
 	head    jsHead
 	known   bool // head is the newest the relay has seen (not only a guess)
+	// The drop floors: the newest application entry and the newest
+	// handshake entry (not a fence marker) the mirror saw leave by the
+	// cap or the TTL. A read from below one is truncated.
+	dropApp, dropHS uint64
+}
+
+// dropped records that e left a channel's application (hs false) or
+// handshake log.
+func (c *jsChan) dropped(e jsEntry, hs bool) {
+	switch {
+	case !hs:
+		c.dropApp = max(c.dropApp, e.seq)
+	case e.n > 0:
+		c.dropHS = max(c.dropHS, e.seq)
+	}
 }
 
 type jsArchive struct {
@@ -354,6 +369,7 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	*list = append(*list, e)
 	if len(*list) > a.cap {
 		a.creditLocked((*list)[0])
+		c.dropped((*list)[0], kind == 'h')
 		*list = (*list)[1:]
 	}
 	a.usage[sub] += n
@@ -459,9 +475,62 @@ func (a *jsArchive) replay(ctx context.Context) error {
 		n, _ := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
 		a.apply(md.Sequence.Stream, m.Subject(), m.Headers(), n)
 		if md.NumPending == 0 || md.Sequence.Stream >= info.State.LastSeq {
+			a.replayedFloors()
 			return nil
 		}
 	}
+}
+
+// replayedFloors sets the drop floors the replay could not see: the
+// stream keeps no record of what the cap pushed out before this relay
+// started, so a log the replay found full counts as cut just below its
+// oldest entry. (What the TTL removed before then is not known; see the
+// package documentation.)
+func (a *jsArchive) replayedFloors() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.chans {
+		if len(c.app) >= a.cap && c.app[0].seq > 1 {
+			c.dropApp = max(c.dropApp, c.app[0].seq-1)
+		}
+		if len(c.hs) >= a.cap && c.hs[0].seq > 1 {
+			c.dropHS = max(c.dropHS, c.hs[0].seq-1)
+		}
+	}
+}
+
+// floorsOf returns what a read of a channel's log from since reports
+// besides its entries: whether the mirror saw an entry after since leave
+// (see jsChan), and the oldest seq of the log within the TTL.
+func (a *jsArchive) floorsOf(name string, since uint64, cutoff int64, appOnly bool) (bool, uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.chans[name]
+	if c == nil {
+		return false, 0
+	}
+	dropped := c.dropApp
+	if !appOnly {
+		dropped = max(dropped, c.dropHS)
+	}
+	var oldest uint64
+	for _, e := range c.app {
+		if e.ts >= cutoff {
+			oldest = e.seq
+			break
+		}
+	}
+	if !appOnly {
+		for _, e := range c.hs {
+			if e.n > 0 && e.ts >= cutoff {
+				if oldest == 0 || e.seq < oldest {
+					oldest = e.seq
+				}
+				break
+			}
+		}
+	}
+	return since < dropped, oldest
 }
 
 // start starts the publish pipeline and the sweep.
@@ -761,19 +830,21 @@ func (a *jsArchive) sweep() {
 		k := 0
 		for k < len(c.app) && c.app[k].ts < cutoff {
 			a.creditLocked(c.app[k])
+			c.dropped(c.app[k], false)
 			k++
 		}
 		c.app = c.app[k:]
 		k = 0
 		for k < len(c.hs) && c.hs[k].ts < cutoff {
 			a.creditLocked(c.hs[k])
+			c.dropped(c.hs[k], true)
 			if c.hs[k].seq != c.head.seq {
 				del = append(del, c.hs[k].seq)
 			}
 			k++
 		}
 		c.hs = c.hs[k:]
-		if len(c.app) == 0 && len(c.hs) == 0 && !c.known {
+		if len(c.app) == 0 && len(c.hs) == 0 && !c.known && c.dropApp == 0 && c.dropHS == 0 {
 			delete(a.chans, name)
 		}
 	}
@@ -846,7 +917,11 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 			h := m.Headers()
 			ts, _ := strconv.ParseInt(h.Get(hdrTS), 10, 64)
 			typ := h.Get(hdrType)
-			if typ == fenceMarker || ts < cutoff {
+			if typ == fenceMarker {
+				continue
+			}
+			if ts < cutoff {
+				pe.truncated = true // past the TTL, not yet removed
 				continue
 			}
 			if n == limit {
@@ -891,6 +966,11 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 		empty = 0
 		remaining -= min(got, remaining)
 	}
+	// After the page: the mirror has then seen at least what the stream
+	// pushed out before the page was read, so a loss under it is told.
+	trunc, oldest := a.floorsOf(name, since, cutoff, appOnly)
+	pe.truncated = pe.truncated || trunc
+	pe.oldest = oldest
 	return true, pe.finish()
 }
 

@@ -54,6 +54,30 @@ func (c *RelayClient) Sync(ctx context.Context, channel string, since uint64, li
 	return out.Entries, out.HasMore, err
 }
 
+// Page is one page of a channel's log.
+type Page struct {
+	Entries   []RelayEntry
+	HasMore   bool
+	Truncated bool   // since was older than what the channel still holds
+	OldestSeq uint64 // the oldest seq the channel still holds (0: none)
+}
+
+// SyncPage returns one page of the channel's full log after since. Truncated
+// says that entries after since are gone from the relay (its cap or TTL
+// dropped them): catching up from since cannot be complete.
+func (c *RelayClient) SyncPage(ctx context.Context, channel string, since uint64, limit int) (Page, error) {
+	var out struct {
+		Entries   []RelayEntry `json:"entries"`
+		HasMore   bool         `json:"has_more"`
+		Truncated bool         `json:"truncated"`
+		OldestSeq uint64       `json:"oldest_seq"`
+	}
+	if err := c.get(ctx, "/v1/sync", channel, since, limit, &out); err != nil {
+		return Page{}, err
+	}
+	return Page{Entries: out.Entries, HasMore: out.HasMore, Truncated: out.Truncated, OldestSeq: out.OldestSeq}, nil
+}
+
 // Messages returns one page of the channel's application messages after since.
 func (c *RelayClient) Messages(ctx context.Context, channel string, since uint64, limit int) ([]RelayEntry, bool, error) {
 	var out struct {
