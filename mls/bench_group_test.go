@@ -245,6 +245,54 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 				}
 				b.ReportMetric(float64(len(f.welcome)), "welcome-B")
 			})
+			b.Run(name+"/ExternalJoin", func(b *testing.B) {
+				f := getBenchFixture(b, cs, n, full)
+				gi, err := f.a.GroupInfo()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bundle := newSuiteBundle(b, cs, "did:key:outsider")
+				defer startCPUMeter().report(b)
+				var commit []byte
+				for b.Loop() {
+					if _, commit, err = JoinExternal(gi, bundle, nil, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(gi)), "groupinfo-B")
+				b.ReportMetric(float64(len(commit)), "commit-B")
+			})
+			b.Run(name+"/ProcessExternalCommit", func(b *testing.B) {
+				f := getBenchFixture(b, cs, n, full)
+				gi, err := f.a.GroupInfo()
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, commit, err := JoinExternal(gi, newSuiteBundle(b, cs, "did:key:outsider"), nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg := &Config{ExternalPolicy: admitExternal}
+				var cpu time.Duration
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					g, err := RestoreGroup(f.bState, cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					g.cur.tree.treeHash()
+					b.StartTimer()
+					t0, _ := processCPUTime()
+					if _, err := g.Process(commit); err != nil {
+						b.Fatal(err)
+					}
+					t1, _ := processCPUTime()
+					cpu += t1 - t0
+				}
+				if b.N > 0 && cpu > 0 {
+					b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+				}
+			})
 			b.Run(name+"/Serialize", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
 				defer startCPUMeter().report(b)

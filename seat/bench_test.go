@@ -114,8 +114,13 @@ func BenchmarkPull10k(b *testing.B) {
 // benchRoom sets up a room of Alice and Bob on a fresh stack.
 func benchRoom(b *testing.B) (alice, bob *seat.Seat, room string) {
 	b.Helper()
+	return benchRoomOn(b, benchStack(b))
+}
+
+// benchRoomOn sets up a room of Alice and Bob on st.
+func benchRoomOn(b *testing.B, st *skytaletest.Stack) (alice, bob *seat.Seat, room string) {
+	b.Helper()
 	ctx := context.Background()
-	st := benchStack(b)
 	alice = benchSeat(b, st, st.NewAccount(b, "alice"))
 	bob = benchSeat(b, st, st.NewAccount(b, "bob"))
 	alice.Init(ctx)
@@ -287,4 +292,41 @@ func BenchmarkCoverBandwidth(b *testing.B) {
 			b.ReportMetric(100*perSec/realWire, "overhead-%")
 		})
 	}
+}
+
+// BenchmarkRoomJoinWithoutOwner measures a newcomer's join by an invite
+// that admits on its own, with the owner's seat closed: ns/op runs from
+// RoomJoin (directory join, GroupInfo, external Commit, relay) until an
+// existing member's RoomSync has read the newcomer's first message.
+// join-ms is the part until RoomJoin returns.
+func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
+	ctx := context.Background()
+	st := benchStack(b)
+	alice, bob, room := benchRoomOn(b, st)
+	var joinTotal time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		tok, err := alice.RoomInviteAuto(ctx, "bench", 1, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)))
+		if _, err := newcomer.Init(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if _, err := newcomer.RoomJoin(ctx, room, tok, 0); err != nil {
+			b.Fatal(err)
+		}
+		joinTotal += time.Since(start)
+		if _, err := newcomer.RoomSend(ctx, room, "hello"); err != nil {
+			b.Fatal(err)
+		}
+		msgs, err := bob.RoomSync(ctx, room)
+		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Text != "hello" {
+			b.Fatalf("bob read %+v %v", msgs, err)
+		}
+	}
+	b.ReportMetric(joinTotal.Seconds()*1000/float64(b.N), "join-ms")
 }
