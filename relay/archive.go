@@ -1248,6 +1248,7 @@ type pageEncoder struct {
 
 	truncated bool   // since was older than what the channel holds
 	oldest    uint64 // the oldest seq the log holds, 0 for none
+	first     uint64 // the page's first entry, 0 for none
 }
 
 func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
@@ -1287,6 +1288,9 @@ func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool,
 		return false, nil
 	}
 	e.size += entry
+	if e.n == 0 {
+		e.first = seq
+	}
 	e.n++
 	bw := pb.w
 	bw.Write(num[:head])

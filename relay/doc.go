@@ -86,6 +86,17 @@
 // frame; its socket stays open for its other channels. A channel-scoped
 // token (with a chan claim) acts on its channel only, as its account.
 //
+// # Coalesced pushes
+//
+// A client that sends {"type":"auth","token":…,"batch":true} as its first
+// auth frame gets the frames queued for its socket (pushes, acks, replies)
+// packed into one WebSocket text message each time the socket's writer
+// wakes, the frames separated by "\n" and each byte for byte what it would
+// be alone, up to maxBatchBytes (64 KiB) per message; a larger frame goes
+// alone. The writer never waits to fill a batch, so batching only merges
+// what is queued already. batch in a later auth frame changes nothing.
+// Other clients get one frame per message as before.
+//
 // # Tokens on long-lived sockets
 //
 // Tokens live at most 300 s (exp − iat). A socket sends a fresh

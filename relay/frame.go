@@ -15,6 +15,9 @@ type frame struct {
 	Token   []byte
 	Channel []byte
 	Payload []byte
+	// Batch is an auth frame's request for coalesced pushes: the one key
+	// whose value is a JSON boolean.
+	Batch bool
 }
 
 var errBadFrame = errors.New("relay: frame is not a JSON object with string fields")
@@ -25,11 +28,12 @@ type frameJSON struct {
 	Token   *string `json:"token"`
 	Channel *string `json:"channel"`
 	Payload *string `json:"payload"`
+	Batch   *bool   `json:"batch"`
 }
 
 // decodeFrame decodes a client frame. The common shape, a flat object of
-// ASCII strings without escapes and with only the known keys, each at most
-// once, is decoded in place without allocating; anything else goes through
+// ASCII strings without escapes (batch a bare true or false) and with only
+// the known keys, each at most once, is decoded in place without allocating; anything else goes through
 // encoding/json and httpx.CheckKeys, so both paths accept exactly what
 // encoding/json accepts for this struct, except that no object may repeat
 // a key and a key must spell its field exactly ("TYPE" is not "type"):
@@ -54,6 +58,7 @@ func decodeFrame(b []byte) (frame, error) {
 			*p.out = []byte(**p.dst)
 		}
 	}
+	f.Batch = v.Batch != nil && *v.Batch
 	return f, nil
 }
 
@@ -112,6 +117,35 @@ func decodeFlat(b []byte) (frame, bool) {
 			}
 			i++
 			skip()
+			if string(key) == "batch" {
+				var v bool
+				switch {
+				case hasLit(b[i:], "true"):
+					v, i = true, i+4
+				case hasLit(b[i:], "false"):
+					i += 5
+				default:
+					return f, false
+				}
+				if seen&16 != 0 {
+					return f, false
+				}
+				seen |= 16
+				f.Batch = v
+				skip()
+				if i >= len(b) {
+					return f, false
+				}
+				if b[i] == ',' {
+					i++
+					continue
+				}
+				if b[i] == '}' {
+					i++
+					break
+				}
+				return f, false
+			}
 			val, ok := str()
 			if !ok {
 				return f, false
@@ -153,6 +187,19 @@ func decodeFlat(b []byte) (frame, bool) {
 	}
 	skip()
 	return f, i == len(b)
+}
+
+// hasLit reports whether b starts with the literal lit and no letter or
+// digit follows it (so "truex" is not true).
+func hasLit(b []byte, lit string) bool {
+	if len(b) < len(lit) || string(b[:len(lit)]) != lit {
+		return false
+	}
+	if len(b) == len(lit) {
+		return true
+	}
+	c := b[len(lit)]
+	return isSpace(c) || c == ',' || c == '}'
 }
 
 // Relay-to-client frames. Push frames are built once per message and shared

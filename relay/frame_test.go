@@ -15,6 +15,17 @@ func TestDecodeFrame(t *testing.T) {
 		ok   bool
 	}{
 		{`{"type":"auth","token":"a.b.c"}`, frame{Type: []byte("auth"), Token: []byte("a.b.c")}, true},
+		{`{"type":"auth","token":"a.b.c","batch":true}`, frame{Type: []byte("auth"), Token: []byte("a.b.c"), Batch: true}, true},
+		{`{"type":"auth","batch" : false ,"token":"a.b.c"}`, frame{Type: []byte("auth"), Token: []byte("a.b.c")}, true},
+		{`{"batch":true}`, frame{Batch: true}, true},
+		{`{"type":"auth","batch":null}`, frame{Type: []byte("auth")}, true},
+		// batch is a JSON boolean, once, spelled exactly.
+		{`{"type":"auth","batch":"true"}`, frame{}, false},
+		{`{"type":"auth","batch":1}`, frame{}, false},
+		{`{"type":"auth","batch":truex}`, frame{}, false},
+		{`{"type":"auth","batch":tru}`, frame{}, false},
+		{`{"type":"auth","batch":true,"batch":false}`, frame{}, false},
+		{`{"type":"auth","Batch":true}`, frame{}, false},
 		{` { "type" : "publish" , "channel":"a/b/c", "payload":"QQ==" } `, frame{Type: []byte("publish"), Channel: []byte("a/b/c"), Payload: []byte("QQ==")}, true},
 		{`{"type":"subscribe","channel":"a\/b\/c"}`, frame{Type: []byte("subscribe"), Channel: []byte("a/b/c")}, true},
 		{`{"type":"auth","extra":{"x":[1,2]}}`, frame{Type: []byte("auth")}, true},
@@ -49,7 +60,7 @@ func TestDecodeFrame(t *testing.T) {
 
 func frameEqual(a, b frame) bool {
 	return bytes.Equal(a.Type, b.Type) && bytes.Equal(a.Token, b.Token) &&
-		bytes.Equal(a.Channel, b.Channel) && bytes.Equal(a.Payload, b.Payload)
+		bytes.Equal(a.Channel, b.Channel) && bytes.Equal(a.Payload, b.Payload) && a.Batch == b.Batch
 }
 
 // strictKeys is the fuzz target's own statement of the key rules: no
@@ -77,7 +88,7 @@ func strictKeys(b []byte) bool {
 				}
 				seen[key] = true
 				if top {
-					for _, f := range []string{"type", "token", "channel", "payload"} {
+					for _, f := range []string{"type", "token", "channel", "payload", "batch"} {
 						if key != f && strings.EqualFold(key, f) {
 							return false
 						}
@@ -115,6 +126,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"p\u00e9","channel":"\ud800"}`,
 		` {"type" :"a"}`, `{"type":"a",}`, `null`, `"x"`, `{"type":null}`,
 		`{"type":"a","type":"a"}`, `{"TYPE":"auth"}`, `{"type":"a","x":{"k":1,"k":2}}`,
+		`{"type":"auth","token":"t","batch":true}`, `{"batch":false}`, `{"batch":true }`, `{"batch":null}`,
+		`{"batch":"true"}`, `{"batch":truefalse}`, `{"batch":true,"batch":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -125,6 +138,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			Token   *string `json:"token"`
 			Channel *string `json:"channel"`
 			Payload *string `json:"payload"`
+			Batch   *bool   `json:"batch"`
 		}
 		refErr := json.Unmarshal(b, &ref)
 		if refErr == nil && !strictKeys(b) {
@@ -142,7 +156,8 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 			return []byte(*p)
 		}
-		want := frame{Type: str(ref.Type), Token: str(ref.Token), Channel: str(ref.Channel), Payload: str(ref.Payload)}
+		want := frame{Type: str(ref.Type), Token: str(ref.Token), Channel: str(ref.Channel), Payload: str(ref.Payload),
+			Batch: ref.Batch != nil && *ref.Batch}
 		if !frameEqual(got, want) {
 			t.Fatalf("decodeFrame %+v, encoding/json %+v", got, want)
 		}

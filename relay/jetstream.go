@@ -500,37 +500,63 @@ func (a *jsArchive) replayedFloors() {
 }
 
 // floorsOf returns what a read of a channel's log from since reports
-// besides its entries: whether the mirror saw an entry after since leave
-// (see jsChan), and the oldest seq of the log within the TTL.
-func (a *jsArchive) floorsOf(name string, since uint64, cutoff int64, appOnly bool) (bool, uint64) {
+// besides its entries: whether an entry after since is gone, and the
+// oldest seq of the log within the TTL. first is the page's first entry
+// (0 for none) and hw the mirror's high-water mark when the read began.
+// An entry is gone when the mirror saw it leave (see jsChan), or when the
+// mirror holds an entry from before the read, after since and before
+// first, which the stream did not return: the stream's cap pushed it out
+// before the mirror learned of it.
+func (a *jsArchive) floorsOf(name string, since, first, hw uint64, cutoff int64, appOnly bool) (bool, uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.chans[name]
 	if c == nil {
-		return false, 0
+		return false, first // the mirror has not seen the channel yet
 	}
 	dropped := c.dropApp
 	if !appOnly {
 		dropped = max(dropped, c.dropHS)
 	}
+	trunc := since < dropped
 	var oldest uint64
-	for _, e := range c.app {
-		if e.ts >= cutoff {
-			oldest = e.seq
-			break
-		}
-	}
-	if !appOnly {
-		for _, e := range c.hs {
-			if e.n > 0 && e.ts >= cutoff {
+	scan := func(list []jsEntry, hs bool) {
+		found := false
+		for _, e := range list {
+			if hs && e.n == 0 {
+				continue // a fence marker, never in a page
+			}
+			if e.ts < cutoff {
+				if e.seq > since {
+					trunc = true
+				}
+				continue
+			}
+			if !found {
+				found = true
 				if oldest == 0 || e.seq < oldest {
 					oldest = e.seq
 				}
+			}
+			if e.seq > since && e.seq <= hw && (first == 0 || e.seq < first) {
+				trunc = true
+			}
+			if e.seq > since {
 				break
 			}
 		}
 	}
-	return since < dropped, oldest
+	scan(c.app, false)
+	if !appOnly {
+		scan(c.hs, true)
+	}
+	if first != 0 && (oldest == 0 || since < oldest || first < oldest) {
+		// The page began below every entry the mirror holds, so its
+		// first entry is the oldest the stream holds, which the mirror
+		// may not know yet (or may still think is gone later).
+		oldest = first
+	}
+	return trunc, oldest
 }
 
 // start starts the publish pipeline and the sweep.
@@ -870,6 +896,9 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 		filter = a.appSubject(name)
 	}
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
+	a.mu.Lock()
+	hw := a.hw
+	a.mu.Unlock()
 	var cons jetstream.Consumer
 	var remaining uint64
 	if since+1 != 0 { // past the last possible seq nothing follows
@@ -968,7 +997,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	}
 	// After the page: the mirror has then seen at least what the stream
 	// pushed out before the page was read, so a loss under it is told.
-	trunc, oldest := a.floorsOf(name, since, cutoff, appOnly)
+	trunc, oldest := a.floorsOf(name, since, pe.first, hw, cutoff, appOnly)
 	pe.truncated = pe.truncated || trunc
 	pe.oldest = oldest
 	return true, pe.finish()

@@ -55,8 +55,11 @@ type conn struct {
 	remote string
 
 	authed atomic.Bool
-	sub    string // set once at authentication, before the conn is findable by subject
-	scope  string // the token's chan claim, "" for an unscoped token
+	// batch is set at authentication when the client asked for coalesced
+	// pushes: the writer then packs queued frames into one message.
+	batch atomic.Bool
+	sub   string // set once at authentication, before the conn is findable by subject
+	scope string // the token's chan claim, "" for an unscoped token
 
 	// unauthAddr is the remote IP whose unauthenticated-socket slot this
 	// conn holds, "" once released. Reader goroutine only.
@@ -229,10 +232,12 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// writeBatch writes frames as WebSocket text frames with one socket write
-// (or one per flushAt bytes).
+// writeBatch writes frames as WebSocket text messages with one socket
+// write (or one per flushAt bytes): one message per frame, or, for a
+// client that asked for batches, as many frames per message as fit
+// maxBatchBytes.
 func (c *conn) writeBatch(frames [][]byte) error {
-	return c.cc.writeFrames(frames)
+	return c.cc.writeFrames(frames, c.batch.Load())
 }
 
 // readLoop reads and handles frames until the peer goes away or the
@@ -325,7 +330,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 			c.refuseUnauthenticated()
 			return false
 		}
-		return c.authenticate(string(f.Token), pathChannel)
+		return c.authenticate(string(f.Token), f.Batch, pathChannel)
 	}
 	if c.srv.cfg.Now().UnixNano() >= c.exp.Load() {
 		c.expire()
@@ -353,7 +358,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 	return true
 }
 
-func (c *conn) authenticate(token, pathChannel string) bool {
+func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	s := c.srv
 	claims, err := jwt.Verify(s.cfg.JWTSecret, token, s.cfg.Now(), jwt.AudienceAPI, jwt.AudienceRelay)
 	if err != nil {
@@ -388,6 +393,7 @@ func (c *conn) authenticate(token, pathChannel string) bool {
 		return false
 	}
 	c.memGen = s.memGen.Load()
+	c.batch.Store(batch)
 	c.setExpiry(claims.ExpiresAt)
 	joined := pathChannel == "" || c.join(pathChannel)
 	s.log.Info("relay: authenticated", "remote", c.remote, "sub", c.sub)
@@ -764,16 +770,31 @@ func (c *frameConn) writeRaw(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// writeFrames sends each message as one unmasked, final text frame
-// (RFC 6455 §5.2).
-func (c *frameConn) writeFrames(msgs [][]byte) error {
+// maxBatchBytes bounds one coalesced message: frames are packed into it
+// while the next one still fits (a frame larger than the bound goes
+// alone). The writer never waits for more frames, so a batch is whatever
+// was queued when it woke.
+const maxBatchBytes = 64 << 10
+
+// writeFrames sends the frames as unmasked, final text messages (RFC 6455
+// §5.2): each frame its own message, or with pack as few messages as
+// maxBatchBytes allows, the frames of one message separated by "\n".
+// Frames are JSON objects without a raw newline, so a client splits a
+// message at each one.
+func (c *frameConn) writeFrames(msgs [][]byte, pack bool) error {
 	bp := framePool.Get().(*[]byte)
 	b := (*bp)[:0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var err error
-	for _, m := range msgs {
-		n := len(m)
+	for i := 0; i < len(msgs); {
+		j, n := i+1, len(msgs[i])
+		if pack {
+			for j < len(msgs) && n+1+len(msgs[j]) <= maxBatchBytes {
+				n += 1 + len(msgs[j])
+				j++
+			}
+		}
 		switch {
 		case n < 126:
 			b = append(b, 0x81, byte(n))
@@ -783,7 +804,12 @@ func (c *frameConn) writeFrames(msgs [][]byte) error {
 			b = append(b, 0x81, 127)
 			b = binary.BigEndian.AppendUint64(b, uint64(n))
 		}
-		b = append(b, m...)
+		b = append(b, msgs[i]...)
+		for _, m := range msgs[i+1 : j] {
+			b = append(b, '\n')
+			b = append(b, m...)
+		}
+		i = j
 		if len(b) >= flushAt {
 			if _, err = c.writeRaw(b); err != nil {
 				break

@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -135,6 +136,7 @@ type wireFrame struct {
 	EntryType int    `json:"entry_type,omitempty"`
 	TS        int64  `json:"ts,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	Batch     bool   `json:"batch,omitempty"`
 }
 
 // FrameError is an error frame from the relay.
@@ -203,7 +205,10 @@ func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
 		conn.refresh = c.Token
 	}
 	go conn.readLoop()
-	if _, err := conn.request(ctx, wireFrame{Type: "auth", Token: tok}); err != nil {
+	// Batch asks the relay to pack the frames queued for this socket into
+	// one message, separated by newlines; a relay that does not know it
+	// sends one frame per message, which readLoop reads alike.
+	if _, err := conn.request(ctx, wireFrame{Type: "auth", Token: tok, Batch: true}); err != nil {
 		ws.CloseNow()
 		return nil, err
 	}
@@ -344,6 +349,73 @@ func (c *RelayClient) DialPublisher(ctx context.Context, channel string) (*Conn,
 	return conn, nil
 }
 
+// eachFrame calls f with each frame of a relay message: one JSON object,
+// or a batch of them separated by "\n" (no frame holds a raw newline). An
+// empty part is not a frame: the message is unreadable.
+func eachFrame(b []byte, f func([]byte) error) error {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if len(part) == 0 {
+			return errors.New("seat: relay sent an unreadable frame")
+		}
+		if err := f(part); err != nil {
+			return err
+		}
+		if i < 0 {
+			return nil
+		}
+		b = b[i+1:]
+	}
+}
+
+// handleFrame handles one frame from the relay; an error ends the
+// connection.
+func (c *Conn) handleFrame(b []byte) error {
+	var f wireFrame
+	if json.Unmarshal(b, &f) != nil {
+		return errors.New("seat: relay sent an unreadable frame")
+	}
+	if f.Type == "message" {
+		p, derr := base64.StdEncoding.DecodeString(f.Payload)
+		if derr != nil {
+			return errors.New("seat: relay sent bad base64")
+		}
+		if c.ignore.Load() {
+			return nil
+		}
+		select {
+		case c.pushes <- Push{Channel: f.Channel, RelayEntry: RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}}:
+		case <-c.closing:
+		}
+		return nil
+	}
+	if f.Type == "error" && f.Code == "not_a_member" {
+		// The answer to a request, or the relay ending a subscription
+		// of an account that was removed: the two look alike, and
+		// either way the account may no longer use the channel. The
+		// connection ends here, so no later answer is matched to the
+		// wrong request; every request waiting gets this error.
+		return &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
+	}
+	c.mu.Lock()
+	if len(c.waiters) == 0 {
+		c.mu.Unlock()
+		if f.Type == "error" {
+			return &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
+		}
+		return nil
+	}
+	w := c.waiters[0]
+	c.waiters = c.waiters[1:]
+	c.mu.Unlock()
+	w <- f
+	return nil
+}
+
 // Pushes delivers messages from subscribed channels. It is closed when the
 // connection ends; Err then says why.
 func (c *Conn) Pushes() <-chan Push { return c.pushes }
@@ -422,48 +494,13 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			break
 		}
-		var f wireFrame
-		if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil {
+		if typ != websocket.MessageText {
 			err = errors.New("seat: relay sent an unreadable frame")
 			break
 		}
-		if f.Type == "message" {
-			p, derr := base64.StdEncoding.DecodeString(f.Payload)
-			if derr != nil {
-				err = errors.New("seat: relay sent bad base64")
-				break
-			}
-			if c.ignore.Load() {
-				continue
-			}
-			select {
-			case c.pushes <- Push{Channel: f.Channel, RelayEntry: RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}}:
-			case <-c.closing:
-			}
-			continue
-		}
-		if f.Type == "error" && f.Code == "not_a_member" {
-			// The answer to a request, or the relay ending a subscription
-			// of an account that was removed: the two look alike, and
-			// either way the account may no longer use the channel. The
-			// connection ends here, so no later answer is matched to the
-			// wrong request; every request waiting gets this error.
-			err = &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
+		if err = eachFrame(b, c.handleFrame); err != nil {
 			break
 		}
-		c.mu.Lock()
-		if len(c.waiters) == 0 {
-			c.mu.Unlock()
-			if f.Type == "error" {
-				err = &FrameError{Code: f.Code, Message: f.Message, Channel: f.Channel}
-				break
-			}
-			continue
-		}
-		w := c.waiters[0]
-		c.waiters = c.waiters[1:]
-		c.mu.Unlock()
-		w <- f
 	}
 	c.ws.CloseNow()
 	if websocket.CloseStatus(err) == websocket.StatusNormalClosure {

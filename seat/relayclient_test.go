@@ -1,10 +1,18 @@
 package seat_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/seat"
@@ -104,4 +112,177 @@ func TestSyncPageTruncated(t *testing.T) {
 	if err != nil || more || len(entries) != 3 {
 		t.Fatalf("Sync: %d entries, more %v, %v", len(entries), more, err)
 	}
+}
+
+// TestConnBatchedPushesInOrder: a connection (which asks the relay for
+// batched pushes) gets every message of a busy channel once, in seq
+// order, whether the relay packed them or not.
+func TestConnBatchedPushesInOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := skytaletest.NewStack(t)
+	a := st.NewAccount(t, "acme")
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
+	const ch = "acme/ops/batched"
+	if err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: a.APIKey}).RegisterChannel(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := rc.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if err := reader.Subscribe(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := rc.DialPublisher(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	const workers, each = 8, 150
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range each {
+				if _, err := pub.Publish(ctx, ch, []byte(fmt.Sprint(w, "/", i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var last uint64
+	for n := 0; n < workers*each; n++ {
+		select {
+		case p, ok := <-reader.Pushes():
+			if !ok {
+				t.Fatalf("pushes ended after %d: %v", n, reader.Err())
+			}
+			if p.Seq <= last || p.Channel != ch {
+				t.Fatalf("push %d: seq %d after %d on %q", n, p.Seq, last, p.Channel)
+			}
+			last = p.Seq
+		case <-ctx.Done():
+			t.Fatalf("%d of %d pushes", n, workers*each)
+		}
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// hostileRelay is a WebSocket peer that answers the auth frame and then
+// sends whatever message the test gives it, then closes.
+type hostileRelay struct {
+	mu  sync.Mutex
+	msg []byte
+	srv *httptest.Server
+}
+
+func newHostileRelay(t testing.TB) *hostileRelay {
+	h := &hostileRelay{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil {
+			return
+		}
+		h.mu.Lock()
+		msg := h.msg
+		h.mu.Unlock()
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"ok","message":"authenticated"}`))
+		ws.Write(ctx, websocket.MessageText, msg)
+		ws.Close(websocket.StatusNormalClosure, "")
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// refPushes is what a reader of the relay's documented framing makes of a
+// message: its parts split at "\n", each a JSON object; it stops at the
+// first part that is not (or that ends the connection).
+func refPushes(b []byte) []seat.Push {
+	var out []seat.Push
+	for _, part := range bytes.Split(b, []byte("\n")) {
+		var f struct {
+			Type      string `json:"type"`
+			Channel   string `json:"channel"`
+			Payload   string `json:"payload"`
+			Code      string `json:"code"`
+			Seq       uint64 `json:"seq"`
+			EntryType int    `json:"entry_type"`
+			TS        int64  `json:"ts"`
+		}
+		if len(part) == 0 || json.Unmarshal(part, &f) != nil {
+			return out
+		}
+		switch f.Type {
+		case "message":
+			p, err := base64.StdEncoding.DecodeString(f.Payload)
+			if err != nil {
+				return out
+			}
+			out = append(out, seat.Push{Channel: f.Channel, RelayEntry: seat.RelayEntry{Seq: f.Seq, EntryType: f.EntryType, Payload: p, TS: f.TS}})
+		case "error":
+			return out // nobody waits for an answer: the connection ends
+		}
+	}
+	return out
+}
+
+// FuzzConnBatchSplit feeds a connection arbitrary relay messages over a
+// real socket: it never panics, and the pushes it delivers are exactly
+// those of the documented framing (frames split at "\n").
+func FuzzConnBatchSplit(f *testing.F) {
+	push := func(seq int) string {
+		return fmt.Sprintf(`{"type":"message","channel":"a/b/c","payload":"AAE=","seq":%d,"entry_type":0,"ts":5}`, seq)
+	}
+	for _, s := range []string{
+		push(1), push(1) + "\n" + push(2), push(1) + "\n\n" + push(2), push(1) + "\n", "\n" + push(1),
+		push(1) + "\n" + `{"type":"ok","message":"published","seq":3}` + "\n" + push(4),
+		push(1) + "\n" + `{"type":"error","code":"x","message":"y"}` + "\n" + push(2),
+		push(1) + "\n{", `{"type":"message","payload":"!!"}`, "", "\r\n", push(1) + "\r\n" + push(2),
+	} {
+		f.Add([]byte(s))
+	}
+	h := newHostileRelay(f)
+	rc := &seat.RelayClient{BaseURL: h.srv.URL, Token: func(context.Context) (string, error) { return "not.a.jwt", nil }}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) > 1<<16 {
+			return
+		}
+		h.mu.Lock()
+		h.msg = msg
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := rc.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []seat.Push
+		for p := range c.Pushes() {
+			got = append(got, p)
+		}
+		c.Close()
+		want := refPushes(msg)
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d pushes, want %d", msg, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Seq != want[i].Seq || got[i].Channel != want[i].Channel || !bytes.Equal(got[i].Payload, want[i].Payload) ||
+				got[i].TS != want[i].TS || got[i].EntryType != want[i].EntryType {
+				t.Fatalf("%q: push %d is %+v, want %+v", msg, i, got[i], want[i])
+			}
+		}
+	})
 }
