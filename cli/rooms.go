@@ -677,6 +677,8 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		}
 	case seat.NoticeRemoved:
 		line = fmt.Sprintf("[%s] %s removed you from the room; nothing sent there after reaches you", room, who)
+	case seat.NoticeGap, seat.NoticeRejoined:
+		line = fmt.Sprintf("[%s] %s", room, m.Text)
 	default:
 		line = fmt.Sprintf("[%s] (%s) %s: %s", room, m.Kind, who, m.Text)
 	}

@@ -79,6 +79,14 @@
 // [Seat.Restock]); the Welcomes wait in the person's inbox until its next
 // command or watch ([Seat.ProcessInbox]).
 //
+// # Rejoining instead of dying
+//
+// A member away longer than the relay's bounded log reaches back finds a
+// [NoticeGap] in its history on its next catch-up; if commits were in the
+// gap, it rejoins by an external Commit that replaces its own leaf, from
+// the GroupInfo the directory keeps, and a [NoticeRejoined] says so
+// (rejoin.go). [Seat.RoomRejoin] does the same on request.
+//
 // # Every device in every room
 //
 // A home restored from the phrase signs its room leaves with a device key

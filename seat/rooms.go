@@ -162,6 +162,9 @@ type room struct {
 
 	// offers: device offers seen since the load (devicerooms.go).
 	offers [][]byte
+	// gap: since the load, catch-up found entries gone from the relay
+	// (rejoin.go).
+	gap bool
 	// refused: since the load, this member refused a handshake entry of
 	// its epoch, which may have moved the relay's fence (see settle.go).
 	refused bool
@@ -514,16 +517,39 @@ func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, []*mls.KeyPa
 // catchUp processes the room's log since its cursor: commits advance the
 // epoch, application messages land in the history. Each entry is applied
 // and stored in one transaction.
+//
+// When the relay no longer holds all that came after the cursor (its cap
+// or TTL dropped it), the gap goes into the history as a NoticeGap, and
+// settle finds out whether commits were in it (rejoin.go).
 func (s *Seat) catchUp(ctx context.Context, r *room, onMsg func(RoomMessage)) error {
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = rc.SyncAll(ctx, r.channel, r.lastSeq, func(e RelayEntry) error {
-		return s.apply(ctx, r, e, onMsg)
-	})
-	if err != nil {
-		return err
+	for first := true; ; first = false {
+		p, err := rc.SyncPage(ctx, r.channel, r.lastSeq, 500)
+		if err != nil {
+			return err
+		}
+		if first && p.Truncated && p.OldestSeq > r.lastSeq+1 {
+			// From 0 (a member that joined by Welcome and has read
+			// nothing yet) what is gone may all be from before it joined:
+			// no notice, but settle checks whether it is behind.
+			r.gap = true
+			if r.lastSeq > 0 {
+				if err := s.noteGap(ctx, r, p.OldestSeq, onMsg); err != nil {
+					return err
+				}
+			}
+		}
+		for _, e := range p.Entries {
+			if err := s.apply(ctx, r, e, onMsg); err != nil {
+				return err
+			}
+		}
+		if !p.HasMore || len(p.Entries) == 0 {
+			break
+		}
 	}
 	if r.g.HasPendingCommit() {
 		// An own commit stored before a crash or a lost ack that is not in
@@ -936,14 +962,21 @@ func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(
 }
 
 // RoomSync catches a room up with the relay and returns the new messages.
+// They are what entered the room's history meanwhile (notices included),
+// read back from it as a watch does.
 func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error) {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	var out []RoomMessage
-	err := s.withNamedRoom(ctx, name, func(r *room) error {
-		out = out[:0]
-		return s.catchUpSettled(ctx, r, func(m RoomMessage) { out = append(out, m) })
-	})
-	if err == nil {
-		err = s.withNames(ctx, out)
+	f, err := s.newFeed(ctx, []string{ch}, func(m RoomMessage) { out = append(out, m) })
+	if err != nil {
+		return nil, err
+	}
+	err = s.withRoom(ctx, ch, func(r *room) error { return s.catchUpSettled(ctx, r, nil) })
+	if ferr := f.emit(ctx); err == nil {
+		err = ferr
 	}
 	return out, err
 }

@@ -91,6 +91,9 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 	}
 	var err error
 	switch {
+	case r.gap:
+		r.gap = false
+		err = s.rejoinIfBehind(ctx, r)
 	case len(r.offers) > 0:
 		err = s.addOffers(ctx, r)
 	case pendingLeave(r.g) && r.manages():

@@ -75,11 +75,8 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 	if err != nil {
 		return err
 	}
-	f := &feed{s: s, on: o.OnMessage, rooms: map[string]bool{}}
-	for _, ch := range chans {
-		f.rooms[ch] = true
-	}
-	if err := s.st.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(rowid), 0) FROM room_history`).Scan(&f.last); err != nil {
+	f, err := s.newFeed(ctx, chans, o.OnMessage)
+	if err != nil {
 		return err
 	}
 	o.OnMessage = nil
@@ -315,6 +312,16 @@ type feed struct {
 	on    func(RoomMessage)
 	rooms map[string]bool
 	last  int64 // rowid of the last history row looked at
+}
+
+// newFeed starts a feed of the rooms chans from now on.
+func (s *Seat) newFeed(ctx context.Context, chans []string, on func(RoomMessage)) (*feed, error) {
+	f := &feed{s: s, on: on, rooms: map[string]bool{}}
+	for _, ch := range chans {
+		f.rooms[ch] = true
+	}
+	err := s.st.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(rowid), 0) FROM room_history`).Scan(&f.last)
+	return f, err
 }
 
 func (f *feed) emit(ctx context.Context) error {
