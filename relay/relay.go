@@ -23,7 +23,11 @@ import (
 
 // Defaults of the zero Config fields.
 const (
-	DefaultArchiveCap     = 1000
+	// DefaultArchiveCap is 10,000 rather than the seeds' 1,000: cover
+	// traffic, which the relay cannot tell from messages, would otherwise
+	// push a day's real messages out of a busy room's log (see
+	// docs/BENCHMARKS.md, "Retention and cover traffic").
+	DefaultArchiveCap     = 10000
 	DefaultArchiveTTL     = 7 * 24 * time.Hour
 	DefaultRevocationPoll = time.Second
 	DefaultSendQueue      = 1024
@@ -68,7 +72,7 @@ type Config struct {
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
 	// ArchiveCap is how many application entries each channel keeps
-	// (default 1000); it keeps as many handshake entries (commits,
+	// (default 10,000); it keeps as many handshake entries (commits,
 	// proposals, Welcomes) besides, so application and cover traffic never
 	// evict the commits a member needs to catch up.
 	ArchiveCap int
