@@ -47,12 +47,15 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 	}
 
 	// Dave is offline; alice adds him by account, and his next command
-	// finds him in the room.
+	// finds him in the room. (whoami tells people their account id.)
+	if out := mustTally(t, append(dave, "whoami")...); !strings.Contains(out, "account    "+daveAccount+"\n") {
+		t.Fatalf("whoami: %q", out)
+	}
 	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount)...); !strings.Contains(out, "added 1 device") {
 		t.Fatalf("room add: %q", out)
 	}
-	if _, err := tally(t, "", append(alice, "room", "add", "ops", "did:key:z6Mkabc")...); err == nil || !strings.Contains(err.Error(), "account id") {
-		t.Fatalf("room add with a did: %v", err)
+	if _, err := tally(t, "", append(alice, "room", "add", "ops", "did:key:z6Mkabc")...); err == nil {
+		t.Fatal("room add of a did nobody's stock holds")
 	}
 	mustTally(t, append(alice, "msg", "ops", "welcome, dave")...)
 	if out := mustTally(t, append(dave, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome, dave") {
@@ -65,9 +68,24 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 		}
 	}
 
+	// Erin is added by her did:key.
+	erin := home("Erin")
+	signin(erin, "erinco")
+	var who struct {
+		Identity string `json:"identity"`
+	}
+	json.Unmarshal([]byte(mustTally(t, append(erin, "--json", "whoami")...)), &who)
+	if out := mustTally(t, append(alice, "room", "add", "ops", who.Identity)...); !strings.Contains(out, "added 1 device") {
+		t.Fatalf("room add by did: %q", out)
+	}
+	mustTally(t, append(alice, "msg", "ops", "welcome, erin")...)
+	if out := mustTally(t, append(erin, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome, erin") {
+		t.Fatalf("erin's history: %q", out)
+	}
+
 	// Carol leaves; alice's next command commits it.
 	mustTally(t, append(carol, "room", "leave", "acme/rooms/ops")...)
-	if members := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(members, "2 members") || strings.Contains(members, "Carol") {
+	if members := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(members, "3 members") || strings.Contains(members, "Carol") {
 		t.Fatalf("members after carol left: %q", members)
 	}
 

@@ -191,10 +191,11 @@ func whoamiCommand() *ucli.Command {
 					return err
 				}
 			}
+			account, _ := s.AccountID(e.c.Context)
 			defAPI, defRelay := defaultURLs()
 			if e.json {
 				name, _ := s.Name(e.c.Context)
-				e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "sync_channel": sync,
+				e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "account_id": account, "sync_channel": sync,
 					"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
 				return nil
 			}
@@ -207,7 +208,7 @@ func whoamiCommand() *ucli.Command {
 			if org == "" {
 				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
 			} else {
-				fmt.Fprintf(w, "org        %s\nsync       %s\n", org, sync)
+				fmt.Fprintf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
 			}
 			mark := func(u, def string) string {
 				if u == def {

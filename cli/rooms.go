@@ -274,12 +274,10 @@ func roomCommands() []*ucli.Command {
 					}),
 				},
 				{
-					Name: "add", Usage: "add a person, even one who is offline, from the join offers their devices left (owner or admin)", ArgsUsage: "NAME ACCOUNT",
-					Action: roomAction(2, "tally room add NAME ACCOUNT", func(e *env, s *seat.Seat, ch string, args []string) error {
+					Name: "add", Usage: "add a person, even one who is offline, from the join offers their devices left (owner or admin)", ArgsUsage: "NAME WHO",
+					Description: "WHO is the person's account id or did:key (`tally whoami` shows both).",
+					Action: roomAction(2, "tally room add NAME WHO", func(e *env, s *seat.Seat, ch string, args []string) error {
 						who := args[0]
-						if strings.HasPrefix(who, "did:") {
-							return &usageError{"tally room add takes an account id (acct_…), not a did", "the person finds it with `tally whoami`"}
-						}
 						added, err := s.RoomAdd(e.c.Context, ch, who)
 						if err != nil {
 							return err

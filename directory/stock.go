@@ -127,6 +127,36 @@ type claim struct {
 // key package of each of target's devices: the oldest one-time key
 // package, consumed, or when the device has none left its last-resort
 // one, which stays. Each is recorded as a claim for target to see.
+// stockAccount returns the one account whose stock holds a device
+// identity that is identity or starts with identity and "#".
+func (s *store) stockAccount(ctx context.Context, identity string) (string, error) {
+	rows, err := s.query(ctx,
+		`SELECT DISTINCT account_id FROM key_packages WHERE device = ? OR substr(device, 1, ?) = ? LIMIT 2`,
+		identity, len(identity)+1, identity+"#")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var accounts []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return "", err
+		}
+		accounts = append(accounts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	switch len(accounts) {
+	case 0:
+		return "", errNoKeyPackages
+	case 1:
+		return accounts[0], nil
+	}
+	return "", errAmbiguousIdentity
+}
+
 func (s *store) claimStock(ctx context.Context, caller, target, channel string, newID func() (string, error), now time.Time) (claims []claim, err error) {
 	if caller == target {
 		return nil, errSelfClaim
@@ -396,7 +426,12 @@ func (s *Server) handleAckClaims(w http.ResponseWriter, r *http.Request, p princ
 
 type claimRequest struct {
 	AccountID string `json:"account_id"`
-	Channel   string `json:"channel"`
+	// Identity, instead of AccountID, names the account by a device
+	// identity its stock holds: the identity itself, or one that starts
+	// with it and "#" (a person's device identities, as the seat writes
+	// them).
+	Identity string `json:"identity"`
+	Channel  string `json:"channel"`
 }
 
 type claimAnswer struct {
@@ -412,7 +447,22 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p principal
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	if !validAccountID(req.AccountID) {
+	switch {
+	case req.Identity != "" && req.AccountID != "":
+		badRequest(w, "give account_id or identity, not both")
+		return
+	case req.Identity != "":
+		if len(req.Identity) > MaxDevice || !storable(req.Identity) {
+			badRequest(w, "identity must be 1 to 256 bytes of text")
+			return
+		}
+		account, err := s.store.stockAccount(r.Context(), req.Identity)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		req.AccountID = account
+	case !validAccountID(req.AccountID):
 		badRequest(w, accountIDErrMsg)
 		return
 	}

@@ -34,6 +34,7 @@ var (
 	errStockFull          = errors.New("directory: the key-package stock is full")
 	errNoKeyPackages      = errors.New("directory: the account has no key packages")
 	errSelfClaim          = errors.New("directory: an account cannot claim its own key packages")
+	errAmbiguousIdentity  = errors.New("directory: several accounts hold key packages for that identity; name the account")
 	errAlreadyDelivered   = errors.New("directory: a Welcome was already delivered for this claim")
 	errInboxFull          = errors.New("directory: the account's inbox is full")
 	errStaleEpoch         = errors.New("directory: a GroupInfo of a later epoch is stored")

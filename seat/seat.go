@@ -299,6 +299,16 @@ func (s *Seat) SignInInvited(ctx context.Context, email, org, orgInvite string) 
 	return a, nil
 }
 
+// AccountID returns this home's directory account id, or
+// ErrNotSignedIn.
+func (s *Seat) AccountID(ctx context.Context) (string, error) {
+	v, err := s.st.meta(ctx, "account_id")
+	if errors.Is(err, errNoValue) {
+		return "", ErrNotSignedIn
+	}
+	return v, err
+}
+
 // OrgInvite mints an invite into this account's org for a new account,
 // which signs in with it through [Seat.SignInInvited]. Zero values take the
 // directory's defaults (one use, one hour).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/skytale-oss/skytale/mls"
@@ -101,11 +102,17 @@ func (c *DirectoryClient) AckClaims(ctx context.Context, through string) error {
 }
 
 // ClaimKeyPackages claims one offer per device of account, for channel.
+// An account given as a did: is the account whose stock holds that
+// person's devices.
 func (c *DirectoryClient) ClaimKeyPackages(ctx context.Context, account, channel string) ([]Claim, error) {
 	var out struct {
 		Claims []Claim `json:"claims"`
 	}
-	err := c.call(ctx, "POST", "/v1/keypackages/claim", map[string]string{"account_id": account, "channel": channel}, &out)
+	in := map[string]string{"account_id": account, "channel": channel}
+	if strings.HasPrefix(account, "did:") {
+		in = map[string]string{"identity": account, "channel": channel}
+	}
+	err := c.call(ctx, "POST", "/v1/keypackages/claim", in, &out)
 	return out.Claims, err
 }
 
@@ -239,8 +246,8 @@ type Added struct {
 	LastResort bool
 }
 
-// RoomAdd adds the person whose account is account to a room this seat
-// owns or administers, from the offers its devices left at the directory,
+// RoomAdd adds the person whose account is account (an account id, or the
+// person's did:key) to a room this seat owns or administers, from the offers its devices left at the directory,
 // whether or not the person is online: one leaf per device, and each
 // Welcome left in the person's inbox. Offers that fail to validate are
 // skipped.
@@ -280,8 +287,10 @@ func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, erro
 			if err := dir.Deliver(ctx, c.ClaimID, res.Welcome); err != nil {
 				return fmt.Errorf("seat: %s is in the room, but its Welcome could not be delivered: %w", c.Device, err)
 			}
-			s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
-				ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
+			if !strings.HasPrefix(account, "did:") {
+				s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
+					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
+			}
 			out = append(out, Added{Identity: c.Device, LastResort: c.LastResort})
 		}
 		return nil
