@@ -68,7 +68,9 @@ func run(dir string) error {
 	}
 	switch {
 	case found == 0:
-		return fmt.Errorf("no known vector files in %s", dir)
+		return fmt.Errorf("no known vector files in %s: they are the JSON files of test-vectors/ in "+
+			"github.com/mlswg/mls-implementations (%s); put them in a folder and pass -dir, or set MLS_VECTORS_DIR",
+			dir, strings.Join(vectors.Files(), ", "))
 	case failed:
 		return errors.New("some vectors failed")
 	}

@@ -4,12 +4,20 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 func TestRunNoFiles(t *testing.T) {
-	if err := run(t.TempDir()); err == nil {
-		t.Error("a folder without vector files passed")
+	err := run(t.TempDir())
+	if err == nil {
+		t.Fatal("a folder without vector files passed")
+	}
+	// It says where the vectors come from.
+	for _, want := range []string{"github.com/mlswg/mls-implementations", "test-vectors", "MLS_VECTORS_DIR", "crypto-basics.json"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not mention %q", err, want)
+		}
 	}
 }
 
