@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
@@ -99,5 +104,106 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 	}
 	if _, err := tally(t, "", append(alice, "room", "create", "other", "--suite", "x448")...); err == nil {
 		t.Fatal("a room in an unknown suite")
+	}
+}
+
+// TestCLIEveryDeviceAndRejoin drives through the command tree a person's
+// second device, approved from the first, into her room, its revocation,
+// and a member who was away past the relay's log rejoining on its own.
+func TestCLIEveryDeviceAndRejoin(t *testing.T) {
+	st := skytaletest.NewStackWith(t, skytaletest.Options{Relay: skytale.RelayConfig{ArchiveCap: 4}})
+	urls := []string{"--api-url", st.APIURL, "--relay-url", st.RelayURL}
+	alice := append([]string{"--home", t.TempDir()}, urls...)
+	laptop := append([]string{"--home", t.TempDir()}, urls...)
+	bob := append([]string{"--home", t.TempDir()}, urls...)
+	mustTally(t, append(alice, "init", "--name", "Alice")...)
+	mustTally(t, append(alice, "signin", "--org", "acme")...)
+	mustTally(t, append(alice, "connect")...)
+	mustTally(t, append(bob, "init", "--name", "Bob")...)
+	mustTally(t, append(bob, "signin", "--org", "bobco")...)
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	tok := strings.TrimSpace(mustTally(t, append(alice, "room", "invite", "ops", "--auto")...))
+	mustTally(t, append(bob, "room", "join", "acme/rooms/ops", tok)...)
+
+	// The laptop: the phrase, then Alice's approval.
+	phrase := mustTally(t, append(alice, "backup", "--yes")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := Run(ctx, append([]string{"tally", "--json"}, append(laptop, "signin", "--recover", "--label", "laptop")...),
+			strings.NewReader(phrase), pw, io.Discard)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("no first line: %v", lines.Err())
+	}
+	var first struct {
+		UserCode    string `json:"user_code"`
+		Fingerprint string `json:"fingerprint"`
+	}
+	if err := json.Unmarshal(lines.Bytes(), &first); err != nil {
+		t.Fatal(err)
+	}
+	mustTally(t, append(alice, "devices", "approve", "--fingerprint", first.Fingerprint, first.UserCode)...)
+	for lines.Scan() {
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Alice's next command in the room adds the laptop; it joins.
+	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "3 members") || !strings.Contains(out, "device") {
+		t.Fatalf("members with the laptop: %q", out)
+	}
+	if out := mustTally(t, append(laptop, "devices", "join")...); !strings.Contains(out, "joined ops") {
+		t.Fatalf("devices join: %q", out)
+	}
+	mustTally(t, append(laptop, "msg", "ops", "from the laptop")...)
+	if out := mustTally(t, append(bob, "history", "acme/rooms/ops")...); !strings.Contains(out, "Alice") || !strings.Contains(out, "from the laptop") {
+		t.Fatalf("bob's history: %q", out)
+	}
+	var devs struct {
+		Devices []struct {
+			ID   string `json:"id"`
+			This bool   `json:"this"`
+		} `json:"devices"`
+	}
+	json.Unmarshal([]byte(mustTally(t, append(alice, "--json", "devices", "list")...)), &devs)
+	var id string
+	for _, d := range devs.Devices {
+		if !d.This {
+			id = d.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("devices list: %+v", devs)
+	}
+	mustTally(t, append(alice, "devices", "revoke", id)...)
+	if out := mustTally(t, append(alice, "room", "members", "ops")...); !strings.Contains(out, "2 members") {
+		t.Fatalf("members after the revocation: %q", out)
+	}
+
+	// Bob is away while the log (four entries of each kind here) moves on.
+	var who struct {
+		Identity string `json:"identity"`
+	}
+	json.Unmarshal([]byte(mustTally(t, append(bob, "--json", "whoami")...)), &who)
+	for range 3 {
+		mustTally(t, append(alice, "room", "admins", "add", "ops", who.Identity)...)
+		mustTally(t, append(alice, "room", "admins", "remove", "ops", who.Identity)...)
+	}
+	for _, m := range []string{"one", "two", "three", "four", "five"} {
+		mustTally(t, append(alice, "msg", "ops", m)...)
+	}
+	out := mustTally(t, append(bob, "history", "acme/rooms/ops")...)
+	if !strings.Contains(out, "missed what was sent") || !strings.Contains(out, "rejoined the room") {
+		t.Fatalf("bob's history after being away: %q", out)
+	}
+	mustTally(t, append(alice, "msg", "ops", "welcome back")...)
+	if out := mustTally(t, append(bob, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome back") {
+		t.Fatalf("bob after rejoining: %q", out)
 	}
 }

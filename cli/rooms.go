@@ -38,6 +38,8 @@ func roomCommands() []*ucli.Command {
 						if len(e.args) != 0 {
 							return &usageError{"tally room list takes no arguments", ""}
 						}
+						// Rooms someone added this seat to while it was away.
+						s.Arrivals(e.c.Context)
 						rooms, err := s.Rooms(e.c.Context)
 						if err != nil {
 							return err

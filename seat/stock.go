@@ -419,9 +419,12 @@ func (s *Seat) joinFromInbox(ctx context.Context, ch string) bool {
 	return slices.Contains(joined, ch)
 }
 
-// arrivals joins the rooms that wait for this device: those it offered
+// Arrivals joins the rooms that wait for this device: those it offered
 // itself to as a new device (devicerooms.go) and those whose Welcome is in
-// its inbox. Failures leave them for next time.
+// its inbox, and returns their channels. Failures leave them for next
+// time.
+func (s *Seat) Arrivals(ctx context.Context) []string { return s.arrivals(ctx) }
+
 func (s *Seat) arrivals(ctx context.Context) []string {
 	a, _ := s.JoinDeviceRooms(ctx)
 	b, _ := s.ProcessInbox(ctx)
