@@ -104,7 +104,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 	g := []string{"--home", t.TempDir()}
 
 	out := mustTally(t, append(g, "config", "list")...)
-	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 10s  (default)\nname is not set\n"
+	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 1m0s  (default)\nname is not set\n"
 	if out != wantList {
 		t.Fatalf("config list on a fresh home:\n%s\nwant\n%s", out, wantList)
 	}
