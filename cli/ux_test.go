@@ -161,7 +161,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 5 || got[0].Default || !got[1].Default {
 		t.Fatalf("config list --json: %+v %v", got, err)
 	}
-	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "10s\n" {
+	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "1m0s\n" {
 		t.Fatalf("config get of a default: %q", out)
 	}
 }
