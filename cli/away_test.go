@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -127,27 +123,7 @@ func TestCLIEveryDeviceAndRejoin(t *testing.T) {
 
 	// The laptop: the phrase, then Alice's approval.
 	phrase := mustTally(t, append(alice, "backup", "--yes")...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := Run(ctx, append([]string{"tally", "--json"}, append(laptop, "signin", "--recover", "--label", "laptop")...),
-			strings.NewReader(phrase), pw, io.Discard)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no first line: %v", lines.Err())
-	}
-	var first struct {
-		UserCode    string `json:"user_code"`
-		Fingerprint string `json:"fingerprint"`
-	}
-	if err := json.Unmarshal(lines.Bytes(), &first); err != nil {
-		t.Fatal(err)
-	}
+	first, lines, done := startRecover(t, laptop, phrase)
 	mustTally(t, append(alice, "devices", "approve", "--fingerprint", first.Fingerprint, first.UserCode)...)
 	for lines.Scan() {
 	}

@@ -16,6 +16,39 @@ import (
 // TestCLIDeviceGrant: home A is set up and pushes; home B runs
 // `signin --recover` with A's phrase, A approves the code B shows, and B
 // pulls the whole log and pushes without ever running connect.
+// recoverLine is the first JSON line of `signin --recover`.
+type recoverLine struct {
+	UserCode    string `json:"user_code"`
+	Device      string `json:"device"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// startRecover runs `tally --json signin --recover` on the home args
+// with phrase in the background and returns its first line, the scanner
+// of the lines after it, and the command's end.
+func startRecover(t *testing.T, args []string, phrase string) (recoverLine, *bufio.Scanner, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := Run(ctx, append([]string{"tally", "--json"}, append(args, "signin", "--recover", "--label", "laptop")...),
+			strings.NewReader(phrase), pw, io.Discard)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("no first line: %v", lines.Err())
+	}
+	var first recoverLine
+	if err := json.Unmarshal(lines.Bytes(), &first); err != nil {
+		t.Fatalf("first line %q: %v", lines.Text(), err)
+	}
+	return first, lines, done
+}
+
 func TestCLIDeviceGrant(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	urls := []string{"--api-url", st.APIURL, "--relay-url", st.RelayURL}
@@ -31,27 +64,9 @@ func TestCLIDeviceGrant(t *testing.T) {
 	phrase := mustTally(t, append(a, "backup", "--yes")...)
 
 	// B waits in the background; its first JSON line carries the code.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := Run(ctx, append([]string{"tally", "--json"}, append(b, "signin", "--recover", "--label", "laptop")...),
-			strings.NewReader(phrase), pw, io.Discard)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no first line: %v", lines.Err())
-	}
-	var first struct {
-		UserCode    string `json:"user_code"`
-		Device      string `json:"device"`
-		Fingerprint string `json:"fingerprint"`
-	}
-	if err := json.Unmarshal(lines.Bytes(), &first); err != nil || len(first.UserCode) != 9 {
-		t.Fatalf("first line %q: %v", lines.Text(), err)
+	first, lines, done := startRecover(t, b, phrase)
+	if len(first.UserCode) != 9 {
+		t.Fatalf("first line %+v", first)
 	}
 
 	if _, err := tally(t, "", append(a, "devices", "approve", "BCDF-GHJK")...); err == nil || !strings.Contains(err.Error(), "no pending device") {
