@@ -118,3 +118,17 @@ func (s *Seat) RoomRejoin(ctx context.Context, name string) error {
 	}
 	return s.rejoin(ctx, r, gi)
 }
+
+// gapPending reports whether a gap in ch still waits for its check.
+func (s *Seat) gapPending(ctx context.Context, ch string) bool {
+	v, err := s.st.meta(ctx, "gap:"+ch)
+	return err == nil && v == "1"
+}
+
+func (s *Seat) setGapPending(ctx context.Context, ch string, on bool) error {
+	v := ""
+	if on {
+		v = "1"
+	}
+	return s.st.setMeta(ctx, "gap:"+ch, v)
+}

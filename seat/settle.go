@@ -91,9 +91,15 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 	}
 	var err error
 	switch {
-	case r.gap:
+	case r.gap || s.gapPending(ctx, r.channel):
+		// Recorded until the check succeeds, so a directory that cannot
+		// be reached now does not leave this member behind for good.
 		r.gap = false
-		err = s.rejoinIfBehind(ctx, r)
+		if err = s.setGapPending(ctx, r.channel, true); err == nil {
+			if err = s.rejoinIfBehind(ctx, r); err == nil {
+				err = s.setGapPending(ctx, r.channel, false)
+			}
+		}
 	case len(r.offers) > 0:
 		err = s.addOffers(ctx, r)
 	case pendingLeave(r.g) && r.manages():
