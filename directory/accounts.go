@@ -230,6 +230,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.metrics.revocation()
 	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
 }
 

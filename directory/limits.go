@@ -225,6 +225,7 @@ func (l *limiters) clientAddr(r *http.Request) string {
 func (s *Server) allowAddr(w http.ResponseWriter, r *http.Request, kind limitKind) bool {
 	ok, retry := s.limits.addr[kind].Allow(s.limits.clientAddr(r), s.cfg.Now())
 	if !ok {
+		s.metrics.refusal(kind, "address")
 		rateLimited(w, retry, "too many "+limitNames[kind]+" requests from this address")
 	}
 	return ok
@@ -235,6 +236,7 @@ func (s *Server) allowAddr(w http.ResponseWriter, r *http.Request, kind limitKin
 func (s *Server) allowAccount(w http.ResponseWriter, kind limitKind, account string) bool {
 	ok, retry := s.limits.account[kind].Allow(account, s.cfg.Now())
 	if !ok {
+		s.metrics.refusal(kind, "account")
 		rateLimited(w, retry, "too many "+limitNames[kind]+" requests from this account")
 	}
 	return ok

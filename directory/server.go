@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -91,6 +94,12 @@ type Config struct {
 	// Limits are the rate limits and abuse caps; the zero value means
 	// DefaultLimits, and Limits.Off turns them off.
 	Limits Limits
+
+	// Metrics, if set, receives the directory's Prometheus metrics
+	// (skytale_directory_*: requests by route pattern and status, their
+	// durations, rate-limit refusals, revocations, sweeps). No label
+	// carries a channel name, an account id or an address.
+	Metrics prometheus.Registerer
 }
 
 // Server is the directory HTTP API. It is an [http.Handler].
@@ -106,8 +115,9 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	gate   httpx.Gate // requests in flight
-	limits *limiters
+	metrics *metrics   // nil without Config.Metrics
+	gate    httpx.Gate // requests in flight
+	limits  *limiters
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -137,6 +147,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("directory: set DBPath or Database, not both")
 	}
 	cfg.Limits = resolveLimits(cfg.Limits)
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("directory: metrics: %w", err)
+	}
 	dsn := cfg.DBPath
 	if cfg.Database != "" {
 		dsn = cfg.Database
@@ -153,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		started: cfg.Now(),
 		cancel:  cancel,
 		limits:  newLimiters(cfg.Limits),
+		metrics: m,
 	}
 	s.routes()
 	s.wg.Add(1)
@@ -201,6 +216,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 				m, err = s.store.sweepInbox(ctx, s.cfg.Now(), s.cfg.InboxRetention)
 				n += m
 			}
+			s.metrics.sweep(n)
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("directory sweep failed", "err", err)
 			} else if n > 0 {
@@ -274,6 +290,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
+	s.metrics.request(pattern, rec.code(), time.Since(start))
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("path", logPath(r.URL.Path)),
