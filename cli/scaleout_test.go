@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,6 +72,52 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 	for _, want := range []string{"kept in PostgreSQL and JetStream", "after the restart"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("history after the restart lacks %q: %q", want, out)
+		}
+	}
+}
+
+// TestServeMetrics: --metrics-addr serves the planes' Prometheus metrics
+// on a listener of its own, and the public listeners do not.
+func TestServeMetrics(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := startServe(t, t.TempDir(), "--metrics-addr", addr)
+	home := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
+	mustTally(t, append(home, "init")...)
+	mustTally(t, append(home, "signin", "--org", "acme")...)
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no metrics at %s: %v", addr, err)
+		}
+	}
+	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "go_goroutines"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(body, "acme") {
+		t.Error("a metric names the org")
+	}
+	for _, u := range []string{srv.apiURL, srv.relURL} {
+		resp, err := http.Get(u + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("%s serves /metrics on the public listener", u)
 		}
 	}
 }

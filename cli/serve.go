@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ucli "github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
@@ -40,6 +43,7 @@ func serveCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts; --open-signup=false closes it", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
+			&ucli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics of both planes at /metrics on this address, apart from the public listeners (off by default)"},
 			&ucli.StringFlag{Name: "directory-db", Usage: "keep the directory in PostgreSQL (postgres://…) or in this SQLite file", DefaultText: "<data>/directory.db"},
 			&ucli.StringFlag{Name: "relay-nats", Usage: "keep the relay's archive in NATS JetStream at these URLs (comma-separated), so several relays share it"},
 			&ucli.StringFlag{Name: "relay-nats-stream", Usage: "with --relay-nats: the stream name and subject prefix", DefaultText: "SKYTALE"},
@@ -71,6 +75,7 @@ func serveCommand() *ucli.Command {
 				IdleTimeout:   c.Duration("idle-timeout"),
 				MaxConns:      c.Int("max-conns"),
 				MaxConnsPerIP: c.Int("max-conns-per-ip"),
+				MetricsAddr:   c.String("metrics-addr"),
 				DirectoryDB:   c.String("directory-db"),
 				RelayNATS:     c.String("relay-nats"),
 				NATSStream:    c.String("relay-nats-stream"),
@@ -117,6 +122,9 @@ type serveOptions struct {
 	// NATSReplicas as relay.Config has them).
 	DirectoryDB, RelayNATS, NATSStream string
 	NATSReplicas                       int
+	// MetricsAddr, if set, serves the planes' Prometheus metrics at
+	// /metrics on its own listener.
+	MetricsAddr string
 
 	// listening, if set, is called with each plane's name and URL once
 	// it accepts connections.
@@ -262,6 +270,12 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
 	}
+	var reg *prometheus.Registry
+	if o.MetricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		dcfg.Metrics = reg
+	}
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, "relay.db"), JWTSecret: jwtSecret,
 		Logger:  planeLogger(reqLog, "relay"),
@@ -297,6 +311,11 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		}
 		closers = append(closers, r.Close)
 		planes[0].h = r
+	}
+	if reg != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		planes = append(planes, plane{name: "metrics", addr: o.MetricsAddr, h: mux})
 	}
 	// Every open connection is a file descriptor: the caps of all planes
 	// together stay below the process's limit.
