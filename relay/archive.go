@@ -764,7 +764,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 }
 
 // yieldBatch is the largest transaction after which the committer yields.
-const yieldBatch = 4
+const yieldBatch = 64
 
 // write stores a batch in one transaction.
 func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
