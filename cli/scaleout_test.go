@@ -102,7 +102,7 @@ func TestServeMetrics(t *testing.T) {
 			t.Fatalf("no metrics at %s: %v", addr, err)
 		}
 	}
-	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "go_goroutines"} {
+	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}

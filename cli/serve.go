@@ -270,16 +270,17 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
 	}
-	var reg *prometheus.Registry
-	if o.MetricsAddr != "" {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		dcfg.Metrics = reg
-	}
+
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, "relay.db"), JWTSecret: jwtSecret,
 		Logger:  planeLogger(reqLog, "relay"),
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
+	}
+	var reg *prometheus.Registry
+	if o.MetricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		dcfg.Metrics, rcfg.Metrics = reg, reg
 	}
 	switch {
 	case runDir && runRelay:

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // hub maps channels to their live subscribers. Fan-out takes a snapshot of a
@@ -13,6 +14,8 @@ type hub struct {
 	chans map[string][]*conn
 	bySub map[string]map[*conn]struct{}
 	conns map[*conn]struct{}
+
+	delivered atomic.Uint64 // frames queued on subscribers (metrics.go)
 }
 
 func newHub() *hub {
@@ -118,11 +121,14 @@ func (h *hub) fanout(ch string, frame []byte, origin *conn) {
 	h.mu.RLock()
 	subs := h.chans[ch]
 	h.mu.RUnlock()
+	n := 0
 	for _, c := range subs {
 		if c != origin {
 			c.push(frame)
+			n++
 		}
 	}
+	h.delivered.Add(uint64(n))
 }
 
 // fanoutExcept is fanout for a frame whose publisher is named by its
@@ -131,11 +137,14 @@ func (h *hub) fanoutExcept(ch string, frame []byte, origin uint64) {
 	h.mu.RLock()
 	subs := h.chans[ch]
 	h.mu.RUnlock()
+	n := 0
 	for _, c := range subs {
 		if origin == 0 || c.id != origin {
 			c.push(frame)
+			n++
 		}
 	}
+	h.delivered.Add(uint64(n))
 }
 
 // connsOf returns the live connections of a subject.

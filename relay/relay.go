@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -69,6 +70,12 @@ type Config struct {
 	// NATSOptions are extra nats.go options (credentials, TLS, ...),
 	// applied after the relay's own.
 	NATSOptions []nats.Option
+	// Metrics, if set, receives the relay's Prometheus metrics
+	// (skytale_relay_*: connections, subscriptions, live channels,
+	// deliveries, publishes by result, revocations, refused connections;
+	// metrics.go). No label carries a channel name, an account or an
+	// address.
+	Metrics prometheus.Registerer
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
 	// ArchiveCap is how many application entries each channel keeps
@@ -176,6 +183,8 @@ type Server struct {
 	unauthBy map[string]int
 
 	gate httpx.Gate // requests and connections in progress
+
+	counters *relayCounters // metrics.go
 }
 
 // New opens the archive and starts the relay's background goroutines.
@@ -210,6 +219,14 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
+	// Registered before anything opens, so a refusal leaves nothing to
+	// close; the collectors read the server once it exists.
+	var self atomic.Pointer[Server]
+	if cfg.Metrics != nil {
+		if err := registerMetrics(cfg.Metrics, &self); err != nil {
+			return nil, fmt.Errorf("relay: metrics: %w", err)
+		}
+	}
 
 	db, err := sqlitedb.Open(cfg.DBPath)
 	if err != nil {
@@ -221,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 		log:      log,
 		db:       db,
 		hub:      newHub(),
+		counters: newRelayCounters(),
 		start:    cfg.Now(),
 		revoked:  make(map[string]struct{}),
 		members:  make(map[string]map[string]struct{}),
@@ -281,6 +299,7 @@ func New(cfg Config) (*Server, error) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
 
+	self.Store(s)
 	// The pipeline stops when its input is closed, never by cancellation,
 	// so Close flushes everything that was accepted.
 	s.arch.start()

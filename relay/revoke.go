@@ -244,6 +244,7 @@ func (s *Server) applyRevoked(subs []string) {
 		s.revoked[sub] = struct{}{}
 	}
 	s.revMu.Unlock()
+	s.counters.revocations.Add(uint64(len(subs)))
 	for _, sub := range subs {
 		for _, c := range s.hub.connsOf(sub) {
 			s.log.Info("relay: closing connection of revoked subject", "remote", c.remote, "sub", sub)

@@ -105,7 +105,10 @@ func (c *conn) push(f []byte) { c.enqueue(f, false) }
 // pushAnswer queues the answer to a request that holds one of c.slots; the
 // slot is freed once the answer is written to the socket (or dropped), so
 // answers never hold more than half the send queue.
-func (c *conn) pushAnswer(f []byte) { c.enqueue(f, true) }
+func (c *conn) pushAnswer(f []byte) {
+	c.srv.counters.publishAnswered(f)
+	c.enqueue(f, true)
+}
 
 func (c *conn) enqueue(f []byte, slot bool) {
 	c.mu.Lock()
@@ -378,6 +381,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	// Register for revocation before checking it, so a concurrent
 	// revocation either sees this conn or is seen here.
 	if !s.hub.authenticated(c, s.cfg.MaxConnsPerAccount) {
+		s.counters.refused.Add(1)
 		s.log.Info("relay: too many connections for one account", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusTryAgainLater, "too many connections",
 			errorFrame("too_many_connections", "this account has too many open connections; close one and retry"), true)

@@ -1,0 +1,104 @@
+package relay
+
+import (
+	"bytes"
+	"slices"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the relay (Config.Metrics). Like the directory's, their
+// labels are fixed words: never a channel name, an account or an address,
+// so a scrape says how busy the relay is, not who uses it. The archive's
+// own figures (commit latency, stored bytes, sweeps) are not among them
+// yet; publish answers stand for the commit's latency in the time from a
+// publish frame to its answer, which the clients measure.
+
+// publishResults are the answers a publish can get, the label values of
+// skytale_relay_publishes_total; any other code counts as "error".
+var publishResults = []string{"ok", "stale_epoch", "epoch_out_of_range", "quota_exceeded", "not_a_member", "internal"}
+
+// relayCounters are counted on the hot paths with atomics and read at
+// scrape time.
+type relayCounters struct {
+	revocations atomic.Uint64   // subjects added to the revoked set by the feed
+	refused     atomic.Uint64   // connections refused for the per-account cap
+	published   []atomic.Uint64 // by publishResults index, then "error"
+}
+
+func newRelayCounters() *relayCounters {
+	return &relayCounters{published: make([]atomic.Uint64, len(publishResults)+1)}
+}
+
+// publishAnswered counts the answer f to a publish.
+func (rc *relayCounters) publishAnswered(f []byte) {
+	i := len(publishResults) // "error"
+	if bytes.HasPrefix(f, []byte(`{"type":"ok"`)) {
+		i = 0
+	} else if _, rest, ok := bytes.Cut(f, []byte(`"code":"`)); ok {
+		code, _, _ := bytes.Cut(rest, []byte(`"`))
+		for j, r := range publishResults {
+			if string(code) == r {
+				i = j
+			}
+		}
+	}
+	rc.published[i].Add(1)
+}
+
+// registerMetrics registers the relay's collectors on reg. They read the
+// server srv holds once New has made it; before that they read zeros.
+func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server]) error {
+	var zero Server
+	get := func() *Server {
+		if s := srv.Load(); s != nil {
+			return s
+		}
+		return &zero
+	}
+	gauge := func(name, help string, f func(*hub) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			h := get().hub
+			if h == nil {
+				return 0
+			}
+			h.mu.RLock()
+			defer h.mu.RUnlock()
+			return f(h)
+		})
+	}
+	counter := func(name, help string, v func(*Server) *atomic.Uint64, labels prometheus.Labels) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 {
+			s := get()
+			if s.hub == nil {
+				return 0
+			}
+			return float64(v(s).Load())
+		})
+	}
+	cs := []prometheus.Collector{
+		gauge("skytale_relay_connections", "Open WebSocket connections, authenticated or not.", func(h *hub) float64 { return float64(len(h.conns)) }),
+		gauge("skytale_relay_subscriptions", "Live subscriptions, over all connections and channels.", func(h *hub) float64 {
+			n := 0
+			for _, subs := range h.chans {
+				n += len(subs)
+			}
+			return float64(n)
+		}),
+		gauge("skytale_relay_channels_live", "Channels with at least one live subscriber.", func(h *hub) float64 { return float64(len(h.chans)) }),
+		counter("skytale_relay_deliveries_total", "Frames queued for subscribers by fan-out.", func(s *Server) *atomic.Uint64 { return &s.hub.delivered }, nil),
+		counter("skytale_relay_revocations_total", "Revoked subjects learned from the revocation feed.", func(s *Server) *atomic.Uint64 { return &s.counters.revocations }, nil),
+		counter("skytale_relay_connections_refused_total", "Connections closed for the per-account connection cap.", func(s *Server) *atomic.Uint64 { return &s.counters.refused }, nil),
+	}
+	for i, r := range append(slices.Clone(publishResults), "error") {
+		cs = append(cs, counter("skytale_relay_publishes_total", "Publishes answered, by result.",
+			func(s *Server) *atomic.Uint64 { return &s.counters.published[i] }, prometheus.Labels{"result": r}))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

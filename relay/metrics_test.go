@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if got[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestMetrics: connections, subscriptions, deliveries and publishes by
+// result are counted, and no label names a channel or an account.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr := startRelay(t, Config{NoSync: true, Metrics: reg})
+	a := dialWS(t, tr.URL, "/ws/"+chA)
+	a.auth(mint(t, "alice", ""))
+	b := dialWS(t, tr.URL, "/ws/"+chA)
+	b.auth(mint(t, "bob", ""))
+	gid := []byte("group")
+	a.publishAck(chA, []byte("hello"))
+	b.expect(map[string]any{"type": "message", "channel": chA})
+	a.publishAck(chA, publicMessage(gid, 0, 3)) // a commit at epoch 0
+	b.expect(map[string]any{"type": "message", "channel": chA})
+	a.publish(chA, publicMessage(gid, 0, 3)) // the same epoch again
+	a.expectError("stale_epoch")
+
+	for name, want := range map[string]float64{
+		"skytale_relay_connections":      2,
+		"skytale_relay_subscriptions":    2,
+		"skytale_relay_channels_live":    1,
+		"skytale_relay_deliveries_total": 2,
+	} {
+		if got := gathered(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := gathered(t, reg, "skytale_relay_publishes_total", "result", "ok"); got != 2 {
+		t.Errorf("ok publishes %v", got)
+	}
+	if got := gathered(t, reg, "skytale_relay_publishes_total", "result", "stale_epoch"); got != 1 {
+		t.Errorf("stale publishes %v", got)
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v := l.GetValue(); strings.Contains(v, "acme") || strings.Contains(v, "alice") {
+					t.Errorf("%s has the label %s=%q", f.GetName(), l.GetName(), v)
+				}
+			}
+		}
+	}
+	// A second relay on the same registry is refused before it opens
+	// anything.
+	if _, err := New(Config{JWTSecret: testSecret, OpenChannels: true, Metrics: reg}); err == nil {
+		t.Error("two relays registered the same metrics")
+	}
+}
