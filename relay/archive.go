@@ -242,6 +242,8 @@ type archive struct {
 	maxFirstEpoch uint64
 	quota         int64
 
+	counters *relayCounters // the relay's metrics; nil records nothing
+
 	usageMu sync.Mutex       // guards usage
 	usage   map[string]int64 // payload bytes stored (or being stored) per account
 	now     func() time.Time
@@ -505,6 +507,16 @@ func (a *archive) used(sub string) int64 {
 	return a.usage[sub]
 }
 
+func (a *archive) storedBytes() int64 {
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	var n int64
+	for _, b := range a.usage {
+		n += b
+	}
+	return n
+}
+
 // deleteRows adds what the rows a delete will remove hold per account
 // (sum's rows of sub and bytes) to freed, then runs the delete, both with
 // args. Only the committer deletes, so both see the same rows.
@@ -723,7 +735,10 @@ func (a *archive) runCommitter(ctx context.Context) {
 func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 	err := a.failed
 	if err == nil {
-		if werr := a.write(ctx, batch); werr != nil {
+		t0 := time.Now()
+		werr := a.write(ctx, batch)
+		a.counters.observeCommit(time.Since(t0))
+		if werr != nil {
 			// Fail-stop: the sequencer has moved past state that is not
 			// durable, so carrying on could reuse an epoch. Every further
 			// publish is refused until a restart reloads durable state.
@@ -1061,6 +1076,7 @@ func (a *archive) saveUsage(ctx context.Context) error {
 // sweepTTL deletes entries older than the TTL. ts grows with the row id, so
 // the expired rows are exactly those before the first unexpired one.
 func (a *archive) sweepTTL(ctx context.Context) {
+	a.counters.sweep()
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
 	var below int64
 	err := a.sweepTo.QueryRowContext(ctx, cutoff).Scan(&below)

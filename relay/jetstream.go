@@ -437,6 +437,16 @@ func (a *jsArchive) used(sub string) int64 {
 	return a.usage[sub] + a.pend[sub]
 }
 
+func (a *jsArchive) storedBytes() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n int64
+	for _, b := range a.usage {
+		n += b
+	}
+	return n
+}
+
 // replay reads the headers of every message in the stream into the
 // mirror, so quotas and fences are known before the relay serves.
 func (a *jsArchive) replay(ctx context.Context) error {

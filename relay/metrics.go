@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -11,9 +12,8 @@ import (
 // Metrics of the relay (Config.Metrics). Like the directory's, their
 // labels are fixed words: never a channel name, an account or an address,
 // so a scrape says how busy the relay is, not who uses it. The archive's
-// own figures (commit latency, stored bytes, sweeps) are not among them
-// yet; publish answers stand for the commit's latency in the time from a
-// publish frame to its answer, which the clients measure.
+// commit latency and sweeps are the SQLite archive's; on JetStream,
+// nats-server's own metrics tell its side.
 
 // publishResults are the answers a publish can get, the label values of
 // skytale_relay_publishes_total; any other code counts as "error".
@@ -25,10 +25,34 @@ type relayCounters struct {
 	revocations atomic.Uint64   // subjects added to the revoked set by the feed
 	refused     atomic.Uint64   // connections refused for the per-account cap
 	published   []atomic.Uint64 // by publishResults index, then "error"
+	sweeps      atomic.Uint64   // runs of the SQLite archive's TTL sweep
+	// commits is the time of the SQLite archive's group commits (the
+	// write and its fsync).
+	commits prometheus.Histogram
 }
 
 func newRelayCounters() *relayCounters {
-	return &relayCounters{published: make([]atomic.Uint64, len(publishResults)+1)}
+	return &relayCounters{
+		published: make([]atomic.Uint64, len(publishResults)+1),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "skytale_relay_archive_commit_seconds", Help: "Time of the SQLite archive's group commits, the fsync included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
+	}
+}
+
+// observeCommit records a group commit of the SQLite archive.
+func (rc *relayCounters) observeCommit(d time.Duration) {
+	if rc != nil {
+		rc.commits.Observe(d.Seconds())
+	}
+}
+
+// sweep counts a run of the SQLite archive's TTL sweep.
+func (rc *relayCounters) sweep() {
+	if rc != nil {
+		rc.sweeps.Add(1)
+	}
 }
 
 // publishAnswered counts the answer f to a publish.
@@ -49,7 +73,7 @@ func (rc *relayCounters) publishAnswered(f []byte) {
 
 // registerMetrics registers the relay's collectors on reg. They read the
 // server srv holds once New has made it; before that they read zeros.
-func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server]) error {
+func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc *relayCounters) error {
 	var zero Server
 	get := func() *Server {
 		if s := srv.Load(); s != nil {
@@ -90,6 +114,15 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server]) err
 		counter("skytale_relay_deliveries_total", "Frames queued for subscribers by fan-out.", func(s *Server) *atomic.Uint64 { return &s.hub.delivered }, nil),
 		counter("skytale_relay_revocations_total", "Revoked subjects learned from the revocation feed.", func(s *Server) *atomic.Uint64 { return &s.counters.revocations }, nil),
 		counter("skytale_relay_connections_refused_total", "Connections closed for the per-account connection cap.", func(s *Server) *atomic.Uint64 { return &s.counters.refused }, nil),
+		counter("skytale_relay_archive_sweeps_total", "Runs of the SQLite archive's TTL sweep.", func(s *Server) *atomic.Uint64 { return &s.counters.sweeps }, nil),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_stored_bytes", Help: "Payload bytes the archive holds, over all accounts."}, func() float64 {
+			s := get()
+			if s.arch == nil {
+				return 0
+			}
+			return float64(s.arch.storedBytes())
+		}),
+		rc.commits,
 	}
 	for i, r := range append(slices.Clone(publishResults), "error") {
 		cs = append(cs, counter("skytale_relay_publishes_total", "Publishes answered, by result.",

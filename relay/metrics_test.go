@@ -64,6 +64,19 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
+	if got := gathered(t, reg, "skytale_relay_stored_bytes"); got <= 0 {
+		t.Errorf("stored bytes %v", got)
+	}
+	families0, _ := reg.Gather()
+	commits := false
+	for _, f := range families0 {
+		if f.GetName() == "skytale_relay_archive_commit_seconds" && f.GetMetric()[0].GetHistogram().GetSampleCount() > 0 {
+			commits = true
+		}
+	}
+	if !commits {
+		t.Error("no archive commit observed")
+	}
 	if got := gathered(t, reg, "skytale_relay_publishes_total", "result", "ok"); got != 2 {
 		t.Errorf("ok publishes %v", got)
 	}

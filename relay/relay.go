@@ -222,8 +222,9 @@ func New(cfg Config) (*Server, error) {
 	// Registered before anything opens, so a refusal leaves nothing to
 	// close; the collectors read the server once it exists.
 	var self atomic.Pointer[Server]
+	counters := newRelayCounters()
 	if cfg.Metrics != nil {
-		if err := registerMetrics(cfg.Metrics, &self); err != nil {
+		if err := registerMetrics(cfg.Metrics, &self, counters); err != nil {
 			return nil, fmt.Errorf("relay: metrics: %w", err)
 		}
 	}
@@ -238,7 +239,7 @@ func New(cfg Config) (*Server, error) {
 		log:      log,
 		db:       db,
 		hub:      newHub(),
-		counters: newRelayCounters(),
+		counters: counters,
 		start:    cfg.Now(),
 		revoked:  make(map[string]struct{}),
 		members:  make(map[string]map[string]struct{}),
@@ -267,6 +268,9 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if a, ok := s.arch.(*archive); ok {
+		a.counters = counters // before start: its goroutines read it
 	}
 	if err := s.loadRevoked(ctx); err != nil {
 		s.arch.close()

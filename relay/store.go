@@ -32,6 +32,8 @@ type archiver interface {
 	writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error)
 	// used returns the payload bytes an account has stored.
 	used(sub string) int64
+	// storedBytes returns the payload bytes stored over all accounts.
+	storedBytes() int64
 	// stop closes the input and returns once every request accepted is
 	// answered.
 	stop()
