@@ -26,6 +26,7 @@ type relayCounters struct {
 	refused     atomic.Uint64   // connections refused for the per-account cap
 	published   []atomic.Uint64 // by publishResults index, then "error"
 	sweeps      atomic.Uint64   // runs of the SQLite archive's TTL sweep
+	slow        atomic.Uint64   // connections dropped as slow consumers
 	// commits is the time of the SQLite archive's group commits (the
 	// write and its fsync).
 	commits prometheus.Histogram
@@ -114,6 +115,7 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 		counter("skytale_relay_deliveries_total", "Frames queued for subscribers by fan-out.", func(s *Server) *atomic.Uint64 { return &s.hub.delivered }, nil),
 		counter("skytale_relay_revocations_total", "Revoked subjects learned from the revocation feed.", func(s *Server) *atomic.Uint64 { return &s.counters.revocations }, nil),
 		counter("skytale_relay_connections_refused_total", "Connections closed for the per-account connection cap.", func(s *Server) *atomic.Uint64 { return &s.counters.refused }, nil),
+		counter("skytale_relay_slow_consumers_total", "Connections dropped because their send queue was full (their deliveries lost with them).", func(s *Server) *atomic.Uint64 { return &s.counters.slow }, nil),
 		counter("skytale_relay_archive_sweeps_total", "Runs of the SQLite archive's TTL sweep.", func(s *Server) *atomic.Uint64 { return &s.counters.sweeps }, nil),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_stored_bytes", Help: "Payload bytes the archive holds, over all accounts."}, func() float64 {
 			s := get()

@@ -128,6 +128,7 @@ func (c *conn) enqueue(f []byte, slot bool) {
 		if slot {
 			<-c.slots
 		}
+		c.srv.counters.slow.Add(1)
 		c.srv.log.Info("relay: slow consumer disconnected", "remote", c.remote, "sub", c.sub)
 		c.signal()
 		return
