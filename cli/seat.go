@@ -448,7 +448,13 @@ func seatCommands() []*ucli.Command {
 			Name:  "push",
 			Usage: "seal and publish new log entries",
 			Action: withSeat(func(e *env, s *seat.Seat) error {
-				n, err := s.Push(e.c.Context)
+				st := newStatus(e.c.App.ErrWriter)
+				n, err := s.PushWith(e.c.Context, func(sent, total int) {
+					if !e.json && st.tty {
+						st.update("pushed %d of %d batches", sent, total)
+					}
+				})
+				st.clear()
 				if err != nil {
 					return err
 				}

@@ -364,6 +364,10 @@ func TestCLIProgressOnlyOnTerminals(t *testing.T) {
 	if err != nil || !strings.HasPrefix(errw, "\rpulled up to seq 2\033[K") || !strings.HasSuffix(errw, "\r\033[K") {
 		t.Fatalf("pull on a terminal: stderr %q, %v", errw, err)
 	}
+	mustTally(t, append(g, "add", "z")...)
+	if _, errw, err = tally2(t, "", append(g, "push")...); err != nil || !strings.HasPrefix(errw, "\rpushed 1 of 1 batches\033[K") {
+		t.Fatalf("push on a terminal: stderr %q, %v", errw, err)
+	}
 	// An error on a terminal: coloured prefix, no erase sequence first.
 	down := refusedURL(t)
 	_, _, errw = mainOut(context.Background(), "", append(g, "--relay-url", down, "pull")...)

@@ -437,7 +437,11 @@ func (s *Seat) Log(ctx context.Context) ([]Entry, error) { return s.st.listLog(c
 // Push seals the entries added since the last push into padded batches and
 // publishes them on the sync channel. It returns how many entries it pushed.
 // An entry is marked pushed only after the relay acknowledged its batch.
-func (s *Seat) Push(ctx context.Context) (int, error) {
+func (s *Seat) Push(ctx context.Context) (int, error) { return s.PushWith(ctx, nil) }
+
+// PushWith is Push, calling progress (if set) after each batch with the
+// batches sent and their total.
+func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (int, error) {
 	seed, err := s.getSeed()
 	if err != nil {
 		return 0, err
@@ -463,9 +467,12 @@ func (s *Seat) Push(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer conn.Close()
-	for _, b := range batches {
+	for i, b := range batches {
 		if _, err := conn.Publish(ctx, ch, b); err != nil {
 			return 0, err
+		}
+		if progress != nil {
+			progress(i+1, len(batches))
 		}
 	}
 	return len(entries), s.st.markPushed(ctx, last)
