@@ -419,9 +419,16 @@ func roomCommands() []*ucli.Command {
 					}
 					names[i] = ch
 				}
+				st := newStatus(e.c.App.ErrWriter)
 				err := s.WatchWith(ctx, names, seat.WatchOptions{
-					OnMessage: func(m seat.RoomMessage) { printMessage(e, s, m, false) },
+					OnMessage: func(m seat.RoomMessage) { st.clear(); printMessage(e, s, m, false) },
+					OnCatchUp: func(room string, seq uint64) {
+						if st.tty {
+							st.update("catching up on %s: seq %d", shortRoom(e, s, room), seq)
+						}
+					},
 					OnEvent: func(ev seat.WatchEvent) {
+						st.clear()
 						// Status goes to stderr, also with --json.
 						if ev.Connected {
 							fmt.Fprintf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))

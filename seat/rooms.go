@@ -165,6 +165,8 @@ type room struct {
 	// gap: since the load, catch-up found entries gone from the relay
 	// (rejoin.go).
 	gap bool
+	// onPage, if set, hears the cursor after each page of a catch-up.
+	onPage func(seq uint64)
 	// refused: since the load, this member refused a handshake entry of
 	// its epoch, which may have moved the relay's fence (see settle.go).
 	refused bool
@@ -546,6 +548,9 @@ func (s *Seat) catchUp(ctx context.Context, r *room, onMsg func(RoomMessage)) er
 			if err := s.apply(ctx, r, e, onMsg); err != nil {
 				return err
 			}
+		}
+		if r.onPage != nil && len(p.Entries) > 0 {
+			r.onPage(r.lastSeq)
 		}
 		if !p.HasMore || len(p.Entries) == 0 {
 			break

@@ -39,6 +39,10 @@ type WatchEvent struct {
 type WatchOptions struct {
 	OnMessage func(RoomMessage)
 	OnEvent   func(WatchEvent)
+	// OnCatchUp, if set, is called during each catch-up of a room (when
+	// the watch connects) after every page of the relay's log, with the
+	// seq reached.
+	OnCatchUp func(room string, seq uint64)
 }
 
 // Watch follows rooms live until ctx is done, calling onMsg for every
@@ -222,7 +226,7 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 		}
 	}
 	for _, ch := range chans {
-		if err := s.syncRoom(ctx, ch, onMsg); err != nil {
+		if err := s.syncRoom(ctx, ch, onMsg, o.OnCatchUp); err != nil {
 			return false, err
 		}
 		if err := f.emit(ctx); err != nil {
@@ -358,8 +362,13 @@ func (f *feed) emit(ctx context.Context) error {
 }
 
 // syncRoom catches one room up through the relay's full log.
-func (s *Seat) syncRoom(ctx context.Context, ch string, onMsg func(RoomMessage)) error {
-	return s.withRoom(ctx, ch, func(r *room) error { return s.catchUpSettled(ctx, r, onMsg) })
+func (s *Seat) syncRoom(ctx context.Context, ch string, onMsg func(RoomMessage), onPage func(string, uint64)) error {
+	return s.withRoom(ctx, ch, func(r *room) error {
+		if onPage != nil {
+			r.onPage = func(seq uint64) { onPage(ch, seq) }
+		}
+		return s.catchUpSettled(ctx, r, onMsg)
+	})
 }
 
 // withRoom runs f on the room loaded under the room lock; if another

@@ -381,3 +381,53 @@ func TestWatchWhileOwnerCommits(t *testing.T) {
 		t.Fatalf("alice's roster: %d members, epoch %d, %v", len(mem), epoch, err)
 	}
 }
+
+// TestWatchReportsCatchUp: a watch that connects behind the relay's log
+// reports each page of its catch-up, up to the newest entry.
+func TestWatchReportsCatchUp(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	var last uint64
+	for _, m := range []string{"one", "two", "three"} {
+		seq, err := alice.RoomSend(ctx, room, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = seq
+	}
+	var mu sync.Mutex
+	var seqs []uint64
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	connected := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- bob.WatchWith(wctx, []string{room}, seat.WatchOptions{
+			OnCatchUp: func(r string, seq uint64) {
+				mu.Lock()
+				defer mu.Unlock()
+				if r == room {
+					seqs = append(seqs, seq)
+				}
+			},
+			OnEvent: func(e seat.WatchEvent) {
+				if e.Connected {
+					close(connected)
+				}
+			},
+		})
+	}()
+	select {
+	case <-connected:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seqs) == 0 || seqs[len(seqs)-1] != last {
+		t.Fatalf("catch-up reported %v, want it to reach %d", seqs, last)
+	}
+}
