@@ -5,36 +5,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// metricValue is the value of the counter name with labels (name, value
-// pairs) as reg gathers it; 0 when absent.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if got[labels[i]] != labels[i+1] {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
+	"github.com/skytale-oss/skytale/internal/metricstest"
+)
 
 // TestMetrics: requests, rate-limit refusals and revocations are counted
 // by route pattern, status and limit, and no label holds a channel, an
@@ -53,31 +26,23 @@ func TestMetrics(t *testing.T) {
 	if r := e.do("POST", "/v1/revocations", key, map[string]string{"did": "did:skytale:" + id}); r.status != 200 {
 		t.Fatalf("revoke: %v", r)
 	}
-	if n := metricValue(t, reg, "skytale_directory_requests_total", "route", "POST /v1/tokens", "code", "201"); n != 2 {
+	if n := metricstest.Value(t, reg, "skytale_directory_requests_total", "route", "POST /v1/tokens", "code", "201"); n != 2 {
 		t.Errorf("tokens minted: %v", n)
 	}
-	if n := metricValue(t, reg, "skytale_directory_requests_total", "route", "POST /v1/tokens", "code", "429"); n != 1 {
+	if n := metricstest.Value(t, reg, "skytale_directory_requests_total", "route", "POST /v1/tokens", "code", "429"); n != 1 {
 		t.Errorf("tokens refused: %v", n)
 	}
-	if n := metricValue(t, reg, "skytale_directory_rate_limited_total", "limit", "token", "by", "address"); n != 1 {
+	if n := metricstest.Value(t, reg, "skytale_directory_rate_limited_total", "limit", "token", "by", "address"); n != 1 {
 		t.Errorf("token refusals: %v", n)
 	}
-	if n := metricValue(t, reg, "skytale_directory_revocations_total"); n != 1 {
+	if n := metricstest.Value(t, reg, "skytale_directory_revocations_total"); n != 1 {
 		t.Errorf("revocations: %v", n)
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, mm := range f.GetMetric() {
-			for _, l := range mm.GetLabel() {
-				if v := l.GetValue(); strings.Contains(v, "acme") || strings.Contains(v, id) || strings.Contains(v, "127.0.0.1") {
-					t.Errorf("%s has the label %s=%q", f.GetName(), l.GetName(), v)
-				}
-			}
+	metricstest.Labels(t, reg, func(metric, label, v string) {
+		if strings.Contains(v, "acme") || strings.Contains(v, id) || strings.Contains(v, "127.0.0.1") {
+			t.Errorf("%s has the label %s=%q", metric, label, v)
 		}
-	}
+	})
 	// A second directory on the same registry is refused, not mixed in.
 	if _, err := New(Config{JWTSecret: testJWTSecret, Metrics: reg}); err == nil {
 		t.Error("two directories registered the same metrics")

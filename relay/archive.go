@@ -510,8 +510,13 @@ func (a *archive) used(sub string) int64 {
 func (a *archive) storedBytes() int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
+	return sumBytes(a.usage)
+}
+
+// sumBytes is the total of a per-account byte count.
+func sumBytes(usage map[string]int64) int64 {
 	var n int64
-	for _, b := range a.usage {
+	for _, b := range usage {
 		n += b
 	}
 	return n

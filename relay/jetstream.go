@@ -440,11 +440,7 @@ func (a *jsArchive) used(sub string) int64 {
 func (a *jsArchive) storedBytes() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var n int64
-	for _, b := range a.usage {
-		n += b
-	}
-	return n
+	return sumBytes(a.usage)
 }
 
 // replay reads the headers of every message in the stream into the

@@ -5,37 +5,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if got[labels[i]] != labels[i+1] {
-					continue next
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return -1
-}
+	"github.com/skytale-oss/skytale/internal/metricstest"
+)
 
 // TestMetrics: connections, subscriptions, deliveries and publishes by
 // result are counted, and no label names a channel or an account.
@@ -60,11 +32,11 @@ func TestMetrics(t *testing.T) {
 		"skytale_relay_channels_live":    1,
 		"skytale_relay_deliveries_total": 2,
 	} {
-		if got := gathered(t, reg, name); got != want {
+		if got := metricstest.Value(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	if got := gathered(t, reg, "skytale_relay_stored_bytes"); got <= 0 {
+	if got := metricstest.Value(t, reg, "skytale_relay_stored_bytes"); got <= 0 {
 		t.Errorf("stored bytes %v", got)
 	}
 	families0, _ := reg.Gather()
@@ -77,22 +49,17 @@ func TestMetrics(t *testing.T) {
 	if !commits {
 		t.Error("no archive commit observed")
 	}
-	if got := gathered(t, reg, "skytale_relay_publishes_total", "result", "ok"); got != 2 {
+	if got := metricstest.Value(t, reg, "skytale_relay_publishes_total", "result", "ok"); got != 2 {
 		t.Errorf("ok publishes %v", got)
 	}
-	if got := gathered(t, reg, "skytale_relay_publishes_total", "result", "stale_epoch"); got != 1 {
+	if got := metricstest.Value(t, reg, "skytale_relay_publishes_total", "result", "stale_epoch"); got != 1 {
 		t.Errorf("stale publishes %v", got)
 	}
-	families, _ := reg.Gather()
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v := l.GetValue(); strings.Contains(v, "acme") || strings.Contains(v, "alice") {
-					t.Errorf("%s has the label %s=%q", f.GetName(), l.GetName(), v)
-				}
-			}
+	metricstest.Labels(t, reg, func(metric, label, v string) {
+		if strings.Contains(v, "acme") || strings.Contains(v, "alice") {
+			t.Errorf("%s has the label %s=%q", metric, label, v)
 		}
-	}
+	})
 	// A second relay on the same registry is refused before it opens
 	// anything.
 	if _, err := New(Config{JWTSecret: testSecret, OpenChannels: true, Metrics: reg}); err == nil {
