@@ -1,15 +1,18 @@
-// Package metricstest reads Prometheus metrics back in tests.
+// Package metricstest reads Prometheus metrics back, for tests.
 package metricstest
 
-import (
-	"testing"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/prometheus/client_golang/prometheus"
-)
+// T is the part of testing.TB these helpers use (the package does not
+// import testing: library code of this module never does).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // Value is the value of the counter or gauge name whose labels include
 // labels (name, value pairs), as reg gathers it; -1 when there is none.
-func Value(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+func Value(t T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -41,7 +44,7 @@ func Value(t testing.TB, reg *prometheus.Registry, name string, labels ...string
 
 // Labels calls f with every metric name, label name and label value reg
 // gathers.
-func Labels(t testing.TB, reg *prometheus.Registry, f func(metric, label, value string)) {
+func Labels(t T, reg *prometheus.Registry, f func(metric, label, value string)) {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
