@@ -165,6 +165,9 @@ type room struct {
 	// gap: since the load, catch-up found entries gone from the relay
 	// (rejoin.go).
 	gap bool
+	// handshake: since the load, a commit or proposal was applied or
+	// refused, so a watch's push has something for settle to look at.
+	handshake bool
 	// onPage, if set, hears the cursor after each page of a catch-up.
 	onPage func(seq uint64)
 	// refused: since the load, this member refused a handshake entry of
@@ -578,6 +581,7 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	}
 	var members int
 	if e.EntryType == EntryCommit {
+		r.handshake = true
 		members = len(r.g.Members())
 	}
 	rec, err := r.g.Process(e.Payload)

@@ -415,6 +415,14 @@ func (s *Seat) applyPush(ctx context.Context, p Push, onMsg func(RoomMessage)) e
 		if err := s.apply(ctx, r, p.RelayEntry, onMsg); err != nil {
 			return err
 		}
+		// Application messages and cover, most of what is pushed, leave
+		// nothing to settle: the look (some reads of the home's database,
+		// perhaps a commit) is for handshakes, offers and gaps. A name
+		// changed while the watch runs is told at the next catch-up or
+		// commit.
+		if !r.handshake && !r.gap && len(r.offers) == 0 {
+			return nil
+		}
 		return s.settle(ctx, r)
 	})
 }
