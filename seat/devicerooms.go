@@ -451,25 +451,12 @@ func (s *Seat) RevokeDevice(ctx context.Context, id string) ([]string, error) {
 
 // eachRoom runs f on every active room of this home, caught up.
 func (s *Seat) eachRoom(ctx context.Context, f func(*room) error) error {
-	rows, err := s.st.db.QueryContext(ctx, `SELECT channel FROM rooms ORDER BY channel`)
+	rooms, err := s.Rooms(ctx)
 	if err != nil {
 		return err
 	}
-	var chans []string
-	for rows.Next() {
-		var ch string
-		if err := rows.Scan(&ch); err != nil {
-			rows.Close()
-			return err
-		}
-		chans = append(chans, ch)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, ch := range chans {
-		err := s.withRoom(ctx, ch, func(r *room) error {
+	for _, ri := range rooms {
+		err := s.withRoom(ctx, ri.Channel, func(r *room) error {
 			if err := s.catchUpSettled(ctx, r, nil); err != nil {
 				return err
 			}

@@ -235,14 +235,7 @@ func rolesExtension(exts []mls.Extension, r *RoomRoles) ([]mls.Extension, error)
 	if err != nil {
 		return nil, err
 	}
-	out := slices.Clone(exts)
-	for i := range out {
-		if out[i].ExtensionType == RolesExtensionType {
-			out[i].ExtensionData = data
-			return out, nil
-		}
-	}
-	return append(out, mls.Extension{ExtensionType: RolesExtensionType, ExtensionData: data}), nil
+	return withExtension(exts, RolesExtensionType, data), nil
 }
 
 // roleRules is the seat's mls.Config.CommitPolicy: the rules at the top

@@ -396,23 +396,14 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	dir := s.directory(key)
 	reqID, bundles, err := s.pendingJoin(ctx, ch)
 	if errors.Is(err, sql.ErrNoRows) {
-		sig, did, err := s.memberKey(ctx)
+		// The joiner does not know the room's suite: it offers a
+		// KeyPackage of each, and the admitting member picks.
+		offer, offered, did, err := s.joinOffer(ctx)
 		if err != nil {
 			return "", err
 		}
-		// The joiner does not know the room's suite: it offers a
-		// KeyPackage of each, and the admitting member picks.
-		var kps [][]byte
-		bundles = bundles[:0]
-		for _, cs := range roomSuites {
-			b, err := mls.NewKeyPackage(cs, did, sig, s.mlsConfig())
-			if err != nil {
-				return "", err
-			}
-			bundles = append(bundles, b)
-			kps = append(kps, b.Bytes())
-		}
-		ans, err := dir.JoinWith(ctx, ch, token, did, encodeOffer(kps))
+		bundles = offered
+		ans, err := dir.JoinWith(ctx, ch, token, did, offer)
 		if err != nil {
 			return "", err
 		}

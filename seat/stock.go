@@ -139,19 +139,9 @@ func (c *DirectoryClient) AckInbox(ctx context.Context, id string) error {
 // newOffer makes a join offer of this device and stores its private keys
 // (sealed) under its ref, before anything leaves the home.
 func (s *Seat) newOffer(ctx context.Context, lastResort bool) ([]byte, error) {
-	sig, id, err := s.memberKey(ctx)
+	offer, bundles, _, err := s.joinOffer(ctx)
 	if err != nil {
 		return nil, err
-	}
-	var bundles []*mls.KeyPackageBundle
-	var kps [][]byte
-	for _, cs := range roomSuites {
-		b, err := mls.NewKeyPackage(cs, id, sig, s.mlsConfig())
-		if err != nil {
-			return nil, err
-		}
-		bundles = append(bundles, b)
-		kps = append(kps, b.Bytes())
 	}
 	priv, err := encodeBundles(bundles)
 	if err != nil {
@@ -171,7 +161,28 @@ func (s *Seat) newOffer(ctx context.Context, lastResort bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeOffer(kps), nil
+	return offer, nil
+}
+
+// joinOffer makes a join offer of this device (suites.go): a KeyPackage
+// of each room suite, since whoever adds it knows the room's suite and
+// this device may not. It returns the offer, its bundles and the member
+// identity they name.
+func (s *Seat) joinOffer(ctx context.Context) (offer []byte, bundles []*mls.KeyPackageBundle, id string, err error) {
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var kps [][]byte
+	for _, cs := range roomSuites {
+		b, err := mls.NewKeyPackage(cs, id, sig, s.mlsConfig())
+		if err != nil {
+			return nil, nil, "", err
+		}
+		bundles = append(bundles, b)
+		kps = append(kps, b.Bytes())
+	}
+	return encodeOffer(kps), bundles, id, nil
 }
 
 // Restock tops this device's stock at the directory up, replaces a
