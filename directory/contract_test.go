@@ -920,28 +920,33 @@ func TestContractAutoInvites(t *testing.T) {
 func TestContractStockAccount(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
 		st, ctx := fixture(t, b)
-		_, err := st.stockAccount(ctx, "did:key:zPerson")
+		_, err := st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPerson")
 		wantErr(t, err, errNoKeyPackages)
+		// A stranger to the channel learns nothing, stock or none.
+		_, err = st.stockAccount(ctx, "stranger", "acme/a/b", "did:key:zPerson")
+		wantErr(t, err, errNotAMember)
 		if _, err := st.putStock(ctx, "joiner", "did:key:zPerson", kps("a", 1), nil, t0); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.putStock(ctx, "joiner", "did:key:zPerson#dev:zSig", kps("b", 1), nil, t0); err != nil {
 			t.Fatal(err)
 		}
+		_, err = st.stockAccount(ctx, "stranger", "acme/a/b", "did:key:zPerson")
+		wantErr(t, err, errNotAMember)
 		for _, id := range []string{"did:key:zPerson", "did:key:zPerson#dev:zSig"} {
-			if a, err := st.stockAccount(ctx, id); err != nil || a != "joiner" {
+			if a, err := st.stockAccount(ctx, "owner", "acme/a/b", id); err != nil || a != "joiner" {
 				t.Fatalf("%s: %q %v", id, a, err)
 			}
 		}
 		// A prefix that is not a person's whole did names nobody.
-		_, err = st.stockAccount(ctx, "did:key:zPers")
+		_, err = st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPers")
 		wantErr(t, err, errNoKeyPackages)
 		// Another account that claims the same identity makes it
 		// ambiguous (the directory never checks identities).
 		if _, err := st.putStock(ctx, "owner", "did:key:zPerson#dev:zOther", kps("c", 1), nil, t0); err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.stockAccount(ctx, "did:key:zPerson")
+		_, err = st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPerson")
 		wantErr(t, err, errAmbiguousIdentity)
 	})
 }

@@ -128,8 +128,13 @@ type claim struct {
 // package, consumed, or when the device has none left its last-resort
 // one, which stays. Each is recorded as a claim for target to see.
 // stockAccount returns the one account whose stock holds a device
-// identity that is identity or starts with identity and "#".
-func (s *store) stockAccount(ctx context.Context, identity string) (string, error) {
+// identity that is identity or starts with identity and "#", for caller,
+// a member of channel: anyone else learns nothing of whose stock holds
+// what (errNotAMember first, as a claim would answer).
+func (s *store) stockAccount(ctx context.Context, caller, channel, identity string) (string, error) {
+	if _, err := memberChannel(ctx, s, channel, caller); err != nil {
+		return "", err
+	}
 	rows, err := s.query(ctx,
 		`SELECT DISTINCT account_id FROM key_packages WHERE device = ? OR substr(device, 1, ?) = ? LIMIT 2`,
 		identity, len(identity)+1, identity+"#")
@@ -456,7 +461,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p principal
 			badRequest(w, "identity must be 1 to 256 bytes of text")
 			return
 		}
-		account, err := s.store.stockAccount(r.Context(), req.Identity)
+		account, err := s.store.stockAccount(r.Context(), p.account, req.Channel, req.Identity)
 		if err != nil {
 			s.fail(w, r, err)
 			return
