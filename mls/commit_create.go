@@ -512,7 +512,26 @@ func (g *Group) makeGroupInfo(ctx *GroupContext, tree *ratchetTree, keys *epochS
 // with the external_pub extension, which lets a new member join by
 // external Commit (Section 12.4.3.2).
 func (g *Group) GroupInfo() ([]byte, error) {
-	gi, err := g.makeGroupInfo(g.cur.ctx, g.cur.tree, g.keys, g.confTag, !g.cfg.OutOfBandTree, true)
+	return g.GroupInfoWith(GroupInfoOptions{})
+}
+
+// GroupInfoOptions are the choices of [Group.GroupInfoWith].
+type GroupInfoOptions struct {
+	// Tree says whether the GroupInfo carries the ratchet tree in the
+	// ratchet_tree extension (Section 12.4.3.3); TreeDefault follows
+	// [Config.OutOfBandTree]. A joiner by external Commit from a
+	// GroupInfo without it needs the tree from [Group.RatchetTree], in
+	// [ExternalJoinOptions].
+	Tree TreeDelivery
+}
+
+// GroupInfoWith is [Group.GroupInfo] with the choices of opts.
+func (g *Group) GroupInfoWith(opts GroupInfoOptions) ([]byte, error) {
+	inBand, err := (&CommitOptions{Tree: opts.Tree}).treeInBand(&g.cfg)
+	if err != nil {
+		return nil, err
+	}
+	gi, err := g.makeGroupInfo(g.cur.ctx, g.cur.tree, g.keys, g.confTag, inBand, true)
 	if err != nil {
 		return nil, err
 	}

@@ -506,6 +506,12 @@ func (g *Group) MemberByIdentity(did string) (Member, bool) {
 // tree out of band.
 func (g *Group) RatchetTree() []byte { return g.cur.tree.encode() }
 
+// TreeHash returns the tree_hash of the current epoch's GroupContext: the
+// hash of the root of the ratchet tree (Section 7.8). A joiner checks an
+// out-of-band tree against it, and is handed it by
+// [JoinOptions.FetchTree], so it names the tree of an epoch.
+func (g *Group) TreeHash() []byte { return bytes.Clone(g.cur.ctx.TreeHash) }
+
 // checkCanSend reports why this member cannot send right now.
 func (g *Group) checkCanSend() error {
 	if g.removed {

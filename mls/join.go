@@ -18,6 +18,16 @@ type JoinOptions struct {
 	// RatchetTree is the group's tree (the ratchet_tree extension
 	// encoding) when the Welcome does not carry it.
 	RatchetTree []byte
+
+	// FetchTree, if set, is called when the Welcome's GroupInfo carries
+	// no ratchet_tree extension and RatchetTree is nil: the tree is then
+	// "provided out of band" (Section 12.4.3.3), and FetchTree gets it
+	// by the tree_hash of the GroupContext (Section 7.8), which only a
+	// joiner who can open the Welcome learns. Whatever it returns is
+	// checked against that hash like a tree in the Welcome, so its source
+	// need not be trusted. An error it returns is returned by [Join],
+	// wrapped.
+	FetchTree func(treeHash []byte) ([]byte, error)
 }
 
 // Join processes a Welcome for the KeyPackage of bundle and returns the
@@ -27,14 +37,13 @@ func Join(welcome []byte, bundle *KeyPackageBundle, opts *JoinOptions, cfg *Conf
 	if err := unmarshal(welcome, &m); err != nil || m.WireFormat != WireFormatWelcome {
 		return nil, fmt.Errorf("%w: not a welcome message", ErrInvalidWelcome)
 	}
-	var tree []byte
-	if opts != nil {
-		tree = opts.RatchetTree
+	if opts == nil {
+		opts = &JoinOptions{}
 	}
-	return joinWelcome(m.Welcome, bundle, tree, cfg)
+	return joinWelcome(m.Welcome, bundle, opts.RatchetTree, opts.FetchTree, cfg)
 }
 
-func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Config) (*Group, error) {
+func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, fetch func([]byte) ([]byte, error), cfg *Config) (*Group, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
 	// Steps 1 and 2 of Section 12.4.3.1: our GroupSecrets, the PSKs, and
@@ -59,6 +68,9 @@ func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Con
 		return nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
 	gi := &j.groupInfo
+	if treeData, err = fetchTree(gi, treeData, fetch); err != nil {
+		return nil, err
+	}
 	g, tree, err := newGroupFromInfo(s, gi, treeData, c)
 	if err != nil {
 		return nil, err
@@ -94,6 +106,27 @@ func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, cfg *Con
 		return nil, err
 	}
 	return g, nil
+}
+
+// fetchTree returns treeData, or the tree fetch returns for gi's tree_hash
+// when gi carries no ratchet_tree extension and treeData is nil (Section
+// 12.4.3.3: the tree "can be provided out of band"). newGroupFromInfo
+// checks it against the tree_hash.
+func fetchTree(gi *GroupInfo, treeData []byte, fetch func([]byte) ([]byte, error)) ([]byte, error) {
+	if treeData != nil || fetch == nil {
+		return treeData, nil
+	}
+	if _, ok := findExtension(gi.Extensions, ExtensionTypeRatchetTree); ok {
+		return nil, nil
+	}
+	tree, err := fetch(bytes.Clone(gi.GroupContext.TreeHash))
+	if err != nil {
+		return nil, fmt.Errorf("mls: fetching the ratchet tree: %w", err)
+	}
+	if tree == nil {
+		tree = []byte{}
+	}
+	return tree, nil
 }
 
 // newGroupFromInfo checks a GroupInfo and the ratchet tree it describes
@@ -187,6 +220,9 @@ type ExternalJoinOptions struct {
 	// RatchetTree is the ratchet tree when the GroupInfo does not carry
 	// it.
 	RatchetTree []byte
+	// FetchTree, if set, gets the ratchet tree when the GroupInfo does
+	// not carry it and RatchetTree is nil, as [JoinOptions.FetchTree].
+	FetchTree func(treeHash []byte) ([]byte, error)
 	// AuthenticatedData goes in the Commit's authenticated_data (Section
 	// 6.1): signed by the joiner, seen by every member's
 	// [Config.ExternalPolicy] (as [ExternalRequest].AuthenticatedData),
@@ -203,7 +239,18 @@ func JoinExternalWith(groupInfo []byte, bundle *KeyPackageBundle, opts *External
 	if len(opts.AuthenticatedData) > maxVectorLen {
 		return nil, nil, fmt.Errorf("mls: authenticated data longer than %d bytes", maxVectorLen)
 	}
-	return joinExternal(groupInfo, bundle, opts.RatchetTree, cfg, resyncLeaf, opts.AuthenticatedData)
+	tree := opts.RatchetTree
+	if tree == nil && opts.FetchTree != nil {
+		var m MLSMessage
+		if err := unmarshal(groupInfo, &m); err != nil || m.WireFormat != WireFormatGroupInfo {
+			return nil, nil, fmt.Errorf("%w: not a group info message", ErrInvalidWelcome)
+		}
+		var err error
+		if tree, err = fetchTree(m.GroupInfo, nil, opts.FetchTree); err != nil {
+			return nil, nil, err
+		}
+	}
+	return joinExternal(groupInfo, bundle, tree, cfg, resyncLeaf, opts.AuthenticatedData)
 }
 
 // resyncLeaf finds an old appearance of the joiner's identity in t, which
