@@ -137,6 +137,19 @@ type FramedContent struct {
 	ApplicationData   []byte    // application
 	Proposal          *Proposal // proposal
 	Commit            *Commit   // commit
+
+	// body is the content as received (the encoding of ApplicationData,
+	// Proposal or Commit), kept when a PrivateMessage is opened. The
+	// signature (Section 6.1), the transcript hash (Section 8.2) and the
+	// fields above all come from these bytes, so encoding reuses them
+	// instead of re-encoding a commit that can be megabytes. Only the
+	// receive path sets it, and nothing changes the content after that.
+	body []byte
+}
+
+// encodedLen is about the length of x's encoding, for sizing buffers.
+func (x *FramedContent) encodedLen() int {
+	return len(x.GroupID) + len(x.AuthenticatedData) + len(x.body) + 32
 }
 
 func (x *FramedContent) marshal(b *builder) {
@@ -145,6 +158,10 @@ func (x *FramedContent) marshal(b *builder) {
 	x.Sender.marshal(b)
 	b.vec(x.AuthenticatedData)
 	b.u8(uint8(x.ContentType))
+	if x.body != nil {
+		b.raw(x.body)
+		return
+	}
 	marshalContent(b, x.ContentType, x.ApplicationData, x.Proposal, x.Commit)
 }
 
@@ -309,6 +326,8 @@ type PrivateMessageContent struct {
 	Commit          *Commit   // commit
 	Auth            FramedContentAuthData
 	Padding         int
+
+	body []byte // the content's bytes as decoded: see FramedContent.body
 }
 
 func (x *PrivateMessageContent) marshal(b *builder, ct ContentType) {
@@ -319,8 +338,12 @@ func (x *PrivateMessageContent) marshal(b *builder, ct ContentType) {
 
 func (x *PrivateMessageContent) unmarshal(p *parser, ct ContentType) bool {
 	*x = PrivateMessageContent{}
-	if !unmarshalContent(p, ct, &x.ApplicationData, &x.Proposal, &x.Commit) ||
-		!x.Auth.unmarshal(p, ct) {
+	rest := p.s
+	if !unmarshalContent(p, ct, &x.ApplicationData, &x.Proposal, &x.Commit) {
+		return false
+	}
+	x.body = rest[:len(rest)-len(p.s):len(rest)-len(p.s)]
+	if !x.Auth.unmarshal(p, ct) {
 		return false
 	}
 	// Section 6.3.1: the padding must be all zero. Its length is public

@@ -148,7 +148,8 @@ func FuzzGroupSecrets(f *testing.F) {
 }
 
 // FuzzPrivateMessageContent covers the content-type dependent decoders
-// and the padding rule.
+// and the padding rule, and that the body kept for signatures and
+// transcript hashes is exactly the encoding of the fields decoded.
 func FuzzPrivateMessageContent(f *testing.F) {
 	for _, s := range handmade() {
 		f.Add(uint8(3), s)
@@ -164,6 +165,11 @@ func FuzzPrivateMessageContent(f *testing.F) {
 		v.marshal(&b, ContentType(ct))
 		if !bytes.Equal(b.bytes(), in) {
 			t.Fatalf("re-encoding differs\n in: %x\nout: %x", in, b.bytes())
+		}
+		var c builder
+		marshalContent(&c, ContentType(ct), v.ApplicationData, v.Proposal, v.Commit)
+		if !bytes.Equal(c.bytes(), v.body) {
+			t.Fatalf("kept body differs from the decoded content\nbody: %x\n enc: %x", v.body, c.bytes())
 		}
 	})
 }

@@ -47,7 +47,9 @@ func framedContentTBS(wf WireFormat, fc *FramedContent, gc *GroupContext) ([]byt
 		}
 		tbs.Context = gc
 	}
-	return marshal(&tbs), nil
+	b := builder{b: make([]byte, 0, fc.encodedLen()+256)}
+	tbs.marshal(&b)
+	return b.bytes(), nil
 }
 
 // signFramedContent signs fc for sending with wire format wf (§6.1):
@@ -461,6 +463,7 @@ func (p *epochProtection) openContent(pm *PrivateMessage, sd *SenderData, k ratc
 			ApplicationData:   pmc.ApplicationData,
 			Proposal:          pmc.Proposal,
 			Commit:            pmc.Commit,
+			body:              pmc.body,
 		},
 		Auth: pmc.Auth,
 	}

@@ -26,7 +26,7 @@ func confirmedTranscriptHash(s suite, interimBefore []byte, ac *AuthenticatedCon
 	if ac.Content.ContentType != ContentTypeCommit {
 		return nil, errors.New("mls: transcript hash input is not a commit")
 	}
-	var b builder
+	b := builder{b: make([]byte, 0, len(interimBefore)+ac.Content.encodedLen()+len(ac.Auth.Signature)+8)}
 	b.raw(interimBefore)
 	b.u16(uint16(ac.WireFormat))
 	ac.Content.marshal(&b)
