@@ -342,7 +342,7 @@ func (x *PrivateMessageContent) unmarshal(p *parser, ct ContentType) bool {
 	if !unmarshalContent(p, ct, &x.ApplicationData, &x.Proposal, &x.Commit) {
 		return false
 	}
-	x.body = rest[:len(rest)-len(p.s):len(rest)-len(p.s)]
+	x.body = rest[: len(rest)-len(p.s) : len(rest)-len(p.s)]
 	if !x.Auth.unmarshal(p, ct) {
 		return false
 	}
