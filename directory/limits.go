@@ -67,6 +67,10 @@ type Limits struct {
 	// GroupInfo limits PUT /v1/channels/groupinfo, which a member sends
 	// after each of its commits.
 	GroupInfo Rate
+	// Tree limits PUT /v1/channels/tree, one request per part of a
+	// ratchet tree (up to 64 per tree) that a member puts beside a
+	// Welcome or a GroupInfo.
+	Tree Rate
 
 	// OpenGrantsPerAddr bounds the device grants one remote address may
 	// have pending at once (default 20; negative for no cap); one more is
@@ -116,6 +120,7 @@ var DefaultLimits = Limits{
 	Stock:             Rate{PerAddr: Bucket{Burst: 200, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 60, Every: time.Second}},
 	Claim:             Rate{PerAddr: Bucket{Burst: 100, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 30, Every: 2 * time.Second}},
 	GroupInfo:         Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
+	Tree:              Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
 	OpenGrantsPerAddr: 20,
 	MaxKeys:           10000,
 }
@@ -134,11 +139,12 @@ const (
 	limitStock
 	limitClaim
 	limitGroupInfo
+	limitTree
 	numLimits
 )
 
 var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join", "membership",
-	"key-package upload", "key-package claim", "GroupInfo"}
+	"key-package upload", "key-package claim", "GroupInfo", "ratchet tree"}
 
 // limiters holds the live buckets; nil buckets allow everything.
 type limiters struct {
@@ -151,7 +157,7 @@ type limiters struct {
 
 // rates are l's Rates, indexed by limitKind.
 func (l *Limits) rates() [numLimits]*Rate {
-	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member, &l.Stock, &l.Claim, &l.GroupInfo}
+	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member, &l.Stock, &l.Claim, &l.GroupInfo, &l.Tree}
 }
 
 // resolveLimits fills the zero fields of l with the defaults.

@@ -192,6 +192,27 @@ CREATE TABLE group_infos (
 	updated_at BIGINT NOT NULL
 );
 `,
+	// Ratchet trees put out of band for a channel's joiners (tree.go).
+	`
+CREATE TABLE channel_trees (
+	seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	tree_id     TEXT NOT NULL,
+	parts       INTEGER NOT NULL,
+	received    INTEGER NOT NULL,
+	size        BIGINT NOT NULL,
+	uploaded_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at  BIGINT NOT NULL,
+	UNIQUE (channel_id, tree_id)
+);
+CREATE INDEX channel_trees_account ON channel_trees(uploaded_by);
+CREATE TABLE channel_tree_parts (
+	tree_seq BIGINT NOT NULL REFERENCES channel_trees(seq) ON DELETE CASCADE,
+	part     INTEGER NOT NULL,
+	data     BYTEA NOT NULL,
+	PRIMARY KEY (tree_seq, part)
+);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in

@@ -216,6 +216,11 @@ func (s *Server) sweepLoop(ctx context.Context) {
 				m, err = s.store.sweepInbox(ctx, s.cfg.Now(), s.cfg.InboxRetention)
 				n += m
 			}
+			if err == nil {
+				var m int64
+				m, err = s.store.sweepTrees(ctx, s.cfg.Now())
+				n += m
+			}
 			s.metrics.sweep(n)
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("directory sweep failed", "err", err)
@@ -261,6 +266,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/inbox/{id}", s.authed(s.handleDropInbox))
 	m.HandleFunc("PUT /v1/channels/groupinfo", s.limited(limitGroupInfo, s.handlePutGroupInfo))
 	m.HandleFunc("GET /v1/channels/groupinfo", s.authed(s.handleGetGroupInfo))
+	m.HandleFunc("PUT /v1/channels/tree", s.limited(limitTree, s.handlePutTree))
+	m.HandleFunc("GET /v1/channels/tree", s.authed(s.handleGetTree))
 	s.mux = m
 }
 

@@ -207,6 +207,29 @@ CREATE TABLE group_infos (
 	updated_at INTEGER NOT NULL
 );
 `,
+	// Ratchet trees put out of band for a channel's joiners (tree.go),
+	// each in parts, a few per channel, charged to the account that put
+	// them.
+	`
+CREATE TABLE channel_trees (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	tree_id     TEXT NOT NULL,
+	parts       INTEGER NOT NULL,
+	received    INTEGER NOT NULL,
+	size        INTEGER NOT NULL,
+	uploaded_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at  INTEGER NOT NULL,
+	UNIQUE (channel_id, tree_id)
+);
+CREATE INDEX channel_trees_account ON channel_trees(uploaded_by);
+CREATE TABLE channel_tree_parts (
+	tree_seq INTEGER NOT NULL REFERENCES channel_trees(seq) ON DELETE CASCADE,
+	part     INTEGER NOT NULL,
+	data     BLOB NOT NULL,
+	PRIMARY KEY (tree_seq, part)
+);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

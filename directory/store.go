@@ -66,6 +66,10 @@ type store struct {
 	// saves parsing the SQL per request.
 	keyStmt     *sql.Stmt
 	accountStmt *sql.Stmt
+
+	// treeQuota bounds the bytes of the ratchet trees one account has
+	// put that the store keeps (MaxTreeBytes; tests lower it).
+	treeQuota int64
 }
 
 // backend is a database the store runs on: SQLite ([sqliteBackend], the
@@ -114,7 +118,7 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &store{db: db, b: b}
+	st := &store{db: db, b: b, treeQuota: MaxTreeBytes}
 	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
 		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id)
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`)); err != nil {

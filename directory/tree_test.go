@@ -1,0 +1,337 @@
+package directory
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestContractTrees: the tree store on every backend: members only, a tree
+// readable only once complete, parts immutable once stored, one uploader
+// per tree, the per-channel count kept by evicting the oldest finished (or
+// abandoned) tree, and the per-account quota, each refusal storing nothing.
+func TestContractTrees(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, false, hashSecret("k-member"), t0))
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		ok := func(_ treeState, err error) { t.Helper(); must(t, err) }
+
+		// A stranger ("joiner" is no member yet) can neither put nor read.
+		_, err := st.putTreePart(ctx, ch, "joiner", "t1", 0, 1, []byte("x"), t0)
+		wantErr(t, err, errNotAMember)
+		_, err = st.treeInfo(ctx, ch, "joiner", "t1")
+		wantErr(t, err, errNotAMember)
+		_, _, err = st.treePart(ctx, ch, "joiner", "t1", 0)
+		wantErr(t, err, errNotAMember)
+		_, err = st.putTreePart(ctx, "acme/no/such", "owner", "t1", 0, 1, []byte("x"), t0)
+		wantErr(t, err, errChannelNotFound)
+
+		// Parts in any order; the tree is not readable until the last.
+		s, err := st.putTreePart(ctx, ch, "owner", "t1", 2, 3, []byte("cc"), t0)
+		must(t, err)
+		if s.received != 1 || s.complete() {
+			t.Fatalf("after one part: %+v", s)
+		}
+		ok(st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("aaaa"), t0))
+		_, _, err = st.treePart(ctx, ch, "member", "t1", 0)
+		wantErr(t, err, errNotFound)
+		// A retry of a stored part changes nothing; other bytes for it,
+		// another count of parts, or another account are refused.
+		s, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("aaaa"), t0)
+		if err != nil || s.received != 2 {
+			t.Fatalf("a retry: %+v %v", s, err)
+		}
+		_, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("evil"), t0)
+		wantErr(t, err, errTreePartSet)
+		_, err = st.putTreePart(ctx, ch, "owner", "t1", 1, 4, []byte("bbb"), t0)
+		wantErr(t, err, errTreeMismatch)
+		_, err = st.putTreePart(ctx, ch, "member", "t1", 1, 3, []byte("bbb"), t0)
+		wantErr(t, err, errTreeTaken)
+		s, err = st.putTreePart(ctx, ch, "owner", "t1", 1, 3, []byte("bbb"), t0)
+		if err != nil || !s.complete() || s.size != 9 {
+			t.Fatalf("the last part: %+v %v", s, err)
+		}
+		var got []byte
+		for i := range 3 {
+			s, data, err := st.treePart(ctx, ch, "member", "t1", i)
+			must(t, err)
+			if s.parts != 3 || s.size != 9 {
+				t.Fatalf("part %d: %+v", i, s)
+			}
+			got = append(got, data...)
+		}
+		if string(got) != "aaaabbbcc" {
+			t.Fatalf("read back %q", got)
+		}
+		_, _, err = st.treePart(ctx, ch, "member", "t1", 3)
+		wantErr(t, err, errNotFound)
+		_, err = st.treeInfo(ctx, ch, "member", "t2")
+		wantErr(t, err, errNotFound)
+
+		// The channel keeps MaxTreesPerChannel trees: a new one evicts
+		// the oldest complete one. t1 is complete; t2..t4 stay unfinished.
+		for i := 2; i <= MaxTreesPerChannel; i++ {
+			ok(st.putTreePart(ctx, ch, "member", "t"+strconv.Itoa(i), 0, 2, []byte("p"), t0))
+		}
+		ok(st.putTreePart(ctx, ch, "member", "t5", 0, 2, []byte("p"), t0))
+		_, err = st.treeInfo(ctx, ch, "owner", "t1")
+		wantErr(t, err, errNotFound)
+		// Now every tree is being put: a sixth is refused, until the
+		// oldest has been left unfinished past the upload window.
+		_, err = st.putTreePart(ctx, ch, "owner", "t6", 0, 1, []byte("p"), t0)
+		wantErr(t, err, errTooManyTrees)
+		_, err = st.treeInfo(ctx, ch, "owner", "t6")
+		wantErr(t, err, errNotFound)
+		later := t0.Add(treeUploadWindow + time.Second)
+		ok(st.putTreePart(ctx, ch, "owner", "t6", 0, 1, []byte("p"), later))
+		_, err = st.treeInfo(ctx, ch, "owner", "t2")
+		wantErr(t, err, errNotFound)
+		if n := countTrees(t, st, "ch-1"); n != MaxTreesPerChannel {
+			t.Fatalf("the channel holds %d trees", n)
+		}
+
+		// The sweep drops the trees left unfinished for a day.
+		n, err := st.sweepTrees(ctx, t0.Add(treeSweepAge+time.Second))
+		if err != nil || n != 3 {
+			t.Fatalf("swept %d, %v", n, err)
+		}
+		_, err = st.treeInfo(ctx, ch, "owner", "t6")
+		must(t, err)
+
+		// The quota counts every tree an account has put, across channels.
+		st.treeQuota = 10
+		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 2, bytes.Repeat([]byte("q"), 11), later)
+		wantErr(t, err, errTreeQuota)
+		_, err = st.treeInfo(ctx, ch, "member", "q1")
+		wantErr(t, err, errNotFound)
+		ok(st.putTreePart(ctx, ch, "member", "q1", 0, 2, bytes.Repeat([]byte("q"), 10), later))
+		_, err = st.putTreePart(ctx, ch, "member", "q1", 1, 2, []byte("q"), later)
+		wantErr(t, err, errTreeQuota)
+
+		// A member who left reads nothing any more.
+		must(t, st.dropMember(ctx, ch, "member", "member", t0))
+		_, _, err = st.treePart(ctx, ch, "member", "t6", 0)
+		wantErr(t, err, errNotAMember)
+	})
+}
+
+func countTrees(t *testing.T, st *store, chID string) int {
+	t.Helper()
+	var n int
+	must(t, st.queryRow(t.Context(), `SELECT COUNT(*) FROM channel_trees WHERE channel_id = ?`, chID).Scan(&n))
+	return n
+}
+
+// treeBody is a PUT /v1/channels/tree body.
+func treePut(ch, id string, part, parts int, data []byte) map[string]any {
+	return map[string]any{"channel": ch, "id": id, "part": part, "parts": parts, "data": base64.StdEncoding.EncodeToString(data)}
+}
+
+func treeGet(ch, id string, part int) string {
+	p := "/v1/channels/tree?channel=" + url.QueryEscape(ch) + "&id=" + url.QueryEscape(id)
+	if part >= 0 {
+		p += "&part=" + strconv.Itoa(part)
+	}
+	return p
+}
+
+// TestTreeStrangersChangeNothing: every refusal of the tree endpoints, by
+// a stranger, a scoped credential of another channel, or a member past a
+// cap, has its exact answer and leaves the store as it was; a stranger
+// gets what it gets for the channel's GroupInfo.
+func TestTreeStrangersChangeNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	_, owner := e.account("acme")
+	memberID, member := e.account("globex")
+	_, stranger := e.account("hooli")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
+	r := e.do("POST", "/v1/seats", stranger, map[string]string{"identity": "did:key:z6MkStranger", "channel": "hooli/seat/home"})
+	want(t, r, 201, "")
+	scoped := r.str("credential")
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "done", 0, 1, []byte("tree"))), 200, "")
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "half", 0, 2, []byte("half"))), 200, "")
+	for i := 3; i <= MaxTreesPerChannel; i++ {
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePut(ch, "busy"+strconv.Itoa(i), 0, 2, []byte("b"))), 200, "")
+	}
+	e.s.store.treeQuota = 64
+	big := base64.StdEncoding.EncodeToString(make([]byte, MaxTreePart+1))
+
+	type tc struct {
+		name, method, path, auth string
+		body                     any
+		status                   int
+		code                     string
+	}
+	cases := []tc{
+		{"stranger put", "PUT", "/v1/channels/tree", stranger, treePut(ch, "x", 0, 1, []byte("x")), 403, "not_a_member"},
+		{"stranger put to a tree", "PUT", "/v1/channels/tree", stranger, treePut(ch, "half", 1, 2, []byte("x")), 403, "not_a_member"},
+		{"stranger get", "GET", treeGet(ch, "done", 0), stranger, nil, 403, "not_a_member"},
+		{"stranger get of no tree", "GET", treeGet(ch, "nothing", 0), stranger, nil, 403, "not_a_member"},
+		{"stranger info", "GET", treeGet(ch, "done", -1), stranger, nil, 403, "not_a_member"},
+		{"no credential", "GET", treeGet(ch, "done", 0), "", nil, 401, "unauthorized"},
+		{"scoped elsewhere put", "PUT", "/v1/channels/tree", scoped, treePut(ch, "x", 0, 1, []byte("x")), 403, "forbidden"},
+		{"scoped elsewhere get", "GET", treeGet(ch, "done", 0), scoped, nil, 403, "forbidden"},
+		{"unknown channel", "GET", treeGet("acme/no/such", "done", 0), owner, nil, 404, "channel_not_found"},
+		{"bad channel", "PUT", "/v1/channels/tree", owner, treePut("acme/a b/c", "x", 0, 1, []byte("x")), 400, "invalid_channel"},
+		{"incomplete", "GET", treeGet(ch, "half", 0), member, nil, 404, "not_found"},
+		{"no such tree", "GET", treeGet(ch, "nothing", 0), member, nil, 404, "not_found"},
+		{"no such part", "GET", treeGet(ch, "done", 1), member, nil, 404, "not_found"},
+		{"part past the cap", "GET", treeGet(ch, "done", MaxTreeParts), member, nil, 400, "invalid_request"},
+		{"negative part", "GET", treeGet(ch, "done", -1) + "&part=-1", member, nil, 400, "invalid_request"},
+		{"part not a number", "GET", treeGet(ch, "done", -1) + "&part=x", member, nil, 400, "invalid_request"},
+		{"bad id", "GET", treeGet(ch, "a/b", 0), member, nil, 400, "invalid_request"},
+		{"long id", "PUT", "/v1/channels/tree", owner, treePut(ch, strings.Repeat("a", maxTreeID+1), 0, 1, []byte("x")), 400, "invalid_request"},
+		{"empty id", "PUT", "/v1/channels/tree", owner, treePut(ch, "", 0, 1, []byte("x")), 400, "invalid_request"},
+		{"no parts", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "data": b64("x")}, 400, "invalid_request"},
+		{"no part", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "parts": 1, "data": b64("x")}, 400, "invalid_request"},
+		{"zero parts", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 0, 0, []byte("x")), 413, "payload_too_large"},
+		{"over 64 MiB", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 0, MaxTreeParts+1, []byte("x")), 413, "payload_too_large"},
+		{"part past parts", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 2, 2, []byte("x")), 400, "invalid_request"},
+		{"negative part put", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", -1, 2, []byte("x")), 400, "invalid_request"},
+		{"part over 1 MiB", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "parts": 1, "data": big}, 413, "payload_too_large"},
+		{"empty part", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 0, 1, nil), 400, "invalid_request"},
+		{"bad base64", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "parts": 1, "data": "YQ"}, 400, "invalid_base64"},
+		{"other bytes for a part", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 0, 2, []byte("evil")), 409, "tree_part_conflict"},
+		{"other part count", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 1, 3, []byte("x")), 409, "tree_mismatch"},
+		{"another's tree", "PUT", "/v1/channels/tree", member, treePut(ch, "half", 1, 2, []byte("x")), 409, "tree_taken"},
+		{"over the quota", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 1, 2, make([]byte, 61)), 413, "quota_exceeded"},
+	}
+	before := e.snapshot()
+	for _, c := range cases {
+		r := e.do(c.method, c.path, c.auth, c.body)
+		if r.status != c.status || r.code() != c.code {
+			t.Errorf("%s: got %s, want %d %q", c.name, r, c.status, c.code)
+		}
+		if c.status >= 400 && r.str("message") == "" {
+			t.Errorf("%s: no message", c.name)
+		}
+		if after := e.snapshot(); after != before {
+			t.Errorf("%s: the store changed", c.name)
+			before = after
+		}
+	}
+
+	// The channel holds four trees, three still being put: the fourth
+	// finished one makes room for a new tree, and then a fifth is
+	// refused with a Retry-After.
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "new", 0, 1, []byte("n"))), 200, "")
+	want(t, e.do("GET", treeGet(ch, "done", -1), member, nil), 404, "not_found")
+	// "new" is complete, so it gives way to the next; once the channel
+	// holds only trees still being put, one more is refused.
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "one-more", 0, 2, []byte("n"))), 200, "")
+	before = e.snapshot()
+	r = e.do("PUT", "/v1/channels/tree", member, treePut(ch, "busy9", 0, 2, []byte("n")))
+	want(t, r, 429, "too_many_trees")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("too_many_trees without Retry-After")
+	}
+	if e.snapshot() != before {
+		t.Error("a refused tree changed the store")
+	}
+}
+
+// TestTreeRoundTrip: a tree of several full parts goes in and comes back
+// byte for byte to a member who joined by Welcome (the inbox makes it a
+// member) but not to one removed.
+func TestTreeRoundTrip(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		e := envOn(t, b, nil)
+		_, owner := e.account("acme")
+		memberID, member := e.account("globex")
+		const ch = "acme/pay/room"
+		e.channel(owner, ch)
+		want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
+		tree := make([]byte, 2*MaxTreePart+12345)
+		for i := range tree {
+			tree[i] = byte(i * 7)
+		}
+		parts := (len(tree) + MaxTreePart - 1) / MaxTreePart
+		for i := range parts {
+			end := min((i+1)*MaxTreePart, len(tree))
+			r := e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "abc123", i, parts, tree[i*MaxTreePart:end]))
+			want(t, r, 200, "")
+			if done := r.body["complete"] == true; done != (i == parts-1) {
+				t.Fatalf("part %d: %s", i, r)
+			}
+		}
+		r := e.do("GET", treeGet(ch, "abc123", -1), member, nil)
+		want(t, r, 200, "")
+		if r.body["size"] != float64(len(tree)) || r.body["parts"] != float64(parts) || r.body["complete"] != true {
+			t.Fatalf("info %s", r)
+		}
+		var got []byte
+		for i := range parts {
+			r := e.do("GET", treeGet(ch, "abc123", i), member, nil)
+			want(t, r, 200, "")
+			d, err := base64.StdEncoding.DecodeString(r.str("data"))
+			must(t, err)
+			got = append(got, d...)
+		}
+		if !bytes.Equal(got, tree) {
+			t.Fatal("the tree came back changed")
+		}
+		want(t, e.do("DELETE", "/v1/channels/members?channel="+url.QueryEscape(ch)+"&account_id="+memberID, owner, nil), 200, "")
+		want(t, e.do("GET", treeGet(ch, "abc123", 0), member, nil), 403, "not_a_member")
+	})
+}
+
+// TestTreeRateLimited: puts of tree parts take from their own buckets.
+func TestTreeRateLimited(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.Limits = Limits{Tree: Rate{PerAccount: Bucket{Burst: 2, Every: time.Hour}}}
+	})
+	_, owner := e.account("acme")
+	const ch = "acme/pay/room"
+	e.channel(owner, ch)
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "t", 0, 3, []byte("a"))), 200, "")
+	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "t", 1, 3, []byte("b"))), 200, "")
+	before := e.snapshot()
+	r := e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "t", 2, 3, []byte("c")))
+	want(t, r, 429, "rate_limited")
+	if e.snapshot() != before {
+		t.Fatal("a refused put stored something")
+	}
+	// Reads are not limited by the bucket of puts.
+	want(t, e.do("GET", treeGet(ch, "t", -1), owner, nil), 200, "")
+}
+
+// FuzzPutTree sends arbitrary bodies to PUT /v1/channels/tree: the answer
+// is never a 500, and a refusal stores nothing.
+func FuzzPutTree(f *testing.F) {
+	e := newEnv(f, nil)
+	_, owner := e.account("acme")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	for _, seed := range []string{
+		`{"channel":"acme/pay/agent","id":"ab","part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","part":1,"parts":2,"data":"AAEC"}`,
+		`{"channel":"acme/pay/agent","id":"ab","part":-1,"parts":99999999999,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"a\u0000b","part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","part":0.5,"parts":1,"data":"AA=="}`,
+		``, `[]`, `{"a":`, "\x00",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		before := snapshotDB(t, e.s)
+		req := httptest.NewRequest("PUT", "/v1/channels/tree", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+owner)
+		w := httptest.NewRecorder()
+		e.s.ServeHTTP(w, req)
+		if w.Code >= 500 {
+			t.Fatalf("%d for %q: %s", w.Code, body, w.Body)
+		}
+		if w.Code >= 400 && snapshotDB(t, e.s) != before {
+			t.Fatalf("%d for %q, and the store changed", w.Code, body)
+		}
+	})
+}
