@@ -69,6 +69,16 @@ type CommitResult struct {
 	// Welcome is the MLSMessage for the added members, nil when the
 	// Commit adds nobody.
 	Welcome []byte
+	// RatchetTree is the ratchet tree of the new epoch (the
+	// ratchet_tree extension encoding) when the Welcome leaves it out
+	// ([TreeOutOfBand]), nil otherwise: the committer provides it out of
+	// band (Section 12.4.3.3), before the Welcome goes out, and the
+	// joiner checks it against the tree_hash it finds in the Welcome.
+	RatchetTree []byte
+	// TreeHash is the tree_hash of the new epoch's GroupContext (Section
+	// 7.8), the name [JoinOptions.FetchTree] is given for RatchetTree;
+	// set with it.
+	TreeHash []byte
 	// Dropped lists the proposals pending in the epoch that the Commit
 	// leaves out, with the reason for each. They stay pending (see
 	// [Group.PendingProposals]) until the epoch ends.
@@ -417,6 +427,9 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 		res.Welcome, err = g.makeWelcome(&ctx, tree, keys, confTag, joinerSecret, welcomeSecret, eff, path, inBand)
 		if err != nil {
 			return nil, err
+		}
+		if !inBand {
+			res.RatchetTree, res.TreeHash = tree.encode(), bytes.Clone(ctx.TreeHash)
 		}
 	}
 	clear(joinerSecret)

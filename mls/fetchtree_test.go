@@ -22,6 +22,9 @@ func TestFetchTreeWelcome(t *testing.T) {
 	}
 	tg.fanOut("did:key:alice", res)
 	tree := alice.RatchetTree()
+	if !bytes.Equal(res.RatchetTree, tree) || !bytes.Equal(res.TreeHash, alice.TreeHash()) {
+		t.Fatal("the CommitResult does not carry the new epoch's tree and tree hash")
+	}
 
 	fetchErr := errors.New("directory down")
 	if _, err := Join(res.Welcome, carol, &JoinOptions{FetchTree: func([]byte) ([]byte, error) { return nil, fetchErr }}, nil); !errors.Is(err, fetchErr) {
@@ -53,6 +56,9 @@ func TestFetchTreeWelcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg.fanOut("did:key:alice", res)
+	if res.RatchetTree != nil || res.TreeHash != nil {
+		t.Fatal("an in-band Commit carries the tree beside its Welcome")
+	}
 	if _, err := Join(res.Welcome, dave, &JoinOptions{FetchTree: func([]byte) ([]byte, error) { t.Fatal("fetched an in-band tree"); return nil, nil }}, nil); err != nil {
 		t.Fatal(err)
 	}
