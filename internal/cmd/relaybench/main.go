@@ -21,35 +21,52 @@
 // without, it signs up through the directory's open signup (on for a
 // loopback serve; 20 signups per 3 minutes from one address) and mints
 // tokens through POST /v1/tokens.
+//
+// # Other servers, side by side
+//
+// The same scenarios, clock and histograms drive other servers, so that
+// one run with one client compares them:
+//
+//   - nats: nats-server; fan-out and latency with core NATS publish and
+//     subscribe on one subject (nothing kept), durable with JetStream, one
+//     file-storage stream per durable channel (capped at 1,000 messages
+//     like the relay's archive): F asynchronous publishes in flight per
+//     connection, or the synchronous publish when F is 1. NATS carries
+//     the raw payload bytes; the WebSocket servers carry them as base64.
+//   - centrifugo: Centrifugo's bidirectional JSON protocol over WebSocket,
+//     connected with an HS256 token signed with the configuration's
+//     client.token.hmac_secret_key; the channel needs
+//     allow_subscribe_for_client and allow_publish_for_client. It has no
+//     durable case (the memory engine keeps nothing).
+//
+// -target takes one server or a list; a list interleaves the servers
+// scenario for scenario within each round, and each round starts with
+// the next server in the list:
+//
+//	go run ./internal/cmd/relaybench -target skytale,nats,centrifugo \
+//		-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data D \
+//		-nats nats://127.0.0.1:4290 \
+//		-centrifugo http://127.0.0.1:8590 -centrifugo-config centrifugo.json
+//
+// sidebyside.sh in this folder starts the three servers, runs that and
+// stops them.
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
-	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/coder/websocket"
-
-	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
 type options struct {
@@ -62,13 +79,18 @@ type options struct {
 	batch            bool
 	durable          []durableCase
 	latency          bool
+
+	targets          []string // servers to drive, in the order of the first round; empty is skytale
+	nats             string   // the nats-server's URL
+	centrifugo       string   // Centrifugo's URL
+	centrifugoSecret []byte   // its client.token.hmac_secret_key
 }
 
 type durableCase struct{ conns, inflight int }
 
 func main() {
 	var o options
-	var subs, durable string
+	var subs, durable, targets, cfConfig string
 	flag.StringVar(&o.api, "api", "http://127.0.0.1:3100", "the directory's URL")
 	flag.StringVar(&o.relay, "relay", "http://127.0.0.1:8443", "the relay's URL")
 	flag.StringVar(&o.data, "data", "", "the serve's data folder: create accounts with its internal secret and mint tokens with its JWT secret")
@@ -80,6 +102,10 @@ func main() {
 	flag.BoolVar(&o.batch, "batch", true, "ask the relay for coalesced pushes")
 	flag.StringVar(&durable, "durable", "16x64,1x1", "durable publish cases, connections x in flight (empty for none)")
 	flag.BoolVar(&o.latency, "latency", true, "run the one-in-flight latency case")
+	flag.StringVar(&targets, "target", "skytale", "the servers to drive: skytale, nats or centrifugo, or a comma list of them to interleave")
+	flag.StringVar(&o.nats, "nats", "nats://127.0.0.1:4222", "the nats-server's URL (JetStream on, for the durable cases)")
+	flag.StringVar(&o.centrifugo, "centrifugo", "http://127.0.0.1:8000", "Centrifugo's URL (its WebSocket is /connection/websocket)")
+	flag.StringVar(&cfConfig, "centrifugo-config", "", "Centrifugo's JSON configuration file, for its client.token.hmac_secret_key")
 	flag.Parse()
 	for _, s := range strings.Split(subs, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -104,6 +130,26 @@ func main() {
 	if o.size < 16 || o.size > 1<<20 {
 		fatal(errors.New("-size must be 16 to 1048576"))
 	}
+	for _, s := range strings.Split(targets, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(targetNames, s) {
+			fatal(fmt.Errorf("-target: %q is not one of %s", s, strings.Join(targetNames, ", ")))
+		}
+		if slices.Contains(o.targets, s) {
+			fatal(fmt.Errorf("-target: %s twice", s))
+		}
+		o.targets = append(o.targets, s)
+	}
+	if slices.Contains(o.targets, "centrifugo") {
+		if cfConfig == "" {
+			fatal(errors.New("-target centrifugo needs -centrifugo-config"))
+		}
+		secret, err := centrifugoSecret(cfConfig)
+		if err != nil {
+			fatal(fmt.Errorf("-centrifugo-config: %w", err))
+		}
+		o.centrifugoSecret = secret
+	}
 	if err := run(o); err != nil {
 		fatal(err)
 	}
@@ -114,58 +160,235 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
+// centrifugoSecret reads client.token.hmac_secret_key from a Centrifugo
+// JSON configuration file.
+func centrifugoSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c struct {
+		Client struct {
+			Token struct {
+				HMACSecretKey string `json:"hmac_secret_key"`
+			} `json:"token"`
+		} `json:"client"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	if c.Client.Token.HMACSecretKey == "" {
+		return nil, errors.New("no client.token.hmac_secret_key")
+	}
+	return []byte(c.Client.Token.HMACSecretKey), nil
+}
+
 // start is the clock payloads carry: nanoseconds since the process began,
 // monotonic.
 var start = time.Now()
 
 func now() int64 { return int64(time.Since(start)) }
 
+// A target is one server the scenarios drive, through its own client
+// protocol.
+type target interface {
+	// String describes the server for the run's header.
+	String() string
+	// subscribers opens n subscribers on the fan-out channel, each
+	// subscribed when it returns.
+	subscribers(ctx context.Context, n int) ([]subscriber, error)
+	// publisher opens a publisher on the fan-out channel, one that does
+	// not receive its own messages.
+	publisher(ctx context.Context) (publisher, error)
+	// durables opens conns publishers, each on its own durable channel,
+	// for inflight publishes in flight each; errNoDurable when the server
+	// keeps nothing.
+	durables(ctx context.Context, conns, inflight int) ([]durablePublisher, error)
+	// wireMessages reports whether a subscriber's receive is one message
+	// of the wire, which may carry several publications.
+	wireMessages() bool
+	close()
+}
+
+type subscriber interface {
+	// receive waits for the next message and returns how many
+	// publications it carries; with h, it adds each one's latency to h.
+	receive(ctx context.Context, h *hist) (int, error)
+	close()
+}
+
+type publisher interface {
+	// publish sends one payload that starts with the send time.
+	publish(ctx context.Context) error
+	close()
+}
+
+type durablePublisher interface {
+	// publish sends one payload; it returns before the ack (or, for a
+	// publish that waits for its ack, makes acked return it).
+	publish(ctx context.Context) error
+	// acked waits for the next acks, which come in publish order, and
+	// returns how many.
+	acked(ctx context.Context) (int, error)
+	// close ends the connection and unblocks acked.
+	close()
+}
+
+var errNoDurable = errors.New("no durable case")
+
+var targetNames = []string{"skytale", "nats", "centrifugo"}
+
+// bench is one target with its name in the output.
+type bench struct {
+	name string
+	t    target
+}
+
 func run(o options) error {
 	ctx := context.Background()
 	maxSubs := slices.Max(append(slices.Clone(o.subs), 1))
-	env, err := setup(ctx, o, maxSubs)
-	if err != nil {
-		return err
+	names := o.targets
+	if len(names) == 0 {
+		names = []string{"skytale"}
 	}
-	fmt.Printf("relay %s, directory %s, payload %d B, %d outstanding per subscriber, %d rounds of %s, batch %v\n\n",
-		o.relay, o.api, o.size, o.outstanding, o.rounds, o.round, o.batch)
+	maxConns := 0
+	for _, d := range o.durable {
+		maxConns = max(maxConns, d.conns)
+	}
+	var benches []bench
+	defer func() {
+		for _, b := range benches {
+			b.t.close()
+		}
+	}()
+	for _, name := range names {
+		var t target
+		var err error
+		switch name {
+		case "skytale":
+			t, err = setup(ctx, o, maxSubs)
+		case "nats":
+			t, err = newNATS(ctx, o, maxConns)
+		case "centrifugo":
+			t, err = newCentrifugo(o)
+		default:
+			err = fmt.Errorf("unknown target %q", name)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		benches = append(benches, bench{name, t})
+	}
+	alone := len(benches) == 1
+	if alone && names[0] == "skytale" {
+		fmt.Printf("relay %s, directory %s, payload %d B, %d outstanding per subscriber, %d rounds of %s, batch %v\n\n",
+			o.relay, o.api, o.size, o.outstanding, o.rounds, o.round, o.batch)
+	} else {
+		for _, b := range benches {
+			fmt.Printf("%-10s %s\n", b.name, b.t)
+		}
+		fmt.Printf("payload %d B, %d outstanding per subscriber, %d rounds of %s\n\n", o.size, o.outstanding, o.rounds, o.round)
+	}
 	results := map[string][]result{}
 	var order []string
-	add := func(name string, r result) {
+	add := func(b bench, scenario string, r result) {
+		name := scenario
+		if !alone {
+			name = b.name + " " + scenario
+		}
 		if _, ok := results[name]; !ok {
 			order = append(order, name)
 		}
 		results[name] = append(results[name], r)
-		fmt.Printf("round %d  %-22s %s\n", len(results[name]), name, r)
+		if alone {
+			fmt.Printf("round %d  %-22s %s\n", len(results[name]), name, r)
+		} else {
+			fmt.Printf("round %d  %-10s %-24s %s\n", len(results[name]), b.name, scenario, r)
+		}
 	}
-	for range o.rounds {
+	skipped := map[string]error{} // by target: why it has no durable case
+	for round := range o.rounds {
+		// Each round starts with the next server, so none always runs
+		// first after the machine was quiet.
+		turn := slices.Concat(benches[round%len(benches):], benches[:round%len(benches)])
 		for _, n := range o.subs {
-			r, err := env.fanout(ctx, n, o.outstanding)
-			if err != nil {
-				return fmt.Errorf("fan-out 1→%d: %w", n, err)
+			for _, b := range turn {
+				r, err := fanout(ctx, b.t, o, n, o.outstanding)
+				if err != nil {
+					return fmt.Errorf("%s: fan-out 1→%d: %w", b.name, n, err)
+				}
+				add(b, fmt.Sprintf("fan-out 1→%d", n), r)
 			}
-			add(fmt.Sprintf("fan-out 1→%d", n), r)
 		}
 		if o.latency {
-			r, err := env.fanout(ctx, 1, 1)
-			if err != nil {
-				return fmt.Errorf("latency: %w", err)
+			for _, b := range turn {
+				r, err := fanout(ctx, b.t, o, 1, 1)
+				if err != nil {
+					return fmt.Errorf("%s: latency: %w", b.name, err)
+				}
+				add(b, "latency 1→1, 1 in flight", r)
 			}
-			add("latency 1→1, 1 in flight", r)
 		}
 		for _, d := range o.durable {
-			r, err := env.durable(ctx, d)
-			if err != nil {
-				return fmt.Errorf("durable %dx%d: %w", d.conns, d.inflight, err)
+			for _, b := range turn {
+				r, err := durable(ctx, b.t, o, d)
+				if errors.Is(err, errNoDurable) {
+					if skipped[b.name] == nil {
+						fmt.Printf("round %d  %-10s %v\n", round+1, b.name, err)
+					}
+					skipped[b.name] = err
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("%s: durable %dx%d: %w", b.name, d.conns, d.inflight, err)
+				}
+				add(b, fmt.Sprintf("durable %d conn × %d", d.conns, d.inflight), r)
 			}
-			add(fmt.Sprintf("durable %d conn × %d", d.conns, d.inflight), r)
 		}
 	}
 	fmt.Printf("\nmedian of %d rounds\n", o.rounds)
+	width := 26
+	if !alone {
+		width = 37
+	}
 	for _, name := range order {
-		fmt.Printf("%-26s %s\n", name, median(results[name]))
+		fmt.Printf("%-*s %s\n", width, name, median(results[name]))
+	}
+	for _, b := range benches {
+		if err := skipped[b.name]; err != nil {
+			fmt.Printf("%-*s %v\n", width, b.name+" durable", err)
+		}
+	}
+	if alone || !slices.Contains(names, "skytale") {
+		return nil
+	}
+	// The ratios of the medians, skytale's over each other server's.
+	for _, b := range benches {
+		if b.name == "skytale" {
+			continue
+		}
+		fmt.Printf("\nskytale / %s (medians): rate, p50, p99\n", b.name)
+		for _, name := range order {
+			scenario, ok := strings.CutPrefix(name, "skytale ")
+			if !ok {
+				continue
+			}
+			other, ok := results[b.name+" "+scenario]
+			if !ok {
+				continue
+			}
+			s, x := median(results[name]), median(other)
+			fmt.Printf("%-26s %6.2f×  %6.2f×  %6.2f×\n", scenario, s.rate/x.rate, ratio(s.p50, x.p50), ratio(s.p99, x.p99))
+		}
 	}
 	return nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
 }
 
 // result is one measurement.
@@ -270,309 +493,23 @@ func (h *hist) quantile(q float64) int64 {
 	return lowOf(len(h.b) - 1)
 }
 
-// env is what the scenarios share: accounts, channels and credentials.
-type env struct {
-	o        options
-	http     *http.Client
-	jwt      []byte // the JWT secret, with -data
-	internal string // the internal secret, with -data
-	org      string
-	owner    account
-	subs     []account // members of the fan-out channels, up to perAccount sockets each
-	fan      string
-	durables []string
-	seq      atomic.Int64
-}
-
-type account struct {
-	id, key string
-}
-
-// perAccount is how many sockets one account opens, under the relay's
-// default of 64 per account.
-const perAccount = 60
-
-func setup(ctx context.Context, o options, maxSubs int) (*env, error) {
-	e := &env{o: o, http: &http.Client{Timeout: 30 * time.Second}}
-	if o.data != "" {
-		for _, f := range []struct {
-			name string
-			dst  *[]byte
-		}{{"jwt_secret", &e.jwt}} {
-			b, err := os.ReadFile(filepath.Join(o.data, f.name))
-			if err != nil {
-				return nil, err
-			}
-			*f.dst = bytes.TrimSpace(b)
-		}
-		b, err := os.ReadFile(filepath.Join(o.data, "internal_secret"))
-		if err != nil {
-			return nil, err
-		}
-		e.internal = string(bytes.TrimSpace(b))
-	}
-	var id [6]byte
-	rand.Read(id[:])
-	e.org = "bench" + hex.EncodeToString(id[:])
-	var err error
-	if e.owner, err = e.signup(ctx, ""); err != nil {
-		return nil, fmt.Errorf("signup: %w", err)
-	}
-	invite := ""
-	need := (maxSubs + perAccount - 1) / perAccount
-	if e.internal == "" && need > 0 {
-		var out struct {
-			Token string `json:"token"`
-		}
-		if err := e.post(ctx, "/v1/orgs/invites", e.owner.key, map[string]any{"org": e.org, "max_uses": 100}, &out); err != nil {
-			return nil, fmt.Errorf("org invite: %w", err)
-		}
-		invite = out.Token
-	}
-	for range need {
-		a, err := e.signup(ctx, invite)
-		if err != nil {
-			return nil, fmt.Errorf("signup of a subscriber account: %w", err)
-		}
-		e.subs = append(e.subs, a)
-	}
-	e.fan = e.org + "/bench/fanout"
-	chans := []string{e.fan}
-	conns := 0
-	for _, d := range o.durable {
-		conns = max(conns, d.conns)
-	}
-	for i := range conns {
-		e.durables = append(e.durables, fmt.Sprintf("%s/bench/durable%d", e.org, i))
-	}
-	chans = append(chans, e.durables...)
-	for _, ch := range chans {
-		if err := e.post(ctx, "/v1/channels", e.owner.key, map[string]any{"name": ch}, nil); err != nil {
-			return nil, fmt.Errorf("register %s: %w", ch, err)
-		}
-	}
-	for _, a := range e.subs {
-		if err := e.post(ctx, "/v1/channels/members", e.owner.key, map[string]any{"channel": e.fan, "account_id": a.id}, nil); err != nil {
-			return nil, fmt.Errorf("add a member: %w", err)
-		}
-	}
-	return e, nil
-}
-
-func (e *env) signup(ctx context.Context, invite string) (account, error) {
-	body := map[string]any{"email": fmt.Sprintf("bench%d@%s.example", e.seq.Add(1), e.org), "org": e.org}
-	if invite != "" {
-		body["org_invite"] = invite
-	}
-	var out struct {
-		AccountID string `json:"account_id"`
-		APIKey    string `json:"api_key"`
-	}
-	err := e.post(ctx, "/v1/accounts", e.internal, body, &out)
-	return account{out.AccountID, out.APIKey}, err
-}
-
-func (e *env) post(ctx context.Context, path, bearer string, body, out any) error {
-	b, _ := json.Marshal(body)
-	var rb []byte
-	var resp *http.Response
-	for try := 0; ; try++ {
-		req, err := http.NewRequestWithContext(ctx, "POST", strings.TrimRight(e.o.api, "/")+path, bytes.NewReader(b))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err = e.http.Do(req)
-		if err != nil {
-			return err
-		}
-		rb, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		// The directory's rate limits: wait as told, a few times.
-		if resp.StatusCode != http.StatusTooManyRequests || try == 5 {
-			break
-		}
-		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		time.Sleep(time.Duration(max(wait, 1)) * time.Second)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: %d %s", path, resp.StatusCode, bytes.TrimSpace(rb))
-	}
-	if out != nil {
-		return json.Unmarshal(rb, out)
-	}
-	return nil
-}
-
-// token returns a relay JWT for a.
-func (e *env) token(ctx context.Context, a account) (string, error) {
-	if e.jwt != nil {
-		t := time.Now()
-		return jwt.Mint(e.jwt, jwt.Claims{Subject: a.id, Audience: jwt.AudienceRelay, IssuedAt: t, ExpiresAt: t.Add(jwt.MaxTTL)})
-	}
-	var out struct {
-		Token string `json:"token"`
-	}
-	err := e.post(ctx, "/v1/tokens", a.key, map[string]any{"audience": jwt.AudienceRelay}, &out)
-	return out.Token, err
-}
-
-// sock is one relay WebSocket.
-type sock struct {
-	c   *websocket.Conn
-	buf []byte
-}
-
-// dial opens a socket, authenticates and subscribes to ch.
-func (e *env) dial(ctx context.Context, tok, ch string) (*sock, error) {
-	u := "ws" + strings.TrimPrefix(strings.TrimRight(e.o.relay, "/"), "http") + "/ws"
-	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
-	if err != nil {
-		return nil, err
-	}
-	c.SetReadLimit(8 << 20)
-	s := &sock{c: c}
-	auth := map[string]any{"type": "auth", "token": tok}
-	if e.o.batch {
-		auth["batch"] = true
-	}
-	for _, f := range []any{auth, map[string]any{"type": "subscribe", "channel": ch}} {
-		b, _ := json.Marshal(f)
-		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
-			c.CloseNow()
-			return nil, err
-		}
-		msg, err := s.read(ctx)
-		if err != nil {
-			c.CloseNow()
-			return nil, err
-		}
-		if !bytes.HasPrefix(msg, []byte(`{"type":"ok"`)) {
-			c.CloseNow()
-			return nil, fmt.Errorf("relay answered %.200s", msg)
-		}
-	}
-	return s, nil
-}
-
-// read reads one whole message into the socket's buffer.
-func (s *sock) read(ctx context.Context) ([]byte, error) {
-	_, r, err := s.c.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.buf = s.buf[:0]
-	for {
-		if len(s.buf) == cap(s.buf) {
-			s.buf = append(s.buf, 0)[:len(s.buf)]
-		}
-		n, err := r.Read(s.buf[len(s.buf):cap(s.buf)])
-		s.buf = s.buf[:len(s.buf)+n]
-		if err == io.EOF {
-			return s.buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-var payloadKey = []byte(`"payload":"`)
-
-// stampOf reads the send time a pushed frame's payload starts with.
-func stampOf(frame []byte) (int64, bool) {
-	i := bytes.Index(frame, payloadKey)
-	if i < 0 || len(frame) < i+len(payloadKey)+12 {
-		return 0, false
-	}
-	var raw [9]byte
-	if _, err := base64.StdEncoding.Decode(raw[:], frame[i+len(payloadKey):i+len(payloadKey)+12]); err != nil {
-		return 0, false
-	}
-	return int64(binary.BigEndian.Uint64(raw[:8])), true
-}
-
-var messagePrefix = []byte(`{"type":"message"`)
-
-// publishFrame builds a publish frame whose payload starts with the send
-// time.
-func publishFrame(ch string, size int) func() []byte {
-	payload := make([]byte, size)
-	rand.Read(payload)
-	prefix := []byte(`{"type":"publish","channel":"` + ch + `","payload":"`)
-	buf := make([]byte, 0, len(prefix)+base64.StdEncoding.EncodedLen(size)+2)
-	return func() []byte {
-		binary.BigEndian.PutUint64(payload, uint64(now()))
-		buf = append(buf[:0], prefix...)
-		buf = base64.StdEncoding.AppendEncode(buf, payload)
-		return append(buf, '"', '}')
-	}
-}
-
-// dialMany opens n subscriber sockets on ch, a few at a time (the relay
-// bounds the sockets one address has waiting to authenticate).
-func (e *env) dialMany(ctx context.Context, n int, ch string) ([]*sock, error) {
-	toks := make([]string, (n+perAccount-1)/perAccount)
-	for i := range toks {
-		t, err := e.token(ctx, e.subs[i])
-		if err != nil {
-			return nil, err
-		}
-		toks[i] = t
-	}
-	socks := make([]*sock, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			s, err := e.dial(ctx, toks[i/perAccount], ch)
-			if err != nil {
-				errs <- err
-				return
-			}
-			socks[i] = s
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		for _, s := range socks {
-			if s != nil {
-				s.c.CloseNow()
-			}
-		}
-		return nil, err
-	}
-	return socks, nil
-}
-
 // fanout runs one publisher to n subscribers with at most k messages
 // outstanding per subscriber.
-func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
-	subs, err := e.dialMany(ctx, n, e.fan)
+func fanout(ctx context.Context, t target, o options, n, k int) (result, error) {
+	subs, err := t.subscribers(ctx, n)
 	if err != nil {
 		return result{}, err
 	}
 	defer func() {
 		for _, s := range subs {
-			s.c.CloseNow()
+			s.close()
 		}
 	}()
-	tok, err := e.token(ctx, e.owner)
+	pub, err := t.publisher(ctx)
 	if err != nil {
 		return result{}, err
 	}
-	pub, err := e.dial(ctx, tok, e.fan)
-	if err != nil {
-		return result{}, err
-	}
-	defer pub.c.CloseNow()
+	defer pub.close()
 
 	var measuring atomic.Bool
 	received := make([]atomic.Int64, n)
@@ -587,28 +524,13 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 		wg.Go(func() {
 			h, bh := hists[i], batches[i]
 			for {
-				msg, err := s.read(rctx)
+				var mh *hist
+				if measuring.Load() {
+					mh = h
+				}
+				frames, err := s.receive(rctx, mh)
 				if err != nil {
 					return
-				}
-				frames := 0
-				for len(msg) > 0 {
-					j := bytes.IndexByte(msg, '\n')
-					f := msg
-					if j >= 0 {
-						f, msg = msg[:j], msg[j+1:]
-					} else {
-						msg = nil
-					}
-					if !bytes.HasPrefix(f, messagePrefix) {
-						continue
-					}
-					frames++
-					if measuring.Load() {
-						if ts, ok := stampOf(f); ok {
-							h.add(now() - ts)
-						}
-					}
 				}
 				if frames == 0 {
 					continue
@@ -624,15 +546,6 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 			}
 		})
 	}
-	// The publisher's acks are read and dropped.
-	wg.Go(func() {
-		for {
-			if _, err := pub.read(rctx); err != nil {
-				return
-			}
-		}
-	})
-	next := publishFrame(e.fan, e.o.size)
 	minRecv := func() int64 {
 		m := int64(math.MaxInt64)
 		for i := range received {
@@ -656,7 +569,7 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 				continue
 			}
 			for range room {
-				if err := pub.c.Write(ctx, websocket.MessageText, next()); err != nil {
+				if err := pub.publish(ctx); err != nil {
 					return err
 				}
 				sent++
@@ -674,7 +587,7 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 	}
 	measuring.Store(true)
 	t0 := time.Now()
-	if err := publish(t0.Add(e.o.round)); err != nil {
+	if err := publish(t0.Add(o.round)); err != nil {
 		return result{}, err
 	}
 	elapsed := time.Since(t0)
@@ -685,9 +598,9 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 	}
 	cancel()
 	for _, s := range subs {
-		s.c.CloseNow()
+		s.close()
 	}
-	pub.c.CloseNow()
+	pub.close()
 	wg.Wait()
 	var h, bh hist
 	for i := range hists {
@@ -697,7 +610,7 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 	r := result{
 		rate: float64(delivered) / elapsed.Seconds(), unit: "delivered/s",
 		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999)),
-		framesPerMsg: true, batchP50: int(bh.quantile(0.5)), batchP99: int(bh.quantile(0.99)), batchMax: int(bh.quantile(1)),
+		framesPerMsg: t.wireMessages(), batchP50: int(bh.quantile(0.5)), batchP99: int(bh.quantile(0.99)), batchMax: int(bh.quantile(1)),
 	}
 	if m := bh.count(); m > 0 {
 		var frames float64
@@ -711,20 +624,14 @@ func (e *env) fanout(ctx context.Context, n, k int) (result, error) {
 
 // durable runs d.conns publishers, each on its own channel with
 // d.inflight publishes in flight, and counts the acks.
-func (e *env) durable(ctx context.Context, d durableCase) (result, error) {
-	tok, err := e.token(ctx, e.owner)
+func durable(ctx context.Context, t target, o options, d durableCase) (result, error) {
+	pubs, err := t.durables(ctx, d.conns, d.inflight)
 	if err != nil {
 		return result{}, err
 	}
-	socks := make([]*sock, d.conns)
-	for i := range socks {
-		if socks[i], err = e.dial(ctx, tok, e.durables[i]); err != nil {
-			return result{}, err
-		}
-	}
 	defer func() {
-		for _, s := range socks {
-			s.c.CloseNow()
+		for _, p := range pubs {
+			p.close()
 		}
 	}()
 	var measuring atomic.Bool
@@ -733,29 +640,24 @@ func (e *env) durable(ctx context.Context, d durableCase) (result, error) {
 	errs := make(chan error, d.conns)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, s := range socks {
+	for i, p := range pubs {
 		hists[i] = new(hist)
 		wg.Go(func() {
-			next := publishFrame(e.durables[i], e.o.size)
 			sent := make(chan int64, d.inflight) // send times, in order
 			done := make(chan error, 1)
 			go func() {
 				for {
-					msg, err := s.read(ctx)
-					if err != nil {
-						done <- err
-						return
-					}
-					for f := range bytes.SplitSeq(msg, []byte("\n")) {
-						if !bytes.Contains(f, []byte(`"message":"published"`)) {
-							done <- fmt.Errorf("relay answered %.200s", f)
-							return
-						}
+					n, err := p.acked(ctx)
+					for range n {
 						t := <-sent
 						if measuring.Load() {
 							hists[i].add(now() - t)
 							acks.Add(1)
 						}
+					}
+					if err != nil {
+						done <- err
+						return
 					}
 				}
 			}()
@@ -769,7 +671,7 @@ func (e *env) durable(ctx context.Context, d durableCase) (result, error) {
 					return
 				case sent <- now():
 				}
-				if err := s.c.Write(ctx, websocket.MessageText, next()); err != nil {
+				if err := p.publish(ctx); err != nil {
 					errs <- err
 					return
 				}
@@ -779,7 +681,7 @@ func (e *env) durable(ctx context.Context, d durableCase) (result, error) {
 	time.Sleep(time.Second)
 	measuring.Store(true)
 	t0 := time.Now()
-	time.Sleep(e.o.round)
+	time.Sleep(o.round)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	n := acks.Load()

@@ -1,8 +1,18 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -35,5 +45,235 @@ func TestRunAgainstStack(t *testing.T) {
 		rounds: 1, round: 200 * time.Millisecond, batch: true, durable: []durableCase{{2, 4}, {1, 1}}, latency: true}
 	if err := run(o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startNATS starts an in-process nats-server with JetStream on files in
+// the test's folder.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	return ns.ClientURL()
+}
+
+// TestRunAgainstNATS: every scenario runs against a nats-server, fan-out
+// and latency on core NATS, the durable cases (async with several in
+// flight, synchronous with one) on JetStream file streams, which are
+// deleted after the run.
+func TestRunAgainstNATS(t *testing.T) {
+	url := startNATS(t)
+	o := options{targets: []string{"nats"}, nats: url, subs: []int{1, 3}, outstanding: 8, size: 1024,
+		rounds: 1, round: 200 * time.Millisecond, durable: []durableCase{{2, 4}, {1, 1}}, latency: true}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := natsConnect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range js.StreamNames(t.Context()).Name() {
+		t.Errorf("stream %s left behind", name)
+	}
+}
+
+// TestNATSDurableAcksAreStored: an ack counted is a message the stream
+// stored: the acks counted are at most the streams' last sequences.
+func TestNATSDurableAcksAreStored(t *testing.T) {
+	url := startNATS(t)
+	o := options{nats: url, size: 64, round: 200 * time.Millisecond}
+	for _, d := range []durableCase{{2, 4}, {1, 1}} {
+		n, err := newNATS(t.Context(), o, d.conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := durable(t.Context(), n, o, d)
+		if err != nil {
+			n.close()
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(n.ctl)
+		var stored uint64
+		for _, name := range n.streams {
+			s, err := js.Stream(t.Context(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored += s.CachedInfo().State.LastSeq
+		}
+		n.close()
+		// The rate is over a little more than the round.
+		if counted := r.rate * o.round.Seconds(); stored == 0 || counted > float64(stored) {
+			t.Errorf("%dx%d: %d stored, about %.0f acks counted", d.conns, d.inflight, stored, counted)
+		}
+	}
+}
+
+// TestNATSWithoutJetStream: durable cases against a nats-server without
+// JetStream fail at once with an error that says so; without them the run
+// goes on.
+func TestNATSWithoutJetStream(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	o := options{targets: []string{"nats"}, nats: ns.ClientURL(), subs: []int{2}, outstanding: 4, size: 64,
+		rounds: 1, round: 100 * time.Millisecond, durable: []durableCase{{1, 1}}}
+	if err := run(o); err == nil || !strings.Contains(err.Error(), "JetStream") {
+		t.Fatalf("run = %v, want a JetStream error", err)
+	}
+	o.durable = nil
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNATSServerGone: a server that goes away in the middle of a fan-out
+// ends the scenario with an error instead of leaving it waiting.
+func TestNATSServerGone(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	o := options{nats: ns.ClientURL(), size: 64, round: time.Hour}
+	n, err := newNATS(t.Context(), o, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := fanout(t.Context(), n, o, 3, 8)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // within the warm-up
+	ns.Shutdown()
+	if err := <-done; err == nil {
+		t.Fatal("fan-out went on without its server")
+	}
+}
+
+// TestCentrifugoSecret: the HMAC key comes from the configuration's
+// client.token section; a configuration without one is refused.
+func TestCentrifugoSecret(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"client":{"token":{"hmac_secret_key":"k3y"}}}`), 0o600)
+	if s, err := centrifugoSecret(good); err != nil || string(s) != "k3y" {
+		t.Errorf("secret = %q, %v", s, err)
+	}
+	for _, body := range []string{`{"client":{}}`, `{"token":{"hmac_secret_key":"k"}}`, `not json`} {
+		bad := filepath.Join(dir, "bad.json")
+		os.WriteFile(bad, []byte(body), 0o600)
+		if _, err := centrifugoSecret(bad); err == nil {
+			t.Errorf("%s: accepted", body)
+		}
+	}
+	if _, err := centrifugoSecret(filepath.Join(dir, "absent.json")); err == nil {
+		t.Error("an absent file: accepted")
+	}
+}
+
+// startCentrifugo starts the centrifugo binary named by
+// RELAYBENCH_CENTRIFUGO (or found on PATH) with a memory engine on a free
+// loopback port, and returns its URL and configuration file; it skips the
+// test without a binary.
+func startCentrifugo(t *testing.T) (url, config string) {
+	t.Helper()
+	bin := os.Getenv("RELAYBENCH_CENTRIFUGO")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("centrifugo"); err != nil {
+			t.Skip("no centrifugo binary (set RELAYBENCH_CENTRIFUGO)")
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	config = filepath.Join(t.TempDir(), "centrifugo.json")
+	body := fmt.Sprintf(`{"log":{"level":"error"},"http_server":{"address":"127.0.0.1","port":%d},"engine":{"type":"memory"},`+
+		`"client":{"token":{"hmac_secret_key":"%x"}},`+
+		`"channel":{"without_namespace":{"allow_subscribe_for_client":true,"allow_publish_for_client":true}}}`, port, time.Now().UnixNano())
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", config)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 200 {
+			t.Fatalf("centrifugo does not listen on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "http://" + addr, config
+}
+
+// TestRunAgainstCentrifugo: fan-out and latency run against Centrifugo
+// over its JSON protocol; the durable cases are left out, saying why. A
+// token signed with another key is refused with Centrifugo's own error.
+func TestRunAgainstCentrifugo(t *testing.T) {
+	url, config := startCentrifugo(t)
+	secret, err := centrifugoSecret(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{targets: []string{"centrifugo"}, centrifugo: url, centrifugoSecret: secret, subs: []int{1, 3}, outstanding: 8, size: 1024,
+		rounds: 1, round: 200 * time.Millisecond, durable: []durableCase{{2, 4}}, latency: true}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCentrifugo(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.durables(t.Context(), 1, 1); !errors.Is(err, errNoDurable) {
+		t.Errorf("durables = %v, want errNoDurable", err)
+	}
+	o.centrifugoSecret = []byte("another key")
+	if err := run(o); err == nil || !strings.Contains(err.Error(), "centrifugo refused") {
+		t.Errorf("run with a token of another key = %v", err)
 	}
 }

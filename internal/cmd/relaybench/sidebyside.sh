@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# sidebyside.sh starts tally serve, nats-server and Centrifugo on
+# loopback, runs relaybench against the three in one process (interleaved
+# round for round, the same client and flags for each), and stops them.
+#
+#	internal/cmd/relaybench/sidebyside.sh [relaybench flags...]
+#
+# Environment:
+#
+#	TALLY       a tally binary (default: built from this tree)
+#	CENTRIFUGO  a centrifugo binary (default: centrifugo on PATH); without
+#	            one, Centrifugo is left out. One way to get it:
+#	            GOBIN=DIR go install github.com/centrifugal/centrifugo/v6@v6.9.1
+#	WORK        a folder for the binaries, data and configuration
+#	            (default: a new temporary folder)
+#
+# The servers:
+#
+#	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490
+#	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats   (built from the nats-server in go.mod)
+#	centrifugo -c WORK/centrifugo.json                    (memory engine, no history, port 8590)
+#
+# nats-server keeps its default sync of JetStream files (every two minutes:
+# an ack survives a crash of its process, not of the machine);
+# NATS_SYNC_ALWAYS=1 makes it fsync every message before the ack, as the
+# relay's archive does.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$root"
+work=${WORK:-$(mktemp -d)}
+mkdir -p "$work"
+
+tally=${TALLY:-}
+if [ -z "$tally" ]; then
+	tally=$work/tally
+	go build -o "$tally" ./cli/tally
+fi
+go build -o "$work/nats-server" github.com/nats-io/nats-server/v2
+go build -o "$work/relaybench" ./internal/cmd/relaybench
+centrifugo=${CENTRIFUGO:-$(command -v centrifugo || true)}
+
+pids=
+stop() {
+	for p in $pids; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $pids; do
+		wait "$p" 2>/dev/null || true
+	done
+}
+trap stop EXIT INT TERM
+
+# await waits until something listens on 127.0.0.1:$1.
+await() {
+	i=0
+	until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+		i=$((i + 1))
+		if [ "$i" -gt 100 ]; then
+			echo "sidebyside: nothing listens on port $1" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
+"$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 &
+pids="$pids $!"
+
+natsconf=$work/nats.conf
+if [ "${NATS_SYNC_ALWAYS:-}" = 1 ]; then
+	echo 'jetstream { sync_interval: always }' >"$natsconf"
+else
+	: >"$natsconf"
+fi
+"$work/nats-server" -c "$natsconf" -a 127.0.0.1 -p 4290 -js -sd "$work/nats" &
+pids="$pids $!"
+
+targets=skytale,nats
+cfflags=
+if [ -n "$centrifugo" ]; then
+	key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	cat >"$work/centrifugo.json" <<JSON
+{
+  "log": {"level": "error"},
+  "http_server": {"address": "127.0.0.1", "port": 8590},
+  "engine": {"type": "memory"},
+  "client": {"token": {"hmac_secret_key": "$key"}},
+  "channel": {"without_namespace": {"allow_subscribe_for_client": true, "allow_publish_for_client": true}}
+}
+JSON
+	chmod 600 "$work/centrifugo.json"
+	"$centrifugo" -c "$work/centrifugo.json" &
+	pids="$pids $!"
+	targets=$targets,centrifugo
+	cfflags="-centrifugo http://127.0.0.1:8590 -centrifugo-config $work/centrifugo.json"
+	await 8590
+fi
+await 3190
+await 8490
+await 4290
+
+# shellcheck disable=SC2086 # cfflags is a list of flags
+"$work/relaybench" -target "$targets" \
+	-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data "$work/tally-data" \
+	-nats nats://127.0.0.1:4290 $cfflags "$@"
