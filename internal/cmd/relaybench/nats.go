@@ -83,9 +83,15 @@ func (n *natsTarget) close() {
 
 // natsSub is one connection subscribed to the fan-out subject.
 type natsSub struct {
-	nc  *nats.Conn
-	sub *nats.Subscription
+	nc *nats.Conn
+	ch chan *nats.Msg
 }
+
+// natsSubQueue is a subscriber's queue of messages, above the most a
+// fan-out leaves outstanding (a full queue drops messages, and the
+// fan-out then reports a stall). nats.go's default, 65,536, would take
+// half a megabyte per subscriber.
+const natsSubQueue = 4096
 
 func (n *natsTarget) subscribers(ctx context.Context, count int) ([]subscriber, error) {
 	subs := make([]subscriber, count)
@@ -101,7 +107,8 @@ func (n *natsTarget) subscribers(ctx context.Context, count int) ([]subscriber, 
 				errs <- err
 				return
 			}
-			sub, err := nc.SubscribeSync(n.fan)
+			ch := make(chan *nats.Msg, natsSubQueue)
+			_, err = nc.ChanSubscribe(n.fan, ch)
 			if err == nil {
 				// The subscription is on the server once the flush is
 				// answered.
@@ -112,7 +119,7 @@ func (n *natsTarget) subscribers(ctx context.Context, count int) ([]subscriber, 
 				errs <- err
 				return
 			}
-			subs[i] = &natsSub{nc, sub}
+			subs[i] = &natsSub{nc, ch}
 		})
 	}
 	wg.Wait()
@@ -128,15 +135,26 @@ func (n *natsTarget) subscribers(ctx context.Context, count int) ([]subscriber, 
 	return subs, nil
 }
 
+// receive takes the next message and those queued behind it, as a
+// WebSocket message carries the pushes queued for it.
 func (s *natsSub) receive(ctx context.Context, h *hist) (int, error) {
-	m, err := s.sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return 0, err
+	var m *nats.Msg
+	select {
+	case m = <-s.ch:
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
-	if h != nil && len(m.Data) >= 8 {
-		h.add(now() - int64(binary.BigEndian.Uint64(m.Data)))
+	n := 0
+	for {
+		n++
+		if h != nil && len(m.Data) >= 8 {
+			h.add(now() - int64(binary.BigEndian.Uint64(m.Data)))
+		}
+		if len(s.ch) == 0 {
+			return n, nil
+		}
+		m = <-s.ch
 	}
-	return 1, nil
 }
 
 func (s *natsSub) close() { s.nc.Close() }
