@@ -109,7 +109,8 @@
 //
 // Every resource a client can make the relay hold is bounded: a socket may
 // send PreAuthReadLimit bytes (4 KiB) before it authenticates and one
-// 1 MiB payload per frame after; MaxUnauthConns (1024) sockets may wait
+// 1 MiB payload per frame after (MLS handshakes up to 16 MiB, see Large
+// handshakes); MaxUnauthConns (1024) sockets may wait
 // for authentication, MaxUnauthConnsPerAddr (32) per remote IP (429
 // rate_limited with Retry-After before the upgrade); an account may hold
 // MaxConnsPerAccount (64) sockets (too_many_connections, close 1013); a
@@ -117,6 +118,32 @@
 // an account may have AccountQuota bytes (256 MiB) of payload stored across
 // all channels (quota_exceeded). Frames with a repeated key or a key in the
 // wrong case are refused (bad_frame).
+//
+// # Large handshakes
+//
+// An MLS commit whose UpdatePath encrypts to blank subtrees grows with the
+// group: in the X-Wing suite (0x004D) it passes 1 MiB at about 885 members
+// and is 11.7 MB at 10,000. A payload whose cleartext header makes it a
+// commit, a proposal or a Welcome may therefore be up to
+// MaxHandshakePayload (16 MiB) decoded; everything else keeps MaxPayload
+// (1 MiB), and a larger frame that is not a handshake still closes the
+// socket with status 1009. A handshake over 16 MiB is refused with
+// payload_too_large.
+//
+// Memory stays bounded however many clients send large frames. A socket's
+// frame is read into memory up to the 1 MiB limit; only when that prefix
+// is a flat publish frame whose payload starts with a handshake header is
+// it read on, and only once it holds a share of the relay-wide
+// LargeFrameBudget (default 128 MiB) sized for the largest frame and its
+// decoded payload (about 39 MiB: three such frames at once by default). A
+// socket that waits LargeFrameWait (5 s) for the budget reads the rest of
+// the frame without keeping it and gets
+// {"type":"error","code":"busy",…}; its socket stays open, and no other
+// socket waits for it. The frame's buffer becomes the push frame (the
+// payload's base64 is not copied again), which every subscriber's queue
+// shares. A socket's queue holds MaxQueueBytes of other frames plus one
+// largest handshake, so a large commit does not drop a healthy subscriber
+// as slow, while one that reads nothing is still dropped.
 //
 // # Slow consumers
 //
@@ -169,7 +196,13 @@
 // Acknowledged means stored by JetStream: run nats-server with sync_interval
 // always, or the stream at three replicas, for it to mean synced to disk
 // (or on a majority of servers). The NATS servers' max_payload must be at
-// least 1 MiB plus headers (2MB); New checks.
+// least 1 MiB plus headers (2MB); New checks. Handshakes are capped at what
+// the servers admit, MaxHandshakePayload with max_payload 17MB, and a larger
+// one is refused to its publisher with payload_too_large naming the cap.
+// The relay does not require 17MB at start: a cluster of rooms that never
+// pass about 900 members in the post-quantum suite (or 10,000 in the
+// classic one, whose commits stay under 1 MiB) keeps working on the 2MB
+// servers it ran on before, and the refusal says what to raise.
 //
 // # Benchmarks
 //

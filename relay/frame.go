@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -187,6 +189,104 @@ func decodeFlat(b []byte) (frame, bool) {
 	}
 	skip()
 	return f, i == len(b)
+}
+
+// peekHandshake reports whether b, the first bytes of a frame too large
+// to read whole at once, is a flat JSON object whose "payload" string
+// starts with the base64 of an MLS handshake message (classify): only
+// such a frame may be read past readLimit. It decodes a few KiB of the
+// payload; the whole payload is classified again once read.
+func peekHandshake(b []byte) bool {
+	i, ok := payloadStart(b)
+	if !ok {
+		return false
+	}
+	rest := b[i:]
+	if bytes.IndexByte(rest, '"') >= 0 {
+		return false // the payload ends early: the frame is large for another reason
+	}
+	rest = rest[:min(len(rest), 16<<10)&^3]
+	head := make([]byte, base64.StdEncoding.DecodedLen(len(rest)))
+	n, err := base64.StdEncoding.Strict().Decode(head, rest)
+	if err != nil {
+		return false
+	}
+	return classify(head[:n]).entryType != EntryApp
+}
+
+// payloadStart scans the start of a flat frame object (decodeFlat's
+// shape) up to its "payload" key and returns the index where the
+// payload's string begins, after its opening quote.
+func payloadStart(b []byte) (int, bool) {
+	i := 0
+	skip := func() {
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+	}
+	str := func() ([]byte, bool) {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		i++
+		start := i
+		for ; i < len(b); i++ {
+			c := b[i]
+			if c == '"' {
+				i++
+				return b[start : i-1], true
+			}
+			if c < 0x20 || c == '\\' || c >= 0x80 {
+				return nil, false
+			}
+		}
+		return nil, false
+	}
+	skip()
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i++
+	for {
+		skip()
+		key, ok := str()
+		if !ok {
+			return 0, false
+		}
+		skip()
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i++
+		skip()
+		switch string(key) {
+		case "payload":
+			if i >= len(b) || b[i] != '"' {
+				return 0, false
+			}
+			return i + 1, true
+		case "batch":
+			switch {
+			case hasLit(b[i:], "true"):
+				i += 4
+			case hasLit(b[i:], "false"):
+				i += 5
+			default:
+				return 0, false
+			}
+		case "type", "token", "channel":
+			if _, ok := str(); !ok {
+				return 0, false
+			}
+		default:
+			return 0, false
+		}
+		skip()
+		if i >= len(b) || b[i] != ',' {
+			return 0, false
+		}
+		i++
+	}
 }
 
 // hasLit reports whether b starts with the literal lit and no letter or

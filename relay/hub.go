@@ -15,7 +15,8 @@ type hub struct {
 	bySub map[string]map[*conn]struct{}
 	conns map[*conn]struct{}
 
-	delivered atomic.Uint64 // frames queued on subscribers (metrics.go)
+	delivered      atomic.Uint64 // frames queued on subscribers (metrics.go)
+	deliveredBytes atomic.Uint64 // their bytes, once per subscriber
 }
 
 func newHub() *hub {
@@ -129,6 +130,7 @@ func (h *hub) fanout(ch string, frame []byte, origin *conn) {
 		}
 	}
 	h.delivered.Add(uint64(n))
+	h.deliveredBytes.Add(uint64(n) * uint64(len(frame)))
 }
 
 // fanoutExcept is fanout for a frame whose publisher is named by its
@@ -145,6 +147,7 @@ func (h *hub) fanoutExcept(ch string, frame []byte, origin uint64) {
 		}
 	}
 	h.delivered.Add(uint64(n))
+	h.deliveredBytes.Add(uint64(n) * uint64(len(frame)))
 }
 
 // connsOf returns the live connections of a subject.

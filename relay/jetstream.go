@@ -75,6 +75,10 @@ const fenceMarker = "fence"
 // jsTimeout bounds one JetStream request.
 const jsTimeout = 10 * time.Second
 
+// jsHeaderRoom is what a stored message may need beyond its payload: the
+// relay's headers and NATS's own.
+const jsHeaderRoom = 64 << 10
+
 // fetchWait is how long a read waits for entries JetStream reported
 // pending before it asks again what is pending.
 const fetchWait = time.Second
@@ -132,6 +136,9 @@ type jsArchive struct {
 	quota         int64
 	maxFirstEpoch uint64
 	node          string // this relay's id in origin headers
+	// maxHandshake is the largest handshake payload the NATS servers'
+	// max_payload admits (at most MaxHandshakePayload).
+	maxHandshake int
 
 	reqs    chan *pubReq
 	answers chan jsAnswer
@@ -202,9 +209,13 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		nc.Close()
 		return nil, err
 	}
-	if mp := nc.MaxPayload(); mp < MaxPayload+64<<10 {
-		return fail(fmt.Errorf("relay: the NATS server's max_payload is %d bytes; the relay needs at least %d (set max_payload: 2MB)", mp, MaxPayload+64<<10))
+	mp := nc.MaxPayload()
+	if mp < MaxPayload+jsHeaderRoom {
+		return fail(fmt.Errorf("relay: the NATS server's max_payload is %d bytes; the relay needs at least %d (set max_payload: 2MB, or 17MB for handshakes up to 16 MiB)", mp, MaxPayload+jsHeaderRoom))
 	}
+	// Handshakes may be as large as the server admits, up to
+	// MaxHandshakePayload; a larger one is refused to its publisher.
+	maxHS := int(min(int64(MaxHandshakePayload), mp-jsHeaderRoom))
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncTimeout(jsTimeout),
@@ -222,7 +233,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: int64(cfg.ArchiveCap),
 		MaxAge:            age,
-		MaxMsgSize:        MaxPayload + 64<<10,
+		MaxMsgSize:        int32(maxHS + jsHeaderRoom),
 		Storage:           jetstream.FileStorage,
 		Replicas:          cfg.NATSReplicas,
 		Duplicates:        min(age, 2*time.Minute),
@@ -239,15 +250,16 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	a := &jsArchive{
 		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now,
 		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, quota: cfg.AccountQuota, maxFirstEpoch: cfg.MaxFirstEpoch,
-		node:     hex.EncodeToString(id[:]),
-		reqs:     make(chan *pubReq, 1024),
-		answers:  make(chan jsAnswer, 4096),
-		inflight: semaphore.NewWeighted(256 << 20),
-		chans:    make(map[string]*jsChan),
-		usage:    make(map[string]int64),
-		pend:     make(map[string]int64),
-		pendSeq:  make(map[uint64]subBytes),
-		subs:     make(map[string]string),
+		maxHandshake: maxHS,
+		node:         hex.EncodeToString(id[:]),
+		reqs:         make(chan *pubReq, 1024),
+		answers:      make(chan jsAnswer, 4096),
+		inflight:     semaphore.NewWeighted(256 << 20),
+		chans:        make(map[string]*jsChan),
+		usage:        make(map[string]int64),
+		pend:         make(map[string]int64),
+		pendSeq:      make(map[uint64]subBytes),
+		subs:         make(map[string]string),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -939,7 +951,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	n, empty := 0, 0
 	for remaining > 0 && !pe.more {
 		batch := min(remaining, uint64(limit+1-n))
-		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload)), jetstream.FetchMaxWait(fetchWait))
+		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}

@@ -27,6 +27,15 @@ type relayCounters struct {
 	published   []atomic.Uint64 // by publishResults index, then "error"
 	sweeps      atomic.Uint64   // runs of the SQLite archive's TTL sweep
 	slow        atomic.Uint64   // connections dropped as slow consumers
+	// publishedBytes counts the decoded payload bytes of publishes handed
+	// to the archive.
+	publishedBytes atomic.Uint64
+	// largeHeld is the large-frame budget held (Config.LargeFrameBudget),
+	// largeRefused the large frames discarded for want of it.
+	// largeWaiting the sockets waiting for it.
+	largeHeld    atomic.Int64
+	largeWaiting atomic.Int64
+	largeRefused atomic.Uint64
 	// commits is the time of the SQLite archive's group commits (the
 	// write and its fsync).
 	commits prometheus.Histogram
@@ -113,6 +122,23 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 		}),
 		gauge("skytale_relay_channels_live", "Channels with at least one live subscriber.", func(h *hub) float64 { return float64(len(h.chans)) }),
 		counter("skytale_relay_deliveries_total", "Frames queued for subscribers by fan-out.", func(s *Server) *atomic.Uint64 { return &s.hub.delivered }, nil),
+		counter("skytale_relay_delivered_bytes_total", "Bytes of the frames queued for subscribers by fan-out, once per subscriber (the subscribers of a message share one copy of its frame).", func(s *Server) *atomic.Uint64 { return &s.hub.deliveredBytes }, nil),
+		counter("skytale_relay_published_bytes_total", "Decoded payload bytes of the publishes handed to the archive, accepted or not.", func(s *Server) *atomic.Uint64 { return &s.counters.publishedBytes }, nil),
+		counter("skytale_relay_large_frames_refused_total", "Handshake frames over 1 MiB discarded because the large-frame budget stayed full for LargeFrameWait (the publisher got busy).", func(s *Server) *atomic.Uint64 { return &s.counters.largeRefused }, nil),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_large_frame_bytes", Help: "Bytes of the large-frame budget held by handshake frames over 1 MiB being read and decoded (each holds the most such a frame may need)."}, func() float64 {
+			s := get()
+			if s.counters == nil {
+				return 0
+			}
+			return float64(s.counters.largeHeld.Load())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_large_frames_waiting", Help: "Sockets waiting for the large-frame budget to read a handshake frame over 1 MiB."}, func() float64 {
+			s := get()
+			if s.counters == nil {
+				return 0
+			}
+			return float64(s.counters.largeWaiting.Load())
+		}),
 		counter("skytale_relay_revocations_total", "Revoked subjects learned from the revocation feed.", func(s *Server) *atomic.Uint64 { return &s.counters.revocations }, nil),
 		counter("skytale_relay_connections_refused_total", "Connections closed for the per-account connection cap.", func(s *Server) *atomic.Uint64 { return &s.counters.refused }, nil),
 		counter("skytale_relay_slow_consumers_total", "Connections dropped because their send queue was full (their deliveries lost with them).", func(s *Server) *atomic.Uint64 { return &s.counters.slow }, nil),

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -39,6 +40,8 @@ const (
 	DefaultMaxUnauthConnsPerAddr = 32
 	DefaultMaxConnsPerAccount    = 64
 	DefaultMaxQueueBytes         = 16 << 20
+	DefaultLargeFrameBudget      = 128 << 20
+	DefaultLargeFrameWait        = 5 * time.Second
 )
 
 // Paging limits of GET /v1/messages and GET /v1/sync.
@@ -146,8 +149,25 @@ type Config struct {
 	// (default 64).
 	MaxConnsPerAccount int
 	// MaxQueueBytes bounds the bytes queued for one socket (default
-	// 16 MiB); past it the socket is dropped as a slow consumer.
+	// 16 MiB); past it the socket is dropped as a slow consumer. Push
+	// frames of handshakes over 1 MiB are counted against MaxQueueBytes
+	// plus the largest such frame, so a queue always has room for one
+	// largest handshake besides its other traffic.
 	MaxQueueBytes int
+
+	// LargeFrameBudget bounds the bytes of frames over the 1 MiB limit
+	// (handshakes up to MaxHandshakePayload) being read and decoded at
+	// once, over all sockets (default 128 MiB). Each such frame holds,
+	// from the moment its first 1 MiB shows it to be a handshake until it
+	// is handed to the archive, the most it may need: its read buffer and
+	// its decoded payload (about 39 MiB for MaxHandshakePayload), so the
+	// default admits three at once. It must be at least that much.
+	LargeFrameBudget int64
+	// LargeFrameWait is how long a socket waits for LargeFrameBudget
+	// (default 5 s). Past it, the frame is read on and discarded without
+	// being kept, and the publisher gets a busy error; the socket stays
+	// open and no other socket waits for it.
+	LargeFrameWait time.Duration
 }
 
 // Server is a relay: an http.Handler serving the WebSocket at /ws and
@@ -184,6 +204,14 @@ type Server struct {
 
 	gate httpx.Gate // requests and connections in progress
 
+	// Frames over readLimit: handshakes up to maxHandshake decoded
+	// (MaxHandshakePayload, or less on a NATS server that admits less),
+	// read within the large budget, largeWeight bytes each.
+	maxHandshake   int
+	largeReadLimit int64
+	largeWeight    int64
+	large          *semaphore.Weighted
+
 	counters *relayCounters // metrics.go
 }
 
@@ -194,7 +222,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
 		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
-		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 {
+		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 {
 		return nil, errors.New("relay: negative limit in Config")
 	}
 	if cfg.Members == nil && !cfg.OpenChannels {
@@ -211,6 +239,11 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
 	setDefault(&cfg.SendQueue, DefaultSendQueue)
 	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
+	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
+	setDefault(&cfg.LargeFrameWait, DefaultLargeFrameWait)
+	if w := largeFrameWeight(MaxHandshakePayload); cfg.LargeFrameBudget < w {
+		return nil, fmt.Errorf("relay: LargeFrameBudget must be at least %d bytes (one %d-byte handshake read and decoded)", w, MaxHandshakePayload)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -272,6 +305,13 @@ func New(cfg Config) (*Server, error) {
 	if a, ok := s.arch.(*archive); ok {
 		a.counters = counters // before start: its goroutines read it
 	}
+	s.maxHandshake = MaxHandshakePayload
+	if a, ok := s.arch.(*jsArchive); ok {
+		s.maxHandshake = a.maxHandshake
+	}
+	s.largeReadLimit = frameLimit(s.maxHandshake)
+	s.largeWeight = largeFrameWeight(s.maxHandshake)
+	s.large = semaphore.NewWeighted(cfg.LargeFrameBudget)
 	if err := s.loadRevoked(ctx); err != nil {
 		s.arch.close()
 		db.Close()

@@ -7,8 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +25,20 @@ import (
 
 // Limits of the WebSocket protocol (the seeds' API reference and DESIGN.md).
 const (
-	// MaxPayload is the largest decoded publish payload, inclusive.
+	// MaxPayload is the largest decoded publish payload, inclusive, of
+	// everything but MLS handshake messages.
 	MaxPayload = 1 << 20
+	// MaxHandshakePayload is the largest decoded payload, inclusive, of an
+	// MLS handshake message: a payload whose cleartext header (the first
+	// bytes, see classify) makes it a PublicMessage or PrivateMessage with
+	// content type commit or proposal, or a Welcome. A commit over a
+	// sparse ratchet tree grows with the group (in the X-Wing suite it
+	// passes 1 MiB at about 885 members and is 11.7 MB at 10,000), so
+	// handshakes get this larger cap; every other payload keeps
+	// MaxPayload. A frame over the 1 MiB limit is read on only within
+	// Config.LargeFrameBudget. On JetStream the cap is lower when the NATS
+	// servers' max_payload admits less.
+	MaxHandshakePayload = 16 << 20
 	// MaxSubscriptions is the number of channels one connection may join.
 	MaxSubscriptions = 50
 
@@ -32,6 +47,10 @@ const (
 	// (type, a 256-byte channel name). Before that the cap is
 	// Config.PreAuthReadLimit.
 	readLimit = (MaxPayload+2)/3*4 + 4096
+
+	// frameSlack is room a large frame's buffer keeps after the frame, for
+	// the push frame's tail built in place (pushSuffix).
+	frameSlack = 256
 
 	// maxInflightBytes bounds the payload bytes held between the readers
 	// and the archive; a publisher past it waits.
@@ -42,7 +61,14 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-var maxB64 = base64.StdEncoding.EncodedLen(MaxPayload)
+// frameLimit is the largest client frame publishing an n-byte payload:
+// its base64 plus room for the JSON around it.
+func frameLimit(n int) int64 { return int64(base64.StdEncoding.EncodedLen(n)) + 4096 }
+
+// largeFrameWeight is what a frame publishing an n-byte handshake holds
+// of the large-frame budget while it is read and decoded: its buffer and
+// the decoded payload.
+func largeFrameWeight(n int) int64 { return frameLimit(n) + frameSlack + int64(n) }
 
 // conn is one WebSocket client. Its reader goroutine handles frames in
 // order; its writer goroutine drains the bounded send queue, writing every
@@ -87,9 +113,15 @@ type conn struct {
 
 	wake chan struct{} // capacity 1
 
+	// rbuf is the frame being handled when it is over readLimit: its
+	// buffer is not reused, so publish builds the push frame in it.
+	// Reader goroutine only.
+	rbuf []byte
+
 	mu          sync.Mutex // guards the following fields
 	q           [][]byte
 	qBytes      int // bytes in q
+	qLarge      int // bytes in q of frames over readLimit
 	qSlots      int // answers in q holding a slot
 	spare       [][]byte
 	closing     bool
@@ -119,7 +151,7 @@ func (c *conn) enqueue(f []byte, slot bool) {
 		}
 		return
 	}
-	if len(c.q) >= c.srv.cfg.SendQueue || c.qBytes+len(f) > c.srv.cfg.MaxQueueBytes && len(c.q) > 0 {
+	if len(c.q) >= c.srv.cfg.SendQueue || len(c.q) > 0 && c.overBytes(len(f)) {
 		c.closing = true
 		c.closeCode = websocket.StatusTryAgainLater
 		c.closeReason = "slow consumer: send queue full"
@@ -135,6 +167,9 @@ func (c *conn) enqueue(f []byte, slot bool) {
 	}
 	c.q = append(c.q, f)
 	c.qBytes += len(f)
+	if len(f) > readLimit {
+		c.qLarge += len(f)
+	}
 	if slot {
 		c.qSlots++
 	}
@@ -145,9 +180,22 @@ func (c *conn) enqueue(f []byte, slot bool) {
 	}
 }
 
+// overBytes reports whether a frame of n bytes would take the queue past
+// its byte bounds: MaxQueueBytes for the frames up to readLimit, and
+// MaxQueueBytes plus one largest handshake push frame for all of them,
+// so that a large commit finds room on a healthy subscriber's queue.
+// c.mu is held.
+func (c *conn) overBytes(n int) bool {
+	limit := c.srv.cfg.MaxQueueBytes
+	if c.qBytes+n > limit+int(c.srv.largeReadLimit) {
+		return true
+	}
+	return n <= readLimit && c.qBytes-c.qLarge+n > limit
+}
+
 // dropLocked discards the queue, freeing the slots its answers held.
 func (c *conn) dropLocked() {
-	c.q, c.qBytes = nil, 0
+	c.q, c.qBytes, c.qLarge = nil, 0, 0
 	c.releaseSlots(c.qSlots)
 	c.qSlots = 0
 }
@@ -206,7 +254,7 @@ func (c *conn) writeLoop() {
 	for range c.wake {
 		c.mu.Lock()
 		batch, slots := c.q, c.qSlots
-		c.q, c.qBytes, c.qSlots = c.spare[:0], 0, 0
+		c.q, c.qBytes, c.qLarge, c.qSlots = c.spare[:0], 0, 0, 0
 		c.spare = nil
 		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
 		c.mu.Unlock()
@@ -254,23 +302,44 @@ func (c *conn) readLoop(pathChannel string) {
 			c.logReadEnd(err)
 			return
 		}
-		buf, err = readAll(r, buf[:0])
+		var eof bool
+		buf, eof, err = readUpTo(r, buf[:0], readLimit+1)
 		if err != nil {
 			c.logReadEnd(err)
 			return
 		}
+		var held int64
+		if !eof {
+			var ok bool
+			if buf, held, ok = c.readLarge(r, buf); !ok {
+				return
+			}
+			if buf == nil {
+				continue // refused and discarded
+			}
+		}
 		if c.isClosing() {
+			c.releaseLarge(held)
 			return
 		}
 		if typ != websocket.MessageText {
+			c.releaseLarge(held)
 			if !c.authed.Load() {
 				// The first frame must be an auth frame, whatever its kind.
 				c.refuseUnauthenticated()
 				return
 			}
 			c.fail("binary_frame", "frames must be JSON text frames")
-		} else if !c.handle(buf, pathChannel) {
-			return
+		} else {
+			if held > 0 {
+				c.rbuf = buf
+			}
+			ok := c.handle(buf, pathChannel)
+			c.rbuf = nil
+			c.releaseLarge(held)
+			if !ok {
+				return
+			}
 		}
 		if cap(buf) > 64<<10 {
 			buf = nil
@@ -289,19 +358,97 @@ func (c *conn) logReadEnd(err error) {
 	}
 }
 
+// readAll appends the whole message r reads to buf.
 func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
+	buf, _, err := readUpTo(r, buf, math.MaxInt)
+	return buf, err
+}
+
+// readUpTo appends the message r reads to buf until its end (eof true) or
+// until buf holds limit bytes (eof false, the rest unread).
+func readUpTo(r io.Reader, buf []byte, limit int) (_ []byte, eof bool, err error) {
+	for len(buf) < limit {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = slices.Grow(buf, min(max(cap(buf), 512), limit-len(buf)))
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return buf, nil
+			return buf, true, nil
 		}
 		if err != nil {
-			return buf, err
+			return buf, false, err
 		}
+	}
+	return buf, false, nil
+}
+
+// readLarge goes on reading a message that is over readLimit, whose first
+// readLimit+1 bytes are in buf. Only a publish of an MLS handshake may be
+// that large, and only within the relay's large-frame budget: anything
+// else closes the socket (1009, as for any frame over the limit), and a
+// handshake that finds no budget within LargeFrameWait is read on and
+// discarded without being kept (buf nil), its publisher told busy. held
+// is the budget the frame holds until it is handled; ok false ends the
+// connection.
+func (c *conn) readLarge(r io.Reader, buf []byte) (_ []byte, held int64, ok bool) {
+	s := c.srv
+	if !c.authed.Load() || s.maxHandshake <= MaxPayload || !peekHandshake(buf) {
+		s.log.Info("relay: frame over the read limit, closing", "remote", c.remote, "sub", c.sub)
+		c.closeWith(websocket.StatusMessageTooBig, "frame over the 1 MiB limit",
+			errorFrame("payload_too_large", "a frame over 1 MiB must publish an MLS commit, proposal or Welcome"), true)
+		return nil, 0, false
+	}
+	ctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.LargeFrameWait)
+	s.counters.largeWaiting.Add(1)
+	err := s.large.Acquire(ctx, s.largeWeight)
+	s.counters.largeWaiting.Add(-1)
+	cancel()
+	if err != nil {
+		s.counters.largeRefused.Add(1)
+		s.log.Info("relay: no budget for a large handshake, discarding it", "remote", c.remote, "sub", c.sub)
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			c.logReadEnd(err)
+			return nil, 0, false
+		}
+		c.fail("busy", "the relay is reading too many large handshakes at once; publish again shortly")
+		return nil, 0, true
+	}
+	held = s.largeWeight
+	s.counters.largeHeld.Add(held)
+	full := int(s.largeReadLimit) + frameSlack
+	if len(buf) == cap(buf) {
+		buf = slices.Grow(buf, min(cap(buf), full-len(buf)))
+	}
+	buf, eof, err := readUpTo(r, buf, full)
+	if err == nil && !eof {
+		// Over the archive's cap (a NATS max_payload below 16 MiB) but
+		// within MaxHandshakePayload, the library's limit: the rest is
+		// read without being kept, and the publisher told the cap.
+		c.releaseLarge(held)
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			c.logReadEnd(err)
+			return nil, 0, false
+		}
+		c.fail("payload_too_large", handshakeTooLarge(s.maxHandshake))
+		return nil, 0, true
+	}
+	if err != nil {
+		c.releaseLarge(held)
+		c.logReadEnd(err)
+		return nil, 0, false
+	}
+	if cap(buf)-len(buf) < frameSlack {
+		buf = slices.Grow(buf, frameSlack)
+	}
+	return buf, held, true
+}
+
+// releaseLarge gives back what a large frame held of the budget.
+func (c *conn) releaseLarge(held int64) {
+	if held > 0 {
+		c.srv.counters.largeHeld.Add(-held)
+		c.srv.large.Release(held)
 	}
 }
 
@@ -319,7 +466,19 @@ func (c *conn) refuseUnauthenticated() {
 
 // handle processes one text frame; false ends the connection.
 func (c *conn) handle(b []byte, pathChannel string) bool {
-	f, err := decodeFrame(b)
+	var f frame
+	var err error
+	if len(b) > readLimit {
+		// A frame this large was let in as a handshake publish; it is
+		// decoded in place, never copied by encoding/json.
+		var ok bool
+		if f, ok = decodeFlat(b); !ok || string(f.Type) != "publish" {
+			c.fail("bad_frame", "a frame over 1 MiB must be a publish frame: a flat JSON object of strings without escapes, each key once")
+			return true
+		}
+	} else {
+		f, err = decodeFrame(b)
+	}
 	if err != nil {
 		if !c.authed.Load() {
 			c.refuseUnauthenticated()
@@ -390,7 +549,10 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	}
 	c.authed.Store(true)
 	c.releaseSlot()
-	c.ws.SetReadLimit(readLimit)
+	// readLoop holds frames to readLimit itself, and reads a handshake
+	// past it within the large-frame budget, up to the archive's cap; the
+	// library's limit is that of the largest handshake.
+	c.ws.SetReadLimit(frameLimit(MaxHandshakePayload))
 	if s.isRevoked(c.sub) {
 		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
@@ -567,10 +729,13 @@ func (c *conn) publish(name, b64 []byte) {
 		c.fail("bad_payload", "payload is empty")
 		return
 	}
-	if len(b64) > maxB64 {
-		c.fail("payload_too_large", "payload is over 1 MiB decoded")
+	s := c.srv
+	if len(b64) > base64.StdEncoding.EncodedLen(s.maxHandshake) {
+		c.fail("payload_too_large", handshakeTooLarge(s.maxHandshake))
 		return
 	}
+	// The payload's size is bounded by the frame: a frame over readLimit
+	// holds the large-frame budget, which counts this buffer.
 	payload := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
 	n, err := base64.StdEncoding.Strict().Decode(payload, b64)
 	// Rejecting anything but canonical base64 (no line breaks) lets the
@@ -580,17 +745,46 @@ func (c *conn) publish(name, b64 []byte) {
 		return
 	}
 	payload = payload[:n]
-	if n > MaxPayload {
+	hdr := classify(payload)
+	if hdr.entryType == EntryApp && n > MaxPayload {
 		c.fail("payload_too_large", "payload is over 1 MiB decoded")
 		return
 	}
+	if n > s.maxHandshake {
+		c.fail("payload_too_large", handshakeTooLarge(s.maxHandshake))
+		return
+	}
 	ch := string(name)
-	f := pushPrefix(ch, len(b64))
-	f = append(f, b64...)
+	f := c.pushFrame(ch, b64)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
-	c.srv.arch.acquire(int64(len(payload)))
-	c.srv.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: classify(payload), frame: f, weight: int64(len(payload))})
+	s.counters.publishedBytes.Add(uint64(n))
+	s.arch.acquire(int64(len(payload)))
+	s.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, weight: int64(len(payload))})
+}
+
+func handshakeTooLarge(max int) string {
+	return "handshake payload is over " + strconv.Itoa(max) + " bytes decoded"
+}
+
+// pushFrame starts the push frame of a publish: everything up to and
+// including the payload's base64 b64. For a frame over readLimit (c.rbuf),
+// whose buffer is not reused, it is built in that buffer over the
+// publish frame's own head when that is long enough ({"type":"publish",
+// "channel":… before the payload is exactly as long as the push frame's
+// head), so a large handshake is held once as base64, not twice.
+func (c *conn) pushFrame(ch string, b64 []byte) []byte {
+	if b := c.rbuf; len(b64) > 0 {
+		off := cap(b) - cap(b64)
+		head := pushPrefix(ch, 0)
+		if off >= len(head) && off+len(b64) <= len(b) && &b[off] == &b64[0] {
+			start := off - len(head)
+			copy(b[start:off], head)
+			return b[start : off+len(b64)]
+		}
+	}
+	f := pushPrefix(ch, len(b64))
+	return append(f, b64...)
 }
 
 // connIDs numbers the conns of the process.
