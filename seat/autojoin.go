@@ -132,20 +132,36 @@ func externalRules(g *mls.Group, req mls.ExternalRequest) error {
 	return nil
 }
 
-// joinWelcome joins a room from a Welcome with a configuration bound to
-// the new group.
-func (s *Seat) joinWelcome(welcome []byte, b *mls.KeyPackageBundle) (*mls.Group, error) {
+// joinWelcome joins the room ch from a Welcome with a configuration bound
+// to the new group, fetching the ratchet tree from the directory when the
+// Welcome leaves it out (tree.go). A tree that does not open the Welcome
+// is ErrTreeMismatch, one that cannot be had ErrTreeUnavailable; either
+// way nothing changed.
+func (s *Seat) joinWelcome(ctx context.Context, ch string, welcome []byte, b *mls.KeyPackageBundle) (*mls.Group, error) {
 	cfg, ref := s.roomConfig()
-	g, err := mls.Join(welcome, b, nil, cfg)
+	f := &fetchedTree{fetch: s.treeFetcher(ctx, ch)}
+	g, err := mls.Join(welcome, b, &mls.JoinOptions{FetchTree: f.get}, cfg)
+	if err != nil {
+		return nil, f.joinError(ch, err)
+	}
 	ref.g = g
-	return g, err
+	return g, nil
 }
 
 // shareGroupInfo puts r's GroupInfo of its current epoch at the
-// directory, so that others can join or rejoin by external Commit. It is
-// best effort: a failure costs only the next external joiner a retry.
+// directory, so that others can join or rejoin by external Commit; a
+// large room's tree goes out of band, put first (tree.go). It is best
+// effort: a failure costs only the next external joiner a retry.
 func (s *Seat) shareGroupInfo(ctx context.Context, r *room) {
-	gi, err := r.g.GroupInfo()
+	out, err := s.shareTree(ctx, r.channel, r.g)
+	if err != nil {
+		return
+	}
+	tree := mls.TreeInBand
+	if out {
+		tree = mls.TreeOutOfBand
+	}
+	gi, err := r.g.GroupInfoWith(mls.GroupInfoOptions{Tree: tree})
 	if err != nil || len(gi) > maxGroupInfo {
 		return
 	}
@@ -264,19 +280,30 @@ func (s *Seat) externalCommit(ctx context.Context, ch string, gi, sig []byte, id
 	var g *mls.Group
 	var commit []byte
 	var err error
+	// A GroupInfo without the tree is joined with the tree fetched from
+	// the directory (tree.go), once for all the suites tried.
+	o := mls.ExternalJoinOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	f := &fetchedTree{fetch: s.treeFetcher(ctx, ch)}
+	o.FetchTree = f.get
 	for _, cs := range roomSuites {
 		b, kerr := mls.NewKeyPackage(cs, id, sig, s.mlsConfig())
 		if kerr != nil {
 			return nil, kerr
 		}
 		cfg, ref := s.roomConfig()
-		if g, commit, err = mls.JoinExternalWith(gi, b, opts, cfg); err == nil {
+		if g, commit, err = mls.JoinExternalWith(gi, b, &o, cfg); err == nil {
 			ref.g = g
+			break
+		}
+		if treeTrouble(err) {
 			break
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, f.joinError(ch, err)
 	}
 	if _, _, err := rolesIn(g.Extensions()); err != nil {
 		return nil, fmt.Errorf("seat: the room %s carries roles that cannot be read: %w", ch, err)

@@ -268,7 +268,10 @@ func (s *Seat) joinDeviceRoom(ctx context.Context, rc *RelayClient, reqID, ch st
 		if e.EntryType != EntryWelcome {
 			return nil
 		}
-		joined, err := s.joinWelcome(e.Payload, bundles[0])
+		joined, err := s.joinWelcome(ctx, ch, e.Payload, bundles[0])
+		if treeTrouble(err) {
+			return err // ours, but its tree is not to be had yet
+		}
 		if err != nil {
 			return nil // another joiner's Welcome
 		}
@@ -338,7 +341,7 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 			// receives meanwhile (a stale retry catches up) are not its.
 			s.addCheck = check
 			defer func() { s.addCheck = nil }()
-			return r.g.AddMembers(kp)
+			return addMembers(r, kp)
 		})
 		if err != nil {
 			if errors.Is(err, ErrFenceAhead) || errors.Is(err, errStaleRetries) || ctx.Err() != nil {

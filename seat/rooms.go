@@ -459,7 +459,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	for _, b := range bundles {
 		// The Welcome is for the KeyPackage of the room's suite; the
 		// others refuse it.
-		if g, err = s.joinWelcome(welcome, b); err == nil {
+		if g, err = s.joinWelcome(ctx, ch, welcome, b); err == nil || treeTrouble(err) {
 			break
 		}
 	}
@@ -720,6 +720,15 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 		if err != nil {
 			return nil, err
 		}
+		// A Welcome without the tree is of no use until the tree is at
+		// the directory: put it before the Commit leaves, so that a
+		// failure here changes nothing (tree.go).
+		if res.RatchetTree != nil {
+			if err := s.putTree(ctx, r.channel, res.TreeHash, res.RatchetTree); err != nil {
+				r.g.DiscardCommit()
+				return nil, err
+			}
+		}
 		err = s.publishCommit(ctx, r, res.Commit)
 		switch {
 		case err == nil:
@@ -841,7 +850,7 @@ func (s *Seat) admitOffer(ctx context.Context, r *room, offer []byte) (*mls.Comm
 	}
 	for _, kp := range kps {
 		var res *mls.CommitResult
-		res, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.AddMembers(kp) })
+		res, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return addMembers(r, kp) })
 		if err == nil || !errors.Is(err, mls.ErrInvalidLeafNode) && !errors.Is(err, mls.ErrInvalidProposal) {
 			return res, err
 		}

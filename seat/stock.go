@@ -394,7 +394,12 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 			return false, err
 		}
 		for _, b := range bundles {
-			g, err := s.joinWelcome(e.Welcome, b)
+			g, err := s.joinWelcome(ctx, e.Channel, e.Welcome, b)
+			if treeTrouble(err) {
+				// The Welcome is this offer's, but its tree is not to
+				// be had or does not match: keep both for a retry.
+				return false, fmt.Errorf("seat: joining %s: %w", e.Channel, err)
+			}
 			if err != nil {
 				continue
 			}

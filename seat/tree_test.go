@@ -1,0 +1,252 @@
+package seat_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/mls"
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// fillRoom adds n members to owner's room, made with the mls package
+// directly (a seat per member would take minutes), in Commits of at most
+// batch, each under the relay's 1 MiB frames.
+func fillRoom(t *testing.T, owner *member, room string, cs mls.CipherSuite, n, batch int) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := seat.MLSConfig(owner.Seat)
+	var kps [][]byte
+	flush := func() {
+		if err := seat.AddKeyPackages(owner.Seat, ctx, room, kps); err != nil {
+			t.Fatalf("adding %d members: %v", len(kps), err)
+		}
+		kps = kps[:0]
+	}
+	for i := range n {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := mls.NewKeyPackage(cs, seat.DIDKey(pub), priv.Seed(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kps = append(kps, b.Bytes())
+		if len(kps) == batch || i == n-1 {
+			flush()
+		}
+	}
+}
+
+// roomTree is the size of owner's room's ratchet tree.
+func roomTree(t *testing.T, owner *member, room string) int {
+	t.Helper()
+	tree, _, err := seat.RoomTree(owner.Seat, context.Background(), room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(tree)
+}
+
+// TestRoomLargeTreeOutOfBand: a post-quantum room of 250 members, whose
+// Welcome with the ratchet tree in it would be over the directory's 256
+// KiB cap, still takes new members, by Welcome and by external Commit: the
+// tree goes to the directory in parts, the Welcome and the GroupInfo go
+// without it, and the joiners fetch it and check it against the tree
+// hash. Everyone then reads everyone.
+func TestRoomLargeTreeOutOfBand(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreateWith(ctx, "big", seat.RoomOptions{Suite: seat.SuitePQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRoom(t, alice, room, seat.SuitePQ, 250, 125)
+	if n := roomTree(t, alice, room); n <= directory.MaxWelcome {
+		t.Fatalf("the tree of 251 post-quantum members is %d bytes, under the Welcome cap", n)
+	}
+
+	// By Welcome (the owner admits a join request).
+	bob := newMember(t, st, "bobco")
+	join(t, alice, bob, room)
+	if m, _, err := bob.RoomMembers(ctx, room); err != nil || len(m) != 252 {
+		t.Fatalf("bob sees %d members: %v", len(m), err)
+	}
+	sendTo(t, alice, room, "hello, bob")
+	expect(t, "bob", received(t, bob, room), "hello, bob")
+
+	// The GroupInfo the directory keeps now leaves the tree out.
+	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bob.acct.APIKey}
+	_, gi, err := dc.GroupInfo(ctx, room)
+	if err != nil || len(gi) >= 64<<10 {
+		t.Fatalf("the GroupInfo kept: %d bytes, %v", len(gi), err)
+	}
+
+	// By external Commit (an invite that admits on its own), from that
+	// GroupInfo, with the owner away.
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMember(t, st, "carolco")
+	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)
+	}
+	sendTo(t, carol, room, "hello from carol")
+	expect(t, "bob", received(t, bob, room), "hello from carol")
+	expect(t, "alice", received(t, alice, room), "hello from carol")
+	if m, _, err := alice.RoomMembers(ctx, room); err != nil || len(m) != 253 {
+		t.Fatalf("alice sees %d members: %v", len(m), err)
+	}
+}
+
+// tamperProxy is a directory in front of the real one that flips a byte
+// of every part of a ratchet tree it hands out, and counts them.
+func tamperProxy(t *testing.T, apiURL string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flipped atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.URL.Path != "/v1/channels/tree" || !resp.Request.URL.Query().Has("part") || resp.StatusCode != 200 {
+			return nil
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		var body map[string]any
+		if err := json.Unmarshal(b, &body); err != nil {
+			return err
+		}
+		data, err := base64.StdEncoding.DecodeString(body["data"].(string))
+		if err != nil {
+			return err
+		}
+		data[len(data)/2] ^= 0x01
+		body["data"] = base64.StdEncoding.EncodeToString(data)
+		b, _ = json.Marshal(body)
+		flipped.Add(1)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	ts := httptest.NewServer(rp)
+	t.Cleanup(ts.Close)
+	return ts.URL, &flipped
+}
+
+// TestRoomTamperedTreeChangesNothing: a directory that serves a ratchet
+// tree with one byte flipped makes the join from the person's inbox fail
+// with ErrTreeMismatch, and nothing changes: no room, the Welcome still
+// waits, the offer it was made for is kept. Through an honest directory
+// the same Welcome then joins.
+func TestRoomTamperedTreeChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
+	if n := roomTree(t, alice, room); n < 64<<10 {
+		t.Fatalf("the tree is %d bytes: too small to go out of band", n)
+	}
+
+	proxy, flipped := tamperProxy(t, st.APIURL)
+	home := t.TempDir()
+	s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: proxy, RelayURL: st.RelayURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	did, err := s.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err := s.SignIn(ctx, "dave@example.test", "daveco")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil || len(added) != 1 {
+		t.Fatalf("adding dave: %+v %v", added, err)
+	}
+
+	joined, err := s.ProcessInbox(ctx)
+	if !errors.Is(err, seat.ErrTreeMismatch) || len(joined) != 0 {
+		t.Fatalf("the join with a tampered tree: %v %v", joined, err)
+	}
+	if flipped.Load() == 0 {
+		t.Fatal("the proxy served no tree")
+	}
+	if _, err := s.RoomSync(ctx, room); err == nil {
+		t.Fatal("dave has the room after a refused tree")
+	}
+	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: acct.APIKey}
+	if inbox, err := dc.Inbox(ctx); err != nil || len(inbox) != 1 {
+		t.Fatalf("dave's inbox after the refused tree: %d %v", len(inbox), err)
+	}
+	s.Close()
+
+	// The same home, through the directory itself.
+	dave := &member{Seat: openSeat(t, st, home), did: did, acct: acct, home: home}
+	if joined, err := dave.ProcessInbox(ctx); err != nil || !slices.Equal(joined, []string{room}) {
+		t.Fatalf("the retry through an honest directory: %v %v", joined, err)
+	}
+	sendTo(t, alice, room, "hello, dave")
+	expect(t, "dave", received(t, dave, room), "hello, dave")
+}
+
+// TestRoomTreeMissing: when the directory does not have the tree (it was
+// replaced by newer ones, say), the join by Welcome says so with
+// ErrTreeUnavailable and keeps the Welcome and the offer.
+func TestRoomTreeMissing(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
+	bob := newMember(t, st, "bobco")
+	if _, err := alice.RoomAdd(ctx, room, bob.acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	// Four newer trees push the Welcome's out of the directory.
+	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}
+	for i := range directory.MaxTreesPerChannel {
+		if err := dc.PutTree(ctx, room, "newer-"+strconv.Itoa(i), []byte("tree")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bob.ProcessInbox(ctx); !errors.Is(err, seat.ErrTreeUnavailable) {
+		t.Fatalf("a join whose tree is gone: %v", err)
+	}
+	bc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bob.acct.APIKey}
+	if inbox, err := bc.Inbox(ctx); err != nil || len(inbox) != 1 {
+		t.Fatalf("bob's inbox: %d %v", len(inbox), err)
+	}
+}
