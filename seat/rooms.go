@@ -456,11 +456,18 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 		}
 	}
 	var g *mls.Group
+	var lastSeq uint64
 	for _, b := range bundles {
 		// The Welcome is for the KeyPackage of the room's suite; the
 		// others refuse it.
 		if g, err = s.joinWelcome(ctx, ch, welcome, b); err == nil || treeTrouble(err) {
 			break
+		}
+	}
+	if errors.Is(err, errTreeGone) {
+		var r *room
+		if r, err = s.joinInPlace(ctx, ch); err == nil {
+			g, lastSeq = r.g, r.lastSeq
 		}
 	}
 	if err != nil {
@@ -471,7 +478,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	if _, _, err := rolesIn(g.Extensions()); err != nil {
 		return "", fmt.Errorf("seat: the Welcome to %s carries roles that cannot be read: %w", ch, err)
 	}
-	r := &room{channel: ch, role: "member", g: g}
+	r := &room{channel: ch, role: "member", g: g, lastSeq: lastSeq}
 	s.lockRooms()
 	defer s.unlockRooms()
 	if err := s.saveRoom(ctx, r, true); err != nil {

@@ -395,6 +395,15 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 		}
 		for _, b := range bundles {
 			g, err := s.joinWelcome(ctx, e.Channel, e.Welcome, b)
+			lastSeq := uint64(0)
+			if errors.Is(err, errTreeGone) {
+				// The Welcome is this offer's (its tree was asked for
+				// only once it opened), but the room moved on.
+				var r *room
+				if r, err = s.joinInPlace(ctx, e.Channel); err == nil {
+					g, lastSeq = r.g, r.lastSeq
+				}
+			}
 			if treeTrouble(err) {
 				// The Welcome is this offer's, but its tree is not to
 				// be had or does not match: keep both for a retry.
@@ -406,7 +415,7 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 			if _, _, err := rolesIn(g.Extensions()); err != nil {
 				return false, nil // a room whose roles cannot be read: refused
 			}
-			if err := s.saveRoom(ctx, &room{channel: e.Channel, role: "member", g: g}, true); err != nil {
+			if err := s.saveRoom(ctx, &room{channel: e.Channel, role: "member", g: g, lastSeq: lastSeq}, true); err != nil {
 				return false, err
 			}
 			// One-time offers are spent (RFC 9420 §16.8); a last-resort

@@ -56,6 +56,10 @@ var (
 	ErrTreeUnavailable = errors.New("seat: the room's ratchet tree cannot be had from the directory")
 )
 
+// errTreeGone: the directory answered that it holds no such tree (it was
+// replaced by newer ones, or never put); a kind of ErrTreeUnavailable.
+var errTreeGone = errors.New("seat: the directory holds no such ratchet tree")
+
 // treeTrouble reports whether err is about an out-of-band tree, which
 // the join loops must not take for a Welcome that is not theirs.
 func treeTrouble(err error) bool {
@@ -155,7 +159,7 @@ func (c *DirectoryClient) FetchTree(ctx context.Context, channel, id string) ([]
 	if err != nil {
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status == 404 {
-			return nil, fmt.Errorf("%w: %s holds no tree %.16s…", ErrTreeUnavailable, channel, id)
+			return nil, fmt.Errorf("%w: %w: %s, tree %.16s…", ErrTreeUnavailable, errTreeGone, channel, id)
 		}
 		return nil, err
 	}
@@ -263,6 +267,34 @@ func (f *fetchedTree) joinError(ch string, err error) error {
 		return fmt.Errorf("%w (%s): %v", ErrTreeMismatch, ch, err)
 	}
 	return err
+}
+
+// joinInPlace takes the place a Welcome gave this seat in ch when the
+// Welcome's tree is no longer at the directory, which keeps a channel's
+// latest few: the room moved on by more than that many epochs while the
+// Welcome waited. The Welcome's Commit added a leaf with this seat's
+// identity and signature key; an external Commit from the room's latest
+// GroupInfo replaces it (a resync, RFC 9420 §12.4.3.2, which every member
+// admits, autojoin.go), as [Seat.RoomRejoin] does for a lost room. What
+// was sent between the two epochs stays unread, as after a gap.
+func (s *Seat) joinInPlace(ctx context.Context, ch string) (*room, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, gi, err := s.directory(key).GroupInfo(ctx, ch)
+	if err != nil {
+		return nil, fmt.Errorf("seat: joining %s: the Welcome's ratchet tree is gone, and no GroupInfo to join from: %w", ch, err)
+	}
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.externalCommit(ctx, ch, gi, sig, id, nil)
+	if err != nil {
+		return nil, fmt.Errorf("seat: joining %s in the place its Welcome gave, after the Welcome's ratchet tree was gone: %w", ch, err)
+	}
+	return r, nil
 }
 
 // shareTree puts g's current tree at the directory when it is too large

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -219,9 +220,32 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	expect(t, "dave", received(t, dave, room), "hello, dave")
 }
 
-// TestRoomTreeMissing: when the directory does not have the tree (it was
-// replaced by newer ones, say), the join by Welcome says so with
-// ErrTreeUnavailable and keeps the Welcome and the offer.
+// failingProxy is a directory in front of the real one whose tree reads
+// all fail with 502.
+func failingProxy(t *testing.T, apiURL string) string {
+	t.Helper()
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/channels/tree" && r.Method == "GET" {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestRoomTreeMissing: a join from the inbox whose tree cannot be read
+// (the directory fails) is ErrTreeUnavailable and keeps the Welcome and
+// the offer; once the directory no longer holds the tree at all (the
+// room moved on by more trees than it keeps), the joiner takes the place
+// the Welcome gave it by an external Commit that replaces its own leaf,
+// and reads and sends from then on.
 func TestRoomTreeMissing(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
@@ -231,22 +255,61 @@ func TestRoomTreeMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
-	bob := newMember(t, st, "bobco")
-	if _, err := alice.RoomAdd(ctx, room, bob.acct.AccountID); err != nil {
+
+	home := t.TempDir()
+	s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: failingProxy(t, st.APIURL), RelayURL: st.RelayURL})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Four newer trees push the Welcome's out of the directory.
+	did, err := s.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err := s.SignIn(ctx, "bob@example.test", "bobco")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	_, welcomeTree, err := seat.RoomTree(alice.Seat, ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ProcessInbox(ctx); !errors.Is(err, seat.ErrTreeUnavailable) {
+		t.Fatalf("a join whose tree cannot be read: %v", err)
+	}
+	bc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: acct.APIKey}
+	if inbox, err := bc.Inbox(ctx); err != nil || len(inbox) != 1 {
+		t.Fatalf("bob's inbox: %d %v", len(inbox), err)
+	}
+	s.Close()
+
+	// Newer trees push the Welcome's out of the directory: three put by
+	// hand, and the tree of alice's next Commit, which her GroupInfo
+	// leaves out.
 	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}
-	for i := range directory.MaxTreesPerChannel {
+	for i := range directory.MaxTreesPerChannel - 1 {
 		if err := dc.PutTree(ctx, room, "newer-"+strconv.Itoa(i), []byte("tree")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := bob.ProcessInbox(ctx); !errors.Is(err, seat.ErrTreeUnavailable) {
-		t.Fatalf("a join whose tree is gone: %v", err)
+	if _, err := alice.RoomInviteAuto(ctx, room, 1, 0); err != nil {
+		t.Fatal(err)
 	}
-	bc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bob.acct.APIKey}
-	if inbox, err := bc.Inbox(ctx); err != nil || len(inbox) != 1 {
-		t.Fatalf("bob's inbox: %d %v", len(inbox), err)
+	var ae *seat.APIError
+	if _, err := dc.TreeInfo(ctx, room, hex.EncodeToString(welcomeTree)); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("the Welcome's tree is still there: %v", err)
+	}
+	bob := &member{Seat: openSeat(t, st, home), did: did, acct: acct, home: home}
+	if joined, err := bob.ProcessInbox(ctx); err != nil || !slices.Equal(joined, []string{room}) {
+		t.Fatalf("a join whose tree is gone: %v %v", joined, err)
+	}
+	sendTo(t, alice, room, "hello, bob")
+	expect(t, "bob", received(t, bob, room), "hello, bob")
+	sendTo(t, bob, room, "hello from bob")
+	expect(t, "alice", received(t, alice, room), "hello from bob")
+	if m, _, err := alice.RoomMembers(ctx, room); err != nil || len(m) != 62 {
+		t.Fatalf("alice sees %d members: %v", len(m), err)
 	}
 }
