@@ -218,6 +218,39 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	}
 	sendTo(t, alice, room, "hello, dave")
 	expect(t, "dave", received(t, dave, room), "hello, dave")
+
+	// A join by external Commit through the same directory is refused
+	// the same way, before its Commit goes out: the room does not change.
+	before, _, err := alice.RoomMembers(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := seat.Open(ctx, seat.Config{Home: t.TempDir(), APIURL: proxy, RelayURL: st.RelayURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	if _, err := es.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := es.SignIn(ctx, "erin@example.test", "erinco"); err != nil {
+		t.Fatal(err)
+	}
+	seen := flipped.Load()
+	if _, err := es.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrTreeMismatch) || flipped.Load() == seen {
+		t.Fatalf("the external join with a tampered tree: %v", err)
+	}
+	if _, err := es.RoomSync(ctx, room); err == nil {
+		t.Fatal("erin has the room after a refused tree")
+	}
+	expect(t, "dave", received(t, dave, room))
+	if after, _, err := alice.RoomMembers(ctx, room); err != nil || len(after) != len(before) {
+		t.Fatalf("alice sees %d members, %d before: %v", len(after), len(before), err)
+	}
 }
 
 // failingProxy is a directory in front of the real one whose tree reads
