@@ -80,13 +80,43 @@ type options struct {
 	durable          []durableCase
 	latency          bool
 
-	targets          []string // servers to drive, in the order of the first round; empty is skytale
-	nats             string   // the nats-server's URL
-	centrifugo       string   // Centrifugo's URL
-	centrifugoSecret []byte   // its client.token.hmac_secret_key
+	targets          []string                // servers to drive, in the order of the first round; empty is skytale
+	others           map[string]skytaleRelay // more skytale relays, by their name in targets
+	nats             string                  // the nats-server's URL
+	centrifugo       string                  // Centrifugo's URL
+	centrifugoSecret []byte                  // its client.token.hmac_secret_key
+	clientCPU        bool                    // report this process's CPU per measurement
 }
 
 type durableCase struct{ conns, inflight int }
+
+// skytaleRelay is where another skytale relay is, for comparing two
+// builds in one run.
+type skytaleRelay struct{ api, relay, data string }
+
+// othersFlag collects -skytale NAME,API,RELAY[,DATA].
+type othersFlag map[string]skytaleRelay
+
+func (f othersFlag) String() string { return "" }
+
+func (f othersFlag) Set(v string) error {
+	p := strings.Split(v, ",")
+	if len(p) < 3 || len(p) > 4 || p[0] == "" || p[1] == "" || p[2] == "" {
+		return errors.New("want NAME,API,RELAY or NAME,API,RELAY,DATA")
+	}
+	if slices.Contains(targetNames, p[0]) {
+		return fmt.Errorf("%s is a target's name", p[0])
+	}
+	if _, ok := f[p[0]]; ok {
+		return fmt.Errorf("%s twice", p[0])
+	}
+	r := skytaleRelay{api: p[1], relay: p[2]}
+	if len(p) == 4 {
+		r.data = p[3]
+	}
+	f[p[0]] = r
+	return nil
+}
 
 func main() {
 	var o options
@@ -102,7 +132,9 @@ func main() {
 	flag.BoolVar(&o.batch, "batch", true, "ask the relay for coalesced pushes")
 	flag.StringVar(&durable, "durable", "16x64,1x1", "durable publish cases, connections x in flight (empty for none)")
 	flag.BoolVar(&o.latency, "latency", true, "run the one-in-flight latency case")
-	flag.StringVar(&targets, "target", "skytale", "the servers to drive: skytale, nats or centrifugo, or a comma list of them to interleave")
+	flag.StringVar(&targets, "target", "skytale", "the servers to drive: skytale, nats or centrifugo (or a name given with -skytale), or a comma list of them to interleave")
+	o.others = othersFlag{}
+	flag.Var(othersFlag(o.others), "skytale", "another skytale relay as a target, `NAME,API,RELAY[,DATA]` (repeatable): compares two builds in one run")
 	flag.StringVar(&o.nats, "nats", "nats://127.0.0.1:4222", "the nats-server's URL (JetStream on, for the durable cases)")
 	flag.StringVar(&o.centrifugo, "centrifugo", "http://127.0.0.1:8000", "Centrifugo's URL (its WebSocket is /connection/websocket)")
 	flag.StringVar(&cfConfig, "centrifugo-config", "", "Centrifugo's JSON configuration file, for its client.token.hmac_secret_key")
@@ -132,8 +164,8 @@ func main() {
 	}
 	for _, s := range strings.Split(targets, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains(targetNames, s) {
-			fatal(fmt.Errorf("-target: %q is not one of %s", s, strings.Join(targetNames, ", ")))
+		if _, ok := o.others[s]; !ok && !slices.Contains(targetNames, s) {
+			fatal(fmt.Errorf("-target: %q is not one of %s, nor a name given with -skytale", s, strings.Join(targetNames, ", ")))
 		}
 		if slices.Contains(o.targets, s) {
 			fatal(fmt.Errorf("-target: %s twice", s))
@@ -272,7 +304,14 @@ func run(o options) error {
 		case "centrifugo":
 			t, err = newCentrifugo(o)
 		default:
-			err = fmt.Errorf("unknown target %q", name)
+			r, ok := o.others[name]
+			if !ok {
+				err = fmt.Errorf("unknown target %q", name)
+				break
+			}
+			oo := o
+			oo.api, oo.relay, oo.data = r.api, r.relay, r.data
+			t, err = setup(ctx, oo, maxSubs)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -280,6 +319,9 @@ func run(o options) error {
 		benches = append(benches, bench{name, t})
 	}
 	alone := len(benches) == 1
+	// Side by side, the client's own CPU shows when it, and not the
+	// server, may be what bounds a figure.
+	o.clientCPU = !alone
 	if alone && names[0] == "skytale" {
 		fmt.Printf("relay %s, directory %s, payload %d B, %d outstanding per subscriber, %d rounds of %s, batch %v\n\n",
 			o.relay, o.api, o.size, o.outstanding, o.rounds, o.round, o.batch)
@@ -403,12 +445,16 @@ type result struct {
 	batchMax     int
 	messages     int64
 	framesPerMsg bool
+	clientCPU    float64 // this process's CPU over the measurement, in cores; 0 when not shown
 }
 
 func (r result) String() string {
 	s := fmt.Sprintf("%10.0f %-12s p50 %8s  p99 %8s  p99.9 %8s", r.rate, r.unit, round(r.p50), round(r.p99), round(r.p999))
 	if r.framesPerMsg {
 		s += fmt.Sprintf("  frames/message mean %.1f p50 %d p99 %d max %d", r.batchMean, r.batchP50, r.batchP99, r.batchMax)
+	}
+	if r.clientCPU > 0 {
+		s += fmt.Sprintf("  client %.2f cores", r.clientCPU)
 	}
 	return s
 }
@@ -439,6 +485,7 @@ func median(rs []result) result {
 	out.batchP50 = int(pick(func(r result) float64 { return float64(r.batchP50) }))
 	out.batchP99 = int(pick(func(r result) float64 { return float64(r.batchP99) }))
 	out.batchMax = int(pick(func(r result) float64 { return float64(r.batchMax) }))
+	out.clientCPU = pick(func(r result) float64 { return r.clientCPU })
 	return out
 }
 
@@ -586,11 +633,13 @@ func fanout(ctx context.Context, t target, o options, n, k int) (result, error) 
 		base[i] = received[i].Load()
 	}
 	measuring.Store(true)
+	cpu0 := cpuTime()
 	t0 := time.Now()
 	if err := publish(t0.Add(o.round)); err != nil {
 		return result{}, err
 	}
 	elapsed := time.Since(t0)
+	cpu := cpuTime() - cpu0
 	measuring.Store(false)
 	var delivered int64
 	for i := range received {
@@ -611,6 +660,9 @@ func fanout(ctx context.Context, t target, o options, n, k int) (result, error) 
 		rate: float64(delivered) / elapsed.Seconds(), unit: "delivered/s",
 		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999)),
 		framesPerMsg: t.wireMessages(), batchP50: int(bh.quantile(0.5)), batchP99: int(bh.quantile(0.99)), batchMax: int(bh.quantile(1)),
+	}
+	if o.clientCPU {
+		r.clientCPU = cpu.Seconds() / elapsed.Seconds()
 	}
 	if m := bh.count(); m > 0 {
 		var frames float64
@@ -680,10 +732,12 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 	}
 	time.Sleep(time.Second)
 	measuring.Store(true)
+	cpu0 := cpuTime()
 	t0 := time.Now()
 	time.Sleep(o.round)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
+	cpu := cpuTime() - cpu0
 	n := acks.Load()
 	close(stop)
 	wg.Wait()
@@ -697,6 +751,10 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 	for _, x := range hists {
 		h.merge(x)
 	}
-	return result{rate: float64(n) / elapsed.Seconds(), unit: "acks/s",
-		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999))}, nil
+	r := result{rate: float64(n) / elapsed.Seconds(), unit: "acks/s",
+		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999))}
+	if o.clientCPU {
+		r.clientCPU = cpu.Seconds() / elapsed.Seconds()
+	}
+	return r, nil
 }

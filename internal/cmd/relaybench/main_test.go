@@ -277,3 +277,33 @@ func TestRunAgainstCentrifugo(t *testing.T) {
 		t.Errorf("run with a token of another key = %v", err)
 	}
 }
+
+// TestRunTwoRelays: two skytale relays, named apart, run interleaved in
+// one run, each with its own accounts.
+func TestRunTwoRelays(t *testing.T) {
+	a, b := skytaletest.NewStack(t), skytaletest.NewStack(t)
+	o := options{api: a.APIURL, relay: a.RelayURL, targets: []string{"skytale", "before"},
+		others: map[string]skytaleRelay{"before": {api: b.APIURL, relay: b.RelayURL}},
+		subs:   []int{2}, outstanding: 8, size: 256, rounds: 2, round: 100 * time.Millisecond, batch: true,
+		durable: []durableCase{{1, 2}}}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOthersFlag: -skytale takes NAME,API,RELAY[,DATA] and refuses
+// anything else, a target's own name and a name given twice.
+func TestOthersFlag(t *testing.T) {
+	f := othersFlag{}
+	if err := f.Set("before,http://a,http://r,/d"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f["before"]; got != (skytaleRelay{"http://a", "http://r", "/d"}) {
+		t.Errorf("before = %+v", got)
+	}
+	for _, v := range []string{"", "x", "x,http://a", ",http://a,http://r", "x,,http://r", "x,a,r,d,e", "nats,http://a,http://r", "before,http://a,http://r"} {
+		if err := f.Set(v); err == nil {
+			t.Errorf("%q: accepted", v)
+		}
+	}
+}

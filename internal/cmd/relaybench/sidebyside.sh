@@ -8,6 +8,8 @@
 # Environment:
 #
 #	TALLY       a tally binary (default: built from this tree)
+#	TALLY_BEFORE  another tally binary, an older build, run beside the
+#	            first on ports 3191 and 8491 as the target "before"
 #	CENTRIFUGO  a centrifugo binary (default: centrifugo on PATH); without
 #	            one, Centrifugo is left out. One way to get it:
 #	            GOBIN=DIR go install github.com/centrifugal/centrifugo/v6@v6.9.1
@@ -17,13 +19,14 @@
 # The servers:
 #
 #	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490
-#	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats   (built from the nats-server in go.mod)
+#	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats  (built from the nats-server in go.mod)
 #	centrifugo -c WORK/centrifugo.json                    (memory engine, no history, port 8590)
 #
 # nats-server keeps its default sync of JetStream files (every two minutes:
 # an ack survives a crash of its process, not of the machine);
-# NATS_SYNC_ALWAYS=1 makes it fsync every message before the ack, as the
-# relay's archive does.
+# NATS_SYNC_ALWAYS=1 adds -c WORK/nats.conf holding
+# "jetstream { sync_interval: always }", so that it fsyncs every message
+# before the ack, as the relay's archive does.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -67,17 +70,25 @@ await() {
 "$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 &
 pids="$pids $!"
 
-natsconf=$work/nats.conf
+natsflags=()
 if [ "${NATS_SYNC_ALWAYS:-}" = 1 ]; then
-	echo 'jetstream { sync_interval: always }' >"$natsconf"
-else
-	: >"$natsconf"
+	echo 'jetstream { sync_interval: always }' >"$work/nats.conf"
+	natsflags=(-c "$work/nats.conf")
 fi
-"$work/nats-server" -c "$natsconf" -a 127.0.0.1 -p 4290 -js -sd "$work/nats" &
+"$work/nats-server" "${natsflags[@]}" -a 127.0.0.1 -p 4290 -js -sd "$work/nats" &
 pids="$pids $!"
 
-targets=skytale,nats
-cfflags=
+targets=skytale
+extra=()
+if [ -n "${TALLY_BEFORE:-}" ]; then
+	"$TALLY_BEFORE" serve --data "$work/tally-before-data" --quiet --api-addr 127.0.0.1:3191 --relay-addr 127.0.0.1:8491 &
+	pids="$pids $!"
+	targets=$targets,before
+	extra+=(-skytale "before,http://127.0.0.1:3191,http://127.0.0.1:8491,$work/tally-before-data")
+	await 3191
+	await 8491
+fi
+targets=$targets,nats
 if [ -n "$centrifugo" ]; then
 	key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	cat >"$work/centrifugo.json" <<JSON
@@ -93,14 +104,13 @@ JSON
 	"$centrifugo" -c "$work/centrifugo.json" &
 	pids="$pids $!"
 	targets=$targets,centrifugo
-	cfflags="-centrifugo http://127.0.0.1:8590 -centrifugo-config $work/centrifugo.json"
+	extra+=(-centrifugo http://127.0.0.1:8590 -centrifugo-config "$work/centrifugo.json")
 	await 8590
 fi
 await 3190
 await 8490
 await 4290
 
-# shellcheck disable=SC2086 # cfflags is a list of flags
 "$work/relaybench" -target "$targets" \
 	-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data "$work/tally-data" \
-	-nats nats://127.0.0.1:4290 $cfflags "$@"
+	-nats nats://127.0.0.1:4290 "${extra[@]}" "$@"
