@@ -335,3 +335,41 @@ func FuzzPutTree(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTreeRoundTrip puts a ratchet tree of 26 parts (the 26.3 MB
+// tree of a full 10,000-member room in suite 0x004D) and reads it back,
+// over HTTP on loopback; a new id each time.
+func BenchmarkTreeRoundTrip(b *testing.B) { benchTreeRoundTrip(b, "") }
+
+// BenchmarkTreeRoundTripPostgres is BenchmarkTreeRoundTrip on the tests'
+// PostgreSQL server.
+func BenchmarkTreeRoundTripPostgres(b *testing.B) { benchTreeRoundTrip(b, postgresURL(b)) }
+
+func benchTreeRoundTrip(b *testing.B, database string) {
+	e := newEnv(b, func(c *Config) { c.Database = database })
+	_, owner := e.account("acme")
+	const ch = "acme/pay/room"
+	e.channel(owner, ch)
+	const parts = 26
+	part := make([]byte, MaxTreePart)
+	for i := range part {
+		part[i] = byte(i)
+	}
+	body := func(id string, i int) map[string]any { return treePut(ch, id, i, parts, append(part[:len(part)-8:len(part)-8], byte(i))) }
+	n := 0
+	for b.Loop() {
+		n++
+		id := "t" + strconv.Itoa(n)
+		for i := range parts {
+			if r := e.do("PUT", "/v1/channels/tree", owner, body(id, i)); r.status != 200 {
+				b.Fatal(r)
+			}
+		}
+		for i := range parts {
+			if r := e.do("GET", treeGet(ch, id, i), owner, nil); r.status != 200 {
+				b.Fatal(r)
+			}
+		}
+	}
+	b.SetBytes(parts * (MaxTreePart - 7))
+}
