@@ -355,7 +355,9 @@ func benchTreeRoundTrip(b *testing.B, database string) {
 	for i := range part {
 		part[i] = byte(i)
 	}
-	body := func(id string, i int) map[string]any { return treePut(ch, id, i, parts, append(part[:len(part)-8:len(part)-8], byte(i))) }
+	body := func(id string, i int) map[string]any {
+		return treePut(ch, id, i, parts, append(part[:len(part)-8:len(part)-8], byte(i)))
+	}
 	n := 0
 	for b.Loop() {
 		n++
