@@ -18,8 +18,9 @@ import (
 
 // Joining without the owner, and rejoining.
 //
-// The directory keeps each room's latest GroupInfo (with external_pub and
-// the ratchet tree), which whoever commits puts there (shareGroupInfo).
+// The directory keeps each room's latest GroupInfo (with external_pub, and
+// the ratchet tree while it is small; a large room's tree is kept beside
+// it, tree.go), which whoever commits puts there (shareGroupInfo).
 // Two kinds of external Commit (RFC 9420 §12.4.3.2) are then admitted by
 // every member's engine (externalRules); nothing else from outside is:
 //
