@@ -346,3 +346,60 @@ func TestRoomTreeMissing(t *testing.T) {
 		t.Fatalf("alice sees %d members: %v", len(m), err)
 	}
 }
+
+// TestPutTreeOnce: a tree goes up in parts of 1 MiB once per id (a second
+// PutTree finds it complete and sends no part), comes back byte for byte
+// to a member, and is refused to a stranger.
+func TestPutTreeOnce(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(st.APIURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var puts atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PUT" && r.URL.Path == "/v1/channels/tree" {
+			puts.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	dc := &seat.DirectoryClient{BaseURL: ts.URL, Credential: alice.acct.APIKey}
+	tree := make([]byte, 2<<20+100)
+	rand.Read(tree)
+	for range 2 {
+		if err := dc.PutTree(ctx, room, "abc", tree); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := puts.Load(); n != 3 {
+		t.Fatalf("%d parts put for a tree of 3 parts put twice", n)
+	}
+	got, err := dc.FetchTree(ctx, room, "abc")
+	if err != nil || !bytes.Equal(got, tree) {
+		t.Fatalf("the tree read back: %d bytes, %v", len(got), err)
+	}
+	if _, err := dc.FetchTree(ctx, room, "nothing"); !errors.Is(err, seat.ErrTreeUnavailable) {
+		t.Fatalf("a tree that is not there: %v", err)
+	}
+	if err := dc.PutTree(ctx, room, "huge", make([]byte, 64<<20+1)); err == nil {
+		t.Fatal("a tree over 64 MiB was put")
+	}
+	stranger := newMember(t, st, "hooli")
+	sc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: stranger.acct.APIKey}
+	if _, err := sc.FetchTree(ctx, room, "abc"); !errors.Is(err, seat.ErrNotMember) && !isStatus(err, 403) {
+		t.Fatalf("a stranger's read: %v", err)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var ae *seat.APIError
+	return errors.As(err, &ae) && ae.Status == status
+}
