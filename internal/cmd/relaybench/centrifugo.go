@@ -255,9 +255,17 @@ func (c *centrifugoTarget) publisher(ctx context.Context) (publisher, error) {
 	return p, nil
 }
 
-func (p *centrifugoPub) publish(ctx context.Context) error {
+// failure is the first error a publish was answered with.
+func (p *centrifugoPub) failure() error {
 	if err := p.failed.Load(); err != nil {
 		return *err
+	}
+	return nil
+}
+
+func (p *centrifugoPub) publish(ctx context.Context) error {
+	if err := p.failure(); err != nil {
+		return err
 	}
 	binary.BigEndian.PutUint64(p.payload, uint64(now()))
 	id := p.cc.next

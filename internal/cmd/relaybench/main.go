@@ -611,6 +611,9 @@ func fanout(ctx context.Context, t target, o options, n, k int) (result, error) 
 				select {
 				case <-wake:
 				case <-stall.C:
+					if f, ok := pub.(interface{ failure() error }); ok && f.failure() != nil {
+						return f.failure()
+					}
 					return fmt.Errorf("no delivery for a second (%d sent, %d received by the slowest subscriber)", sent, minRecv())
 				}
 				continue

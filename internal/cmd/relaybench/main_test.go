@@ -205,7 +205,7 @@ func TestCentrifugoSecret(t *testing.T) {
 // RELAYBENCH_CENTRIFUGO (or found on PATH) with a memory engine on a free
 // loopback port, and returns its URL and configuration file; it skips the
 // test without a binary.
-func startCentrifugo(t *testing.T) (url, config string) {
+func startCentrifugo(t *testing.T, publish bool) (url, config string) {
 	t.Helper()
 	bin := os.Getenv("RELAYBENCH_CENTRIFUGO")
 	if bin == "" {
@@ -223,7 +223,7 @@ func startCentrifugo(t *testing.T) (url, config string) {
 	config = filepath.Join(t.TempDir(), "centrifugo.json")
 	body := fmt.Sprintf(`{"log":{"level":"error"},"http_server":{"address":"127.0.0.1","port":%d},"engine":{"type":"memory"},`+
 		`"client":{"token":{"hmac_secret_key":"%x"}},`+
-		`"channel":{"without_namespace":{"allow_subscribe_for_client":true,"allow_publish_for_client":true}}}`, port, time.Now().UnixNano())
+		`"channel":{"without_namespace":{"allow_subscribe_for_client":true,"allow_publish_for_client":%v}}}`, port, time.Now().UnixNano(), publish)
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func startCentrifugo(t *testing.T) (url, config string) {
 // over its JSON protocol; the durable cases are left out, saying why. A
 // token signed with another key is refused with Centrifugo's own error.
 func TestRunAgainstCentrifugo(t *testing.T) {
-	url, config := startCentrifugo(t)
+	url, config := startCentrifugo(t, true)
 	secret, err := centrifugoSecret(config)
 	if err != nil {
 		t.Fatal(err)
@@ -305,5 +305,23 @@ func TestOthersFlag(t *testing.T) {
 		if err := f.Set(v); err == nil {
 			t.Errorf("%q: accepted", v)
 		}
+	}
+}
+
+// TestCentrifugoPublishRefused: a server that refuses client publishes
+// ends the fan-out with its refusal, not with a stall.
+func TestCentrifugoPublishRefused(t *testing.T) {
+	url, config := startCentrifugo(t, false)
+	secret, err := centrifugoSecret(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{centrifugo: url, centrifugoSecret: secret, size: 64, round: time.Hour}
+	c, err := newCentrifugo(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fanout(t.Context(), c, o, 2, 4); err == nil || !strings.Contains(err.Error(), "refused a publish") {
+		t.Fatalf("fan-out = %v, want the refusal", err)
 	}
 }
