@@ -123,12 +123,22 @@ func (h *hub) fanout(ch string, frame []byte, origin *conn) {
 	subs := h.chans[ch]
 	h.mu.RUnlock()
 	n := 0
+	// A lent frame (lendPushPrefix) goes back to its pool once every
+	// queue is done with it; fan-out holds one reference meanwhile.
+	pb := claimFrame(frame)
+	if pb != nil {
+		pb.refs.Store(1)
+	}
 	for _, c := range subs {
 		if c != origin {
-			c.push(frame)
+			if pb != nil {
+				pb.refs.Add(1)
+			}
+			c.pushLent(frame, pb)
 			n++
 		}
 	}
+	pb.release()
 	h.delivered.Add(uint64(n))
 	h.deliveredBytes.Add(uint64(n) * uint64(len(frame)))
 }

@@ -212,6 +212,11 @@ type Server struct {
 	largeWeight    int64
 	large          *semaphore.Weighted
 
+	// lendFrames: publishes build their push frames in lent buffers
+	// (frame.go), which the SQLite archive's fan-out gives back. The
+	// JetStream archive delivers from the stream instead.
+	lendFrames bool
+
 	counters *relayCounters // metrics.go
 }
 
@@ -304,6 +309,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if a, ok := s.arch.(*archive); ok {
 		a.counters = counters // before start: its goroutines read it
+		s.lendFrames = true
 	}
 	s.maxHandshake = MaxHandshakePayload
 	if a, ok := s.arch.(*jsArchive); ok {

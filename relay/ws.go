@@ -120,6 +120,8 @@ type conn struct {
 
 	mu          sync.Mutex // guards the following fields
 	q           [][]byte
+	qBufs       []*pushBuf // per frame in q: its lent buffer, or nil
+	spareBufs   []*pushBuf
 	qBytes      int // bytes in q
 	qLarge      int // bytes in q of frames over readLimit
 	qSlots      int // answers in q holding a slot
@@ -132,20 +134,26 @@ type conn struct {
 
 // push queues a frame; the frame is shared and must not be modified. A full
 // queue disconnects the connection as a slow consumer, without blocking.
-func (c *conn) push(f []byte) { c.enqueue(f, false) }
+func (c *conn) push(f []byte) { c.enqueue(f, false, nil) }
+
+// pushLent is push for a frame holding a reference to its lent buffer pb
+// (nil for none), which the queue gives back once the frame is written or
+// dropped.
+func (c *conn) pushLent(f []byte, pb *pushBuf) { c.enqueue(f, false, pb) }
 
 // pushAnswer queues the answer to a request that holds one of c.slots; the
 // slot is freed once the answer is written to the socket (or dropped), so
 // answers never hold more than half the send queue.
 func (c *conn) pushAnswer(f []byte) {
 	c.srv.counters.publishAnswered(f)
-	c.enqueue(f, true)
+	c.enqueue(f, true, nil)
 }
 
-func (c *conn) enqueue(f []byte, slot bool) {
+func (c *conn) enqueue(f []byte, slot bool, pb *pushBuf) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
+		pb.release()
 		if slot {
 			<-c.slots
 		}
@@ -157,6 +165,7 @@ func (c *conn) enqueue(f []byte, slot bool) {
 		c.closeReason = "slow consumer: send queue full"
 		c.dropLocked()
 		c.mu.Unlock()
+		pb.release()
 		if slot {
 			<-c.slots
 		}
@@ -166,6 +175,7 @@ func (c *conn) enqueue(f []byte, slot bool) {
 		return
 	}
 	c.q = append(c.q, f)
+	c.qBufs = append(c.qBufs, pb)
 	c.qBytes += len(f)
 	if len(f) > readLimit {
 		c.qLarge += len(f)
@@ -196,8 +206,18 @@ func (c *conn) overBytes(n int) bool {
 // dropLocked discards the queue, freeing the slots its answers held.
 func (c *conn) dropLocked() {
 	c.q, c.qBytes, c.qLarge = nil, 0, 0
+	releaseBufs(c.qBufs)
+	c.qBufs = nil
 	c.releaseSlots(c.qSlots)
 	c.qSlots = 0
+}
+
+// releaseBufs gives back the references of a queue's lent buffers.
+func releaseBufs(bufs []*pushBuf) {
+	for i, pb := range bufs {
+		pb.release()
+		bufs[i] = nil
+	}
 }
 
 func (c *conn) releaseSlots(n int) {
@@ -253,19 +273,23 @@ func (c *conn) reply(f []byte) {
 func (c *conn) writeLoop() {
 	for range c.wake {
 		c.mu.Lock()
-		batch, slots := c.q, c.qSlots
+		batch, bufs, slots := c.q, c.qBufs, c.qSlots
 		c.q, c.qBytes, c.qLarge, c.qSlots = c.spare[:0], 0, 0, 0
-		c.spare = nil
+		c.qBufs = c.spareBufs[:0]
+		c.spare, c.spareBufs = nil, nil
 		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
 		c.mu.Unlock()
 
 		if len(batch) > 0 {
 			err := c.writeBatch(batch)
 			c.releaseSlots(slots)
+			// writeBatch copied the frames out: their lent buffers
+			// may go back.
+			releaseBufs(bufs)
 			clear(batch)
 			c.mu.Lock()
 			if cap(batch) <= 4*c.srv.cfg.SendQueue {
-				c.spare = batch[:0]
+				c.spare, c.spareBufs = batch[:0], bufs[:0]
 			}
 			c.mu.Unlock()
 			if err != nil {
@@ -755,7 +779,7 @@ func (c *conn) publish(name, b64 []byte) {
 		return
 	}
 	ch := string(name)
-	f := c.pushFrame(ch, b64)
+	f := c.pushFrame(ch, b64, s.lendFrames)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
@@ -773,7 +797,7 @@ func handshakeTooLarge(max int) string {
 // publish frame's own head when that is long enough ({"type":"publish",
 // "channel":… before the payload is exactly as long as the push frame's
 // head), so a large handshake is held once as base64, not twice.
-func (c *conn) pushFrame(ch string, b64 []byte) []byte {
+func (c *conn) pushFrame(ch string, b64 []byte, lend bool) []byte {
 	if b := c.rbuf; len(b64) > 0 {
 		off := cap(b) - cap(b64)
 		head := pushPrefix(ch, 0)
@@ -783,7 +807,12 @@ func (c *conn) pushFrame(ch string, b64 []byte) []byte {
 			return b[start : off+len(b64)]
 		}
 	}
-	f := pushPrefix(ch, len(b64))
+	var f []byte
+	if lend {
+		f = lendPushPrefix(ch, len(b64))
+	} else {
+		f = pushPrefix(ch, len(b64))
+	}
 	return append(f, b64...)
 }
 
