@@ -114,8 +114,7 @@ func segmentName(first uint64) string { return fmt.Sprintf("%016x.seg", first) }
 // valid record after applied, in order. It returns the log ready to
 // append after the last valid record (or after applied, whichever is
 // later) and the LSN of the last record it passed to apply (0 for none).
-// Once the caller has made what apply did durable, it calls release with
-// that position.
+// Once the caller has made what apply did durable, it calls start.
 func openRedoLog(dir string, applied uint64, noSync bool, apply func(*logRecord) error) (l *redoLog, replayed uint64, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, err
@@ -515,8 +514,15 @@ func (l *redoLog) wait() error {
 		return nil
 	}
 	l.pending = false
-	return <-l.done
+	err := <-l.done
+	if cap(l.buf) > logKeepBuf {
+		l.buf = nil // a batch of large entries: not held until the next one
+	}
+	return err
 }
+
+// logKeepBuf is the largest encoding buffer the log keeps between batches.
+const logKeepBuf = 4 << 20
 
 func (l *redoLog) close() {
 	for _, s := range l.segs {
