@@ -65,11 +65,11 @@ func roomCommands() []*ucli.Command {
 				},
 				{
 					Name: "create", Usage: "create a room you own", ArgsUsage: "NAME",
-					Description: "--suite pq makes the room post-quantum: X-Wing (ML-KEM-768 with X25519) protects its keys\n" +
-						"against someone who records the traffic now and has a quantum computer later. Commits cost up\n" +
-						"to about twice as much, and large rooms hit the servers' size caps sooner. A room keeps its suite.",
-					Flags: []ucli.Flag{&ucli.StringFlag{Name: "suite", Usage: "classic or pq", Value: "classic"}},
-					Action: roomAction(1, "tally room create NAME [--suite classic|pq]", func(e *env, s *seat.Seat, ch string, _ []string) error {
+					Description: "New rooms are post-quantum (--suite pq, the default): X-Wing (ML-KEM-768 with X25519) protects\n" +
+						"their keys against someone who records the traffic now and has a quantum computer later.\n" +
+						"Its commits cost up to about twice as much as --suite classic (X25519 alone). A room keeps its suite.",
+					Flags: []ucli.Flag{&ucli.StringFlag{Name: "suite", Usage: "pq or classic", Value: "pq"}},
+					Action: roomAction(1, "tally room create NAME [--suite pq|classic]", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						suite, err := seat.ParseSuite(e.c.String("suite"))
 						if err != nil {
 							return &usageError{err.Error(), "for example --suite pq"}

@@ -130,7 +130,7 @@ func TestCLIRoomTwoSeats(t *testing.T) {
 	bob, bobDID := newHome(t, st, "bobco")
 	mustTally(t, append(bob, "config", "set", "cover_traffic", "off")...)
 
-	if out := mustTally(t, append(alice, "room", "create", "ops")...); !strings.Contains(out, "created ops (classic)\n") {
+	if out := mustTally(t, append(alice, "room", "create", "ops")...); !strings.Contains(out, "created ops (pq)\n") {
 		t.Fatalf("create: %s", out)
 	}
 	if _, err := tally(t, "", append(alice, "room", "create", "ops")...); err == nil || !strings.Contains(err.Error(), "already has ops") {

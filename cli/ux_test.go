@@ -564,7 +564,7 @@ func TestCLIWhoamiAndRoomList(t *testing.T) {
 	mustTally(t, append(g, "signin", "--org", "acme")...)
 	mustTally(t, append(g, "room", "create", "ops")...)
 	mustTally(t, append(g, "room", "create", "dev")...)
-	if out := mustTally(t, append(g, "room", "list")...); out != "dev                      owner  classic\nops                      owner  classic\n" {
+	if out := mustTally(t, append(g, "room", "list")...); out != "dev                      owner  pq\nops                      owner  pq\n" {
 		t.Fatalf("room list:\n%q", out)
 	}
 	var w map[string]string

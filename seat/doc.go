@@ -52,8 +52,8 @@
 //
 // # Cipher suites
 //
-// A room is created in [SuiteClassic] unless [RoomOptions] asks for
-// [SuitePQ] (X-Wing: ML-KEM-768 with X25519), and keeps its suite for life
+// A room is created in [SuitePQ] (X-Wing: ML-KEM-768 with X25519) unless
+// [RoomOptions] asks for [SuiteClassic], and keeps its suite for life
 // ([Seat.RoomSuite]). A joiner cannot know the suite of the room it asks
 // to join, so it offers one KeyPackage of each (suites.go) and the
 // admitting member adds the one of the room's suite.

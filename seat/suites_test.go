@@ -20,11 +20,11 @@ func TestRoomSuites(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
-	pq, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
+	pq, err := alice.RoomCreate(ctx, "pq")
 	if err != nil {
 		t.Fatal(err)
 	}
-	classic, err := alice.RoomCreate(ctx, "classic")
+	classic, err := alice.RoomCreateWith(ctx, "classic", seat.RoomOptions{Suite: seat.SuiteClassic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRoomSuites(t *testing.T) {
 		sendTo(t, bob, room, "hello in "+seat.SuiteName(want))
 		expect(t, "alice", received(t, alice, room), "hello in "+seat.SuiteName(want))
 	}
-	if seat.Suite != seat.SuiteClassic {
+	if seat.Suite != seat.SuitePQ {
 		t.Fatalf("new rooms default to %v", seat.Suite)
 	}
 
