@@ -193,6 +193,25 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
 				b.ReportMetric(float64(len(kp)), "kp-B")
 			})
+			// The same with the tree out of band, as the seat sends it
+			// once the tree passes 64 KiB: the Welcome is small and the
+			// committer encodes the tree once (CommitResult.RatchetTree).
+			b.Run(name+"/AddMemberTreeOutOfBand", func(b *testing.B) {
+				f := getBenchFixture(b, cs, n, full)
+				kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
+				defer startCPUMeter().report(b)
+				var res *CommitResult
+				for b.Loop() {
+					var err error
+					if res, err = f.a.Commit(CommitOptions{Add: [][]byte{kp}, Tree: TreeOutOfBand}); err != nil {
+						b.Fatal(err)
+					}
+					f.a.DiscardCommit()
+				}
+				b.ReportMetric(float64(len(res.Commit)), "commit-B")
+				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
+				b.ReportMetric(float64(len(res.RatchetTree)), "tree-B")
+			})
 			b.Run(name+"/SelfUpdate", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
 				defer startCPUMeter().report(b)
