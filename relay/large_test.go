@@ -39,7 +39,7 @@ func largeFrame(ch string, payload []byte) []byte {
 func dialLarge(t testing.TB, base, path string) *wsClient {
 	t.Helper()
 	c := dialWS(t, base, path)
-	c.c.SetReadLimit(64 << 20)
+	c.c.SetReadLimit(MaxFrame)
 	return c
 }
 
@@ -141,6 +141,9 @@ func expectAck(t testing.TB, c *wsClient) {
 // 50 subscribers and read back by catch-up. Before MaxHandshakePayload the
 // relay closed the publisher's socket (1009) at 1 MiB.
 func TestLargeCommitFanout(t *testing.T) {
+	if frameLimit(MaxHandshakePayload) != MaxFrame {
+		t.Fatalf("MaxFrame %d is not the frame of a largest handshake, %d", MaxFrame, frameLimit(MaxHandshakePayload))
+	}
 	if testing.Short() && raceEnabled {
 		// 50 × 16 MiB through the race detector's websocket reads.
 		t.Skip("slow under the race detector")

@@ -39,6 +39,11 @@ const (
 	// Config.LargeFrameBudget. On JetStream the cap is lower when the NATS
 	// servers' max_payload admits less.
 	MaxHandshakePayload = 16 << 20
+	// MaxFrame is the largest WebSocket message the relay accepts from a
+	// client or sends to one: the publish or push frame of a
+	// MaxHandshakePayload handshake (its base64 and the JSON around it).
+	// A client sets its read limit to it to receive every handshake.
+	MaxFrame = (MaxHandshakePayload+2)/3*4 + 4096
 	// MaxSubscriptions is the number of channels one connection may join.
 	MaxSubscriptions = 50
 
@@ -576,7 +581,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	// readLoop holds frames to readLimit itself, and reads a handshake
 	// past it within the large-frame budget, up to the archive's cap; the
 	// library's limit is that of the largest handshake.
-	c.ws.SetReadLimit(frameLimit(MaxHandshakePayload))
+	c.ws.SetReadLimit(MaxFrame)
 	if s.isRevoked(c.sub) {
 		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
