@@ -30,6 +30,13 @@ type RelayClient struct {
 	HTTP    *http.Client
 }
 
+// maxFrame is the read limit of a relay WebSocket: the relay's MaxFrame,
+// the push frame of the largest handshake it carries (16 MiB decoded, in
+// base64 with the JSON around it), so that a large room's Commit pushed
+// live does not end the socket. The seat does not import the relay's
+// package; a test holds the two equal.
+const maxFrame = (16<<20+2)/3*4 + 4096
+
 // RelayEntry is one archived relay entry.
 type RelayEntry struct {
 	Seq       uint64 `json:"seq"`
@@ -199,7 +206,7 @@ func (c *RelayClient) Dial(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seat: relay: %w", err)
 	}
-	ws.SetReadLimit(4 << 20)
+	ws.SetReadLimit(maxFrame)
 	conn := &Conn{ws: ws, pushes: make(chan Push, 256), done: make(chan struct{}), closing: make(chan struct{}), refresh: c.Refresh}
 	if conn.refresh == nil {
 		conn.refresh = c.Token

@@ -101,3 +101,7 @@ func FuzzAssembleTree(f *testing.F) {
 		}
 	})
 }
+
+// MaxFrame is the seat's relay read limit, for the test that holds it
+// equal to the relay's.
+const MaxFrame = maxFrame
