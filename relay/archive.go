@@ -278,14 +278,6 @@ type archive struct {
 
 	loaded map[string]*chanState // the channels the committer has loaded; committer only
 
-	// The redo log (redolog.go) of a file archive; nil in memory. The
-	// committer owns it, and applied, the LSN of the last record applied
-	// to SQLite.
-	redo       *redoLog
-	applied    uint64
-	noSync     bool
-	setApplied *sql.Stmt
-
 	run sqliteRun
 }
 
@@ -328,27 +320,13 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 	}
 	fail := func(err error) (*archive, error) {
 		a.closeStmts()
-		if a.redo != nil {
-			a.redo.close()
-		}
 		w.Close()
 		return nil, fmt.Errorf("relay: archive: %w", err)
 	}
-	a.noSync = cfg.NoSync
-	if cfg.DBPath != "" {
-		if err := a.openLog(ctx, cfg.DBPath+"-log"); err != nil {
+	if cfg.NoSync {
+		if _, err := w.ExecContext(ctx, "PRAGMA synchronous=OFF"); err != nil {
 			return fail(err)
 		}
-	}
-	// The redo log carries durability, so SQLite's commits need not wait
-	// for the disk (NORMAL: in WAL mode a power loss may roll back to an
-	// earlier commit, never corrupt the file).
-	sync := "PRAGMA synchronous=NORMAL"
-	if cfg.NoSync {
-		sync = "PRAGMA synchronous=OFF"
-	}
-	if _, err := w.ExecContext(ctx, sync); err != nil {
-		return fail(err)
 	}
 	// The writer keeps the hot end of every channel cached (the default
 	// cache is 2 MB). Its automatic checkpoint (every 1000 pages) keeps the
@@ -421,8 +399,6 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
 		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
-		{&a.setApplied, `INSERT INTO state (key, value) VALUES ('log_applied', ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, true},
 		// Rows past the cap may linger until the committer evicts them in
 		// its next chunk, so reads apply the cap themselves: ?5 is the
 		// channel's cap floor.
@@ -603,7 +579,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 func (a *archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
 		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax,
-		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll, a.setApplied} {
+		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll} {
 		if s != nil {
 			s.Close()
 		}
@@ -765,19 +741,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 	err := a.failed
 	if err == nil {
 		t0 := time.Now()
-		// The log's write and fdatasync run beside the SQLite
-		// transaction; the batch is answered once both are done.
-		var lsn uint64
-		var werr error
-		if a.redo != nil {
-			lsn, werr = a.redo.append(batch, channelRows(batch))
-		}
-		if werr == nil {
-			werr = a.write(ctx, batch, lsn)
-		}
-		if a.redo != nil {
-			werr = errors.Join(werr, a.redo.wait())
-		}
+		werr := a.write(ctx, batch)
 		a.counters.observeCommit(time.Since(t0))
 		if werr != nil {
 			// Fail-stop: the sequencer has moved past state that is not
@@ -805,15 +769,6 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 		a.answer(r, err)
 	}
 	a.mark.done(len(batch))
-	if err == nil && a.redo != nil && a.redo.rolled {
-		// A segment filled: make SQLite durable up to here, so the
-		// segments below can be reused. A failure stops the archive like
-		// a failed commit: the log could no longer be kept bounded.
-		if err := a.syncPoint(ctx); err != nil {
-			a.failed = fmt.Errorf("relay: archive sync: %w", err)
-			a.log.Error("relay: archive sync failed; refusing publishes until restart", "err", err)
-		}
-	}
 	// The answers (and held pushes) just made their connections' writers
 	// the next goroutine this thread runs. Without a yield the committer
 	// goes on at once to its next transaction (hundreds of µs of CPU,
@@ -831,9 +786,8 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 // yieldBatch is the largest transaction after which the committer yields.
 const yieldBatch = 64
 
-// write stores a batch in one transaction; lsn, when not 0, is the log
-// position of the batch's last record, recorded in the same transaction.
-func (a *archive) write(ctx context.Context, batch []*pubReq, lsn uint64) (err error) {
+// write stores a batch in one transaction.
+func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -958,16 +912,8 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, lsn uint64) (err e
 			}
 		}
 	}
-	if lsn != 0 {
-		if _, err := a.setApplied.ExecContext(ctx, int64(lsn)); err != nil {
-			return err
-		}
-	}
 	if _, err = a.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return err
-	}
-	if lsn != 0 {
-		a.applied = lsn
 	}
 	for st, to := range evicted {
 		st.evicted = to
@@ -980,171 +926,6 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, lsn uint64) (err e
 		}
 	}
 	return nil
-}
-
-// channelRows returns, for each channel whose row (reserved ceiling,
-// expected epoch) changes in a batch, the batch's last request on the
-// channel, which carries the row, as write stores it.
-func channelRows(batch []*pubReq) []*pubReq {
-	var last map[*chanState]int
-	var dirty map[*chanState]bool
-	for i, r := range batch {
-		if r.reply != nil || r.refused != nil || r.st == nil {
-			continue
-		}
-		if last == nil {
-			last, dirty = make(map[*chanState]int), make(map[*chanState]bool)
-		}
-		last[r.st] = i
-		if r.dirty || r.fence {
-			dirty[r.st] = true
-		}
-	}
-	var rows []*pubReq
-	for st, i := range last {
-		if dirty[st] {
-			rows = append(rows, batch[i])
-		}
-	}
-	return rows
-}
-
-// openLog opens the archive's redo log in dir and applies to SQLite, in
-// one transaction committed with synchronous=FULL, the records past the
-// position the database has applied; then the log starts a new segment.
-// An archive without a log (from before the log, or a new one) gains one.
-func (a *archive) openLog(ctx context.Context, dir string) (err error) {
-	var applied int64
-	err = a.w.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'log_applied'`).Scan(&applied)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			a.w.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-	}()
-	ins, err := a.w.PrepareContext(ctx, `INSERT OR IGNORE INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer ins.Close()
-	row, err := a.w.PrepareContext(ctx, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET reserved = max(reserved, excluded.reserved), epoch = excluded.epoch`)
-	if err != nil {
-		return err
-	}
-	defer row.Close()
-	handshakes := make(map[string]bool) // channels given back handshake entries
-	l, replayed, err := openRedoLog(dir, uint64(applied), a.noSync, func(r *logRecord) error {
-		if r.kind == recEntry {
-			if r.et != EntryApp {
-				handshakes[r.channel] = true
-			}
-			_, err := ins.ExecContext(ctx, r.channel, int64(r.seq), int64(r.et), r.ts, r.payload, r.sub)
-			return err
-		}
-		var epoch any
-		if r.hasEpoch {
-			epoch = int64(r.epoch)
-		}
-		_, err := row.ExecContext(ctx, r.channel, int64(r.reserved), epoch)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("redo log: %w", err)
-	}
-	a.applied = max(uint64(applied), l.next-1)
-	// The transactions lost would have trimmed the handshake entries to
-	// the cap (write does it whenever one is stored, and reads do not
-	// apply that cap); the application entries past the cap go when the
-	// committer first loads the channel (loadRuns), and reads hide them.
-	for name := range handshakes {
-		if err := a.trimHandshakes(ctx, name); err != nil {
-			l.close()
-			return err
-		}
-	}
-	if _, err := a.w.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('log_applied', ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(a.applied)); err != nil {
-		l.close()
-		return err
-	}
-	if replayed != 0 {
-		// Rows came back that the saved usage does not count.
-		if _, err := a.w.ExecContext(ctx, `UPDATE state SET value = 0 WHERE key = 'usage_clean'`); err != nil {
-			l.close()
-			return err
-		}
-	}
-	if _, err := a.w.ExecContext(ctx, "COMMIT"); err != nil {
-		l.close()
-		return err
-	}
-	if err := l.start(); err != nil {
-		l.close()
-		return fmt.Errorf("redo log: %w", err)
-	}
-	a.redo = l
-	return nil
-}
-
-// trimHandshakes deletes a channel's handshake entries past the cap,
-// raising its drop floor, as write does; inside openLog's transaction.
-func (a *archive) trimHandshakes(ctx context.Context, name string) error {
-	var below int64
-	err := a.w.QueryRowContext(ctx, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
-		ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, name, int64(a.cap)).Scan(&below)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := a.w.ExecContext(ctx, `INSERT INTO floors (channel, hs) SELECT ?1, s FROM
-		(SELECT max(seq) AS s FROM messages WHERE channel = ?1 AND entry_type != 0 AND seq < ?2) WHERE s IS NOT NULL
-		ON CONFLICT (channel) DO UPDATE SET hs = max(hs, excluded.hs)`, name, below); err != nil {
-		return err
-	}
-	_, err = a.w.ExecContext(ctx, `DELETE FROM messages WHERE channel = ? AND entry_type != 0 AND seq < ?`, name, below)
-	return err
-}
-
-// syncPoint makes everything SQLite has applied durable (one commit with
-// synchronous=FULL syncs the WAL, and with it every commit before it) and
-// lets the log reuse the segments wholly below.
-func (a *archive) syncPoint(ctx context.Context) error {
-	if err := a.syncedTx(ctx, func() error {
-		_, err := a.setApplied.ExecContext(ctx, int64(a.applied))
-		return err
-	}); err != nil {
-		return err
-	}
-	a.redo.release(a.applied)
-	return nil
-}
-
-// syncedTx runs fn in a transaction that is durable once it returns:
-// committed with synchronous=FULL unless NoSync.
-func (a *archive) syncedTx(ctx context.Context, fn func() error) error {
-	if !a.noSync {
-		if _, err := a.w.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
-			return err
-		}
-		defer a.w.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=NORMAL")
-	}
-	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	if err := fn(); err != nil {
-		a.w.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-		return err
-	}
-	_, err := a.w.ExecContext(ctx, "COMMIT")
-	return err
 }
 
 // loadRuns loads a channel's newest cap application seqs, inside the
@@ -1256,32 +1037,27 @@ func (a *archive) finish(ctx context.Context) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	// Durable at once: the exact seqs are below the reserved ceilings the
-	// log holds, and a restart after it replays nothing (the transaction
-	// records the log's last position, making every segment reusable).
-	err := a.syncedTx(ctx, func() error {
-		for name, st := range a.states {
-			if st.reserved == st.seq {
-				continue
-			}
-			var epoch any
-			if st.hasEpoch {
-				epoch = int64(st.epoch)
-			}
-			if _, err := a.upsert.ExecContext(ctx, name, int64(st.seq), epoch); err != nil {
-				return err
-			}
-		}
-		if a.redo != nil {
-			if _, err := a.setApplied.ExecContext(ctx, int64(a.applied)); err != nil {
-				return err
-			}
-		}
-		return a.saveUsage(ctx)
-	})
-	if err == nil && a.redo != nil {
-		a.redo.release(a.applied)
+	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return
 	}
+	for name, st := range a.states {
+		if st.reserved == st.seq {
+			continue
+		}
+		var epoch any
+		if st.hasEpoch {
+			epoch = int64(st.epoch)
+		}
+		if _, err := a.upsert.ExecContext(ctx, name, int64(st.seq), epoch); err != nil {
+			a.w.ExecContext(ctx, "ROLLBACK")
+			return
+		}
+	}
+	if err := a.saveUsage(ctx); err != nil {
+		a.w.ExecContext(ctx, "ROLLBACK")
+		return
+	}
+	a.w.ExecContext(ctx, "COMMIT")
 }
 
 // saveUsage stores the accounts' usage and marks it current (see
@@ -1614,8 +1390,5 @@ func (a *archive) resetFence(channel string, epoch uint64, _ int64) error {
 
 func (a *archive) close() {
 	a.closeStmts()
-	if a.redo != nil {
-		a.redo.close()
-	}
 	a.w.Close()
 }

@@ -16,26 +16,8 @@
 // number that starts at 1 and is never reused, not after eviction (each
 // channel keeps ArchiveCap entries for ArchiveTTL) and not after a restart.
 // One committer goroutine writes many publishes (from many channels) per
-// transaction; a publish is acknowledged only once it is durable, so an
-// acknowledged publish survives a crash of the process or a power loss.
-//
-// Durability comes from a redo log beside the database file (<db>-log/):
-// fixed-size, preallocated segments of records (length, CRC-32C, LSN,
-// channel, seq, entry type, time, owner, payload; and the channel rows of
-// reserved seqs and commit fences). The committer writes a transaction's
-// records with one write and one fdatasync while it applies the same
-// transaction to SQLite, which runs with synchronous=NORMAL (no sync per
-// commit; a power loss may roll it back to an earlier commit but never
-// corrupts it) and records in it the LSN it applied. A publish is
-// acknowledged once both are done. On open the records past that LSN are
-// applied again (idempotently, held to the caps), up to the first torn or
-// bad record, where the log ends: nothing after it was ever acknowledged.
-// The log is bounded: when a segment fills, one commit with
-// synchronous=FULL makes SQLite durable up to where it has applied, and
-// the segments below are reused (two are kept as spares) or deleted, so
-// the log holds at most two live segments of 32 MiB (more only while one
-// record is larger). An archive without a log gains one when it opens. An
-// in-memory archive has no log.
+// transaction, fsync'd; a publish is acknowledged only once its transaction
+// is durable, so an acknowledged publish survives a crash of the process.
 //
 // Live delivery of application messages does not wait for the fsync: a
 // sequencer stage assigns the seq and pushes the message at once. A crash

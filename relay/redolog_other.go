@@ -1,7 +1,0 @@
-//go:build !linux
-
-package relay
-
-import "os"
-
-func fdatasync(f *os.File) error { return f.Sync() }
