@@ -220,6 +220,7 @@ func TestBatchSlowConsumerDropped(t *testing.T) {
 		if n == 5000 {
 			t.Fatal("slow batched consumer was never disconnected")
 		}
+		keepUp(t, &got, n)
 		n++
 		pub.publishAck(chA, payload)
 	}

@@ -572,6 +572,19 @@ func testSlowConsumerDisconnected(t *testing.T, be *backend) {
 	}
 }
 
+// keepUp waits until a fast subscriber that counts its messages in got
+// has all but the last of the n published, so that on a loaded machine a
+// reader descheduled for a while is not taken for a slow consumer: its
+// queue never holds more than two messages.
+func keepUp(t *testing.T, got *atomic.Int64, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); got.Load() < int64(n-1); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast subscriber has %d of %d messages", got.Load(), n)
+		}
+	}
+}
+
 func testSlowConsumer(t *testing.T, cfg Config, size int) {
 	tr := startRelay(t, cfg)
 	pub := dialWS(t, tr.URL, "/ws/"+chA)
@@ -615,6 +628,7 @@ func testSlowConsumer(t *testing.T, cfg Config, size int) {
 		if n == 5000 {
 			t.Fatal("slow consumer was never disconnected")
 		}
+		keepUp(t, &got, n)
 		n++
 		if seq := pub.publishAck(chA, payload); seq != uint64(n) {
 			t.Fatalf("publish %d acked as %d", n, seq)
