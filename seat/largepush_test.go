@@ -10,7 +10,6 @@ import (
 
 	"github.com/skytale-oss/skytale/relay"
 	"github.com/skytale-oss/skytale/seat"
-	"github.com/skytale-oss/skytale/skytaletest"
 )
 
 // TestConnLargeHandshakePush: a 12 MiB Commit, as a 10,000-member
@@ -23,26 +22,8 @@ func TestConnLargeHandshakePush(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := skytaletest.NewStack(t)
-	a := st.NewAccount(t, "acme")
-	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
 	const ch = "acme/ops/large"
-	if err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: a.APIKey}).RegisterChannel(ctx, ch); err != nil {
-		t.Fatal(err)
-	}
-	reader, err := rc.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	if err := reader.Subscribe(ctx, ch); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := rc.DialPublisher(ctx, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	reader, pub := readerAndPublisher(t, ctx, ch)
 
 	// A PrivateMessage (RFC 9420 §6.3) of content type commit for epoch 1:
 	// version mls10, wire format 2, group_id, epoch, content_type 3.

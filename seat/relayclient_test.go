@@ -114,16 +114,14 @@ func TestSyncPageTruncated(t *testing.T) {
 	}
 }
 
-// TestConnBatchedPushesInOrder: a connection (which asks the relay for
-// batched pushes) gets every message of a busy channel once, in seq
-// order, whether the relay packed them or not.
-func TestConnBatchedPushesInOrder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+// readerAndPublisher registers ch for a new account on a new stack and
+// opens two of its connections: one subscribed to ch, one publishing on
+// it. Both close when the test ends.
+func readerAndPublisher(t *testing.T, ctx context.Context, ch string) (reader, pub *seat.Conn) {
+	t.Helper()
 	st := skytaletest.NewStack(t)
 	a := st.NewAccount(t, "acme")
 	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
-	const ch = "acme/ops/batched"
 	if err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: a.APIKey}).RegisterChannel(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +129,25 @@ func TestConnBatchedPushesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reader.Close()
+	t.Cleanup(func() { reader.Close() })
 	if err := reader.Subscribe(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := rc.DialPublisher(ctx, ch)
-	if err != nil {
+	if pub, err = rc.DialPublisher(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	defer pub.Close()
+	t.Cleanup(func() { pub.Close() })
+	return reader, pub
+}
+
+// TestConnBatchedPushesInOrder: a connection (which asks the relay for
+// batched pushes) gets every message of a busy channel once, in seq
+// order, whether the relay packed them or not.
+func TestConnBatchedPushesInOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const ch = "acme/ops/batched"
+	reader, pub := readerAndPublisher(t, ctx, ch)
 	const workers, each = 8, 150
 	errs := make(chan error, workers)
 	for w := range workers {
