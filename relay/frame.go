@@ -69,129 +69,133 @@ func decodeFrame(b []byte) (frame, error) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// flatScanner reads the flat JSON objects decodeFlat and payloadStart
+// accept: string values without escapes or non-ASCII bytes, and booleans.
+type flatScanner struct {
+	b []byte
+	i int
+}
+
+func (s *flatScanner) skip() {
+	for s.i < len(s.b) && isSpace(s.b[s.i]) {
+		s.i++
+	}
+}
+
+// at reports whether the next byte is c, and steps over it if so.
+func (s *flatScanner) at(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string and returns its bytes (never nil).
+func (s *flatScanner) str() ([]byte, bool) {
+	if !s.at('"') {
+		return nil, false
+	}
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		c := s.b[s.i]
+		if c == '"' {
+			s.i++
+			return s.b[start : s.i-1], true
+		}
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// boolean reads true or false.
+func (s *flatScanner) boolean() (v, ok bool) {
+	switch {
+	case hasLit(s.b[s.i:], "true"):
+		s.i += 4
+		return true, true
+	case hasLit(s.b[s.i:], "false"):
+		s.i += 5
+		return false, true
+	}
+	return false, false
+}
+
+// key reads a key and its colon.
+func (s *flatScanner) key() ([]byte, bool) {
+	s.skip()
+	k, ok := s.str()
+	if !ok {
+		return nil, false
+	}
+	s.skip()
+	if !s.at(':') {
+		return nil, false
+	}
+	s.skip()
+	return k, true
+}
+
 // decodeFlat is the allocation-free fast path of decodeFrame. It reports
 // false for anything it does not fully understand, and for a repeated key
 // (which the slow path then refuses).
 func decodeFlat(b []byte) (frame, bool) {
 	var f frame
 	var seen uint8 // one bit per known key
-	i := 0
-	skip := func() {
-		for i < len(b) && isSpace(b[i]) {
-			i++
-		}
-	}
-	str := func() ([]byte, bool) {
-		if i >= len(b) || b[i] != '"' {
-			return nil, false
-		}
-		i++
-		start := i
-		for i < len(b) {
-			c := b[i]
-			if c == '"' {
-				s := b[start:i]
-				i++
-				return s, true
-			}
-			if c < 0x20 || c == '\\' || c >= 0x80 {
-				return nil, false
-			}
-			i++
-		}
-		return nil, false
-	}
-	skip()
-	if i >= len(b) || b[i] != '{' {
+	s := flatScanner{b: b}
+	s.skip()
+	if !s.at('{') {
 		return f, false
 	}
-	i++
-	skip()
-	if i < len(b) && b[i] == '}' {
-		i++
-	} else {
+	s.skip()
+	if !s.at('}') {
 		for {
-			skip()
-			key, ok := str()
+			key, ok := s.key()
 			if !ok {
 				return f, false
 			}
-			skip()
-			if i >= len(b) || b[i] != ':' {
-				return f, false
-			}
-			i++
-			skip()
+			var bit uint8
 			if string(key) == "batch" {
-				var v bool
-				switch {
-				case hasLit(b[i:], "true"):
-					v, i = true, i+4
-				case hasLit(b[i:], "false"):
-					i += 5
+				if f.Batch, ok = s.boolean(); !ok {
+					return f, false
+				}
+				bit = 16
+			} else {
+				val, ok := s.str()
+				if !ok {
+					return f, false
+				}
+				switch string(key) {
+				case "type":
+					f.Type, bit = val, 1
+				case "token":
+					f.Token, bit = val, 2
+				case "channel":
+					f.Channel, bit = val, 4
+				case "payload":
+					f.Payload, bit = val, 8
 				default:
 					return f, false
 				}
-				if seen&16 != 0 {
-					return f, false
-				}
-				seen |= 16
-				f.Batch = v
-				skip()
-				if i >= len(b) {
-					return f, false
-				}
-				if b[i] == ',' {
-					i++
-					continue
-				}
-				if b[i] == '}' {
-					i++
-					break
-				}
-				return f, false
-			}
-			val, ok := str()
-			if !ok {
-				return f, false
-			}
-			if val == nil {
-				val = []byte{}
-			}
-			var bit uint8
-			switch string(key) {
-			case "type":
-				f.Type, bit = val, 1
-			case "token":
-				f.Token, bit = val, 2
-			case "channel":
-				f.Channel, bit = val, 4
-			case "payload":
-				f.Payload, bit = val, 8
-			default:
-				return f, false
 			}
 			if seen&bit != 0 {
 				return f, false
 			}
 			seen |= bit
-			skip()
-			if i >= len(b) {
-				return f, false
-			}
-			if b[i] == ',' {
-				i++
+			s.skip()
+			if s.at(',') {
 				continue
 			}
-			if b[i] == '}' {
-				i++
+			if s.at('}') {
 				break
 			}
 			return f, false
 		}
 	}
-	skip()
-	return f, i == len(b)
+	s.skip()
+	return f, s.i == len(b)
 }
 
 // peekHandshake reports whether b, the first bytes of a frame too large
@@ -221,74 +225,37 @@ func peekHandshake(b []byte) bool {
 // shape) up to its "payload" key and returns the index where the
 // payload's string begins, after its opening quote.
 func payloadStart(b []byte) (int, bool) {
-	i := 0
-	skip := func() {
-		for i < len(b) && isSpace(b[i]) {
-			i++
-		}
-	}
-	str := func() ([]byte, bool) {
-		if i >= len(b) || b[i] != '"' {
-			return nil, false
-		}
-		i++
-		start := i
-		for ; i < len(b); i++ {
-			c := b[i]
-			if c == '"' {
-				i++
-				return b[start : i-1], true
-			}
-			if c < 0x20 || c == '\\' || c >= 0x80 {
-				return nil, false
-			}
-		}
-		return nil, false
-	}
-	skip()
-	if i >= len(b) || b[i] != '{' {
+	s := flatScanner{b: b}
+	s.skip()
+	if !s.at('{') {
 		return 0, false
 	}
-	i++
 	for {
-		skip()
-		key, ok := str()
+		key, ok := s.key()
 		if !ok {
 			return 0, false
 		}
-		skip()
-		if i >= len(b) || b[i] != ':' {
-			return 0, false
-		}
-		i++
-		skip()
 		switch string(key) {
 		case "payload":
-			if i >= len(b) || b[i] != '"' {
+			if !s.at('"') {
 				return 0, false
 			}
-			return i + 1, true
+			return s.i, true
 		case "batch":
-			switch {
-			case hasLit(b[i:], "true"):
-				i += 4
-			case hasLit(b[i:], "false"):
-				i += 5
-			default:
+			if _, ok := s.boolean(); !ok {
 				return 0, false
 			}
 		case "type", "token", "channel":
-			if _, ok := str(); !ok {
+			if _, ok := s.str(); !ok {
 				return 0, false
 			}
 		default:
 			return 0, false
 		}
-		skip()
-		if i >= len(b) || b[i] != ',' {
+		s.skip()
+		if !s.at(',') {
 			return 0, false
 		}
-		i++
 	}
 }
 

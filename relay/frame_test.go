@@ -115,8 +115,9 @@ func strictKeys(b []byte) bool {
 }
 
 // FuzzDecodeFrame checks that the in-place fast path agrees with
-// encoding/json plus the key rules on every input, and that accepted
-// frames re-encode and decode to the same fields.
+// encoding/json plus the key rules on every input, that accepted frames
+// re-encode and decode to the same fields, and that payloadStart finds
+// the payload of every frame the fast path takes.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"auth","token":"eyJ.x.y"}`,
@@ -132,6 +133,13 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// payloadStart, which large frames are peeked with, finds the
+		// payload where the fast path does.
+		if flat, ok := decodeFlat(b); ok && flat.Payload != nil {
+			if i, ok := payloadStart(b); !ok || i != cap(b)-cap(flat.Payload) {
+				t.Fatalf("payloadStart %d %v, the payload starts at %d", i, ok, cap(b)-cap(flat.Payload))
+			}
+		}
 		got, err := decodeFrame(b)
 		var ref struct {
 			Type    *string `json:"type"`
