@@ -31,9 +31,16 @@ type member struct {
 
 func newMember(t *testing.T, st *skytaletest.Stack, org string) *member {
 	t.Helper()
+	return newMemberAt(t, st, st.APIURL, org)
+}
+
+// newMemberAt is newMember with the seat speaking to the directory at
+// apiURL (a proxy in front of st's, say).
+func newMemberAt(t *testing.T, st *skytaletest.Stack, apiURL, org string) *member {
+	t.Helper()
 	ctx := context.Background()
 	home := t.TempDir()
-	s := openSeat(t, st, home)
+	s := openSeatAt(t, st, apiURL, home)
 	did, err := s.Init(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,14 @@ import (
 
 func openSeat(t *testing.T, st *skytaletest.Stack, home string) *seat.Seat {
 	t.Helper()
-	s, err := seat.Open(context.Background(), seat.Config{Home: home, APIURL: st.APIURL, RelayURL: st.RelayURL})
+	return openSeatAt(t, st, st.APIURL, home)
+}
+
+// openSeatAt is openSeat with the seat speaking to the directory at
+// apiURL (a proxy in front of st's, say).
+func openSeatAt(t *testing.T, st *skytaletest.Stack, apiURL, home string) *seat.Seat {
+	t.Helper()
+	s, err := seat.Open(context.Background(), seat.Config{Home: home, APIURL: apiURL, RelayURL: st.RelayURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,19 +178,8 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	}
 
 	proxy, flipped := tamperProxy(t, st.APIURL)
-	home := t.TempDir()
-	s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: proxy, RelayURL: st.RelayURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	did, err := s.Init(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := s.SignIn(ctx, "dave@example.test", "daveco")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMemberAt(t, st, proxy, "daveco")
+	s, did, acct, home := m.Seat, m.did, m.acct, m.home
 	if added, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil || len(added) != 1 {
 		t.Fatalf("adding dave: %+v %v", added, err)
 	}
@@ -229,17 +218,7 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := seat.Open(ctx, seat.Config{Home: t.TempDir(), APIURL: proxy, RelayURL: st.RelayURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer es.Close()
-	if _, err := es.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := es.SignIn(ctx, "erin@example.test", "erinco"); err != nil {
-		t.Fatal(err)
-	}
+	es := newMemberAt(t, st, proxy, "erinco")
 	seen := flipped.Load()
 	if _, err := es.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrTreeMismatch) || flipped.Load() == seen {
 		t.Fatalf("the external join with a tampered tree: %v", err)
@@ -289,19 +268,8 @@ func TestRoomTreeMissing(t *testing.T) {
 	}
 	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
 
-	home := t.TempDir()
-	s, err := seat.Open(ctx, seat.Config{Home: home, APIURL: failingProxy(t, st.APIURL), RelayURL: st.RelayURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	did, err := s.Init(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := s.SignIn(ctx, "bob@example.test", "bobco")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMemberAt(t, st, failingProxy(t, st.APIURL), "bobco")
+	s, did, acct, home := m.Seat, m.did, m.acct, m.home
 	if _, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil {
 		t.Fatal(err)
 	}
