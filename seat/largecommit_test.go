@@ -6,7 +6,6 @@ import (
 
 	"github.com/skytale-oss/skytale/relay"
 	"github.com/skytale-oss/skytale/seat"
-	"github.com/skytale-oss/skytale/skytaletest"
 )
 
 // TestRoomLargeCommit: in a post-quantum room of 1,000 members that one
@@ -23,12 +22,7 @@ func TestRoomLargeCommit(t *testing.T) {
 		t.Skip("a 1,000-member post-quantum room")
 	}
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreateWith(ctx, "big", seat.RoomOptions{Suite: seat.SuitePQ})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, alice, room := pqRoom(t, "big", 0, 0)
 	bob := newMember(t, st, "bobco")
 	join(t, alice, bob, room)
 	fillRoom(t, alice, room, seat.SuitePQ, 998, 125)

@@ -55,6 +55,20 @@ func fillRoom(t *testing.T, owner *member, room string, cs mls.CipherSuite, n, b
 	}
 }
 
+// pqRoom starts a stack where alice owns a post-quantum room of that
+// name with n members more, added by fillRoom in Commits of batch.
+func pqRoom(t *testing.T, name string, n, batch int) (*skytaletest.Stack, *member, string) {
+	t.Helper()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	room, err := alice.RoomCreateWith(context.Background(), name, seat.RoomOptions{Suite: seat.SuitePQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRoom(t, alice, room, seat.SuitePQ, n, batch)
+	return st, alice, room
+}
+
 // roomTree is the size of owner's room's ratchet tree.
 func roomTree(t *testing.T, owner *member, room string) int {
 	t.Helper()
@@ -73,13 +87,7 @@ func roomTree(t *testing.T, owner *member, room string) int {
 // hash. Everyone then reads everyone.
 func TestRoomLargeTreeOutOfBand(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreateWith(ctx, "big", seat.RoomOptions{Suite: seat.SuitePQ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fillRoom(t, alice, room, seat.SuitePQ, 250, 125)
+	st, alice, room := pqRoom(t, "big", 250, 125)
 	if n := roomTree(t, alice, room); n <= directory.MaxWelcome {
 		t.Fatalf("the tree of 251 post-quantum members is %d bytes, under the Welcome cap", n)
 	}
@@ -166,13 +174,7 @@ func tamperProxy(t *testing.T, apiURL string) (string, *atomic.Int64) {
 // the same Welcome then joins.
 func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
+	st, alice, room := pqRoom(t, "pq", 60, 60)
 	if n := roomTree(t, alice, room); n < 64<<10 {
 		t.Fatalf("the tree is %d bytes: too small to go out of band", n)
 	}
@@ -260,13 +262,7 @@ func failingProxy(t *testing.T, apiURL string) string {
 // and reads and sends from then on.
 func TestRoomTreeMissing(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fillRoom(t, alice, room, seat.SuitePQ, 60, 60)
+	st, alice, room := pqRoom(t, "pq", 60, 60)
 
 	m := newMemberAt(t, st, failingProxy(t, st.APIURL), "bobco")
 	s, did, acct, home := m.Seat, m.did, m.acct, m.home
