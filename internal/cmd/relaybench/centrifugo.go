@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,59 +161,13 @@ func (cc *centrifugoConn) receive(ctx context.Context, h *hist) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	frames := 0
-	for len(msg) > 0 {
-		j := bytes.IndexByte(msg, '\n')
-		f := msg
-		if j >= 0 {
-			f, msg = msg[:j], msg[j+1:]
-		} else {
-			msg = nil
-		}
-		if !bytes.HasPrefix(f, centrifugoPush) {
-			cc.pong(ctx, f)
-			continue
-		}
-		frames++
-		if h != nil {
-			if ts, ok := stampOf(f, centrifugoData); ok {
-				h.add(now() - ts)
-			}
-		}
-	}
-	return frames, nil
+	return countPushes(msg, centrifugoPush, centrifugoData, h, func(line []byte) { cc.pong(ctx, line) }), nil
 }
 
 func (cc *centrifugoConn) close() { cc.c.CloseNow() }
 
 func (c *centrifugoTarget) subscribers(ctx context.Context, n int) ([]subscriber, error) {
-	subs := make([]subscriber, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			cc, err := c.dial(ctx, c.fan)
-			if err != nil {
-				errs <- err
-				return
-			}
-			subs[i] = cc
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		for _, s := range subs {
-			if s != nil {
-				s.close()
-			}
-		}
-		return nil, err
-	}
-	return subs, nil
+	return openAll(n, func(int) (subscriber, error) { return c.dial(ctx, c.fan) })
 }
 
 // centrifugoPub publishes from a client connection that is not

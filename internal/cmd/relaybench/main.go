@@ -53,6 +53,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,6 +248,68 @@ type subscriber interface {
 	// publications it carries; with h, it adds each one's latency to h.
 	receive(ctx context.Context, h *hist) (int, error)
 	close()
+}
+
+// openAll opens n connections with open, 16 at a time. If any fails it
+// closes the others and returns the first error.
+func openAll[C interface{ close() }](n int, open func(i int) (C, error)) ([]C, error) {
+	conns := make([]C, n)
+	ok := make([]bool, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c, err := open(i)
+			if err != nil {
+				errs <- err
+				return
+			}
+			conns[i], ok[i] = c, true
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		for i, c := range conns {
+			if ok[i] {
+				c.close()
+			}
+		}
+		return nil, err
+	}
+	return conns, nil
+}
+
+// countPushes counts the pushes in msg, a WebSocket message that may
+// carry several separated by newlines: the lines that start with push.
+// With h it adds each push's latency, read from the send time at the
+// start of the payload after key, to h. Other lines go to other, if set.
+func countPushes(msg, push, key []byte, h *hist, other func(line []byte)) int {
+	frames := 0
+	for len(msg) > 0 {
+		line := msg
+		if j := bytes.IndexByte(msg, '\n'); j >= 0 {
+			line, msg = msg[:j], msg[j+1:]
+		} else {
+			msg = nil
+		}
+		if !bytes.HasPrefix(line, push) {
+			if other != nil {
+				other(line)
+			}
+			continue
+		}
+		frames++
+		if h != nil {
+			if ts, ok := stampOf(line, key); ok {
+				h.add(now() - ts)
+			}
+		}
+	}
+	return frames
 }
 
 type publisher interface {

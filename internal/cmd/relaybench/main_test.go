@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +324,42 @@ func TestCentrifugoPublishRefused(t *testing.T) {
 	}
 	if _, err := fanout(t.Context(), c, o, 2, 4); err == nil || !strings.Contains(err.Error(), "refused a publish") {
 		t.Fatalf("fan-out = %v, want the refusal", err)
+	}
+}
+
+type countedConn struct{ closed *atomic.Int64 }
+
+func (c countedConn) close() { c.closed.Add(1) }
+
+// TestOpenAllClosesOnError: when one connection of many cannot be opened,
+// openAll returns its error and closes every one it did open.
+func TestOpenAllClosesOnError(t *testing.T) {
+	var opened, closed atomic.Int64
+	_, err := openAll(40, func(i int) (countedConn, error) {
+		if i == 17 {
+			return countedConn{}, errors.New("refused")
+		}
+		opened.Add(1)
+		return countedConn{&closed}, nil
+	})
+	if err == nil || err.Error() != "refused" {
+		t.Fatalf("openAll: %v", err)
+	}
+	if opened.Load() != 39 || closed.Load() != 39 {
+		t.Fatalf("%d opened, %d closed", opened.Load(), closed.Load())
+	}
+	conns, err := openAll(5, func(int) (countedConn, error) { return countedConn{&closed}, nil })
+	if err != nil || len(conns) != 5 {
+		t.Fatalf("openAll of 5: %d, %v", len(conns), err)
+	}
+}
+
+// TestCountPushes: pushes packed in one message are counted, other lines
+// are handed on.
+func TestCountPushes(t *testing.T) {
+	var other []string
+	n := countPushes([]byte("P1\nx\nP2\n\nP3"), []byte("P"), []byte("none"), nil, func(l []byte) { other = append(other, string(l)) })
+	if n != 3 || len(other) != 2 || other[0] != "x" || other[1] != "" {
+		t.Fatalf("%d pushes, other lines %q", n, other)
 	}
 }

@@ -94,45 +94,24 @@ type natsSub struct {
 const natsSubQueue = 4096
 
 func (n *natsTarget) subscribers(ctx context.Context, count int) ([]subscriber, error) {
-	subs := make([]subscriber, count)
-	errs := make(chan error, count)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range count {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			nc, err := natsConnect(n.o.nats)
-			if err != nil {
-				errs <- err
-				return
-			}
-			ch := make(chan *nats.Msg, natsSubQueue)
-			_, err = nc.ChanSubscribe(n.fan, ch)
-			if err == nil {
-				// The subscription is on the server once the flush is
-				// answered.
-				err = nc.FlushTimeout(10 * time.Second)
-			}
-			if err != nil {
-				nc.Close()
-				errs <- err
-				return
-			}
-			subs[i] = &natsSub{nc, ch}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		for _, s := range subs {
-			if s != nil {
-				s.close()
-			}
+	return openAll(count, func(int) (subscriber, error) {
+		nc, err := natsConnect(n.o.nats)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
-	}
-	return subs, nil
+		ch := make(chan *nats.Msg, natsSubQueue)
+		_, err = nc.ChanSubscribe(n.fan, ch)
+		if err == nil {
+			// The subscription is on the server once the flush is
+			// answered.
+			err = nc.FlushTimeout(10 * time.Second)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return &natsSub{nc, ch}, nil
+	})
 }
 
 // receive takes the next message and those queued behind it, as a

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -279,33 +278,7 @@ func (e *env) dialMany(ctx context.Context, n int, ch string) ([]*sock, error) {
 		}
 		toks[i] = t
 	}
-	socks := make([]*sock, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			s, err := e.dial(ctx, toks[i/perAccount], ch)
-			if err != nil {
-				errs <- err
-				return
-			}
-			socks[i] = s
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		for _, s := range socks {
-			if s != nil {
-				s.c.CloseNow()
-			}
-		}
-		return nil, err
-	}
-	return socks, nil
+	return openAll(n, func(i int) (*sock, error) { return e.dial(ctx, toks[i/perAccount], ch) })
 }
 
 // The skytale relay as a target: accounts, channels and tokens from its
@@ -327,26 +300,7 @@ func (s *sock) receive(ctx context.Context, h *hist) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	frames := 0
-	for len(msg) > 0 {
-		j := bytes.IndexByte(msg, '\n')
-		f := msg
-		if j >= 0 {
-			f, msg = msg[:j], msg[j+1:]
-		} else {
-			msg = nil
-		}
-		if !bytes.HasPrefix(f, messagePrefix) {
-			continue
-		}
-		frames++
-		if h != nil {
-			if ts, ok := stampOf(f, payloadKey); ok {
-				h.add(now() - ts)
-			}
-		}
-	}
-	return frames, nil
+	return countPushes(msg, messagePrefix, payloadKey, h, nil), nil
 }
 
 func (e *env) subscribers(ctx context.Context, n int) ([]subscriber, error) {
