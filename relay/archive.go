@@ -102,7 +102,8 @@ type pubReq struct {
 	channel string
 	payload []byte
 	hdr     header
-	frame   []byte // push frame up to the payload; completed by the sequencer
+	frame   []byte   // push frame up to the payload; completed by the sequencer
+	buf     *pushBuf // the lent buffer frame was built in, or nil
 	reply   []byte
 	weight  int64 // held in archive.inflight until answered
 
@@ -609,7 +610,7 @@ func (a *archive) runSequencer() {
 	defer close(a.seqd)
 	for r := range a.reqs {
 		a.mark.taken()
-		ch, origin := r.channel, r.c
+		ch, origin, pb := r.channel, r.c, r.buf
 		live := a.sequence(r)
 		// The committer first, the push after. The goroutine readied
 		// last is the one this thread runs next once the sequencer
@@ -619,7 +620,7 @@ func (a *archive) runSequencer() {
 		// committer is taken by the other thread or runs right after.
 		a.seqd <- r
 		if live != nil {
-			a.hub.fanout(ch, live, origin)
+			a.hub.fanout(ch, live, pb, origin)
 		}
 	}
 }
@@ -762,7 +763,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 	for _, r := range batch {
 		if r.held {
 			if err == nil {
-				a.hub.fanout(r.channel, r.frame, r.c)
+				a.hub.fanout(r.channel, r.frame, r.buf, r.c)
 			}
 			r.st.held.Add(-1)
 		}

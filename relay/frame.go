@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/skytale-oss/skytale/internal/httpx"
 )
@@ -336,10 +335,10 @@ func epochOutOfRangeFrame(maxFirst uint64) []byte {
 // socket; allocated fresh for every publish, push frames were about half
 // of the relay's allocation per message, and with them the frequency of
 // garbage collections, whose pauses showed in the delivery latency's tail.
-// A lent frame is found again by fan-out (claimFrame), which counts the
-// queues it hands it to; the last to be done with it gives it back.
-// A frame that is never fanned out (a publish refused, a commit that
-// failed) is simply forgotten after a while and left to the collector.
+// The publish carries its frame's buffer (pubReq.buf) to fan-out, which
+// counts the queues it hands the frame to; the last to be done with it
+// gives it back. A frame that is never fanned out (a publish refused, a
+// commit that failed) is left to the collector.
 
 // pushBuf is a lent push frame's buffer.
 type pushBuf struct {
@@ -353,22 +352,12 @@ var pushClasses = [...]int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 1
 
 var pushPools [len(pushClasses)]sync.Pool
 
-// lent holds the frames lent and not yet claimed by fan-out, keyed by
-// their first byte, in two generations: a frame still unclaimed after
-// two turns (lentTurn) is dropped from it.
-var lent = struct {
-	sync.Mutex
-	cur, old map[*byte]*pushBuf
-	turned   time.Time
-}{cur: make(map[*byte]*pushBuf), old: make(map[*byte]*pushBuf)}
-
-const lentTurn = 10 * time.Second
-
 // suffixRoom is the most pushSuffix appends.
 const suffixRoom = 96
 
-// lendPushPrefix is pushPrefix in a lent buffer.
-func lendPushPrefix(channel string, b64len int) []byte {
+// lendPushPrefix is pushPrefix in a lent buffer, which it returns with the
+// frame; a frame too large for every class is allocated, with no buffer.
+func lendPushPrefix(channel string, b64len int) ([]byte, *pushBuf) {
 	need := 48 + len(channel) + b64len + suffixRoom
 	class := -1
 	for i, n := range pushClasses {
@@ -378,41 +367,21 @@ func lendPushPrefix(channel string, b64len int) []byte {
 		}
 	}
 	if class < 0 {
-		return pushPrefix(channel, b64len)
+		return pushPrefix(channel, b64len), nil
 	}
 	pb, _ := pushPools[class].Get().(*pushBuf)
 	if pb == nil {
 		pb = &pushBuf{b: make([]byte, 0, pushClasses[class]), class: class}
 	}
-	b := pb.b[:1]
-	now := time.Now()
-	lent.Lock()
-	if now.Sub(lent.turned) > lentTurn {
-		lent.old, lent.cur, lent.turned = lent.cur, make(map[*byte]*pushBuf), now
-	}
-	lent.cur[&b[0]] = pb
-	lent.Unlock()
-	b = append(b[:0], `{"type":"message","channel":"`...)
+	b := append(pb.b[:0], `{"type":"message","channel":"`...)
 	b = append(b, channel...)
-	return append(b, `","payload":"`...)
+	return append(b, `","payload":"`...), pb
 }
 
-// claimFrame returns the buffer of a lent frame, once, or nil for any
-// other frame (or a lent one that outgrew its buffer).
-func claimFrame(f []byte) *pushBuf {
-	if len(f) == 0 {
-		return nil
-	}
-	k := &f[0]
-	lent.Lock()
-	pb := lent.cur[k]
-	if pb != nil {
-		delete(lent.cur, k)
-	} else if pb = lent.old[k]; pb != nil {
-		delete(lent.old, k)
-	}
-	lent.Unlock()
-	return pb
+// holds reports whether the frame f still lives in pb's buffer: one that
+// outgrew it was copied out by append, and the buffer is not its own.
+func (pb *pushBuf) holds(f []byte) bool {
+	return pb != nil && len(f) > 0 && &f[0] == &pb.b[:1][0]
 }
 
 // release drops one reference to a lent frame; the last gives it back.

@@ -118,14 +118,18 @@ func (h *hub) unsubscribeLocked(ch string, c *conn) bool {
 // fanout queues the encoded push frame on every subscriber of ch except
 // origin (a publisher does not get its own message back). Subscribers whose
 // queue is full are disconnected as slow consumers.
-func (h *hub) fanout(ch string, frame []byte, origin *conn) {
+//
+// pb is the lent buffer the frame was built in (lendPushPrefix), or nil: it
+// goes back to its pool once every queue is done with the frame, and
+// fan-out holds one reference meanwhile.
+func (h *hub) fanout(ch string, frame []byte, pb *pushBuf, origin *conn) {
 	h.mu.RLock()
 	subs := h.chans[ch]
 	h.mu.RUnlock()
 	n := 0
-	// A lent frame (lendPushPrefix) goes back to its pool once every
-	// queue is done with it; fan-out holds one reference meanwhile.
-	pb := claimFrame(frame)
+	if !pb.holds(frame) {
+		pb = nil
+	}
 	if pb != nil {
 		pb.refs.Store(1)
 	}

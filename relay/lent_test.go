@@ -15,28 +15,29 @@ import (
 	"github.com/coder/websocket"
 )
 
-// TestLentFrameClaimedOnce: a lent push frame is found by fan-out once,
-// and a frame that was not lent, or outgrew its buffer, not at all.
-func TestLentFrameClaimedOnce(t *testing.T) {
-	f := lendPushPrefix(chA, 100)
+// TestLentFrameHeld: a lent push frame is held by the buffer it was lent
+// in, and given back to the pool by the last reference; a frame that was
+// not lent has no buffer, and one that outgrew its buffer is no longer
+// held by it (fan-out then leaves both to the collector).
+func TestLentFrameHeld(t *testing.T) {
+	f, pb := lendPushPrefix(chA, 100)
 	f = append(f, bytes.Repeat([]byte("A"), 100)...)
 	f = pushSuffix(f, 1<<63, EntryApp, 1<<62)
-	pb := claimFrame(f)
-	if pb == nil || &pb.b[:1][0] != &f[0] {
-		t.Fatal("a lent frame is not found")
+	if pb == nil || !pb.holds(f) {
+		t.Fatal("a lent frame is not held by its buffer")
 	}
-	if claimFrame(f) != nil {
-		t.Fatal("a lent frame is found twice")
+	if pb.holds(pushPrefix(chA, 10)) || pb.holds(nil) {
+		t.Fatal("a buffer holds a frame that is not its own")
 	}
 	pb.refs.Store(1)
 	pb.release()
-	if claimFrame(pushPrefix(chA, 10)) != nil {
-		t.Fatal("a frame that was not lent is found")
+	if f, pb := lendPushPrefix(chA, 128<<10); pb != nil || len(f) == 0 {
+		t.Fatal("a frame larger than every class was lent")
 	}
-	g := lendPushPrefix(chA, 10)
+	g, gb := lendPushPrefix(chA, 10)
 	g = append(g, bytes.Repeat([]byte("B"), 4<<10)...) // past its buffer: copied
-	if claimFrame(g) != nil {
-		t.Fatal("a frame that left its buffer is found")
+	if gb.holds(g) {
+		t.Fatal("a frame that left its buffer is held by it")
 	}
 }
 

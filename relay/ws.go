@@ -784,12 +784,12 @@ func (c *conn) publish(name, b64 []byte) {
 		return
 	}
 	ch := string(name)
-	f := c.pushFrame(ch, b64, s.lendFrames)
+	f, pb := c.pushFrame(ch, b64, s.lendFrames)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
 	s.arch.acquire(int64(len(payload)))
-	s.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, weight: int64(len(payload))})
+	s.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))})
 }
 
 func handshakeTooLarge(max int) string {
@@ -802,23 +802,21 @@ func handshakeTooLarge(max int) string {
 // publish frame's own head when that is long enough ({"type":"publish",
 // "channel":… before the payload is exactly as long as the push frame's
 // head), so a large handshake is held once as base64, not twice.
-func (c *conn) pushFrame(ch string, b64 []byte, lend bool) []byte {
+func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
 	if b := c.rbuf; len(b64) > 0 {
 		off := cap(b) - cap(b64)
 		head := pushPrefix(ch, 0)
 		if off >= len(head) && off+len(b64) <= len(b) && &b[off] == &b64[0] {
 			start := off - len(head)
 			copy(b[start:off], head)
-			return b[start : off+len(b64)]
+			return b[start : off+len(b64)], nil
 		}
 	}
-	var f []byte
 	if lend {
-		f = lendPushPrefix(ch, len(b64))
-	} else {
-		f = pushPrefix(ch, len(b64))
+		f, pb := lendPushPrefix(ch, len(b64))
+		return append(f, b64...), pb
 	}
-	return append(f, b64...)
+	return append(pushPrefix(ch, len(b64)), b64...), nil
 }
 
 // connIDs numbers the conns of the process.
