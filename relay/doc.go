@@ -139,7 +139,10 @@
 // socket that waits LargeFrameWait (5 s) for the budget reads the rest of
 // the frame without keeping it and gets
 // {"type":"error","code":"busy",…}; its socket stays open, and no other
-// socket waits for it. The frame's buffer becomes the push frame (the
+// socket waits for it. A socket holding the budget that takes longer than
+// LargeFrameTimeout (2 minutes) to send the rest is closed, so trickling
+// clients cannot keep it from others. The frame's buffer becomes the push
+// frame (the
 // payload's base64 is not copied again), which every subscriber's queue
 // shares. A socket's queue holds MaxQueueBytes of other frames plus one
 // largest handshake, so a large commit does not drop a healthy subscriber

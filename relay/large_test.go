@@ -495,3 +495,45 @@ func TestLargeCommitJetStream(t *testing.T) {
 		t.Fatalf("sync entry is not the commit (seq %v, want %d)", e["seq"], seq)
 	}
 }
+
+// TestLargeFrameTrickleClosed: a client that starts a large handshake and
+// then sends the rest too slowly is closed after LargeFrameTimeout, and the
+// budget it held goes to the next large handshake, which is stored.
+func TestLargeFrameTrickleClosed(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true, LargeFrameBudget: largeFrameWeight(MaxHandshakePayload),
+		LargeFrameWait: 10 * time.Second, LargeFrameTimeout: 300 * time.Millisecond})
+	hog := dialLarge(t, tr.URL, "/ws/"+chA)
+	hog.auth(mint(t, "hog", ""))
+	frame := largeFrame(chA, largeCommit(t, 1, 4<<20))
+	w, err := hog.c.Writer(context.Background(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(frame[:len(frame)/2]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); tr.counters.largeHeld.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the large frame never took the budget")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The hog stalls. Another client's large handshake waits for the
+	// budget, gets it once the hog is closed, and is stored.
+	c := dialLarge(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	c.sendRaw(websocket.MessageText, largeFrame(chA, largeCommit(t, 1, 4<<20)))
+	expectAck(t, c)
+	if _, _, err := hog.c.Read(context.Background()); err == nil {
+		t.Fatal("the trickling socket is still open")
+	}
+	if got := tr.counters.largeRefused.Load(); got != 0 {
+		t.Fatalf("%d large frames refused busy, want none", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); tr.counters.largeHeld.Load() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget still held: %d", tr.counters.largeHeld.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

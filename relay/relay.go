@@ -42,6 +42,7 @@ const (
 	DefaultMaxQueueBytes         = 16 << 20
 	DefaultLargeFrameBudget      = 128 << 20
 	DefaultLargeFrameWait        = 5 * time.Second
+	DefaultLargeFrameTimeout     = 2 * time.Minute
 )
 
 // Paging limits of GET /v1/messages and GET /v1/sync.
@@ -168,6 +169,12 @@ type Config struct {
 	// being kept, and the publisher gets a busy error; the socket stays
 	// open and no other socket waits for it.
 	LargeFrameWait time.Duration
+	// LargeFrameTimeout is how long a socket may take to send the rest of
+	// a frame that holds LargeFrameBudget (default 2 minutes: a 16 MiB
+	// handshake at about 190 KB/s). Past it the socket is closed, so a
+	// client that trickles a large frame cannot keep the budget from
+	// everyone else's handshakes.
+	LargeFrameTimeout time.Duration
 }
 
 // Server is a relay: an http.Handler serving the WebSocket at /ws and
@@ -227,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
 		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
-		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 {
+		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
 		return nil, errors.New("relay: negative limit in Config")
 	}
 	if cfg.Members == nil && !cfg.OpenChannels {
@@ -246,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
 	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
 	setDefault(&cfg.LargeFrameWait, DefaultLargeFrameWait)
+	setDefault(&cfg.LargeFrameTimeout, DefaultLargeFrameTimeout)
 	if w := largeFrameWeight(MaxHandshakePayload); cfg.LargeFrameBudget < w {
 		return nil, fmt.Errorf("relay: LargeFrameBudget must be at least %d bytes (one %d-byte handshake read and decoded)", w, MaxHandshakePayload)
 	}

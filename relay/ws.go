@@ -449,7 +449,14 @@ func (c *conn) readLarge(r io.Reader, buf []byte) (_ []byte, held int64, ok bool
 	if len(buf) == cap(buf) {
 		buf = slices.Grow(buf, min(cap(buf), full-len(buf)))
 	}
+	// The budget is held while the rest arrives; a socket that takes
+	// longer than LargeFrameTimeout is closed, which ends the read.
+	slow := time.AfterFunc(s.cfg.LargeFrameTimeout, func() {
+		s.log.Info("relay: a large handshake took too long to arrive, closing", "remote", c.remote, "sub", c.sub)
+		c.ws.CloseNow()
+	})
 	buf, eof, err := readUpTo(r, buf, full)
+	slow.Stop()
 	if err == nil && !eof {
 		// Over the archive's cap (a NATS max_payload below 16 MiB) but
 		// within MaxHandshakePayload, the library's limit: the rest is
