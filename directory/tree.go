@@ -88,9 +88,12 @@ func readTree(ctx context.Context, q queryer, chID, id string) (seq int64, st tr
 // a cap nothing is stored.
 //
 // A new tree makes room for itself among the channel's MaxTreesPerChannel
-// by deleting the oldest tree that is complete or has not been finished
-// within treeUploadWindow; when every tree is still being put, it is
-// errTooManyTrees. The channel's trees change under one lock, and the
+// by deleting a tree that is complete or has not been finished within
+// treeUploadWindow: the oldest of those put by whoever holds the most of
+// the channel's trees, so that a member who puts trees over and over
+// replaces its own and cannot push out the trees of the members who
+// commit (a Welcome's or a GroupInfo's). When every tree is still being
+// put, it is errTooManyTrees. The channel's trees change under one lock, and the
 // caller's quota is counted under another, so the caps hold under
 // concurrent puts.
 func (s *store) putTreePart(ctx context.Context, channel, caller, id string, part, parts int, data []byte, now time.Time) (st treeState, err error) {
@@ -161,7 +164,9 @@ func newTree(ctx context.Context, tx txn, chID, caller, id string, parts int, no
 	for ; n >= MaxTreesPerChannel; n-- {
 		var old int64
 		err := tx.queryRow(ctx,
-			`SELECT seq FROM channel_trees WHERE channel_id = ? AND (received = parts OR created_at < ?) ORDER BY seq LIMIT 1`,
+			`SELECT seq FROM channel_trees t WHERE channel_id = ? AND (received = parts OR created_at < ?)
+			 ORDER BY (SELECT COUNT(*) FROM channel_trees u WHERE u.channel_id = t.channel_id AND u.uploaded_by = t.uploaded_by) DESC, seq
+			 LIMIT 1`,
 			chID, now.Add(-treeUploadWindow).UnixNano()).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, treeState{}, errTooManyTrees

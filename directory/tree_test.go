@@ -122,6 +122,42 @@ func TestContractTrees(t *testing.T) {
 	})
 }
 
+// TestContractTreesHostileUploader: a member who puts tree after tree
+// replaces its own and cannot push out the tree another member put (the
+// tree a Welcome or GroupInfo names).
+func TestContractTreesHostileUploader(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, false, hashSecret("k-member"), t0))
+		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		put := func(who, id string) {
+			t.Helper()
+			_, err := st.putTreePart(ctx, ch, who, id, 0, 1, []byte(id), t0)
+			must(t, err)
+		}
+		for i := range MaxTreesPerChannel {
+			put("member", "junk-"+strconv.Itoa(i))
+		}
+		put("owner", "welcome")
+		for i := MaxTreesPerChannel; i < 3*MaxTreesPerChannel; i++ {
+			put("member", "junk-"+strconv.Itoa(i))
+		}
+		if _, err := st.treeInfo(ctx, ch, "member", "welcome"); err != nil {
+			t.Fatalf("the owner's tree after the member's puts: %v", err)
+		}
+		if n := countTrees(t, st, "ch-1"); n != MaxTreesPerChannel {
+			t.Fatalf("the channel holds %d trees", n)
+		}
+		// The member's newest is kept, its older ones are gone.
+		if _, err := st.treeInfo(ctx, ch, "owner", "junk-"+strconv.Itoa(3*MaxTreesPerChannel-1)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.treeInfo(ctx, ch, "owner", "junk-0")
+		wantErr(t, err, errNotFound)
+	})
+}
+
 func countTrees(t *testing.T, st *store, chID string) int {
 	t.Helper()
 	var n int
