@@ -3,8 +3,10 @@ package relay
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -90,12 +92,21 @@ func (s *flatScanner) at(c byte) bool {
 	return false
 }
 
-// str reads a string and returns its bytes (never nil).
+// str reads a string and returns its bytes (never nil). A string with an
+// escape, a control byte or a non-ASCII byte before its closing quote
+// fails with s.i at that byte; one without a closing quote fails with s.i
+// at the end.
 func (s *flatScanner) str() ([]byte, bool) {
 	if !s.at('"') {
 		return nil, false
 	}
 	start := s.i
+	if end := plainEnd(s.b, start); end >= 0 {
+		s.i = end + 1
+		return s.b[start:end], true
+	}
+	// The string fails, or ends within a word of the end of s.b: find
+	// where a byte at a time.
 	for ; s.i < len(s.b); s.i++ {
 		c := s.b[s.i]
 		if c == '"' {
@@ -107,6 +118,85 @@ func (s *flatScanner) str() ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Word-at-a-time tests on 8 bytes of a string read as a little-endian
+// uint64, so that its lowest byte comes first in the buffer. A test sets
+// the high bit of each byte it flags. Its subtractions borrow out of a
+// byte only at a byte sought or above one, so the flags below the first
+// byte sought are all clear and that byte's own flag is set: a word
+// whose flags are all clear holds none of the bytes sought, and the
+// lowest flag of any other word marks the first of them. Flags above it
+// may be wrong.
+const (
+	ones  = 0x0101010101010101 // 0x01 in every byte
+	highs = 0x8080808080808080 // the high bit of every byte
+)
+
+// unplain flags in w the bytes a plain string may not hold: a control
+// byte (below 0x20), a backslash and a non-ASCII byte (0x80 and up). Its
+// high bits are not masked: callers OR words together first.
+//
+// w itself flags every non-ASCII byte. Below the first byte sought every
+// byte is ASCII and no borrow comes in, so there an ASCII byte below 0x20
+// is the only one for which the byte minus 0x20 wraps into the high half,
+// and a backslash the only one whose xor with 0x5c is zero, so that minus
+// one wraps.
+func unplain(w uint64) uint64 {
+	return w | (w - 0x20*ones) | ((w ^ 0x5c*ones) - ones)
+}
+
+// special flags in w the bytes that end or spoil a plain string: those
+// unplain flags, and the quote (whose xor with 0x22 is zero).
+func special(w uint64) uint64 {
+	return (unplain(w) | ((w ^ 0x22*ones) - ones)) & highs
+}
+
+// plainEnd returns the index of the quote that ends a plain string
+// starting at b[i]: a string of ASCII bytes from 0x20 up other than a
+// backslash. It returns -1 for any other string, and may for a plain one
+// that ends within 8 bytes of the end of b.
+//
+// Short strings (keys, types, channel names) end within their first
+// word. Longer ones, payloads above all, are searched for their quote
+// with bytes.IndexByte, and the bytes before it checked 32 at a time.
+func plainEnd(b []byte, i int) int {
+	if len(b)-i < 8 {
+		return -1
+	}
+	if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+		if j := i + bits.TrailingZeros64(m)/8; b[j] == '"' {
+			return j
+		}
+		return -1
+	}
+	i += 8
+	n := bytes.IndexByte(b[i:], '"')
+	if n < 0 || !plain(b[i:i+n]) {
+		return -1
+	}
+	return i + n
+}
+
+// plain reports whether every byte of p is ASCII from 0x20 up and not a
+// backslash. It does not look for quotes.
+func plain(p []byte) bool {
+	var acc uint64
+	for len(p) >= 32 {
+		acc |= unplain(binary.LittleEndian.Uint64(p)) | unplain(binary.LittleEndian.Uint64(p[8:])) |
+			unplain(binary.LittleEndian.Uint64(p[16:])) | unplain(binary.LittleEndian.Uint64(p[24:]))
+		p = p[32:]
+	}
+	for len(p) >= 8 {
+		acc |= unplain(binary.LittleEndian.Uint64(p))
+		p = p[8:]
+	}
+	for _, c := range p {
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return acc&highs == 0
 }
 
 // boolean reads true or false.

@@ -183,3 +183,115 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// refStr is flatScanner.str as a plain loop over the bytes, the statement
+// of what str accepts, returns and where it leaves the scanner.
+func refStr(b []byte, i int) (val []byte, ok bool, end int) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, false, i
+	}
+	i++
+	start := i
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			return b[start:i], true, i + 1
+		}
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return nil, false, i
+		}
+	}
+	return nil, false, i
+}
+
+// checkStr fails t unless str, from b[i], does what refStr does: the same
+// verdict, the same slice of b (not only the same bytes) and the same
+// final index.
+func checkStr(t *testing.T, b []byte, i int) {
+	t.Helper()
+	want, wantOK, wantEnd := refStr(b, i)
+	s := flatScanner{b: b, i: i}
+	got, ok := s.str()
+	if ok != wantOK || s.i != wantEnd || len(got) != len(want) || cap(got) != cap(want) ||
+		(got == nil) != (want == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("str of %q from %d: %q %v at %d (cap %d), want %q %v at %d (cap %d)",
+			b, i, got, ok, s.i, cap(got), want, wantOK, wantEnd, cap(want))
+	}
+}
+
+// TestFlatScannerStr puts each byte that ends or spoils a plain string,
+// and its neighbours, at every position of strings from empty to five
+// words long, at every alignment, with and without a closing quote, with
+// and without bytes after it: str must agree with refStr on each.
+func TestFlatScannerStr(t *testing.T) {
+	probes := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', 0x23, 0x5b, '\\', 0x5d, 0x7f, 0x80, 0xc3, 0xff}
+	for _, lead := range []int{0, 1, 3, 7, 8} {
+		for n := 0; n <= 40; n++ {
+			for _, tail := range []string{"", `"`, `"}`, `","payload":"QUJD"}`} {
+				b := []byte(strings.Repeat(" ", lead) + `"` + strings.Repeat("a", n) + tail)
+				checkStr(t, b, lead)
+				checkStr(t, b, 0) // not at a quote
+				for pos := lead + 1; pos < lead+1+n; pos++ {
+					for _, c := range probes {
+						old := b[pos]
+						b[pos] = c
+						checkStr(t, b, lead)
+						b[pos] = old
+					}
+				}
+			}
+		}
+	}
+	// Bytes sought side by side, where a subtraction's borrow from the
+	// first could hide or fake the second.
+	for _, pair := range []string{"\x1f\x20", "\x00\x01", "\\]", "\\\"", "\"\\", "\x80\"", "\x21\"", "\x00\"", "\x1f\""} {
+		for pos := 0; pos < 16; pos++ {
+			b := []byte(`"` + strings.Repeat("A", pos) + pair + strings.Repeat("B", 20) + `"`)
+			checkStr(t, b, 0)
+		}
+	}
+}
+
+// FuzzFlatScannerStr checks str against refStr on arbitrary bytes from an
+// arbitrary start.
+func FuzzFlatScannerStr(f *testing.F) {
+	f.Add([]byte(`"type":"publish"`), uint16(0))
+	f.Add([]byte(`{"payload":"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="}`), uint16(11))
+	f.Add([]byte(`"QUJDREVGR0hJSktMTU5PUFFSU1RV\\VldYWVo="`), uint16(0))
+	f.Add([]byte("\"QUJDREVGR0hJSktMTU5PUFFSU1RV\x01VldYWVo=\""), uint16(0))
+	f.Add([]byte("\"QUJDREVGR0hJSktMTU5PUFFSU1RV\u00e9VldYWVo=\""), uint16(0))
+	f.Add([]byte(`"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=`), uint16(0))
+	f.Fuzz(func(t *testing.T, b []byte, start uint16) {
+		checkStr(t, b, int(start)%(len(b)+1))
+	})
+}
+
+// TestDecodeFrameLongPayload puts an escape, a control byte or a non-ASCII
+// byte at every position of a long payload: the fast path must refuse it,
+// and decodeFrame must then say what encoding/json says.
+func TestDecodeFrameLongPayload(t *testing.T) {
+	payload := strings.Repeat("QUJD", 50)
+	for _, bad := range []string{`\/`, `\u0041`, "\x01", "\x1f", "\x7f", "\u00e9", "\xff", `"`} {
+		for pos := 0; pos <= len(payload); pos++ {
+			in := []byte(`{"type":"publish","channel":"org/x/y","payload":"` + payload[:pos] + bad + payload[pos:] + `"}`)
+			flat, flatOK := decodeFlat(in)
+			var ref struct{ Payload *string }
+			refErr := json.Unmarshal(in, &ref)
+			got, err := decodeFrame(in)
+			switch {
+			case bad == "\x7f":
+				if !flatOK || string(flat.Payload) != payload[:pos]+bad+payload[pos:] {
+					t.Fatalf("%q at %d: the fast path refused DEL", bad, pos)
+				}
+			case flatOK:
+				t.Fatalf("%q at %d: the fast path took it: %q", bad, pos, flat.Payload)
+			}
+			if (err == nil) != (refErr == nil) {
+				t.Fatalf("%q at %d: decodeFrame err %v, encoding/json err %v", bad, pos, err, refErr)
+			}
+			if err == nil && string(got.Payload) != *ref.Payload {
+				t.Fatalf("%q at %d: payload %q, encoding/json %q", bad, pos, got.Payload, *ref.Payload)
+			}
+		}
+	}
+}
