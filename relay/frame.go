@@ -44,8 +44,8 @@ type frameJSON struct {
 // encoding/json accepts for this struct, except that no object may repeat
 // a key and a key must spell its field exactly ("TYPE" is not "type"):
 // two readers of one frame must never disagree on what it says.
-func decodeFrame(b []byte) (frame, error) {
-	if f, ok := decodeFlat(b); ok {
+func decodeFrame(b []byte) (f frame, err error) {
+	if decodeFlatTo(&f, b) {
 		return f, nil
 	}
 	var v frameJSON
@@ -55,7 +55,7 @@ func decodeFrame(b []byte) (frame, error) {
 	if err := httpx.CheckKeys(b, &v); err != nil {
 		return frame{}, errBadFrame
 	}
-	var f frame
+	f = frame{}
 	for _, p := range []struct {
 		dst **string
 		out *[]byte
@@ -212,19 +212,50 @@ func (s *flatScanner) boolean() (v, ok bool) {
 	return false, false
 }
 
-// key reads a key and its colon.
-func (s *flatScanner) key() ([]byte, bool) {
+// The keys of a frame's fields, one bit each.
+const (
+	keyType uint8 = 1 << iota
+	keyToken
+	keyChannel
+	keyPayload
+	keyBatch
+)
+
+// key reads a key and its colon and returns the key's bit. It fails on
+// any key but the five of a frame, spelled exactly and without escapes.
+func (s *flatScanner) key() (uint8, bool) {
 	s.skip()
-	k, ok := s.str()
-	if !ok {
-		return nil, false
+	var bit uint8
+	switch {
+	case s.atQuoted(`"type"`):
+		bit = keyType
+	case s.atQuoted(`"channel"`):
+		bit = keyChannel
+	case s.atQuoted(`"payload"`):
+		bit = keyPayload
+	case s.atQuoted(`"token"`):
+		bit = keyToken
+	case s.atQuoted(`"batch"`):
+		bit = keyBatch
+	default:
+		return 0, false
 	}
 	s.skip()
 	if !s.at(':') {
-		return nil, false
+		return 0, false
 	}
 	s.skip()
-	return k, true
+	return bit, true
+}
+
+// atQuoted reports whether the next bytes are the quoted key q, and steps
+// over them if so. Inlined with a constant q, it is a few word compares.
+func (s *flatScanner) atQuoted(q string) bool {
+	if len(s.b)-s.i >= len(q) && string(s.b[s.i:s.i+len(q)]) == q {
+		s.i += len(q)
+		return true
+	}
+	return false
 }
 
 // decodeFlat is the allocation-free fast path of decodeFrame. It reports
@@ -232,47 +263,49 @@ func (s *flatScanner) key() ([]byte, bool) {
 // (which the slow path then refuses).
 func decodeFlat(b []byte) (frame, bool) {
 	var f frame
+	ok := decodeFlatTo(&f, b)
+	return f, ok
+}
+
+// decodeFlatTo is decodeFlat into *f, which it may leave half filled in
+// when it reports false. decodeFrame decodes into its own result: copying
+// a frame from one result to the next took a third of the time of a short
+// frame's decoding.
+func decodeFlatTo(f *frame, b []byte) bool {
 	var seen uint8 // one bit per known key
 	s := flatScanner{b: b}
 	s.skip()
 	if !s.at('{') {
-		return f, false
+		return false
 	}
 	s.skip()
 	if !s.at('}') {
 		for {
-			key, ok := s.key()
-			if !ok {
-				return f, false
+			bit, ok := s.key()
+			if !ok || seen&bit != 0 {
+				return false
 			}
-			var bit uint8
-			if string(key) == "batch" {
+			seen |= bit
+			if bit == keyBatch {
 				if f.Batch, ok = s.boolean(); !ok {
-					return f, false
+					return false
 				}
-				bit = 16
 			} else {
 				val, ok := s.str()
 				if !ok {
-					return f, false
+					return false
 				}
-				switch string(key) {
-				case "type":
-					f.Type, bit = val, 1
-				case "token":
-					f.Token, bit = val, 2
-				case "channel":
-					f.Channel, bit = val, 4
-				case "payload":
-					f.Payload, bit = val, 8
-				default:
-					return f, false
+				switch bit {
+				case keyType:
+					f.Type = val
+				case keyToken:
+					f.Token = val
+				case keyChannel:
+					f.Channel = val
+				case keyPayload:
+					f.Payload = val
 				}
 			}
-			if seen&bit != 0 {
-				return f, false
-			}
-			seen |= bit
 			s.skip()
 			if s.at(',') {
 				continue
@@ -280,11 +313,11 @@ func decodeFlat(b []byte) (frame, bool) {
 			if s.at('}') {
 				break
 			}
-			return f, false
+			return false
 		}
 	}
 	s.skip()
-	return f, s.i == len(b)
+	return s.i == len(b)
 }
 
 // peekHandshake reports whether b, the first bytes of a frame too large
@@ -320,26 +353,24 @@ func payloadStart(b []byte) (int, bool) {
 		return 0, false
 	}
 	for {
-		key, ok := s.key()
+		bit, ok := s.key()
 		if !ok {
 			return 0, false
 		}
-		switch string(key) {
-		case "payload":
+		switch bit {
+		case keyPayload:
 			if !s.at('"') {
 				return 0, false
 			}
 			return s.i, true
-		case "batch":
+		case keyBatch:
 			if _, ok := s.boolean(); !ok {
 				return 0, false
 			}
-		case "type", "token", "channel":
+		default:
 			if _, ok := s.str(); !ok {
 				return 0, false
 			}
-		default:
-			return 0, false
 		}
 		s.skip()
 		if !s.at(',') {

@@ -40,6 +40,13 @@ func TestDecodeFrame(t *testing.T) {
 		{`{"type":"a","typ\u0065":"b"}`, frame{}, false},
 		{`{"type":"a","x":{"k":1,"k":2}}`, frame{}, false},
 		{`{}`, frame{}, true},
+		// A key is one of a frame's only when spelled out whole.
+		{`{"types":"a","typ":"b","":"c","channel":"a/b/c"}`, frame{Channel: []byte("a/b/c")}, true},
+		{`{"payload":"QQ==","type":"publish","token":"t","batch":false}`, frame{Type: []byte("publish"), Token: []byte("t"), Payload: []byte("QQ==")}, true},
+		{`{"type"`, frame{}, false},
+		{`{"type":`, frame{}, false},
+		{`{"type":"publish","payload"`, frame{}, false},
+		{`{"type":"a","channel":"`, frame{}, false},
 		{`{"type":7}`, frame{}, false},
 		{`{"type":"a",}`, frame{}, false},
 		{`{"type":"a"} x`, frame{}, false},
