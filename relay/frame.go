@@ -105,8 +105,12 @@ func (s *flatScanner) str() ([]byte, bool) {
 		s.i = end + 1
 		return s.b[start:end], true
 	}
-	// The string fails, or ends within a word of the end of s.b: find
-	// where a byte at a time.
+	// The string fails, or starts fewer than 8 bytes before the end of
+	// s.b: find where, over the words without a byte sought and then a
+	// byte at a time.
+	for len(s.b)-s.i >= 8 && special(binary.LittleEndian.Uint64(s.b[s.i:])) == 0 {
+		s.i += 8
+	}
 	for ; s.i < len(s.b); s.i++ {
 		c := s.b[s.i]
 		if c == '"' {
@@ -154,8 +158,8 @@ func special(w uint64) uint64 {
 
 // plainEnd returns the index of the quote that ends a plain string
 // starting at b[i]: a string of ASCII bytes from 0x20 up other than a
-// backslash. It returns -1 for any other string, and may for a plain one
-// that ends within 8 bytes of the end of b.
+// backslash. It returns -1 for any other string, and for one that starts
+// fewer than 8 bytes before the end of b.
 //
 // Short strings (keys, types, channel names) end within their first
 // word. Longer ones, payloads above all, are searched for their quote
