@@ -1,0 +1,79 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCommitterRunsNicer checks that the archive's committer runs on a
+// thread committerNice steps nicer than the process, and that the thread
+// ends with the archive, so no other goroutine ever runs at its priority.
+func TestCommitterRunsNicer(t *testing.T) {
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := 20 - prio
+	if base >= 19 {
+		t.Skipf("the process runs at nice %d already", base)
+	}
+	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), NoSync: true})
+	a := tr.arch.(*archive)
+	var tid int
+	for deadline := time.Now().Add(5 * time.Second); tid == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the committer did not lower its thread's priority")
+		}
+		tid = int(a.committerTID.Load())
+	}
+	if tid == unix.Gettid() {
+		t.Fatal("the committer runs on the test's thread")
+	}
+	if got, want := threadNice(t, tid), min(base+committerNice, 19); got != want {
+		t.Fatalf("committer thread %d runs at nice %d, want %d (process at %d)", tid, got, want, base)
+	}
+	if got := threadNice(t, unix.Gettid()); got != base {
+		t.Fatalf("the test's own thread runs at nice %d, want the process's %d", got, base)
+	}
+	// The archive still works from that thread.
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	if seq := c.publishAck(chA, []byte("hello")); seq != 1 {
+		t.Fatalf("publish acked as seq %d", seq)
+	}
+	c.c.CloseNow()
+	tr.stop(t)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committer thread %d still runs after the relay stopped", tid)
+		}
+	}
+}
+
+// threadNice reads a thread's nice value from /proc (field 19 of stat).
+func threadNice(t *testing.T, tid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	n, err := strconv.Atoi(f[19-3])
+	if err != nil {
+		t.Fatalf("stat of thread %d: %q", tid, b)
+	}
+	return n
+}
