@@ -15,6 +15,8 @@ import (
 // thread never runs anything else.
 //
 // On Linux setpriority(PRIO_PROCESS, tid) applies to the one thread.
+// (The runtime may put the goroutine on the main thread, whose nice is
+// what ps and top show for the whole process.)
 func lowerPriority(n int) int {
 	runtime.LockOSThread()
 	tid := unix.Gettid()
