@@ -109,6 +109,10 @@ type conn struct {
 	// Server.memGen it last synced subs with.
 	subs   map[string]bool
 	memGen uint64
+	// lastPub is the channel of the conn's last publish, kept so that a
+	// run of publishes to one channel (the usual case) shares one string.
+	// Reader goroutine only.
+	lastPub string
 
 	// pending counts requests of this conn queued in the archive writer.
 	// While it is non-zero, replies go through the writer too, so replies
@@ -790,7 +794,11 @@ func (c *conn) publish(name, b64 []byte) {
 		c.fail("payload_too_large", handshakeTooLarge(s.maxHandshake))
 		return
 	}
-	ch := string(name)
+	ch := c.lastPub
+	if string(name) != ch {
+		ch = string(name)
+		c.lastPub = ch
+	}
 	f, pb := c.pushFrame(ch, b64, s.lendFrames)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
@@ -810,7 +818,7 @@ func handshakeTooLarge(max int) string {
 // "channel":… before the payload is exactly as long as the push frame's
 // head), so a large handshake is held once as base64, not twice.
 func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
-	if b := c.rbuf; len(b64) > 0 {
+	if b := c.rbuf; b != nil && len(b64) > 0 {
 		off := cap(b) - cap(b64)
 		head := pushPrefix(ch, 0)
 		if off >= len(head) && off+len(b64) <= len(b) && &b[off] == &b64[0] {
