@@ -212,6 +212,17 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
 				b.ReportMetric(float64(len(res.RatchetTree)), "tree-B")
 			})
+			// What a committer pays for the tree after the first ask in an
+			// epoch (the size check, the GroupInfo's tree, a rejoin).
+			b.Run(name+"/RatchetTree", func(b *testing.B) {
+				f := getBenchFixture(b, cs, n, full)
+				defer startCPUMeter().report(b)
+				var tree []byte
+				for b.Loop() {
+					tree = f.a.RatchetTree()
+				}
+				b.ReportMetric(float64(len(tree)), "tree-B")
+			})
 			b.Run(name+"/SelfUpdate", func(b *testing.B) {
 				f := getBenchFixture(b, cs, n, full)
 				defer startCPUMeter().report(b)

@@ -102,6 +102,7 @@ type pendingCommit struct {
 	message []byte
 	ctx     GroupContext
 	tree    *ratchetTree
+	treeEnc []byte // tree encoded, when the Commit needed it; else nil
 	keys    *epochSecrets
 	priv    *privateTree
 	confTag []byte
@@ -423,18 +424,22 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 		return nil, err
 	}
 	res := &CommitResult{Commit: msg}
+	var treeEnc []byte // the new epoch's tree, encoded once for all its uses
 	if len(eff.added) > 0 {
-		res.Welcome, err = g.makeWelcome(&ctx, tree, keys, confTag, joinerSecret, welcomeSecret, eff, path, inBand)
+		treeEnc = tree.encode()
+		inWelcome := treeEnc
+		if !inBand {
+			inWelcome = nil
+			res.RatchetTree, res.TreeHash = bytes.Clone(treeEnc), bytes.Clone(ctx.TreeHash)
+		}
+		res.Welcome, err = g.makeWelcome(&ctx, inWelcome, keys, confTag, joinerSecret, welcomeSecret, eff, path)
 		if err != nil {
 			return nil, err
-		}
-		if !inBand {
-			res.RatchetTree, res.TreeHash = tree.encode(), bytes.Clone(ctx.TreeHash)
 		}
 	}
 	clear(joinerSecret)
 	clear(welcomeSecret)
-	g.pending = &pendingCommit{message: msg, ctx: ctx, tree: tree, keys: keys, priv: priv, confTag: confTag}
+	g.pending = &pendingCommit{message: msg, ctx: ctx, tree: tree, treeEnc: treeEnc, keys: keys, priv: priv, confTag: confTag}
 	return res, nil
 }
 
@@ -448,6 +453,7 @@ func (g *Group) ConfirmCommit() error {
 	if err := g.installEpoch(p.ctx, p.tree, p.keys, p.confTag); err != nil {
 		return err
 	}
+	g.cur.treeEnc = p.treeEnc
 	g.setPrivate(p.priv)
 	g.pending = nil
 	return nil
@@ -471,8 +477,8 @@ func (g *Group) HasPendingCommit() bool { return g.pending != nil }
 
 // makeWelcome builds the Welcome for the members added by a Commit
 // (Section 12.4.3.1).
-func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag, joinerSecret, welcomeSecret []byte, eff *proposalEffects, path *updatePathResult, inBand bool) ([]byte, error) {
-	gi, err := g.makeGroupInfo(ctx, tree, keys, confTag, inBand, false)
+func (g *Group) makeWelcome(ctx *GroupContext, treeEnc []byte, keys *epochSecrets, confTag, joinerSecret, welcomeSecret []byte, eff *proposalEffects, path *updatePathResult) ([]byte, error) {
+	gi, err := g.makeGroupInfo(ctx, treeEnc, keys, confTag, false)
 	if err != nil {
 		return nil, err
 	}
@@ -501,12 +507,13 @@ func (g *Group) makeWelcome(ctx *GroupContext, tree *ratchetTree, keys *epochSec
 }
 
 // makeGroupInfo builds and signs the GroupInfo of an epoch (Section
-// 12.4.3), with the ratchet_tree extension when inBand is set, and with
-// external_pub when external is set.
-func (g *Group) makeGroupInfo(ctx *GroupContext, tree *ratchetTree, keys *epochSecrets, confTag []byte, inBand, external bool) (*GroupInfo, error) {
+// 12.4.3), with the ratchet_tree extension holding treeEnc (the epoch's
+// encoded tree) unless that is nil, and with external_pub when external is
+// set.
+func (g *Group) makeGroupInfo(ctx *GroupContext, treeEnc []byte, keys *epochSecrets, confTag []byte, external bool) (*GroupInfo, error) {
 	gi := &GroupInfo{GroupContext: *ctx, ConfirmationTag: confTag, Signer: uint32(g.own)}
-	if inBand {
-		gi.Extensions = append(gi.Extensions, Extension{ExtensionType: ExtensionTypeRatchetTree, ExtensionData: tree.encode()})
+	if treeEnc != nil {
+		gi.Extensions = append(gi.Extensions, Extension{ExtensionType: ExtensionTypeRatchetTree, ExtensionData: treeEnc})
 	}
 	if external {
 		_, pub, err := keys.externalKeyPair()
@@ -544,7 +551,11 @@ func (g *Group) GroupInfoWith(opts GroupInfoOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	gi, err := g.makeGroupInfo(g.cur.ctx, g.cur.tree, g.keys, g.confTag, inBand, true)
+	var treeEnc []byte
+	if inBand {
+		treeEnc = g.cur.encodedTree()
+	}
+	gi, err := g.makeGroupInfo(g.cur.ctx, treeEnc, g.keys, g.confTag, true)
 	if err != nil {
 		return nil, err
 	}

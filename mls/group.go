@@ -238,6 +238,22 @@ type epochKeys struct {
 	ctx  *GroupContext
 	tree *ratchetTree
 	prot *epochProtection
+	// treeEnc is tree in the encoding of the ratchet_tree extension, made
+	// on first use (see encodedTree); nil until then. An epoch's tree
+	// never changes (commits work on a clone), so neither does this.
+	treeEnc []byte
+}
+
+// encodedTree returns the epoch's tree encoded (Section 12.4.3.3),
+// encoding it once per epoch: a large room's committer needs it for the
+// size check, the Commit's out-of-band tree and the GroupInfo, and for a
+// 10,000-member post-quantum tree each encoding is 26 MB. Callers must not
+// modify the result.
+func (e *epochKeys) encodedTree() []byte {
+	if e.treeEnc == nil {
+		e.treeEnc = e.tree.encode()
+	}
+	return e.treeEnc
 }
 
 // Group is one member's state in one group. Its methods are not safe for
@@ -383,6 +399,7 @@ func (g *Group) installEpoch(ctx GroupContext, tree *ratchetTree, keys *epochSec
 			clear(g.cur.prot.membershipKey)
 			g.cur.prot.membershipKey = nil
 			g.cur.prot.tree.keepApplicationOnly()
+			g.cur.treeEnc = nil // past epochs read messages, never trees
 			g.past = append(g.past, g.cur)
 			if len(g.past) > g.cfg.MaxPastEpochs {
 				g.past[0].wipe()
@@ -503,8 +520,12 @@ func (g *Group) MemberByIdentity(did string) (Member, bool) {
 
 // RatchetTree returns the current ratchet tree in the encoding of the
 // ratchet_tree extension (Section 12.4.3.3), for joiners that receive the
-// tree out of band.
-func (g *Group) RatchetTree() []byte { return g.cur.tree.encode() }
+// tree out of band. The tree is encoded once per epoch; each call returns
+// a copy.
+func (g *Group) RatchetTree() []byte { return bytes.Clone(g.cur.encodedTree()) }
+
+// RatchetTreeSize returns len(g.RatchetTree()) without the copy.
+func (g *Group) RatchetTreeSize() int { return len(g.cur.encodedTree()) }
 
 // TreeHash returns the tree_hash of the current epoch's GroupContext: the
 // hash of the root of the ratchet tree (Section 7.8). A joiner checks an

@@ -72,7 +72,7 @@ func treeID(h []byte) string { return hex.EncodeToString(h) }
 // treeDelivery is how a Commit adding members to g sends the tree: in the
 // Welcome while g's tree is small, out of band from inlineTree on.
 func treeDelivery(g *mls.Group) mls.TreeDelivery {
-	if len(g.RatchetTree()) < inlineTree {
+	if g.RatchetTreeSize() < inlineTree {
 		return mls.TreeInBand
 	}
 	return mls.TreeOutOfBand
