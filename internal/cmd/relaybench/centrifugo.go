@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -175,7 +173,7 @@ func (c *centrifugoTarget) subscribers(ctx context.Context, n int) ([]subscriber
 // read, and the first error among them ends the publishing.
 type centrifugoPub struct {
 	cc      *centrifugoConn
-	payload []byte
+	payload *stamped
 	buf     []byte
 	prefix  []byte
 	failed  atomic.Pointer[error]
@@ -187,7 +185,7 @@ func (c *centrifugoTarget) publisher(ctx context.Context) (publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &centrifugoPub{cc: cc, payload: randomPayload(c.o.size), done: make(chan struct{})}
+	p := &centrifugoPub{cc: cc, payload: newStamped(c.o.size), done: make(chan struct{})}
 	p.prefix = []byte(`,"publish":{"channel":"` + c.fan + `","data":"`)
 	go func() {
 		defer close(p.done)
@@ -220,13 +218,12 @@ func (p *centrifugoPub) publish(ctx context.Context) error {
 	if err := p.failure(); err != nil {
 		return err
 	}
-	binary.BigEndian.PutUint64(p.payload, uint64(now()))
 	id := p.cc.next
 	p.cc.next++
 	p.buf = append(p.buf[:0], `{"id":`...)
 	p.buf = strconv.AppendUint(p.buf, uint64(id), 10)
 	p.buf = append(p.buf, p.prefix...)
-	p.buf = base64.StdEncoding.AppendEncode(p.buf, p.payload)
+	p.buf = append(p.buf, p.payload.stamp()...)
 	p.buf = append(p.buf, `"}}`...)
 	return p.cc.c.Write(ctx, websocket.MessageText, p.buf)
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -361,5 +364,27 @@ func TestCountPushes(t *testing.T) {
 	n := countPushes([]byte("P1\nx\nP2\n\nP3"), []byte("P"), []byte("none"), nil, func(l []byte) { other = append(other, string(l)) })
 	if n != 3 || len(other) != 2 || other[0] != "x" || other[1] != "" {
 		t.Fatalf("%d pushes, other lines %q", n, other)
+	}
+}
+
+// TestStampedPayload checks that re-encoding only the stamped head gives
+// the base64 of the whole payload, at sizes around the groups of three
+// bytes base64 works in, and that the stamp reads back.
+func TestStampedPayload(t *testing.T) {
+	for _, size := range []int{16, 17, 18, 1024, 1025} {
+		p := newStamped(size)
+		for range 3 {
+			b64 := p.stamp()
+			if want := base64.StdEncoding.EncodeToString(p.payload); string(b64) != want {
+				t.Fatalf("size %d: stamped base64 %q, want %q", size, b64, want)
+			}
+			dec, err := base64.StdEncoding.DecodeString(string(b64))
+			if err != nil || !bytes.Equal(dec, p.payload) {
+				t.Fatalf("size %d: decoded %x (%v)", size, dec, err)
+			}
+			if int64(binary.BigEndian.Uint64(dec)) == 0 {
+				t.Fatalf("size %d: no stamp", size)
+			}
+		}
 	}
 }
