@@ -2,6 +2,7 @@ package directory
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"net/http/httptest"
 	"net/url"
@@ -17,10 +18,8 @@ import (
 // abandoned) tree, and the per-account quota, each refusal storing nothing.
 func TestContractTrees(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
-		st, ctx := fixture(t, b)
-		const ch = "acme/a/b"
-		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, false, hashSecret("k-member"), t0))
-		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		st, ctx := treeFixture(t, b)
+		const ch = treeCh
 		ok := func(_ treeState, err error) { t.Helper(); must(t, err) }
 
 		// A stranger ("joiner" is no member yet) can neither put nor read.
@@ -122,15 +121,26 @@ func TestContractTrees(t *testing.T) {
 	})
 }
 
+// treeCh is the channel of the tree contract tests, where "member" has
+// been added by "owner".
+const treeCh = "acme/a/b"
+
+// treeFixture is fixture with "member" in treeCh.
+func treeFixture(t *testing.T, b testBackend) (*store, context.Context) {
+	t.Helper()
+	st, ctx := fixture(t, b)
+	must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, false, hashSecret("k-member"), t0))
+	must(t, st.addMemberByOwner(ctx, treeCh, "owner", "member", t0))
+	return st, ctx
+}
+
 // TestContractTreesHostileUploader: a member who puts tree after tree
 // replaces its own and cannot push out the tree another member put (the
 // tree a Welcome or GroupInfo names).
 func TestContractTreesHostileUploader(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
-		st, ctx := fixture(t, b)
-		const ch = "acme/a/b"
-		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, false, hashSecret("k-member"), t0))
-		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		st, ctx := treeFixture(t, b)
+		const ch = treeCh
 		put := func(who, id string) {
 			t.Helper()
 			_, err := st.putTreePart(ctx, ch, who, id, 0, 1, []byte(id), t0)

@@ -177,41 +177,34 @@ func benchmarkGroup(b *testing.B, cs CipherSuite) {
 		full := shape == "full"
 		for _, n := range groupBenchSizes() {
 			name := fmt.Sprintf("%s/n=%d", shape, n)
-			b.Run(name+"/AddMember", func(b *testing.B) {
-				f := getBenchFixture(b, cs, n, full)
-				kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
-				defer startCPUMeter().report(b)
-				var res *CommitResult
-				for b.Loop() {
-					var err error
-					if res, err = f.a.AddMembers(kp); err != nil {
-						b.Fatal(err)
+			// Adding a member with the tree in the Welcome (the default),
+			// and out of band, as the seat sends it once the tree passes
+			// 64 KiB: the Welcome is small and the committer encodes the
+			// tree once (CommitResult.RatchetTree).
+			for _, add := range []struct {
+				name string
+				tree TreeDelivery
+			}{{"AddMember", TreeDefault}, {"AddMemberTreeOutOfBand", TreeOutOfBand}} {
+				b.Run(name+"/"+add.name, func(b *testing.B) {
+					f := getBenchFixture(b, cs, n, full)
+					kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
+					defer startCPUMeter().report(b)
+					var res *CommitResult
+					for b.Loop() {
+						var err error
+						if res, err = f.a.Commit(CommitOptions{Add: [][]byte{kp}, Tree: add.tree}); err != nil {
+							b.Fatal(err)
+						}
+						f.a.DiscardCommit()
 					}
-					f.a.DiscardCommit()
-				}
-				b.ReportMetric(float64(len(res.Commit)), "commit-B")
-				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
-				b.ReportMetric(float64(len(kp)), "kp-B")
-			})
-			// The same with the tree out of band, as the seat sends it
-			// once the tree passes 64 KiB: the Welcome is small and the
-			// committer encodes the tree once (CommitResult.RatchetTree).
-			b.Run(name+"/AddMemberTreeOutOfBand", func(b *testing.B) {
-				f := getBenchFixture(b, cs, n, full)
-				kp := newSuiteBundle(b, cs, "did:key:new").Bytes()
-				defer startCPUMeter().report(b)
-				var res *CommitResult
-				for b.Loop() {
-					var err error
-					if res, err = f.a.Commit(CommitOptions{Add: [][]byte{kp}, Tree: TreeOutOfBand}); err != nil {
-						b.Fatal(err)
+					b.ReportMetric(float64(len(res.Commit)), "commit-B")
+					b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
+					b.ReportMetric(float64(len(kp)), "kp-B")
+					if res.RatchetTree != nil {
+						b.ReportMetric(float64(len(res.RatchetTree)), "tree-B")
 					}
-					f.a.DiscardCommit()
-				}
-				b.ReportMetric(float64(len(res.Commit)), "commit-B")
-				b.ReportMetric(float64(len(res.Welcome)), "welcome-B")
-				b.ReportMetric(float64(len(res.RatchetTree)), "tree-B")
-			})
+				})
+			}
 			// What a committer pays for the tree after the first ask in an
 			// epoch (the size check, the GroupInfo's tree, a rejoin).
 			b.Run(name+"/RatchetTree", func(b *testing.B) {

@@ -334,22 +334,7 @@ func TestLargeFrameBudget(t *testing.T) {
 // open and publishes once the budget is free. Nobody else waits for it.
 func TestLargeFrameBusy(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true, LargeFrameBudget: largeFrameWeight(MaxHandshakePayload), LargeFrameWait: 200 * time.Millisecond})
-	hog := dialLarge(t, tr.URL, "/ws/"+chA)
-	hog.auth(mint(t, "hog", ""))
-	frame := largeFrame(chA, largeCommit(t, 1, 4<<20))
-	w, err := hog.c.Writer(context.Background(), websocket.MessageText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(frame[:len(frame)/2]); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); tr.counters.largeHeld.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the first large frame never took the budget")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	hog, w, frame := holdLargeBudget(t, tr)
 
 	c := dialLarge(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
@@ -502,22 +487,7 @@ func TestLargeCommitJetStream(t *testing.T) {
 func TestLargeFrameTrickleClosed(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true, LargeFrameBudget: largeFrameWeight(MaxHandshakePayload),
 		LargeFrameWait: 10 * time.Second, LargeFrameTimeout: 300 * time.Millisecond})
-	hog := dialLarge(t, tr.URL, "/ws/"+chA)
-	hog.auth(mint(t, "hog", ""))
-	frame := largeFrame(chA, largeCommit(t, 1, 4<<20))
-	w, err := hog.c.Writer(context.Background(), websocket.MessageText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(frame[:len(frame)/2]); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); tr.counters.largeHeld.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the large frame never took the budget")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	hog, _, _ := holdLargeBudget(t, tr)
 	// The hog stalls. Another client's large handshake waits for the
 	// budget, gets it once the hog is closed, and is stored.
 	c := dialLarge(t, tr.URL, "/ws/"+chA)
@@ -536,4 +506,28 @@ func TestLargeFrameTrickleClosed(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// holdLargeBudget has a socket send half of a large handshake's frame and
+// stall, and returns once the relay holds the large-frame budget for it:
+// the socket, the writer of the unfinished message and the whole frame.
+func holdLargeBudget(t *testing.T, tr *testRelay) (*wsClient, io.WriteCloser, []byte) {
+	t.Helper()
+	hog := dialLarge(t, tr.URL, "/ws/"+chA)
+	hog.auth(mint(t, "hog", ""))
+	frame := largeFrame(chA, largeCommit(t, 1, 4<<20))
+	w, err := hog.c.Writer(context.Background(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(frame[:len(frame)/2]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); tr.counters.largeHeld.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the large frame never took the budget")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return hog, w, frame
 }

@@ -30,10 +30,7 @@ func TestRoomJoinWithoutOwner(t *testing.T) {
 	if got, want := identities(t, bob, room), dids(alice, bob, carol); !slices.Equal(got, want) {
 		t.Fatalf("bob's roster: %v, want %v", got, want)
 	}
-	sendTo(t, carol, room, "hello, I let myself in")
-	expect(t, "bob", received(t, bob, room), "hello, I let myself in")
-	sendTo(t, bob, room, "welcome, carol")
-	expect(t, "carol", received(t, carol, room), "welcome, carol")
+	converse(t, room, carol, bob, "hello, I let myself in", "welcome, carol")
 
 	dave := newMember(t, st, "daveco")
 	if _, err := dave.RoomJoin(ctx, room, tok, 0); err == nil {

@@ -44,10 +44,7 @@ func TestRoomLargeCommit(t *testing.T) {
 	t.Logf("largest Commit %d bytes", largest)
 
 	// Bob processed every one of them: he and alice are in one epoch.
-	sendTo(t, alice, room, "a thousand of us")
-	expect(t, "bob", received(t, bob, room), "a thousand of us")
-	sendTo(t, bob, room, "and still one room")
-	expect(t, "alice", received(t, alice, room), "and still one room")
+	converse(t, room, alice, bob, "a thousand of us", "and still one room")
 	if m, _, err := bob.RoomMembers(ctx, room); err != nil || len(m) != 1000 {
 		t.Fatalf("bob sees %d members: %v", len(m), err)
 	}

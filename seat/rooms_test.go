@@ -105,6 +105,16 @@ func sendTo(t *testing.T, m *member, room, text string) {
 	}
 }
 
+// converse has a say aSays and b say bSays in room, each read by the
+// other in turn.
+func converse(t *testing.T, room string, a, b *member, aSays, bSays string) {
+	t.Helper()
+	sendTo(t, a, room, aSays)
+	expect(t, b.did, received(t, b, room), aSays)
+	sendTo(t, b, room, bSays)
+	expect(t, a.did, received(t, a, room), bSays)
+}
+
 func received(t *testing.T, m *member, room string) []string {
 	t.Helper()
 	msgs, err := m.RoomSync(context.Background(), room)
@@ -161,10 +171,7 @@ func TestRoomThreeMembers(t *testing.T) {
 		t.Fatalf("room channel %q", room)
 	}
 	join(t, alice, bob, room)
-	sendTo(t, alice, room, "hello bob")
-	expect(t, "bob", received(t, bob, room), "hello bob")
-	sendTo(t, bob, room, "hi alice")
-	expect(t, "alice", received(t, alice, room), "hi alice")
+	converse(t, room, alice, bob, "hello bob", "hi alice")
 
 	join(t, alice, carol, room)
 	expect(t, "bob", received(t, bob, room)) // the add commit only

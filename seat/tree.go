@@ -300,9 +300,8 @@ func (s *Seat) joinInPlace(ctx context.Context, ch string) (*room, error) {
 // shareTree puts g's current tree at the directory when it is too large
 // to go in band, and reports whether it went out of band.
 func (s *Seat) shareTree(ctx context.Context, ch string, g *mls.Group) (bool, error) {
-	tree := g.RatchetTree()
-	if len(tree) < inlineTree {
+	if treeDelivery(g) == mls.TreeInBand {
 		return false, nil
 	}
-	return true, s.putTree(ctx, ch, g.TreeHash(), tree)
+	return true, s.putTree(ctx, ch, g.TreeHash(), g.RatchetTree())
 }

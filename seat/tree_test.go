@@ -302,10 +302,7 @@ func TestRoomTreeMissing(t *testing.T) {
 	if joined, err := bob.ProcessInbox(ctx); err != nil || !slices.Equal(joined, []string{room}) {
 		t.Fatalf("a join whose tree is gone: %v %v", joined, err)
 	}
-	sendTo(t, alice, room, "hello, bob")
-	expect(t, "bob", received(t, bob, room), "hello, bob")
-	sendTo(t, bob, room, "hello from bob")
-	expect(t, "alice", received(t, alice, room), "hello from bob")
+	converse(t, room, alice, bob, "hello, bob", "hello from bob")
 	if m, _, err := alice.RoomMembers(ctx, room); err != nil || len(m) != 62 {
 		t.Fatalf("alice sees %d members: %v", len(m), err)
 	}
