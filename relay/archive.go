@@ -60,6 +60,15 @@ var migrations = []string{
 		app     INTEGER NOT NULL DEFAULT 0,
 		hs      INTEGER NOT NULL DEFAULT 0
 	) WITHOUT ROWID;`,
+	// Where each payload is: in the log (segment seg, at offset at) for a
+	// file-backed archive, or in the row (seg NULL) for one in memory and
+	// for rows stored before the log. size is the payload's length either
+	// way; the quotas and caps count it.
+	`ALTER TABLE messages ADD COLUMN seg INTEGER;
+	ALTER TABLE messages ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE messages ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+	UPDATE messages SET size = length(payload);
+	CREATE INDEX messages_seg ON messages (seg) WHERE seg IS NOT NULL;`,
 }
 
 // Defaults of the archive's zero Config fields.
@@ -92,6 +101,8 @@ const (
 	// insertRows is how many rows one multi-row INSERT carries; the
 	// per-statement overhead dominates the cost of a 1 KiB row otherwise.
 	insertRows = 32
+	// rowCols is the columns of one inserted row.
+	rowCols = 9
 )
 
 // pubReq is one publish (or, with reply set, one reply that must leave in
@@ -100,7 +111,7 @@ type pubReq struct {
 	c       *conn
 	sub     string // the publishing account, charged for the payload
 	channel string
-	payload []byte
+	payload []byte // nil once the entry is in the log
 	hdr     header
 	frame   []byte   // push frame up to the payload; completed by the sequencer
 	buf     *pushBuf // the lent buffer frame was built in, or nil
@@ -118,12 +129,17 @@ type pubReq struct {
 	st       *chanState
 	seq      uint64
 	ts       int64
+	size     int64  // the payload's length
 	held     bool   // deliver only after the commit
 	refused  []byte // the error frame of a publish refused (fence, quota): nothing is stored or delivered
 	dirty    bool   // the channel row changes with this entry
 	reserved uint64 // the channel row after this entry
 	hasEpoch bool
 	epoch    uint64
+
+	// Set by the logger: where the payload is in the log.
+	seg uint64
+	at  int64
 }
 
 // chanState is the archive's view of one channel. seq, reserved and the
@@ -259,8 +275,17 @@ type archive struct {
 	states map[string]*chanState
 	lastTS int64
 
-	// Owned by the committer.
-	failed error
+	failMu sync.Mutex
+	failed error // set once a write fails; see fail
+
+	// A file-backed archive's log (seglog.go), nil in memory. The
+	// logger appends each batch to it and answers the batch; the indexer
+	// then writes the batch's rows, and applied is the log position the
+	// index holds up to (indexer only).
+	seglog  *segLog
+	logged  chan loggedBatch
+	logBuf  []byte // logger only
+	applied logPos
 
 	// floors maps a channel name to its *atomic.Uint64 cap floor (see
 	// chanState.floor), for readers. A floor only ever rises, and the
@@ -276,6 +301,7 @@ type archive struct {
 	evictSum, hsFloor, evictHSSum, sweepTo, sweepSum *sql.Stmt
 	sweepMax, dropApp, dropHS, dropSweep, dropsQ     *sql.Stmt
 	oldestApp, oldestAll, firstApp, firstAll         *sql.Stmt
+	setApplied, segUsed                              *sql.Stmt
 
 	loaded map[string]*chanState // the channels the committer has loaded; committer only
 
@@ -322,8 +348,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		states:        make(map[string]*chanState),
 	}
 	fail := func(err error) (*archive, error) {
-		a.closeStmts()
-		w.Close()
+		a.close()
 		return nil, fmt.Errorf("relay: archive: %w", err)
 	}
 	if cfg.NoSync {
@@ -350,9 +375,9 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// multi-row INSERT keeps a statement journal, a copy of each page
 		// before it changes (16 KiB each), so that it alone could be
 		// undone: 4.7 % of the CPU samples of BenchmarkDurable16.
-		{&a.insert, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES (?, ?, ?, ?, ?, ?)`, true},
-		{&a.insertN, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?),", insertRows), ","), true},
+		{&a.insert, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub, seg, at, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, true},
+		{&a.insertN, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub, seg, at, size) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),", insertRows), ","), true},
 		// The cap counts application entries and handshake entries
 		// (commits, proposals, Welcomes) separately, so chat and cover
 		// traffic never push out the commits an offline member needs to
@@ -363,10 +388,10 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// far less.)
 		// Application rows up to the evicted mark are gone already, so
 		// neither needs to walk past the handshake rows kept below it.
-		{&a.evictSum, `SELECT sub, sum(length(payload)) FROM messages
+		{&a.evictSum, `SELECT sub, sum(size) FROM messages
 			WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0 GROUP BY sub`, true},
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0`, true},
-		{&a.loadApp, `SELECT seq, sub, length(payload) FROM messages WHERE channel = ? AND entry_type = 0
+		{&a.loadApp, `SELECT seq, sub, size FROM messages WHERE channel = ? AND entry_type = 0
 			ORDER BY seq DESC LIMIT ?`, true},
 		{&a.sweepMax, `SELECT channel, max(seq) FROM messages WHERE id < ? GROUP BY channel`, true},
 		// The drop floors rise just before each delete, in its
@@ -396,13 +421,13 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.hsFloor, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
 			ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, true},
-		{&a.evictHSSum, `SELECT sub, sum(length(payload)) FROM messages
+		{&a.evictHSSum, `SELECT sub, sum(size) FROM messages
 			WHERE channel = ? AND entry_type != 0 AND seq < ? GROUP BY sub`, true},
 		{&a.evictHS, `DELETE FROM messages WHERE channel = ? AND entry_type != 0 AND seq < ?`, true},
 		{&a.sweepTo, `SELECT coalesce(
 			(SELECT id FROM messages WHERE ts >= ?1 ORDER BY id LIMIT 1),
 			(SELECT coalesce(max(id), 0) + 1 FROM messages))`, true},
-		{&a.sweepSum, `SELECT sub, sum(length(payload)) FROM messages WHERE id < ? GROUP BY sub`, true},
+		{&a.sweepSum, `SELECT sub, sum(size) FROM messages WHERE id < ? GROUP BY sub`, true},
 		{&a.sweep, `DELETE FROM messages WHERE id < ?`, true},
 		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
@@ -410,12 +435,15 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// Rows past the cap may linger until the committer evicts them in
 		// its next chunk, so reads apply the cap themselves: ?5 is the
 		// channel's cap floor.
-		{&a.readApp, `SELECT seq, entry_type, ts, payload FROM messages
+		{&a.readApp, `SELECT seq, entry_type, ts, payload, seg, at, size FROM messages
 			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND entry_type = 0 AND seq >= ?5
 			ORDER BY seq LIMIT ?4`, false},
-		{&a.readAll, `SELECT seq, entry_type, ts, payload FROM messages
+		{&a.readAll, `SELECT seq, entry_type, ts, payload, seg, at, size FROM messages
 			WHERE channel = ?1 AND seq > ?2 AND ts >= ?3 AND (entry_type != 0 OR seq >= ?5)
 			ORDER BY seq LIMIT ?4`, false},
+		{&a.setApplied, `INSERT INTO state (key, value) VALUES ('log_seg', ?1), ('log_off', ?2)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, true},
+		{&a.segUsed, `SELECT 1 FROM messages WHERE seg = ? LIMIT 1`, true},
 	} {
 		var err error
 		if s.conn {
@@ -424,6 +452,11 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 			*s.dst, err = db.PrepareContext(ctx, s.query)
 		}
 		if err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.DBPath != "" {
+		if err := a.openLog(ctx, cfg.DBPath+"-log", !cfg.NoSync); err != nil {
 			return fail(err)
 		}
 	}
@@ -453,7 +486,7 @@ func (a *archive) loadUsage(ctx context.Context) error {
 		return err
 	}
 	// Summed here rather than with GROUP BY, which would sort every row.
-	q := `SELECT sub, length(payload) FROM messages`
+	q := `SELECT sub, size FROM messages`
 	if clean == 1 {
 		q = `SELECT sub, bytes FROM usage`
 	}
@@ -587,7 +620,8 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 func (a *archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
 		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax,
-		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll} {
+		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll,
+		a.setApplied, a.segUsed} {
 		if s != nil {
 			s.Close()
 		}
@@ -661,7 +695,8 @@ func (a *archive) sequence(r *pubReq) []byte {
 			return nil
 		}
 	}
-	if !a.charge(r.sub, int64(len(r.payload))) {
+	r.size = int64(len(r.payload))
+	if !a.charge(r.sub, r.size) {
 		r.refused = errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
 		return nil
 	}
@@ -724,8 +759,9 @@ func (a *archive) state(name string) *chanState {
 // (docs/BENCHMARKS.md, "The tail, third look").
 const committerNice = 10
 
-// runCommitter is the committer goroutine; it returns when the sequencer
-// has stopped and everything it passed on is committed and answered.
+// runCommitter is the committer of an archive in memory: it writes and
+// answers each batch. It returns when the sequencer has stopped and
+// everything it passed on is committed and answered.
 func (a *archive) runCommitter(ctx context.Context) {
 	a.committerTID.Store(int64(lowerPriority(committerNice)))
 	sweep := time.NewTicker(min(a.ttl, 30*time.Second))
@@ -738,19 +774,7 @@ func (a *archive) runCommitter(ctx context.Context) {
 				a.finish(ctx)
 				return
 			}
-			batch = append(batch[:0], r)
-		drain:
-			for len(batch) < maxBatch {
-				select {
-				case r, ok := <-a.seqd:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, r)
-				default:
-					break drain
-				}
-			}
+			batch = a.drain(append(batch[:0], r))
 			a.commit(ctx, batch)
 			clear(batch)
 		case <-sweep.C:
@@ -759,21 +783,62 @@ func (a *archive) runCommitter(ctx context.Context) {
 	}
 }
 
-func (a *archive) commit(ctx context.Context, batch []*pubReq) {
-	err := a.failed
-	if err == nil {
-		t0 := time.Now()
-		werr := a.write(ctx, batch)
-		a.counters.observeCommit(time.Since(t0))
-		if werr != nil {
-			// Fail-stop: the sequencer has moved past state that is not
-			// durable, so carrying on could reuse an epoch. Every further
-			// publish is refused until a restart reloads durable state.
-			a.failed = fmt.Errorf("relay: archive write: %w", werr)
-			a.log.Error("relay: archive write failed; refusing publishes until restart", "err", werr)
-			err = a.failed
+// drain adds to batch what the sequencer has passed on, up to maxBatch,
+// without waiting.
+func (a *archive) drain(batch []*pubReq) []*pubReq {
+	for len(batch) < maxBatch {
+		select {
+		case r, ok := <-a.seqd:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
 		}
 	}
+	return batch
+}
+
+func (a *archive) commit(ctx context.Context, batch []*pubReq) {
+	err := a.failure()
+	if err == nil {
+		t0 := time.Now()
+		werr := a.write(ctx, batch, logPos{})
+		a.counters.observeCommit(time.Since(t0))
+		if werr != nil {
+			err = a.fail(fmt.Errorf("relay: archive write: %w", werr))
+		}
+	}
+	a.release(batch, err)
+	a.mark.done(len(batch))
+	a.yield(batch)
+}
+
+// fail stops the archive after a failed write. Fail-stop: the sequencer
+// has moved past state that is not durable, so carrying on could reuse an
+// epoch. Every further publish is refused until a restart reloads durable
+// state. It returns the first failure.
+func (a *archive) fail(err error) error {
+	a.failMu.Lock()
+	defer a.failMu.Unlock()
+	if a.failed == nil {
+		a.failed = err
+		a.log.Error("relay: archive write failed; refusing publishes until restart", "err", err)
+	}
+	return a.failed
+}
+
+func (a *archive) failure() error {
+	a.failMu.Lock()
+	defer a.failMu.Unlock()
+	return a.failed
+}
+
+// release follows a batch's flush (err nil) or its failure: it raises the
+// durable ceilings, delivers the entries that waited for durability and
+// answers every request, in arrival order.
+func (a *archive) release(batch []*pubReq, err error) {
 	if err == nil {
 		for _, r := range batch {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
@@ -790,26 +855,198 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 		}
 		a.answer(r, err)
 	}
-	a.mark.done(len(batch))
-	// The answers (and held pushes) just made their connections' writers
-	// the next goroutine this thread runs. Without a yield the committer
-	// goes on at once to its next transaction (hundreds of µs of CPU,
-	// then an fsync that keeps the thread) and the writers wait behind it:
-	// in an execution trace of the latency benchmark the median ack
-	// waited 370 µs for its writer to run, and pushes queued behind it.
-	// A busy committer (a large batch) does not yield: there every pause
-	// of the committer is throughput lost, and the other thread takes the
-	// writers anyway.
+}
+
+// yield follows the answers of a small batch. The answers (and held
+// pushes) just made their connections' writers the next goroutine this
+// thread runs. Without a yield the committer goes on at once to its next
+// transaction (hundreds of µs of CPU, then an fsync that keeps the thread)
+// and the writers wait behind it: in an execution trace of the latency
+// benchmark the median ack waited 370 µs for its writer to run, and
+// pushes queued behind it. A busy committer (a large batch) does not
+// yield: there every pause of the committer is throughput lost, and the
+// other thread takes the writers anyway.
+func (a *archive) yield(batch []*pubReq) {
 	if len(batch) <= yieldBatch {
 		runtime.Gosched()
+	}
+}
+
+// loggedBatch is a batch the logger has flushed (ok) or failed, on its
+// way to the indexer; end is the log's end after it.
+type loggedBatch struct {
+	reqs []*pubReq
+	end  logPos
+	ok   bool
+}
+
+// runLogger is the first committer stage of a file-backed archive: it
+// appends each batch to the log with one flush, then delivers the held
+// entries and answers the batch. An acknowledged entry is thus in the log,
+// which an open replays into the index; reads wait for the indexer (see
+// commitMark), so an acknowledged entry is also readable.
+func (a *archive) runLogger() {
+	defer close(a.logged)
+	for r := range a.seqd {
+		// A new slice each time: the indexer owns it after.
+		batch := a.drain(append(make([]*pubReq, 0, 64), r))
+		err := a.failure()
+		var end logPos
+		if err == nil {
+			t0 := time.Now()
+			var lerr error
+			end, lerr = a.appendLog(batch)
+			a.counters.observeCommit(time.Since(t0))
+			if lerr != nil {
+				err = a.fail(fmt.Errorf("relay: archive log: %w", lerr))
+			}
+		}
+		a.release(batch, err)
+		a.logged <- loggedBatch{batch, end, err == nil}
+		a.yield(batch)
+	}
+}
+
+// maxLogBuf is the largest batch encoding the logger keeps for the next.
+const maxLogBuf = 4 << 20
+
+// appendLog writes a batch's records to the log and flushes them. Each
+// stored entry learns where its payload is, and lets go of the payload:
+// the indexer needs only its place.
+func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
+	n := 0
+	for _, r := range batch {
+		if rec, ok := logRecord(r); ok {
+			n += recordSize(&rec)
+		}
+	}
+	if n == 0 {
+		return a.seglog.end(), nil
+	}
+	seed, err := a.seglog.room(n)
+	if err != nil {
+		return logPos{}, err
+	}
+	buf := a.logBuf[:0]
+	for _, r := range batch {
+		rec, ok := logRecord(r)
+		if !ok {
+			continue
+		}
+		start := len(buf)
+		var rel int
+		if buf, rel, err = appendRecord(buf, seed, &rec); err != nil {
+			return logPos{}, err
+		}
+		r.at = int64(start + rel)
+	}
+	at, err := a.seglog.append(buf)
+	if err != nil {
+		return logPos{}, err
+	}
+	for _, r := range batch {
+		if _, ok := logRecord(r); ok && !r.fence {
+			r.seg, r.at, r.payload = at.seg, at.off+r.at, nil
+		}
+	}
+	a.logBuf = buf[:0]
+	if cap(buf) > maxLogBuf {
+		a.logBuf = nil
+	}
+	return a.seglog.end(), nil
+}
+
+// logRecord returns the log record of a request, or false for one that
+// stores nothing.
+func logRecord(r *pubReq) (logRec, bool) {
+	if r.reply != nil || r.refused != nil || r.st == nil {
+		return logRec{}, false
+	}
+	rec := logRec{kind: recEntry, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
+		reserved: r.reserved, epoch: r.epoch, channel: r.channel, sub: r.sub, payload: r.payload}
+	if r.fence {
+		rec = logRec{kind: recChan, reserved: r.reserved, epoch: r.epoch, channel: r.channel}
+	}
+	if r.dirty {
+		rec.flags |= recDirty
+	}
+	if r.hasEpoch {
+		rec.flags |= recHasEpoch
+	}
+	return rec, true
+}
+
+// maxIndexBatch bounds the requests the indexer writes in one transaction.
+const maxIndexBatch = 4 * maxBatch
+
+// runIndexer is the second committer stage of a file-backed archive: it
+// writes the rows of what the logger flushed, as many of its batches as
+// are waiting in one transaction, without syncing (the log is durable).
+func (a *archive) runIndexer(ctx context.Context) {
+	a.committerTID.Store(int64(lowerPriority(committerNice)))
+	sweep := time.NewTicker(min(a.ttl, 30*time.Second))
+	defer sweep.Stop()
+	var rows []*pubReq
+	collected := a.applied.seg
+	for {
+		select {
+		case lb, ok := <-a.logged:
+			if !ok {
+				a.finish(ctx)
+				return
+			}
+			rows = rows[:0]
+			n, end, closed := 0, lb.end, false
+		merge:
+			for {
+				n += len(lb.reqs)
+				if lb.ok {
+					rows, end = append(rows, lb.reqs...), lb.end
+				}
+				if len(rows) >= maxIndexBatch {
+					break
+				}
+				select {
+				case lb, ok = <-a.logged:
+					if !ok {
+						closed = true
+						break merge
+					}
+				default:
+					break merge
+				}
+			}
+			if len(rows) > 0 && a.failure() == nil {
+				if err := a.write(ctx, rows, end); err != nil {
+					a.fail(fmt.Errorf("relay: archive index: %w", err))
+				}
+			}
+			clear(rows)
+			a.mark.done(n)
+			// Each new segment is a time to look for ones to remove,
+			// whose files the next segments reuse.
+			if a.applied.seg > collected {
+				collected = a.applied.seg
+				a.collectSegments(ctx)
+			}
+			if closed {
+				a.finish(ctx)
+				return
+			}
+		case <-sweep.C:
+			a.sweepTTL(ctx)
+			a.collectSegments(ctx)
+		}
 	}
 }
 
 // yieldBatch is the largest transaction after which the committer yields.
 const yieldBatch = 64
 
-// write stores a batch in one transaction.
-func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
+// write stores a batch in one transaction. With a log, the rows point
+// into it and the transaction records end, the log position it holds up
+// to; in memory, the rows hold the payloads.
+func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -842,8 +1079,12 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			dirty[r.st] = true
 			continue
 		}
-		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, r.payload, r.sub)
-		if len(args) == 6*insertRows {
+		payload, seg := any(r.payload), any(nil)
+		if a.seglog != nil {
+			payload, seg = emptyBlob, int64(r.seg)
+		}
+		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, payload, r.sub, seg, r.at, r.size)
+		if len(args) == rowCols*insertRows {
 			if _, err := a.insertN.ExecContext(ctx, args...); err != nil {
 				return err
 			}
@@ -855,14 +1096,14 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			handshake[r.st] = true
 		} else {
 			r.st.addApp(r.seq, a.cap)
-			r.st.addStored(r.seq, r.sub, int64(len(r.payload)), a.evictChunk)
+			r.st.addStored(r.seq, r.sub, r.size, a.evictChunk)
 		}
 		if r.dirty {
 			dirty[r.st] = true
 		}
 	}
-	for i := 0; i < len(args); i += 6 {
-		if _, err := a.insert.ExecContext(ctx, args[i:i+6]...); err != nil {
+	for i := 0; i < len(args); i += rowCols {
+		if _, err := a.insert.ExecContext(ctx, args[i:i+rowCols]...); err != nil {
 			return err
 		}
 	}
@@ -919,24 +1160,20 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 			if freed == nil {
 				freed = make(map[string]int64)
 			}
-			var below int64
-			err := a.hsFloor.QueryRowContext(ctx, st.name, int64(a.cap)).Scan(&below)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := a.trimHandshakes(ctx, st.name, freed); err != nil {
 				return err
 			}
-			if err == nil {
-				if _, err := a.dropHS.ExecContext(ctx, st.name, below); err != nil {
-					return err
-				}
-				if err := deleteRows(ctx, a.evictHSSum, a.evictHS, freed, st.name, below); err != nil {
-					return err
-				}
-			}
+		}
+	}
+	if a.seglog != nil {
+		if _, err := a.setApplied.ExecContext(ctx, int64(end.seg), end.off); err != nil {
+			return err
 		}
 	}
 	if _, err = a.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return err
 	}
+	a.applied = end
 	for st, to := range evicted {
 		st.evicted = to
 		st.blocks = slices.Delete(st.blocks, 0, popped[st])
@@ -948,6 +1185,23 @@ func (a *archive) write(ctx context.Context, batch []*pubReq) (err error) {
 		}
 	}
 	return nil
+}
+
+// trimHandshakes deletes a channel's handshake entries past the cap, and
+// adds what they held per account to freed.
+func (a *archive) trimHandshakes(ctx context.Context, name string, freed map[string]int64) error {
+	var below int64
+	err := a.hsFloor.QueryRowContext(ctx, name, int64(a.cap)).Scan(&below)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := a.dropHS.ExecContext(ctx, name, below); err != nil {
+		return err
+	}
+	return deleteRows(ctx, a.evictHSSum, a.evictHS, freed, name, below)
 }
 
 // loadRuns loads a channel's newest cap application seqs, inside the
@@ -1059,6 +1313,13 @@ func (a *archive) finish(ctx context.Context) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	if a.seglog != nil && a.seglog.sync {
+		// The last transaction makes everything before it durable, so
+		// the next open has nothing to replay.
+		if _, err := a.w.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
+			return
+		}
+	}
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return
 	}
@@ -1078,6 +1339,14 @@ func (a *archive) finish(ctx context.Context) {
 	if err := a.saveUsage(ctx); err != nil {
 		a.w.ExecContext(ctx, "ROLLBACK")
 		return
+	}
+	if a.seglog != nil {
+		// The logger has stopped: its end is final.
+		end := a.seglog.end()
+		if _, err := a.setApplied.ExecContext(ctx, int64(end.seg), end.off); err != nil {
+			a.w.ExecContext(ctx, "ROLLBACK")
+			return
+		}
 	}
 	a.w.ExecContext(ctx, "COMMIT")
 }
@@ -1180,6 +1449,7 @@ type pageBuf struct {
 	w   *bufio.Writer
 	b64 []byte
 	num []byte
+	raw []byte // payload bytes read from the log, b64Chunk at most
 }
 
 // pageTail is the longest end of a page.
@@ -1194,6 +1464,12 @@ const pageTail = len(`],"has_more":false,"truncated":false,"oldest_seq":18446744
 // was. An error after that leaves a partial body, which the caller can
 // only abort.
 func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
+	if a.seglog != nil {
+		// Before the snapshot: no segment its rows point into goes
+		// while the page is read.
+		g := a.seglog.pin()
+		defer a.seglog.unpin(g)
+	}
 	// One read transaction: the page and what it says of the floors come
 	// from one snapshot, so a delete committed between them cannot hide
 	// entries without the page saying so.
@@ -1232,12 +1508,22 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 			pe.more = true
 			break
 		}
-		var seq, et, ts int64
+		var seq, et, ts, at, size int64
 		var payload sql.RawBytes
-		if err := rows.Scan(&seq, &et, &ts, &payload); err != nil {
+		var seg sql.NullInt64
+		if err := rows.Scan(&seq, &et, &ts, &payload, &seg, &at, &size); err != nil {
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
-		fits, err := pe.add(uint64(seq), uint8(et), ts, payload)
+		var fits bool
+		if seg.Valid {
+			var src io.ReaderAt
+			if src, err = a.seglog.file(uint64(seg.Int64)); err != nil {
+				return true, fmt.Errorf("relay: archive read: %w", err)
+			}
+			fits, err = pe.addAt(uint64(seq), uint8(et), ts, src, at, size)
+		} else {
+			fits, err = pe.add(uint64(seq), uint8(et), ts, payload)
+		}
 		if err != nil {
 			return true, err
 		}
@@ -1338,6 +1624,44 @@ func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
 // add writes one entry, or reports false (and sets more) when it would
 // take the page past its byte bound; the first entry always fits.
 func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool, error) {
+	head, fits := e.begin(seq, et, ts, int64(len(payload)))
+	if !fits {
+		return false, nil
+	}
+	pb := e.pb
+	for off := 0; off < len(payload); off += b64Chunk {
+		pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], payload[off:min(off+b64Chunk, len(payload))])
+		pb.w.Write(pb.b64)
+	}
+	return e.end(head)
+}
+
+// addAt is add for a payload of n bytes at off in src, read b64Chunk at a
+// time.
+func (e *pageEncoder) addAt(seq uint64, et uint8, ts int64, src io.ReaderAt, off, n int64) (bool, error) {
+	head, fits := e.begin(seq, et, ts, n)
+	if !fits {
+		return false, nil
+	}
+	pb := e.pb
+	if pb.raw == nil {
+		pb.raw = make([]byte, b64Chunk)
+	}
+	for o := int64(0); o < n; o += b64Chunk {
+		raw := pb.raw[:min(b64Chunk, n-o)]
+		if _, err := src.ReadAt(raw, off+o); err != nil {
+			return false, fmt.Errorf("relay: archive read: log: %w", err)
+		}
+		pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], raw)
+		pb.w.Write(pb.b64)
+	}
+	return e.end(head)
+}
+
+// begin writes the start of an entry of an n-byte payload, up to the
+// payload, and returns where the rest of pb.num begins; false (and more
+// set) when the entry would take the page past its byte bound.
+func (e *pageEncoder) begin(seq uint64, et uint8, ts int64, n int64) (int, bool) {
 	pb := e.pb
 	num := pb.num[:0]
 	if e.n > 0 {
@@ -1355,23 +1679,23 @@ func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool,
 	num = strconv.AppendInt(num, ts, 10)
 	num = append(num, '}')
 	pb.num = num
-	entry := len(num) + base64.StdEncoding.EncodedLen(len(payload))
+	entry := len(num) + base64.StdEncoding.EncodedLen(int(n))
 	if e.n > 0 && e.size+entry+pageTail > e.max {
 		e.more = true
-		return false, nil
+		return 0, false
 	}
 	e.size += entry
 	if e.n == 0 {
 		e.first = seq
 	}
 	e.n++
-	bw := pb.w
-	bw.Write(num[:head])
-	for off := 0; off < len(payload); off += b64Chunk {
-		pb.b64 = base64.StdEncoding.AppendEncode(pb.b64[:0], payload[off:min(off+b64Chunk, len(payload))])
-		bw.Write(pb.b64)
-	}
-	if _, err := bw.Write(num[head:]); err != nil {
+	pb.w.Write(num[:head])
+	return head, true
+}
+
+// end writes the rest of the entry begin started.
+func (e *pageEncoder) end(head int) (bool, error) {
+	if _, err := e.pb.w.Write(e.pb.num[head:]); err != nil {
 		return false, err // the client is gone
 	}
 	return true, nil
@@ -1413,4 +1737,7 @@ func (a *archive) resetFence(channel string, epoch uint64, _ int64) error {
 func (a *archive) close() {
 	a.closeStmts()
 	a.w.Close()
+	if a.seglog != nil {
+		a.seglog.close()
+	}
 }

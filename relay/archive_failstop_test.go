@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,53 +10,15 @@ import (
 
 // TestArchiveWriteFailureStops plants a row where the channel's next
 // entries will go, as a damaged archive could hold, and publishes a burst
-// across it. The transaction that meets the row must leave nothing of its
-// batch behind: every publish acked is stored, every publish refused is
-// not, and after the failure the archive refuses everything (fail-stop)
-// until a restart, which continues above the damage.
+// across it. In memory, the transaction that meets the row must leave
+// nothing of its batch behind: every publish acked is stored, every
+// publish refused is not, and after the failure the archive refuses
+// everything (fail-stop).
 func TestArchiveWriteFailureStops(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	cfg := Config{DBPath: path, NoSync: true}
-	tr := startRelay(t, cfg)
+	tr := startRelay(t, Config{})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
-	for i := range 3 {
-		if seq := c.publishAck(chA, fmt.Appendf(nil, "before %d", i)); seq != uint64(i+1) {
-			t.Fatalf("publish %d acked as seq %d", i, seq)
-		}
-	}
-	const planted = 12
-	if _, err := tr.db.Exec(`INSERT INTO messages (channel, seq, entry_type, ts, payload, sub) VALUES (?, ?, 0, 0, ?, 'mallory')`,
-		chA, planted, []byte("planted")); err != nil {
-		t.Fatal(err)
-	}
-
-	// A burst, not waiting for acks, so that several publishes share the
-	// transaction that meets the planted row.
-	const burst = 40
-	for i := range burst {
-		c.publish(chA, fmt.Appendf(nil, "burst %d", i))
-	}
-	var acked []uint64
-	refused := 0
-	for range burst {
-		m := c.recv()
-		switch {
-		case m["type"] == "ok" && m["message"] == "published":
-			acked = append(acked, uint64(m["seq"].(float64)))
-		case m["type"] == "error" && m["code"] == "internal":
-			refused++
-		default:
-			t.Fatalf("unexpected frame %v", m)
-		}
-	}
-	if refused == 0 {
-		t.Fatalf("all %d publishes acked over a planted row at seq %d", burst, planted)
-	}
-	if slices.Contains(acked, planted) {
-		t.Fatalf("seq %d acked, but it is the planted row", planted)
-	}
-	// Once refused, always refused: nothing after the failure is acked.
+	acked := plantAndBurst(t, tr, c)
 	if len(acked) > 0 && acked[len(acked)-1] >= planted {
 		t.Fatalf("acked seqs %v go past the failed transaction at %d", acked, planted)
 	}
@@ -75,16 +38,93 @@ func TestArchiveWriteFailureStops(t *testing.T) {
 			t.Fatalf("seq %d holds %q, want %q", seq, stored[seq], p)
 		}
 	}
+}
 
-	// A restart reloads durable state and goes on above the damage.
+// TestLogIndexFailureStops is the planted row against a file-backed
+// archive, which acknowledges a batch once it is in the log and indexes it
+// after: the index write that meets the row fails, from then on every
+// publish is refused, and a restart rebuilds the index from the log over
+// the damage, so every publish acked is read back, and goes on above it.
+func TestLogIndexFailureStops(t *testing.T) {
+	cfg := Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), NoSync: true}
+	tr := startRelay(t, cfg)
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	acked := plantAndBurst(t, tr, c)
+	// The index fails behind the acks; once it has, nothing is acked.
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("publishes are still acked after the index met the planted row")
+		}
+		c.publish(chA, []byte("after"))
+		if m := c.recv(); m["type"] == "error" {
+			break
+		}
+		acked = append(acked, 0) // a publish of "after", acked
+	}
+	c.publish(chA, []byte("after"))
+	c.expectError("internal")
+
 	c.c.CloseNow()
 	tr.stop(t)
 	tr = startRelay(t, cfg)
+	tok := mint(t, "alice", "")
+	_, m := httpGet(t, tr.URL+"/v1/messages?channel="+chA+"&limit=1000", tok)
+	got := map[uint64]string{}
+	for _, e := range m["messages"].([]any) {
+		e := e.(map[string]any)
+		p, _ := base64.StdEncoding.DecodeString(e["payload"].(string))
+		got[uint64(e["seq"].(float64))] = string(p)
+	}
+	for i, seq := range acked {
+		if seq != 0 && got[seq] != fmt.Sprintf("burst %d", i) {
+			t.Fatalf("acked seq %d reads back as %q after the restart, want %q", seq, got[seq], fmt.Sprintf("burst %d", i))
+		}
+	}
 	c = dialWS(t, tr.URL, "/ws/"+chA)
-	c.auth(mint(t, "alice", ""))
+	c.auth(tok)
 	if seq := c.publishAck(chA, []byte("restarted")); seq <= planted {
 		t.Fatalf("after the restart a publish got seq %d, at or below the planted row", seq)
 	}
+}
+
+const planted = 12
+
+// plantAndBurst publishes three entries, plants a row at seq planted and
+// publishes a burst of 40 over it, not waiting for acks, so that several
+// publishes share the transaction that meets the row. It returns the seqs
+// acked, in the burst's order, and checks that the planted seq is not one.
+func plantAndBurst(t *testing.T, tr *testRelay, c *wsClient) []uint64 {
+	t.Helper()
+	for i := range 3 {
+		if seq := c.publishAck(chA, fmt.Appendf(nil, "before %d", i)); seq != uint64(i+1) {
+			t.Fatalf("publish %d acked as seq %d", i, seq)
+		}
+	}
+	settled(t, tr)
+	if _, err := tr.db.Exec(`INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, size) VALUES (?, ?, 0, 0, ?, 'mallory', 7)`,
+		chA, planted, []byte("planted")); err != nil {
+		t.Fatal(err)
+	}
+	const burst = 40
+	for i := range burst {
+		c.publish(chA, fmt.Appendf(nil, "burst %d", i))
+	}
+	var acked []uint64
+	for range burst {
+		m := c.recv()
+		switch {
+		case m["type"] == "ok" && m["message"] == "published":
+			acked = append(acked, uint64(m["seq"].(float64)))
+		case m["type"] == "error" && m["code"] == "internal":
+		default:
+			t.Fatalf("unexpected frame %v", m)
+		}
+	}
+	if slices.Contains(acked, planted) && tr.arch.(*archive).seglog == nil {
+		t.Fatalf("seq %d acked, but it is the planted row", planted)
+	}
+	return acked
 }
 
 // storedRows returns a channel's rows by seq, read from the database.

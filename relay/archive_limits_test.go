@@ -107,7 +107,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 	bob.expect(map[string]any{"type": "message", "seq": s2, "channel": chQ})
 	bob.expect(map[string]any{"type": "message", "seq": s3})
 	bob.expectQuiet()
-	if got := tr.arch.used("alice"); got != 900 {
+	if got := settled(t, tr).used("alice"); got != 900 {
 		t.Fatalf("alice uses %d bytes, want 900", got)
 	}
 	// Bob is unaffected: he fills chA, whose cap (4) evicts alice's
@@ -116,7 +116,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 		bob.publishAck(chA, []byte(fmt.Sprint("bob ", i)))
 		alice.expect(map[string]any{"type": "message", "channel": chA})
 	}
-	if got := tr.arch.used("alice"); got != 600 {
+	if got := settled(t, tr).used("alice"); got != 600 {
 		t.Fatalf("after eviction alice uses %d bytes, want 600", got)
 	}
 	alice.publishAck(chQ, p('d'))
@@ -132,7 +132,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 	bob.c.CloseNow()
 	tr.stop(t)
 	tr = be.start(t, cfg)
-	if got, bobs := tr.arch.used("alice"), tr.arch.used("bob"); got != 900 || bobs != int64(3*len("bob 0")) {
+	if got, bobs := settled(t, tr).used("alice"), settled(t, tr).used("bob"); got != 900 || bobs != int64(3*len("bob 0")) {
 		t.Fatalf("after a clean restart alice uses %d, bob %d", got, bobs)
 	}
 	if be.nats != nil {
@@ -156,7 +156,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 	db.Exec(`UPDATE state SET value = 0 WHERE key = 'usage_clean'`) // as a crash leaves it
 	db.Close()
 	tr = be.start(t, cfg)
-	if got := tr.arch.used("alice"); got != 900 {
+	if got := settled(t, tr).used("alice"); got != 900 {
 		t.Fatalf("after an unclean restart alice uses %d, want 900", got)
 	}
 }
@@ -257,7 +257,7 @@ func TestQuotaMatchesArchive(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			want := map[string]int64{}
-			rows, err := tr.db.Query(`SELECT sub, sum(length(payload)) FROM messages GROUP BY sub`)
+			rows, err := tr.db.Query(`SELECT sub, sum(size) FROM messages GROUP BY sub`)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -308,3 +308,16 @@ func privateMessage(groupID []byte, epoch uint64, contentType byte) []byte {
 }
 
 func welcome() []byte { return append([]byte{0, 1, 0, 3}, "welcome-body"...) }
+
+// settled returns tr's archive once everything pushed or acknowledged so
+// far is in its index: a file-backed archive acknowledges an entry once
+// it is in the log, and indexes it after.
+func settled(t testing.TB, tr *testRelay) archiver {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.arch.waitVisible(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tr.arch
+}

@@ -48,7 +48,13 @@ type sqliteRun struct{ wg sync.WaitGroup }
 
 func (a *archive) start() {
 	a.run.wg.Go(a.runSequencer)
-	a.run.wg.Go(func() { a.runCommitter(context.Background()) })
+	if a.seglog == nil {
+		a.run.wg.Go(func() { a.runCommitter(context.Background()) })
+		return
+	}
+	a.logged = make(chan loggedBatch, 16)
+	a.run.wg.Go(a.runLogger)
+	a.run.wg.Go(func() { a.runIndexer(context.Background()) })
 }
 
 func (a *archive) stop() {
