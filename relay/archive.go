@@ -68,7 +68,7 @@ var migrations = []string{
 	ALTER TABLE messages ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE messages ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
 	UPDATE messages SET size = length(payload);
-	CREATE INDEX messages_seg ON messages (seg) WHERE seg IS NOT NULL;`,
+	CREATE INDEX messages_seg ON messages (seg, at) WHERE seg IS NOT NULL;`,
 }
 
 // Defaults of the archive's zero Config fields.
@@ -140,6 +140,11 @@ type pubReq struct {
 	// Set by the logger: where the payload is in the log.
 	seg uint64
 	at  int64
+
+	// A stored entry the compactor moves (compact) from where its
+	// payload was, from; done receives the flush's result.
+	move bool
+	from logPos
 }
 
 // chanState is the archive's view of one channel. seq, reserved and the
@@ -286,6 +291,10 @@ type archive struct {
 	logged  chan loggedBatch
 	logBuf  []byte // logger only
 	applied logPos
+	moved   bool          // the last write moved entries; indexer only
+	compact chan struct{} // wakes the compactor
+	quit    chan struct{} // stops the compactor
+	compWG  sync.WaitGroup
 
 	// floors maps a channel name to its *atomic.Uint64 cap floor (see
 	// chanState.floor), for readers. A floor only ever rises, and the
@@ -301,7 +310,7 @@ type archive struct {
 	evictSum, hsFloor, evictHSSum, sweepTo, sweepSum *sql.Stmt
 	sweepMax, dropApp, dropHS, dropSweep, dropsQ     *sql.Stmt
 	oldestApp, oldestAll, firstApp, firstAll         *sql.Stmt
-	setApplied, segUsed                              *sql.Stmt
+	setApplied, segUsed, moveRow                     *sql.Stmt
 
 	loaded map[string]*chanState // the channels the committer has loaded; committer only
 
@@ -444,6 +453,8 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.setApplied, `INSERT INTO state (key, value) VALUES ('log_seg', ?1), ('log_off', ?2)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, true},
 		{&a.segUsed, `SELECT 1 FROM messages WHERE seg = ? LIMIT 1`, true},
+		// A move applies only to a row still where the compactor read it.
+		{&a.moveRow, `UPDATE messages SET seg = ?1, at = ?2 WHERE channel = ?3 AND seq = ?4 AND seg = ?5 AND at = ?6`, true},
 	} {
 		var err error
 		if s.conn {
@@ -456,7 +467,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		}
 	}
 	if cfg.DBPath != "" {
-		if err := a.openLog(ctx, cfg.DBPath+"-log", !cfg.NoSync); err != nil {
+		if err := a.openLog(ctx, cfg.DBPath+"-log", !cfg.NoSync, cfg.logSegment); err != nil {
 			return fail(err)
 		}
 	}
@@ -621,7 +632,7 @@ func (a *archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
 		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax,
 		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll,
-		a.setApplied, a.segUsed} {
+		a.setApplied, a.segUsed, a.moveRow} {
 		if s != nil {
 			s.Close()
 		}
@@ -670,7 +681,7 @@ func (a *archive) runSequencer() {
 // application entry that may go to subscribers at once (before its
 // commit); other entries keep their frame for the committer to deliver.
 func (a *archive) sequence(r *pubReq) []byte {
-	if r.reply != nil {
+	if r.reply != nil || r.move {
 		return nil
 	}
 	st := a.state(r.channel)
@@ -959,6 +970,10 @@ func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
 // logRecord returns the log record of a request, or false for one that
 // stores nothing.
 func logRecord(r *pubReq) (logRec, bool) {
+	if r.move {
+		return logRec{kind: recEntry, flags: recMoved, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
+			channel: r.channel, sub: r.sub, payload: r.payload}, true
+	}
 	if r.reply != nil || r.refused != nil || r.st == nil {
 		return logRec{}, false
 	}
@@ -1024,9 +1039,16 @@ func (a *archive) runIndexer(ctx context.Context) {
 			clear(rows)
 			a.mark.done(n)
 			// Each new segment is a time to look for ones to remove,
-			// whose files the next segments reuse.
-			if a.applied.seg > collected {
-				collected = a.applied.seg
+			// whose files the next segments reuse, and for the
+			// compactor to look at the log's size; so is a move.
+			if a.applied.seg > collected || a.moved {
+				if a.applied.seg > collected {
+					select {
+					case a.compact <- struct{}{}:
+					default:
+					}
+				}
+				collected, a.moved = a.applied.seg, false
 				a.collectSegments(ctx)
 			}
 			if closed {
@@ -1071,6 +1093,13 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 	}
 	args := a.args[:0]
 	for _, r := range batch {
+		if r.move {
+			if _, err := a.moveRow.ExecContext(ctx, int64(r.seg), r.at, r.channel, int64(r.seq), int64(r.from.seg), r.from.off); err != nil {
+				return err
+			}
+			a.moved = true
+			continue
+		}
 		if r.reply != nil || r.refused != nil || r.st == nil {
 			continue
 		}
@@ -1280,7 +1309,7 @@ func (a *archive) answer(r *pubReq, err error) {
 		a.inflight.Release(r.weight)
 	}
 	if r.done != nil {
-		if err == nil && r.st == nil {
+		if err == nil && r.fence && r.st == nil {
 			err = errors.New("relay: archive: the channel's state cannot be read")
 		}
 		r.done <- err

@@ -1,10 +1,13 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // emptyBlob is the payload column of a row whose payload is in the log.
@@ -14,8 +17,8 @@ var emptyBlob = []byte{}
 // the index does not hold yet, and starts the segment this run appends to.
 // It runs before the archive's goroutines start, while the writer still
 // commits with a full sync.
-func (a *archive) openLog(ctx context.Context, dir string, sync bool) error {
-	l, segs, err := openSegLog(dir, sync)
+func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int64) error {
+	l, segs, err := openSegLog(dir, sync, maxSeg)
 	if err != nil {
 		return err
 	}
@@ -93,6 +96,13 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 		return err
 	}
 	defer put.Close()
+	// A moved entry's record changes only where the row points, if the
+	// row is there still.
+	move, err := a.w.PrepareContext(ctx, `UPDATE messages SET seg = ?, at = ? WHERE channel = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	defer move.Close()
 	n := 0
 	handshakes := make(map[string]bool) // channels given handshake entries
 	for _, seg := range segs {
@@ -105,6 +115,10 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 		}
 		_, err := a.seglog.scan(seg, off, func(r *logRec, at int64) error {
 			n++
+			if r.flags&recMoved != 0 {
+				_, err := move.ExecContext(ctx, int64(seg), at, r.channel, int64(r.seq))
+				return err
+			}
 			if r.kind == recEntry {
 				if _, err := put.ExecContext(ctx, r.channel, int64(r.seq), int64(r.entryType), r.ts, emptyBlob, r.sub,
 					int64(seg), at, int64(len(r.payload))); err != nil {
@@ -198,4 +212,152 @@ func (a *archive) syncedCommit(ctx context.Context) error {
 		err = perr
 	}
 	return err
+}
+
+// The compactor bounds the log's size by what the archive holds. The cap
+// and the TTL delete rows, and a segment goes once no row points into it;
+// but one entry a quiet channel keeps would hold a whole segment, and a
+// publisher who spreads entries over quiet channels could so keep every
+// segment written within the TTL. Once the segments hold more than twice
+// the payload bytes stored (plus compactSlack), the compactor moves the
+// live entries of the emptiest old segment to the end of the log, through
+// the logger like a publish (recMoved), and the indexer points their rows
+// at the new place; the emptied segment is then removed. Each move of a
+// segment under half full frees more than it writes.
+const (
+	compactSlack = 4   // segments of the largest size
+	compactPage  = 256 // rows moved at a time
+)
+
+// runCompactor runs compact when the indexer starts a new segment and at
+// every sweep interval, until stop.
+func (a *archive) runCompactor() {
+	t := time.NewTicker(min(a.ttl, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-a.compact:
+		case <-t.C:
+		}
+		if err := a.compactLog(); err != nil && !errors.Is(err, errStopping) {
+			a.log.Error("relay: archive log compaction failed", "err", err)
+		}
+	}
+}
+
+var errStopping = errors.New("relay: archive stopping")
+
+// compactLog moves the live entries of the emptiest old segments, until
+// the log would be back within twice what the archive stores.
+func (a *archive) compactLog() error {
+	segs, sizes := a.seglog.footprint()
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	bound := 2*a.storedBytes() + compactSlack*a.seglog.max
+	if total <= bound {
+		return nil
+	}
+	live := make(map[uint64]int64)
+	rows, err := a.db.Query(`SELECT seg, sum(size) FROM messages WHERE seg IS NOT NULL GROUP BY seg`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var seg, n int64
+		if err := rows.Scan(&seg, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		live[uint64(seg)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// The segments below the current one under half full, emptiest
+	// first. One that holds no entry goes without a move.
+	type victim struct {
+		seg        uint64
+		live, size int64
+	}
+	var vs []victim
+	cur := a.seglog.current.Load()
+	for i, seg := range segs {
+		if n, ok := live[seg]; ok && seg < cur && 2*n < sizes[i] {
+			vs = append(vs, victim{seg, n, sizes[i]})
+		}
+	}
+	slices.SortFunc(vs, func(x, y victim) int { return cmp.Compare(x.live*y.size, y.live*x.size) })
+	for _, v := range vs {
+		if total <= bound {
+			break
+		}
+		if err := a.moveSegment(v.seg); err != nil {
+			return err
+		}
+		total += v.live - v.size
+	}
+	return nil
+}
+
+// moveSegment moves every entry stored in seg to the end of the log.
+func (a *archive) moveSegment(seg uint64) error {
+	g := a.seglog.pin()
+	defer a.seglog.unpin(g)
+	f, err := a.seglog.file(seg)
+	if err != nil {
+		return err
+	}
+	after := int64(-1)
+	for {
+		select {
+		case <-a.quit:
+			return errStopping
+		default:
+		}
+		rows, err := a.db.Query(`SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
+			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, int64(seg), after, compactPage)
+		if err != nil {
+			return err
+		}
+		var page []*pubReq
+		for rows.Next() {
+			r := &pubReq{move: true}
+			var seq, et, at int64
+			if err := rows.Scan(&r.channel, &seq, &et, &r.ts, &r.sub, &at, &r.size); err != nil {
+				rows.Close()
+				return err
+			}
+			r.seq, r.hdr.entryType, r.from = uint64(seq), uint8(et), logPos{seg, at}
+			page = append(page, r)
+			after = at
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		done := make(chan error, len(page))
+		for _, r := range page {
+			r.payload = make([]byte, r.size)
+			if _, err := f.ReadAt(r.payload, r.from.off); err != nil {
+				return fmt.Errorf("segment %d: %w", seg, err)
+			}
+			// Held like a publish's payload until the logger has it.
+			r.weight, r.done = r.size, done
+			a.acquire(r.size)
+			a.submit(r)
+		}
+		for range page {
+			if err := <-done; err != nil {
+				return err
+			}
+		}
+	}
 }

@@ -107,6 +107,9 @@ type Config struct {
 	// NoSync turns off fsync of the archive. For tests only: an
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
+	// logSegment is the largest segment of the archive's log (default
+	// maxSegment); tests make it small.
+	logSegment int64
 
 	// Members is where the relay learns which accounts belong to which
 	// channel (and the owners' fence resets): the directory in-process,

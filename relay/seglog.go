@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // The archive's log. A file-backed archive appends every batch of entries
@@ -41,7 +43,7 @@ import (
 //	length    uint32  of the body
 //	body:
 //	kind      uint8   recEntry or recChan
-//	flags     uint8   recDirty, recHasEpoch
+//	flags     uint8   recDirty, recHasEpoch, recMoved
 //	entryType uint8
 //	zero      uint8
 //	seq       uint64  the entry's seq (recEntry)
@@ -57,6 +59,7 @@ const (
 
 	recDirty    = 1 // the record carries the channel row
 	recHasEpoch = 2
+	recMoved    = 4 // a stored entry moved from an older segment (compact)
 
 	recHeader = 8
 	recFixed  = 40
@@ -156,7 +159,7 @@ func decodeRecord(b []byte, seed uint32) (logRec, error) {
 	}
 	p := b[recHeader:]
 	r := logRec{kind: p[0], flags: p[1], entryType: p[2]}
-	if r.kind != recEntry && r.kind != recChan || r.flags&^(recDirty|recHasEpoch) != 0 || p[3] != 0 {
+	if r.kind != recEntry && r.kind != recChan || r.flags&^(recDirty|recHasEpoch|recMoved) != 0 || p[3] != 0 {
 		return logRec{}, errBadRecord
 	}
 	r.seq = binary.LittleEndian.Uint64(p[4:])
@@ -190,9 +193,12 @@ type segLog struct {
 	seg   uint64
 	off   int64
 	limit int64         // the current segment's prepared size
+	max   int64         // the largest segment prepared
 	seed  uint32        // the current segment's segSeed
 	spare chan spareSeg // the next segment, once prepared
 	ready *spareSeg     // taken from spare
+
+	current atomic.Uint64 // seg, for other goroutines
 
 	mu    sync.Mutex
 	segs  []uint64            // the segments, in order
@@ -226,7 +232,8 @@ type doomedSeg struct {
 func segName(seg uint64) string { return fmt.Sprintf("%016x.seg", seg) }
 
 // openSegLog opens (creating) the log directory and lists its segments.
-func openSegLog(dir string, sync bool) (*segLog, []uint64, error) {
+// Segments grow to maxSeg bytes (0 for maxSegment).
+func openSegLog(dir string, sync bool, maxSeg int64) (*segLog, []uint64, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
@@ -247,14 +254,14 @@ func openSegLog(dir string, sync bool) (*segLog, []uint64, error) {
 		segs = append(segs, n)
 	}
 	slices.Sort(segs)
-	l := &segLog{dir: dir, sync: sync, segs: segs, files: make(map[uint64]*os.File), readers: make(map[uint64]int)}
+	l := &segLog{dir: dir, sync: sync, max: cmp.Or(maxSeg, maxSegment), segs: segs, files: make(map[uint64]*os.File), readers: make(map[uint64]int)}
 	return l, segs, nil
 }
 
 // startSegment makes a new segment seg, of firstSegment bytes, the one
 // appends go to.
 func (l *segLog) startSegment(seg uint64) error {
-	sp := l.prepare(seg, firstSegment)
+	sp := l.prepare(seg, min(firstSegment, l.max))
 	if sp.err != nil {
 		return sp.err
 	}
@@ -339,7 +346,8 @@ func (l *segLog) use(sp spareSeg) {
 	l.segs = append(l.segs, sp.seg)
 	l.mu.Unlock()
 	l.cur, l.seg, l.off, l.limit, l.seed = sp.f, sp.seg, 0, sp.size, segSeed(sp.seg)
-	next, size := sp.seg+1, min(2*sp.size, maxSegment)
+	l.current.Store(sp.seg)
+	next, size := sp.seg+1, min(2*sp.size, l.max)
 	l.spare = make(chan spareSeg, 1)
 	go func(c chan<- spareSeg) { c <- l.prepare(next, size) }(l.spare)
 }
@@ -387,6 +395,18 @@ func (l *segLog) append(b []byte) (logPos, error) {
 
 // end is the position after the last append.
 func (l *segLog) end() logPos { return logPos{l.seg, l.off} }
+
+// footprint returns the segments, in order, and their files' sizes.
+func (l *segLog) footprint() ([]uint64, []int64) {
+	segs := l.list()
+	sizes := make([]int64, len(segs))
+	for i, seg := range segs {
+		if fi, err := os.Stat(filepath.Join(l.dir, segName(seg))); err == nil {
+			sizes[i] = fi.Size()
+		}
+	}
+	return segs, sizes
+}
 
 // list returns the segments, in order.
 func (l *segLog) list() []uint64 {

@@ -53,11 +53,18 @@ func (a *archive) start() {
 		return
 	}
 	a.logged = make(chan loggedBatch, 16)
+	a.compact, a.quit = make(chan struct{}, 1), make(chan struct{})
 	a.run.wg.Go(a.runLogger)
 	a.run.wg.Go(func() { a.runIndexer(context.Background()) })
+	a.compWG.Go(a.runCompactor)
 }
 
 func (a *archive) stop() {
+	if a.quit != nil {
+		// Before the input closes: the compactor submits moves.
+		close(a.quit)
+		a.compWG.Wait()
+	}
 	close(a.reqs)
 	a.run.wg.Wait()
 }
