@@ -1,0 +1,789 @@
+package relay
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+const chLog = "acme/payments/ledger"
+
+// logEntry is an entry published to the archive and acknowledged.
+type logEntry struct {
+	ch      string
+	seq     uint64
+	payload []byte
+	et      int
+}
+
+// logPublisher publishes a known sequence of entries and remembers what
+// was acknowledged.
+type logPublisher struct {
+	t     *testing.T
+	c     *wsClient
+	gid   []byte
+	epoch map[string]uint64 // the epoch of each channel's next commit
+	acked []logEntry
+	n     int
+	plain bool // no proposals or Welcomes
+}
+
+func newLogPublisher(t *testing.T, base string, epochs map[string]uint64) *logPublisher {
+	t.Helper()
+	c := dialWS(t, base, "/ws")
+	c.auth(mint(t, "alice", ""))
+	c.subscribe(chA)
+	c.subscribe(chLog)
+	if epochs == nil {
+		epochs = map[string]uint64{}
+	}
+	return &logPublisher{t: t, c: c, gid: []byte("log-group"), epoch: epochs}
+}
+
+// entry returns the payload of the publisher's next entry on ch: a commit
+// at the channel's next epoch when commit is set, else mostly application
+// entries of size bytes, with now and then a proposal or a Welcome.
+func (p *logPublisher) entry(ch string, commit bool, size int) ([]byte, int) {
+	p.n++
+	tag := fmt.Sprintf(" entry %d on %s ", p.n, ch)
+	switch {
+	case commit:
+		b := append(publicMessage(p.gid, p.epoch[ch], 3), tag...)
+		p.epoch[ch]++
+		return b, EntryCommit
+	case p.plain:
+	case p.n%61 == 7:
+		return append(publicMessage(p.gid, p.epoch[ch], 2), tag...), EntryCommit
+	case p.n%97 == 5:
+		return append(welcome(), tag...), EntryWelcome
+	}
+	b := bytes.Repeat([]byte{byte(p.n)}, size)
+	copy(b, tag)
+	return b, EntryApp
+}
+
+// publish publishes n entries to ch, up to 32 in flight, every commitEvery
+// one a commit (0 for none), and the last one a commit when lastCommit.
+// Every publish must be acknowledged.
+func (p *logPublisher) publish(ch string, n, size, commitEvery int, lastCommit bool) {
+	p.t.Helper()
+	var pending []logEntry
+	ack := func() {
+		p.t.Helper()
+		m := p.c.recv()
+		if m["type"] != "ok" || m["message"] != "published" {
+			p.t.Fatalf("publish %d on %s refused: %v", len(p.acked), ch, m)
+		}
+		e := pending[0]
+		pending = pending[1:]
+		e.seq = uint64(m["seq"].(float64))
+		p.acked = append(p.acked, e)
+	}
+	for i := range n {
+		commit := commitEvery > 0 && i%commitEvery == commitEvery-1 || lastCommit && i == n-1
+		b, et := p.entry(ch, commit, size)
+		p.c.publish(ch, b)
+		pending = append(pending, logEntry{ch: ch, payload: b, et: et})
+		if len(pending) == 32 {
+			ack()
+		}
+	}
+	for len(pending) > 0 {
+		ack()
+	}
+}
+
+// maxSeq is the highest seq acknowledged on ch.
+func (p *logPublisher) maxSeq(ch string) uint64 {
+	var m uint64
+	for _, e := range p.acked {
+		if e.ch == ch {
+			m = max(m, e.seq)
+		}
+	}
+	return m
+}
+
+// readApp reads a channel's application entries through GET /v1/messages.
+func readApp(t *testing.T, base, ch, tok string) map[uint64][]byte {
+	t.Helper()
+	got := make(map[uint64][]byte)
+	since := uint64(0)
+	for {
+		code, m := httpGet(t, fmt.Sprintf("%s/v1/messages?channel=%s&since_seq=%d&limit=500", base, ch, since), tok)
+		if code != 200 {
+			t.Fatalf("messages %s: %d %v", ch, code, m)
+		}
+		for _, e := range m["messages"].([]any) {
+			e := e.(map[string]any)
+			seq := uint64(e["seq"].(float64))
+			if seq <= since {
+				t.Fatalf("messages %s: seq %d after %d", ch, seq, since)
+			}
+			since = seq
+			p, err := base64.StdEncoding.DecodeString(e["payload"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[seq] = p
+		}
+		if m["has_more"] != true {
+			return got
+		}
+	}
+}
+
+// checkServed checks that every entry of want is served, with its payload
+// and type, by GET /v1/sync and (application entries) GET /v1/messages,
+// and that nothing else is.
+func checkServed(t *testing.T, base string, want []logEntry) {
+	t.Helper()
+	tok := mint(t, "reader", "")
+	byCh := map[string][]logEntry{}
+	for _, e := range want {
+		byCh[e.ch] = append(byCh[e.ch], e)
+	}
+	for _, ch := range []string{chA, chLog} {
+		all := readChannel(t, base, ch, tok)
+		app := readApp(t, base, ch, tok)
+		nApp := 0
+		for _, e := range byCh[ch] {
+			got, ok := all[e.seq]
+			if !ok || !bytes.Equal(got.payload, e.payload) || got.et != e.et {
+				t.Fatalf("%s seq %d: /v1/sync serves %q (type %d, %v), want %q (type %d)",
+					ch, e.seq, clip(got.payload), got.et, ok, clip(e.payload), e.et)
+			}
+			if e.et == EntryApp {
+				nApp++
+				if !bytes.Equal(app[e.seq], e.payload) {
+					t.Fatalf("%s seq %d: /v1/messages serves %q, want %q", ch, e.seq, clip(app[e.seq]), clip(e.payload))
+				}
+			}
+		}
+		if len(all) != len(byCh[ch]) || len(app) != nApp {
+			t.Fatalf("%s serves %d entries (%d application), want %d (%d)", ch, len(all), len(app), len(byCh[ch]), nApp)
+		}
+	}
+}
+
+func clip(b []byte) []byte { return b[:min(len(b), 40)] }
+
+// checkFence checks that ch's commit fence expects epoch want: commits
+// at other epochs are refused as stale, with want in the refusal.
+func checkFence(t *testing.T, c *wsClient, gid []byte, ch string, want uint64) {
+	t.Helper()
+	for _, e := range []uint64{want + 1000, want - 1, 0} {
+		if e == want || e > want+1000 {
+			continue
+		}
+		c.publish(ch, publicMessage(gid, e, 3))
+		m := c.expectError("stale_epoch")
+		if got := uint64(m["epoch"].(float64)); got != want {
+			t.Fatalf("%s: a commit at epoch %d is refused expecting %d, want %d", ch, e, got, want)
+		}
+	}
+}
+
+// openIndex opens a stopped relay's archive file as any SQLite client.
+func openIndex(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func execSQL(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func queryInt(t *testing.T, db *sql.DB, q string, args ...any) int64 {
+	t.Helper()
+	var v sql.NullInt64
+	if err := db.QueryRow(q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v.Int64
+}
+
+// logSegments lists the segments in a file-backed archive's log directory.
+func logSegments(t *testing.T, path string) []uint64 {
+	t.Helper()
+	ents, err := os.ReadDir(path + "-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []uint64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".seg")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(name, 16, 64)
+		if err != nil {
+			t.Fatalf("log file %s", e.Name())
+		}
+		segs = append(segs, n)
+	}
+	slices.Sort(segs)
+	return segs
+}
+
+// diskRecord is a record read back from a stopped relay's log.
+type diskRecord struct {
+	seg       uint64
+	off, end  int64
+	at        int64
+	rec       logRec
+	segLength int64
+}
+
+// logRecords reads every record of a stopped relay's log, segment by
+// segment.
+func logRecords(t *testing.T, path string) []diskRecord {
+	t.Helper()
+	l, segs, err := openSegLog(path+"-log", false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	var out []diskRecord
+	for _, seg := range segs {
+		off := int64(0)
+		_, err := l.scan(seg, 0, func(r *logRec, at int64) error {
+			c := *r
+			c.payload = slices.Clone(r.payload)
+			end := at + int64(len(c.payload))
+			out = append(out, diskRecord{seg: seg, off: off, end: end, at: at, rec: c})
+			off = end
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// takeBackIndex makes a stopped relay's index what a machine crash that
+// took back its last transactions could leave (they were committed at
+// synchronous=NORMAL): the last k rows gone, the channel rows older
+// (rows maps a channel to its reserved ceiling and epoch, nil epoch for
+// none; a channel missing from rows loses its row), and the applied log
+// position back at the start of the first segment.
+func takeBackIndex(t *testing.T, path string, k int, rows map[string][2]any) {
+	t.Helper()
+	db := openIndex(t, path)
+	execSQL(t, db, `DELETE FROM messages WHERE id IN (SELECT id FROM messages ORDER BY id DESC LIMIT ?)`, k)
+	execSQL(t, db, `DELETE FROM channels`)
+	for ch, r := range rows {
+		execSQL(t, db, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)`, ch, r[0], r[1])
+	}
+	segs := logSegments(t, path)
+	execSQL(t, db, `UPDATE state SET value = ? WHERE key = 'log_seg'`, int64(segs[0]))
+	execSQL(t, db, `UPDATE state SET value = 0 WHERE key = 'log_off'`)
+	// The usage saved at the last clean stop is off by what went; a
+	// replay must not trust it.
+	execSQL(t, db, `UPDATE usage SET bytes = 1`)
+	db.Close()
+}
+
+// storedUsage sums what a relay's archive holds per account, from the
+// rows.
+func storedUsage(t *testing.T, tr *testRelay, sub string) int64 {
+	t.Helper()
+	settled(t, tr)
+	return queryInt(t, tr.db, `SELECT sum(size) FROM messages WHERE sub = ?`, sub)
+}
+
+// TestLogReplayRebuildsIndex stops a relay cleanly, then takes back the
+// index's last transactions as a machine crash can (the rows of the last
+// acknowledged entries, the channel rows' ceilings and fences, the
+// applied position), and reopens it: the replay of the log brings back
+// every acknowledged entry with its payload, the fence expects the epoch
+// after the last acknowledged commit, the usage is recomputed, and new
+// publishes go on above every acknowledged seq.
+func TestLogReplayRebuildsIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	// 1.5 MB: the log's first segment and part of the second.
+	p.publish(chA, 150, 5000, 40, false)
+	p.publish(chLog, 20, 3000, 7, false)
+	p.publish(chA, 150, 5000, 40, true)
+	p.publish(chLog, 20, 3000, 0, true)
+	wantEpoch := map[string]uint64{chA: p.epoch[chA], chLog: p.epoch[chLog]}
+	p.c.c.CloseNow()
+	tr.stop(t)
+	if segs := logSegments(t, path); len(segs) < 2 {
+		t.Fatalf("the entries are in segments %v: the test needs two", segs)
+	}
+
+	// The last 40 rows go: the end of both channels, and commits.
+	const k = 40
+	takeBackIndex(t, path, k, map[string][2]any{chA: {int64(5), int64(1)}})
+
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, p.acked)
+	if got, want := tr.arch.used("alice"), storedUsage(t, tr, "alice"); got != want {
+		t.Fatalf("alice's usage after the replay is %d, the archive holds %d", got, want)
+	}
+	c := newLogPublisher(t, tr.URL, maps.Clone(wantEpoch))
+	for _, ch := range []string{chA, chLog} {
+		checkFence(t, c.c, c.gid, ch, wantEpoch[ch])
+		c.publish(ch, 1, 100, 0, true) // the commit the fence expects
+		c.publish(ch, 3, 100, 0, false)
+		for _, e := range c.acked {
+			if e.ch == ch && e.seq <= p.maxSeq(ch) {
+				t.Fatalf("%s: seq %d after the replay, at or below the acknowledged %d", ch, e.seq, p.maxSeq(ch))
+			}
+		}
+		checkFence(t, c.c, c.gid, ch, wantEpoch[ch]+1)
+	}
+	// The replay is durable, and the new run's entries with it.
+	c.c.c.CloseNow()
+	tr.stop(t)
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, append(slices.Clone(p.acked), c.acked...))
+}
+
+// TestLogReplayTornTail is TestLogReplayRebuildsIndex with the last
+// record of the log damaged as a crash in the middle of its write leaves
+// it: the relay opens, serves every entry before it, and goes on above
+// every seq the log ever held, in a segment of its own; a second crash of
+// the same kind then replays the torn segment up to the damage again and
+// the new run's segment after it.
+func TestLogReplayTornTail(t *testing.T) {
+	for _, damage := range []string{"flipped", "cut", "zeroed"} {
+		t.Run(damage, func(t *testing.T) { testLogReplayTornTail(t, damage) })
+	}
+}
+
+func testLogReplayTornTail(t *testing.T, damage string) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, 150, 5000, 40, false)
+	p.publish(chLog, 20, 3000, 7, false)
+	p.publish(chA, 150, 5000, 40, false)
+	p.c.c.CloseNow()
+	tr.stop(t)
+
+	recs := logRecords(t, path)
+	last := recs[len(recs)-1]
+	if last.rec.channel != chA || last.rec.seq != p.maxSeq(chA) {
+		t.Fatalf("the log's last record is %s seq %d, want %s seq %d", last.rec.channel, last.rec.seq, chA, p.maxSeq(chA))
+	}
+	file := filepath.Join(path+"-log", segName(last.seg))
+	switch damage {
+	case "flipped":
+		flipAt(t, file, last.at+int64(len(last.rec.payload))/2)
+	case "cut":
+		truncate(t, file, last.at+10)
+	case "zeroed":
+		writeAt(t, file, make([]byte, recHeader), last.off)
+	}
+	maxHeld := map[string]uint64{}
+	for _, r := range recs {
+		maxHeld[r.rec.channel] = max(maxHeld[r.rec.channel], r.rec.seq)
+	}
+	takeBackIndex(t, path, 30, map[string][2]any{chA: {int64(1), nil}, chLog: {int64(2), nil}})
+
+	tr = startRelay(t, cfg)
+	var before []logEntry // every entry before the damage
+	for _, e := range p.acked {
+		if e.ch != chA || e.seq != last.rec.seq {
+			before = append(before, e)
+		}
+	}
+	checkServed(t, tr.URL, before)
+	c := newLogPublisher(t, tr.URL, map[string]uint64{chA: p.epoch[chA], chLog: p.epoch[chLog]})
+	checkFence(t, c.c, c.gid, chA, p.epoch[chA])
+	c.publish(chA, 5, 100, 2, false)
+	c.publish(chLog, 5, 100, 0, false)
+	for _, e := range c.acked {
+		if e.seq <= maxHeld[e.ch] {
+			t.Fatalf("%s: seq %d after the torn tail, at or below seq %d the log held", e.ch, e.seq, maxHeld[e.ch])
+		}
+	}
+	c.c.c.CloseNow()
+	tr.stop(t)
+	for _, r := range logRecords(t, path) {
+		if r.seg == last.seg && r.off >= last.off {
+			t.Fatalf("the new run wrote %s seq %d after the torn tail, in segment %d at %d", r.rec.channel, r.rec.seq, r.seg, r.off)
+		}
+	}
+
+	// The same crash again: the whole log replays, up to the damage in
+	// the torn segment and then the new run's segment.
+	takeBackIndex(t, path, 20, nil)
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, append(before, c.acked...))
+	c2 := newLogPublisher(t, tr.URL, nil)
+	c2.publish(chA, 1, 100, 0, false)
+	if seq := c2.acked[0].seq; seq <= c.maxSeq(chA) {
+		t.Fatalf("seq %d after the second replay, at or below %d", seq, c.maxSeq(chA))
+	}
+}
+
+// segFootprint is the number and total size of a log's segment files.
+func segFootprint(t *testing.T, path string) (int, int64) {
+	t.Helper()
+	ents, err := os.ReadDir(path + "-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, size := 0, int64(0)
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".seg") {
+			continue
+		}
+		fi, err := e.Info()
+		if os.IsNotExist(err) {
+			continue // removed while listed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		size += fi.Size()
+	}
+	return n, size
+}
+
+// TestLogDiskBounded writes many times what a small cap keeps, on two
+// channels, through small segments: the segments the cap emptied are
+// collected (when the indexer moves to a new segment) and their files
+// reused, so the log's files stay few, their total size does not grow
+// with what was written, and the newest entries within the cap read back
+// intact.
+func TestLogDiskBounded(t *testing.T) {
+	total := 32 << 20
+	if testing.Short() {
+		total = 12 << 20
+	}
+	const capN, size, seg = 16, 1024, 256 << 10
+	path := filepath.Join(t.TempDir(), "relay.db")
+	tr := startRelay(t, Config{DBPath: path, NoSync: true, ArchiveCap: capN, logSegment: seg})
+	p := newLogPublisher(t, tr.URL, nil)
+	p.plain = true // handshake entries, kept by a cap of their own, would hold more segments
+	maxFiles, maxSize := 0, int64(0)
+	const round = 512 << 10
+	var firstHalf int64
+	for written := 0; written < total; written += 2 * round {
+		p.publish(chA, round/size, size, 0, false)
+		p.publish(chLog, round/size, size, 0, false)
+		settled(t, tr)
+		n, s := segFootprint(t, path)
+		maxFiles, maxSize = max(maxFiles, n), max(maxSize, s)
+		if written < total/2 {
+			firstHalf = maxSize
+		}
+	}
+	n, s := segFootprint(t, path)
+	t.Logf("%d MiB written in %d KiB segments: the log peaked at %d files, %d KiB (%d KiB in the first half); %d files, %d KiB at the end",
+		total>>20, seg>>10, maxFiles, maxSize>>10, firstHalf>>10, n, s>>10)
+	// The segment being written and the spare, the free files, the two
+	// segments each channel's newest entries may span, and one the cap
+	// emptied since the indexer last moved to a new segment.
+	const bound = 2 + maxFree + 2*2 + 1
+	if maxFiles > bound || maxSize > bound*seg {
+		t.Fatalf("the log grew to %d files, %d KiB, for %d KiB the archive holds", maxFiles, maxSize>>10, 2*capN*size>>10)
+	}
+	// The newest cap entries of each channel, intact.
+	var want []logEntry
+	for _, ch := range []string{chA, chLog} {
+		var mine []logEntry
+		for _, e := range p.acked {
+			if e.ch == ch && e.et == EntryApp {
+				mine = append(mine, e)
+			}
+		}
+		want = append(want, mine[len(mine)-capN:]...)
+	}
+	tok := mint(t, "reader", "")
+	for _, ch := range []string{chA, chLog} {
+		got := readApp(t, tr.URL, ch, tok)
+		if len(got) != capN {
+			t.Fatalf("%s serves %d entries, want the cap, %d", ch, len(got), capN)
+		}
+	}
+	for _, e := range want {
+		got := readApp(t, tr.URL, e.ch, tok)
+		if !bytes.Equal(got[e.seq], e.payload) {
+			t.Fatalf("%s seq %d reads back as %q, want %q", e.ch, e.seq, clip(got[e.seq]), clip(e.payload))
+		}
+	}
+}
+
+// TestLogCleanRestart stops and reopens a relay several times: after a
+// clean stop the index holds the whole log, so an open replays nothing
+// (the rows are unchanged and the usage saved at the stop is trusted),
+// and reads serve the entries of every run, across their segments.
+func TestLogCleanRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true}
+	var acked []logEntry
+	epochs := map[string]uint64{}
+	for run := range 4 {
+		tr := startRelay(t, cfg)
+		checkServed(t, tr.URL, acked)
+		p := newLogPublisher(t, tr.URL, epochs)
+		if run != 2 { // a run that writes nothing
+			p.publish(chA, 60, 4000*(run+1), 20, false)
+			p.publish(chLog, 10, 500, 3, false)
+		}
+		acked = append(acked, p.acked...)
+		p.c.c.CloseNow()
+		tr.stop(t)
+
+		// The applied position is the log's end.
+		db := openIndex(t, path)
+		seg := uint64(queryInt(t, db, `SELECT value FROM state WHERE key = 'log_seg'`))
+		off := queryInt(t, db, `SELECT value FROM state WHERE key = 'log_off'`)
+		if clean := queryInt(t, db, `SELECT value FROM state WHERE key = 'usage_clean'`); clean != 1 {
+			t.Fatalf("run %d: usage_clean %d after a clean stop", run, clean)
+		}
+		segs := logSegments(t, path)
+		if segs[len(segs)-1] != seg {
+			t.Fatalf("run %d: applied up to segment %d, the log's newest is %d", run, seg, segs[len(segs)-1])
+		}
+		var end int64
+		for _, r := range logRecords(t, path) {
+			if r.seg == seg {
+				end = r.end
+			}
+		}
+		if off != end {
+			t.Fatalf("run %d: applied up to %d of segment %d, its records end at %d", run, off, seg, end)
+		}
+		rows := queryInt(t, db, `SELECT count(*) FROM messages`)
+		// A usage the open must load as saved, not recompute: one byte
+		// more than the rows hold.
+		execSQL(t, db, `UPDATE usage SET bytes = bytes + 1 WHERE sub = 'alice'`)
+		saved := queryInt(t, db, `SELECT bytes FROM usage WHERE sub = 'alice'`)
+		db.Close()
+
+		tr = startRelay(t, cfg)
+		settled(t, tr)
+		if got := queryInt(t, tr.db, `SELECT count(*) FROM messages`); got != rows {
+			t.Fatalf("run %d: %d rows after the reopen, %d before", run, got, rows)
+		}
+		if got := tr.arch.used("alice"); got != saved {
+			t.Fatalf("run %d: alice's usage %d after a clean reopen, saved %d: the open replayed or recomputed", run, got, saved)
+		}
+		checkServed(t, tr.URL, acked)
+		tr.stop(t)
+	}
+	// The entries are in segments of several runs.
+	db := openIndex(t, path)
+	if n := queryInt(t, db, `SELECT count(DISTINCT seg) FROM messages`); n < 3 {
+		t.Fatalf("the rows point into %d segments, want those of three runs", n)
+	}
+}
+
+// TestLogReplayFenceReset: a fence reset is a record of its own in the
+// log (no entry, the channel row only); a replay over it restores the
+// fence it set, even one below the epoch the channel's commits had
+// reached.
+func TestLogReplayFenceReset(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, 30, 200, 3, false) // commits at epochs 0..9
+	p.publish(chLog, 5, 200, 0, true)
+	if err := tr.arch.resetFence(chA, 4, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.arch.resetFence(chLog, 1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.epoch[chA] = 4
+	p.publish(chA, 1, 200, 0, true) // accepted at 4; 5 next
+	p.c.c.CloseNow()
+	tr.stop(t)
+
+	takeBackIndex(t, path, 10, map[string][2]any{chA: {int64(1), int64(0)}, chLog: {int64(1), int64(0)}})
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, p.acked)
+	c := newLogPublisher(t, tr.URL, map[string]uint64{chA: 5, chLog: 1000})
+	checkFence(t, c.c, c.gid, chA, 5)
+	checkFence(t, c.c, c.gid, chLog, 1000)
+	c.publish(chLog, 1, 10, 0, true)
+	checkFence(t, c.c, c.gid, chLog, 1001)
+}
+
+// TestLogReplayKeepsCaps replays a log that holds many times the cap of
+// application and handshake entries (the index taken back to the start
+// of the log): the replay trims the handshake entries to the cap, reads
+// serve exactly the newest cap of each kind, and once the channel is
+// written again the usage counts only what is kept.
+func TestLogReplayKeepsCaps(t *testing.T) {
+	const capN = 8
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, ArchiveCap: capN}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, 120, 300, 2, false)
+	p.c.c.CloseNow()
+	tr.stop(t)
+	newest := func(acked []logEntry, app bool) []logEntry {
+		var out []logEntry
+		for _, e := range acked {
+			if (e.et == EntryApp) == app {
+				out = append(out, e)
+			}
+		}
+		return out[max(0, len(out)-capN):]
+	}
+	want := append(newest(p.acked, true), newest(p.acked, false)...)
+
+	takeBackIndex(t, path, 5, map[string][2]any{chA: {int64(3), nil}})
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, want)
+	if n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE entry_type != 0`); n != capN {
+		t.Fatalf("%d handshake rows after the replay, cap %d", n, capN)
+	}
+	c := newLogPublisher(t, tr.URL, maps.Clone(p.epoch))
+	c.publish(chA, 1, 300, 0, false)
+	want = newest(append(slices.Clone(p.acked), c.acked...), true)
+	want = append(want, newest(p.acked, false)...)
+	checkServed(t, tr.URL, want)
+	if got, stored := tr.arch.used("alice"), storedUsage(t, tr, "alice"); got != stored {
+		t.Fatalf("alice's usage %d, the archive holds %d", got, stored)
+	}
+	var kept int64
+	for _, e := range want {
+		kept += int64(len(e.payload))
+	}
+	if got := storedUsage(t, tr, "alice"); got != kept {
+		t.Fatalf("the archive holds %d bytes of alice's, the entries kept are %d", got, kept)
+	}
+}
+
+// gatedWriter is a response writer whose writes wait for gate: a client
+// that stops reading in the middle of a page.
+type gatedWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+	first  chan struct{} // closed at the first write
+	once   sync.Once
+	gate   chan struct{}
+}
+
+func (w *gatedWriter) Header() http.Header  { return w.header }
+func (w *gatedWriter) WriteHeader(code int) { w.code = code }
+func (w *gatedWriter) Write(b []byte) (int, error) {
+	w.once.Do(func() { close(w.first) })
+	<-w.gate
+	return w.body.Write(b)
+}
+
+// TestLogPinnedPage: a page that began before the cap emptied the
+// segments it reads from keeps them: they are dropped while it stalls
+// (a client that stops reading), and removed or reused only once it is
+// done, so it serves every entry it began with, intact.
+func TestLogPinnedPage(t *testing.T) {
+	const capN, size = 16, 256 << 10
+	path := filepath.Join(t.TempDir(), "relay.db")
+	tr := startRelay(t, Config{DBPath: path, NoSync: true, ArchiveCap: capN, MaxPageBytes: 16 << 20})
+	a := tr.arch.(*archive)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, capN, size, 0, false)
+	first := slices.Clone(p.acked)
+
+	req := httptest.NewRequest("GET", "/v1/sync?channel="+chA+"&limit=500", nil)
+	req.Header.Set("Authorization", "Bearer "+mint(t, "reader", ""))
+	w := &gatedWriter{header: http.Header{}, first: make(chan struct{}), gate: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				served <- fmt.Errorf("the page was aborted: %v", r)
+			}
+		}()
+		tr.ServeHTTP(w, req)
+		served <- nil
+	}()
+	select {
+	case <-w.first:
+	case err := <-served:
+		t.Fatalf("the page ended before its first write: %v", err)
+	}
+	// The page stalls at its first 64 KiB. The cap pushes out every
+	// entry it is reading, and the first segment they were in is dropped.
+	oldest := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages WHERE channel = ?`, chA))
+	dropped := func() (doomed, listed bool) {
+		a.seglog.mu.Lock()
+		defer a.seglog.mu.Unlock()
+		return slices.ContainsFunc(a.seglog.doomed, func(d doomedSeg) bool { return d.seg == oldest }), slices.Contains(a.seglog.segs, oldest)
+	}
+	for round := 0; ; round++ {
+		if doomed, listed := dropped(); doomed || !listed {
+			break
+		}
+		if round == 20 {
+			close(w.gate)
+			<-served
+			t.Fatalf("segment %d was not dropped after %d MiB more", oldest, round*capN*size>>20)
+		}
+		p.publish(chA, capN, size, 0, false)
+		settled(t, tr)
+	}
+	p.publish(chA, 2*capN, size, 0, false) // and reuse what would be free
+	settled(t, tr)
+	if doomed, _ := dropped(); !doomed {
+		t.Errorf("segment %d went while a page that began before was reading it", oldest)
+	}
+	close(w.gate)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if w.code != 200 {
+		t.Fatalf("status %d", w.code)
+	}
+	var page struct {
+		Entries []struct {
+			Seq     uint64 `json:"seq"`
+			Payload []byte `json:"payload"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(w.body.Bytes(), &page); err != nil {
+		t.Fatalf("the page is not JSON: %v", err)
+	}
+	if len(page.Entries) != len(first) {
+		t.Fatalf("the page has %d entries, want the %d there when it began", len(page.Entries), len(first))
+	}
+	for i, e := range page.Entries {
+		if e.Seq != first[i].seq || !bytes.Equal(e.Payload, first[i].payload) {
+			t.Fatalf("entry %d: seq %d %q, want seq %d %q", i, e.Seq, clip(e.Payload), first[i].seq, clip(first[i].payload))
+		}
+	}
+	// Done reading: the dropped segment goes.
+	if doomed, listed := dropped(); doomed || listed {
+		t.Fatalf("segment %d kept after the page (dropped %v, listed %v)", oldest, doomed, listed)
+	}
+}

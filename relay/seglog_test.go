@@ -1,0 +1,806 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sampleRecords are records as the archive writes them, and the edge
+// cases of the layout: empty names and payloads, every flag, extreme
+// values of the fixed fields.
+func sampleRecords() []logRec {
+	return []logRec{
+		{kind: recEntry, entryType: EntryApp, seq: 1, ts: 1700000000000, channel: chA, sub: "alice", payload: []byte("ciphertext")},
+		{kind: recEntry, flags: recDirty | recHasEpoch, entryType: EntryCommit, seq: 2, ts: 1700000000001, reserved: 1026, epoch: 4,
+			channel: chA, sub: "bob", payload: publicMessage([]byte("g"), 3, 3)},
+		{kind: recEntry, flags: recDirty, entryType: EntryWelcome, seq: 3, reserved: 1027, channel: "c", sub: "s", payload: welcome()},
+		{kind: recChan, flags: recDirty | recHasEpoch, reserved: 1024, epoch: 7, channel: chA},
+		{kind: recEntry},
+		{kind: recChan},
+		{kind: recEntry, entryType: 0xff, seq: ^uint64(0), ts: -1, reserved: ^uint64(0), epoch: ^uint64(0), channel: "x", payload: []byte{0}},
+		{kind: recEntry, seq: 9, channel: strings.Repeat("c", 0xffff), sub: strings.Repeat("s", 0xffff), payload: bytes.Repeat([]byte{0xa5}, 3000)},
+	}
+}
+
+func encodeRecord(t testing.TB, seg uint64, r *logRec) []byte {
+	t.Helper()
+	b, _, err := appendRecord(nil, segSeed(seg), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sameRecord(a, b *logRec) bool {
+	return a.kind == b.kind && a.flags == b.flags && a.entryType == b.entryType && a.seq == b.seq && a.ts == b.ts &&
+		a.reserved == b.reserved && a.epoch == b.epoch && a.channel == b.channel && a.sub == b.sub && bytes.Equal(a.payload, b.payload)
+}
+
+// FuzzDecodeLogRecord: whatever bytes a damaged log holds, decoding them
+// never panics, and what decodes is exactly what appendRecord writes: the
+// same bytes back, with the payload where appendRecord puts it.
+func FuzzDecodeLogRecord(f *testing.F) {
+	for i, r := range sampleRecords() {
+		seg := uint64(i + 1)
+		b, _, err := appendRecord(nil, segSeed(seg), &r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(b) > 8192 {
+			b = b[:8192] // a record cut short
+		}
+		f.Add(b, seg)
+		f.Add(b, seg+1)
+	}
+	f.Add([]byte{}, uint64(0))
+	f.Add(make([]byte, recHeader+recFixed), uint64(1))
+	f.Fuzz(func(t *testing.T, b []byte, seg uint64) {
+		seed := segSeed(seg)
+		r, err := decodeRecord(b, seed)
+		if err != nil {
+			return
+		}
+		if n, ok := recordLen(b); !ok || n != len(b) {
+			t.Fatalf("decoded a record of %d bytes whose header says %d (%v)", len(b), n, ok)
+		}
+		out, at, err := appendRecord(nil, seed, &r)
+		if err != nil {
+			t.Fatalf("a decoded record does not encode: %v", err)
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("decoded record encodes to\n%x\nnot\n%x", out, b)
+		}
+		if at != len(b)-len(r.payload) || !bytes.Equal(b[at:], r.payload) {
+			t.Fatalf("payload at %d of %d bytes, %d long", at, len(b), len(r.payload))
+		}
+		if recordSize(&r) != len(b) {
+			t.Fatalf("recordSize %d, encoding %d", recordSize(&r), len(b))
+		}
+	})
+}
+
+// TestLogRecordRoundTrip: every sample decodes back to itself for its
+// segment, the payload offset points at the payload, records append one
+// after the other, and a name too long for the layout is refused.
+func TestLogRecordRoundTrip(t *testing.T) {
+	var all []byte
+	var starts []int
+	for i, r := range sampleRecords() {
+		b := encodeRecord(t, 5, &r)
+		if len(b) != recordSize(&r) {
+			t.Fatalf("record %d: %d bytes, recordSize says %d", i, len(b), recordSize(&r))
+		}
+		got, err := decodeRecord(b, segSeed(5))
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if !sameRecord(&got, &r) {
+			t.Fatalf("record %d decodes as %+v", i, got)
+		}
+		// Appended after other bytes, the offset is still relative to
+		// the record.
+		prefix := []byte("some earlier records")
+		out, at, err := appendRecord(slices.Clone(prefix), segSeed(5), &r)
+		if err != nil || !bytes.Equal(out[:len(prefix)], prefix) || !bytes.Equal(out[len(prefix):], b) {
+			t.Fatalf("record %d appended after a prefix: %v", i, err)
+		}
+		if !bytes.Equal(b[at:], r.payload) || at != len(b)-len(r.payload) {
+			t.Fatalf("record %d: payload offset %d", i, at)
+		}
+		starts = append(starts, len(all))
+		all = append(all, b...)
+	}
+	// Records decode one after the other from their lengths.
+	for i, off := range starts {
+		n, ok := recordLen(all[off:])
+		if !ok {
+			t.Fatalf("record %d: bad length", i)
+		}
+		if _, err := decodeRecord(all[off:off+n], segSeed(5)); err != nil {
+			t.Fatalf("record %d in a run: %v", i, err)
+		}
+	}
+
+	// The longest names fit; one byte more is refused and appends nothing.
+	long := strings.Repeat("n", 0xffff+1)
+	for _, r := range []logRec{{kind: recEntry, channel: long}, {kind: recEntry, sub: long}} {
+		out, _, err := appendRecord([]byte("keep"), segSeed(1), &r)
+		if err == nil {
+			t.Fatalf("a name of %d bytes was encoded", len(long))
+		}
+		if string(out) != "keep" {
+			t.Fatalf("a refused record changed the buffer: %d bytes", len(out))
+		}
+	}
+
+	// The largest record the archive can write, a handshake payload of
+	// MaxHandshakePayload with the longest names, reads back.
+	if !testing.Short() {
+		r := logRec{kind: recEntry, entryType: EntryCommit, channel: strings.Repeat("c", 0xffff), sub: strings.Repeat("s", 0xffff),
+			payload: bytes.Repeat([]byte{7}, MaxHandshakePayload)}
+		b := encodeRecord(t, 2, &r)
+		if got, err := decodeRecord(b, segSeed(2)); err != nil || !sameRecord(&got, &r) {
+			t.Fatalf("largest record: %v", err)
+		}
+	}
+
+	// Too short, or a length that disagrees with the bytes.
+	b := encodeRecord(t, 5, &logRec{kind: recEntry, payload: []byte("p")})
+	for _, cut := range [][]byte{nil, b[:recHeader], b[:recHeader+recFixed], b[:len(b)-1], append(slices.Clone(b), 0)} {
+		if _, err := decodeRecord(cut, segSeed(5)); err == nil {
+			t.Fatalf("%d bytes of a %d-byte record decode", len(cut), len(b))
+		}
+	}
+}
+
+// TestLogRecordBitFlips: no single flipped bit of a record, anywhere in
+// it, decodes; and no record decodes as one of another segment.
+func TestLogRecordBitFlips(t *testing.T) {
+	for i, r := range sampleRecords()[:7] {
+		b := encodeRecord(t, 3, &r)
+		for bit := range 8 * len(b) {
+			d := slices.Clone(b)
+			d[bit/8] ^= 1 << (bit % 8)
+			if got, err := decodeRecord(d, segSeed(3)); err == nil {
+				t.Fatalf("record %d with bit %d flipped decodes as %+v", i, bit, got)
+			}
+		}
+		for _, seg := range []uint64{0, 1, 2, 4, 1 << 32, 3 | 1<<63, ^uint64(0)} {
+			if _, err := decodeRecord(b, segSeed(seg)); err == nil {
+				t.Fatalf("record %d of segment 3 decodes as one of segment %d", i, seg)
+			}
+		}
+	}
+	// The bytes the checksum does not fix are checked too: a kind, flags
+	// or reserved byte the layout does not know, and names longer than the
+	// body, with a checksum that matches.
+	base := encodeRecord(t, 3, &logRec{kind: recEntry, channel: "ch", sub: "s", payload: []byte("p")})
+	reseal := func(b []byte) []byte {
+		binary.LittleEndian.PutUint32(b, crcOf(segSeed(3), b[4:]))
+		return b
+	}
+	for name, edit := range map[string]func(b []byte){
+		"kind 0":       func(b []byte) { b[recHeader] = 0 },
+		"kind 3":       func(b []byte) { b[recHeader] = 3 },
+		"unknown flag": func(b []byte) { b[recHeader+1] = 0x80 },
+		"nonzero pad":  func(b []byte) { b[recHeader+3] = 1 },
+		"channel too long": func(b []byte) {
+			binary.LittleEndian.PutUint16(b[recHeader+36:], 5)
+		},
+		"sub too long": func(b []byte) { binary.LittleEndian.PutUint16(b[recHeader+38:], 0xffff) },
+	} {
+		d := slices.Clone(base)
+		edit(d)
+		if _, err := decodeRecord(reseal(d), segSeed(3)); err == nil {
+			t.Fatalf("%s: decodes", name)
+		}
+	}
+	// The lengths that bound the body: below the fixed part, above the
+	// largest record.
+	for _, n := range []uint32{0, recFixed - 1, maxRecordBody + 1, ^uint32(0)} {
+		h := make([]byte, recHeader)
+		binary.LittleEndian.PutUint32(h[4:], n)
+		if _, ok := recordLen(h); ok {
+			t.Fatalf("body length %d accepted", n)
+		}
+	}
+}
+
+func crcOf(seed uint32, b []byte) uint32 { return crc32.Update(seed, castagnoli, b) }
+
+// testLog is a segment log in a test's directory.
+type testLog struct {
+	*segLog
+	t   *testing.T
+	dir string
+}
+
+// openTestLog opens a log whose segments grow to maxSeg bytes (0 for the
+// default).
+func openTestLog(t *testing.T, dir string, sync bool, maxSeg int64) *testLog {
+	t.Helper()
+	l, _, err := openSegLog(dir, sync, maxSeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.close)
+	return &testLog{l, t, dir}
+}
+
+// loggedRec is a record written to the log and where it went.
+type loggedRec struct {
+	rec  logRec
+	off  int64 // the record's start
+	at   int64 // its payload's
+	size int
+}
+
+// write appends one batch of records, through room and append as the
+// logger does, and returns them with their places.
+func (l *testLog) write(recs ...logRec) []loggedRec {
+	l.t.Helper()
+	n := 0
+	for i := range recs {
+		n += recordSize(&recs[i])
+	}
+	seed, err := l.room(n)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var buf []byte
+	var out []loggedRec
+	for _, r := range recs {
+		start := len(buf)
+		var rel int
+		if buf, rel, err = appendRecord(buf, seed, &r); err != nil {
+			l.t.Fatal(err)
+		}
+		out = append(out, loggedRec{rec: r, off: int64(start), at: int64(start + rel), size: len(buf) - start})
+	}
+	at, err := l.append(buf)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	for i := range out {
+		out[i].off += at.off
+		out[i].at += at.off
+	}
+	return out
+}
+
+func (l *testLog) path(seg uint64) string { return filepath.Join(l.dir, segName(seg)) }
+
+// entries returns n records of a channel, seqs from first, payloads of
+// size bytes each distinct.
+func entries(first uint64, n, size int) []logRec {
+	var out []logRec
+	for i := range n {
+		seq := first + uint64(i)
+		p := bytes.Repeat([]byte{byte(seq)}, size)
+		copy(p, fmt.Sprintf("entry %d|", seq))
+		out = append(out, logRec{kind: recEntry, seq: seq, ts: int64(seq), channel: chA, sub: "alice", payload: p})
+	}
+	return out
+}
+
+// scanAll reads a segment from off as a restart would: through a new log
+// of the directory.
+func scanAll(t *testing.T, dir string, seg uint64, off int64) ([]loggedRec, int64) {
+	t.Helper()
+	l, _, err := openSegLog(dir, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	f, err := l.file(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []loggedRec
+	end, err := l.scan(seg, off, func(r *logRec, at int64) error {
+		// The payload aliases the scan's buffer: keep a copy, and check
+		// that at is where the file holds it.
+		c := *r
+		c.payload = slices.Clone(r.payload)
+		onDisk := make([]byte, len(c.payload))
+		if _, err := f.ReadAt(onDisk, at); err != nil || !bytes.Equal(onDisk, c.payload) {
+			t.Fatalf("seq %d: the file at %d does not hold its payload (%v)", r.seq, at, err)
+		}
+		got = append(got, loggedRec{rec: c, at: at})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, end
+}
+
+// checkScan checks that a scan returned exactly want, in order, and ended
+// at end.
+func checkScan(t *testing.T, got []loggedRec, gotEnd int64, want []loggedRec, end int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("scan returned %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameRecord(&got[i].rec, &want[i].rec) || got[i].at != want[i].at {
+			t.Fatalf("record %d: got seq %d at %d, want seq %d at %d", i, got[i].rec.seq, got[i].at, want[i].rec.seq, want[i].at)
+		}
+	}
+	if gotEnd != end {
+		t.Fatalf("scan ends at %d, want %d", gotEnd, end)
+	}
+}
+
+// TestSegLogTornTail writes batches to a segment, damages the file the
+// ways a crash or a bad disk can, and checks that a scan returns exactly
+// the records before the damage and ends where they end.
+func TestSegLogTornTail(t *testing.T) {
+	const seg = 1
+	// write fills a new log: three batches, the last of varied records.
+	write := func(t *testing.T) (string, []loggedRec) {
+		dir := t.TempDir()
+		l := openTestLog(t, dir, true, 0)
+		if err := l.startSegment(seg); err != nil {
+			t.Fatal(err)
+		}
+		var recs []loggedRec
+		recs = append(recs, l.write(entries(1, 5, 300)...)...)
+		recs = append(recs, l.write(entries(6, 1, 0)...)...)
+		recs = append(recs, l.write(sampleRecords()[:4]...)...)
+		recs = append(recs, l.write(entries(100, 3, 2000)...)...)
+		if end := l.end(); end != (logPos{seg, recs[len(recs)-1].off + int64(recs[len(recs)-1].size)}) {
+			t.Fatalf("log end %v after the records", end)
+		}
+		l.close()
+		return dir, recs
+	}
+	endOf := func(r loggedRec) int64 { return r.off + int64(r.size) }
+	type damage struct {
+		name string
+		// hit damages the file; it returns how many records are left
+		// intact before the damage.
+		hit func(t *testing.T, path string, recs []loggedRec) int
+	}
+	cases := []damage{
+		{"intact", func(t *testing.T, path string, recs []loggedRec) int { return len(recs) }},
+		{"truncated in a payload", func(t *testing.T, path string, recs []loggedRec) int {
+			k := len(recs) - 1
+			truncate(t, path, recs[k].at+10)
+			return k
+		}},
+		{"truncated in a header", func(t *testing.T, path string, recs []loggedRec) int {
+			k := len(recs) - 2
+			truncate(t, path, recs[k].off+5)
+			return k
+		}},
+		{"truncated at a record's end", func(t *testing.T, path string, recs []loggedRec) int {
+			truncate(t, path, endOf(recs[3]))
+			return 4
+		}},
+		{"truncated to nothing", func(t *testing.T, path string, recs []loggedRec) int {
+			truncate(t, path, 0)
+			return 0
+		}},
+		{"last byte cut", func(t *testing.T, path string, recs []loggedRec) int {
+			truncate(t, path, endOf(recs[len(recs)-1])-1)
+			return len(recs) - 1
+		}},
+		{"part of a record zeroed", func(t *testing.T, path string, recs []loggedRec) int {
+			k := len(recs) - 3
+			writeAt(t, path, make([]byte, 40), recs[k].off+20)
+			return k
+		}},
+		{"whole record zeroed, later ones intact", func(t *testing.T, path string, recs []loggedRec) int {
+			writeAt(t, path, make([]byte, recs[2].size), recs[2].off)
+			return 2
+		}},
+		{"payload byte flipped", func(t *testing.T, path string, recs []loggedRec) int {
+			k := len(recs) - 1
+			flipAt(t, path, recs[k].at+int64(len(recs[k].rec.payload))-1)
+			return k
+		}},
+		{"first record's checksum flipped", func(t *testing.T, path string, recs []loggedRec) int {
+			flipAt(t, path, 0)
+			return 0
+		}},
+		{"length made huge", func(t *testing.T, path string, recs []loggedRec) int {
+			b := binary.LittleEndian.AppendUint32(nil, maxRecordBody+1)
+			writeAt(t, path, b, recs[1].off+4)
+			return 1
+		}},
+		{"length pointing past the file", func(t *testing.T, path string, recs []loggedRec) int {
+			k := len(recs) - 1
+			b := binary.LittleEndian.AppendUint32(nil, uint32(firstSegment))
+			writeAt(t, path, b, recs[k].off+4)
+			return k
+		}},
+		{"length pointing into the next record", func(t *testing.T, path string, recs []loggedRec) int {
+			b := binary.LittleEndian.AppendUint32(nil, uint32(recs[0].size+recs[1].size-recHeader))
+			writeAt(t, path, b, recs[0].off+4)
+			return 0
+		}},
+		{"garbage after the end", func(t *testing.T, path string, recs []loggedRec) int {
+			g := make([]byte, 4096)
+			for i := range g {
+				g[i] = byte(i*7 + 3)
+			}
+			writeAt(t, path, g, endOf(recs[len(recs)-1]))
+			return len(recs)
+		}},
+		{"a plausible header after the end", func(t *testing.T, path string, recs []loggedRec) int {
+			// A record of this segment, but its checksum over other bytes.
+			r := recs[0]
+			b := encodeRecord(t, seg, &r.rec)
+			b[len(b)-1] ^= 0x40
+			writeAt(t, path, b, endOf(recs[len(recs)-1]))
+			return len(recs)
+		}},
+		{"past the end of the file", func(t *testing.T, path string, recs []loggedRec) int {
+			// A record that ends at the file's end, with nothing after.
+			truncate(t, path, endOf(recs[len(recs)-1]))
+			return len(recs)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, recs := write(t)
+			k := c.hit(t, filepath.Join(dir, segName(seg)), recs)
+			got, end := scanAll(t, dir, seg, 0)
+			want := recs[:k]
+			wantEnd := int64(0)
+			if k > 0 {
+				wantEnd = endOf(recs[k-1])
+			}
+			checkScan(t, got, end, want, wantEnd)
+			// A scan from a record's start, as an open from the applied
+			// position, returns the same records from there.
+			if k >= 2 {
+				got, end := scanAll(t, dir, seg, recs[1].off)
+				checkScan(t, got, end, want[1:], wantEnd)
+			}
+			// From the end nothing more is read.
+			got, end = scanAll(t, dir, seg, wantEnd)
+			checkScan(t, got, end, nil, wantEnd)
+		})
+	}
+}
+
+// TestSegLogScanStops: an error from the callback stops the scan and is
+// returned, with the offset of the record it refused.
+func TestSegLogScanStops(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, false, 0)
+	if err := l.startSegment(1); err != nil {
+		t.Fatal(err)
+	}
+	recs := l.write(entries(1, 4, 10)...)
+	stop := fmt.Errorf("stop")
+	n := 0
+	end, err := l.scan(1, 0, func(r *logRec, at int64) error {
+		if n++; n == 3 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || end != recs[2].off {
+		t.Fatalf("scan stopped at %d with %v, want %d and the callback's error", end, err, recs[2].off)
+	}
+	if _, err := l.scan(99, 0, func(*logRec, int64) error { return nil }); err == nil {
+		t.Fatal("a scan of a segment that does not exist succeeded")
+	}
+}
+
+// TestSegLogRotation: a batch that does not fit moves the log to the next
+// segment, prepared at twice the size; a batch never spans two segments;
+// a batch larger than a whole segment goes into one by itself.
+func TestSegLogRotation(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, false, 0)
+	if err := l.startSegment(1); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(l.path(1)); err != nil || fi.Size() != firstSegment {
+		t.Fatalf("first segment: %v, %v bytes", err, fi)
+	}
+	var bySeg = map[uint64][]loggedRec{}
+	for i := range 20 {
+		before := l.end()
+		recs := l.write(entries(uint64(1+100*i), 100, 2000)...) // ~200 KiB a batch
+		seg := l.end().seg
+		if seg != before.seg && recs[0].off != 0 {
+			t.Fatalf("batch %d began at %d of segment %d after a rotation", i, recs[0].off, seg)
+		}
+		bySeg[seg] = append(bySeg[seg], recs...)
+	}
+	segs := l.list()
+	if len(segs) < 3 {
+		t.Fatalf("segments %v after 4 MB", segs)
+	}
+	for i, seg := range segs {
+		fi, err := os.Stat(l.path(seg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(firstSegment) << i; fi.Size() != want {
+			t.Fatalf("segment %d: %d bytes, want %d", seg, fi.Size(), want)
+		}
+	}
+	// A batch larger than the current segment's room, then one larger
+	// than a whole segment: each starts a segment, and the second runs
+	// past the prepared size.
+	big := entries(5000, 1, firstSegment*4)
+	recs := l.write(big...)
+	if recs[0].off != 0 {
+		t.Fatalf("a batch larger than the segment's room began at %d", recs[0].off)
+	}
+	bySeg[l.end().seg] = append(bySeg[l.end().seg], recs...)
+	for seg, want := range bySeg {
+		got, end := scanAll(t, dir, seg, 0)
+		last := want[len(want)-1]
+		checkScan(t, got, end, want, last.off+int64(last.size))
+	}
+}
+
+// TestSegLogRecycledFile reuses the file of a removed segment for a new
+// segment that holds fewer records: the new segment's scan returns its
+// own records only, though the file still holds the old ones after them,
+// aligned to the same offsets.
+func TestSegLogRecycledFile(t *testing.T) {
+	for _, aligned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("aligned=%v", aligned), func(t *testing.T) {
+			dir := t.TempDir()
+			l := openTestLog(t, dir, false, 0)
+			if err := l.startSegment(1); err != nil {
+				t.Fatal(err)
+			}
+			old := l.write(entries(1, 40, 500)...)
+			oldEnd := l.end().off
+			moveTo := func(want uint64, sp spareSeg) {
+				t.Helper()
+				if sp.err != nil {
+					t.Fatal(sp.err)
+				}
+				if sp.seg != want {
+					t.Fatalf("prepared segment %d, want %d", sp.seg, want)
+				}
+				l.use(sp)
+			}
+			// Segment 2 takes over; the spare prepared with it is not
+			// used, so that the next segment is the recycled file.
+			moveTo(2, <-l.spare)
+			l.write(entries(41, 2, 10)...)
+			if sp := <-l.spare; sp.err == nil {
+				sp.f.Close()
+				os.Remove(sp.f.Name())
+			}
+			l.spare = nil
+			l.drop(1)
+			if _, err := os.Stat(l.path(1)); err != nil || len(l.free) != 1 {
+				t.Fatalf("segment 1 dropped: %v, free list %v", err, l.free)
+			}
+			sp := l.prepare(3, firstSegment*8)
+			if sp.err != nil {
+				t.Fatal(sp.err)
+			}
+			if sp.size != firstSegment {
+				t.Fatalf("recycled file prepared at %d bytes, want its own %d", sp.size, firstSegment)
+			}
+			if _, err := os.Stat(l.path(1)); !os.IsNotExist(err) {
+				t.Fatalf("segment 1's file still under its name after reuse: %v", err)
+			}
+			moveTo(3, sp)
+			// Fewer records than the old segment held: the same sizes
+			// put each new record where an old one began.
+			size := 500
+			if !aligned {
+				size = 333
+			}
+			mine := l.write(entries(1000, 10, size)...)
+			mine = append(mine, l.write(entries(1010, 5, size)...)...)
+			end := l.end().off
+			if end >= oldEnd {
+				t.Fatal("the new segment is not shorter than the old")
+			}
+			if aligned && end != old[15].off {
+				t.Fatalf("new records end at %d, not at old record 15's start %d", end, old[15].off)
+			}
+			// The old records are still in the file, and valid for their
+			// own segment.
+			raw, err := os.ReadFile(l.path(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := old[len(old)-1]
+			if _, err := decodeRecord(raw[o.off:o.off+int64(o.size)], segSeed(1)); err != nil {
+				t.Fatalf("the recycled file no longer holds segment 1's records (%v): the test proves nothing", err)
+			}
+			got, gotEnd := scanAll(t, dir, 3, 0)
+			checkScan(t, got, gotEnd, mine, end)
+			for _, r := range got {
+				if r.rec.seq < 1000 {
+					t.Fatalf("segment 3 returned segment 1's seq %d", r.rec.seq)
+				}
+			}
+			// Scanning the recycled file under its old number finds
+			// nothing either: its first records are segment 3's.
+			if aligned {
+				l.close()
+				if err := os.Rename(l.path(3), l.path(1)); err != nil {
+					t.Fatal(err)
+				}
+				got, gotEnd := scanAll(t, dir, 1, 0)
+				checkScan(t, got, gotEnd, nil, 0)
+			}
+		})
+	}
+}
+
+// TestSegLogPinDrop: a read pinned before a segment is dropped can still
+// read it; once the last such read unpins, the segment is gone from the
+// log (its file kept for reuse, up to maxFree, or removed); a read pinned
+// after the drop does not keep it.
+func TestSegLogPinDrop(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, false, firstSegment)
+	if err := l.startSegment(1); err != nil {
+		t.Fatal(err)
+	}
+	written := map[uint64][]loggedRec{}
+	written[1] = l.write(entries(1, 20, 700)...)
+	for seg := uint64(2); seg <= 6; seg++ {
+		l.use(<-l.spare)
+		written[seg] = l.write(entries(seg*100, 5, 700)...)
+	}
+	// readAll reads a segment's records through the log's files, as a page
+	// does.
+	read := func(seg uint64) error {
+		f, err := l.file(seg)
+		if err != nil {
+			return err
+		}
+		for _, r := range written[seg] {
+			b := make([]byte, len(r.rec.payload))
+			if _, err := f.ReadAt(b, r.at); err != nil {
+				return err
+			}
+			if !bytes.Equal(b, r.rec.payload) {
+				return fmt.Errorf("seq %d reads back as other bytes", r.rec.seq)
+			}
+		}
+		return nil
+	}
+	// The spare segment prepared with segment 6 is made before the
+	// drops, so that it does not take a dropped file while this test
+	// counts them.
+	sp := <-l.spare
+	l.spare = make(chan spareSeg, 1)
+	l.spare <- sp
+	gone := func(seg uint64) bool {
+		t.Helper()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, open := l.files[seg]; open || slices.Contains(l.segs, seg) {
+			return false
+		}
+		_, err := os.Stat(l.path(seg))
+		if os.IsNotExist(err) || err == nil && slices.Contains(l.free, l.path(seg)) {
+			return true
+		}
+		t.Fatalf("segment %d: not in the log, but its file is there and not kept for reuse (%v)", seg, err)
+		return false
+	}
+
+	// Segment 1 was opened by a read before the drop, segment 2 is first
+	// opened after it: both stay readable while the read is pinned.
+	if err := read(1); err != nil {
+		t.Fatal(err)
+	}
+	g := l.pin()
+	l.drop(1)
+	l.drop(2)
+	if gone(1) || gone(2) {
+		t.Fatal("a dropped segment went while a read that began before was pinned")
+	}
+	if err := read(1); err != nil {
+		t.Fatalf("segment 1 after the drop: %v", err)
+	}
+	if err := read(2); err != nil {
+		t.Fatalf("segment 2 after the drop: %v", err)
+	}
+	// A read pinned after the drop does not hold it.
+	late := l.pin()
+	l.unpin(g)
+	if !gone(1) || !gone(2) {
+		t.Fatal("the dropped segments outlived the reads that began before the drop")
+	}
+	// A drop while only the later read runs waits for it: it began
+	// before this drop.
+	l.drop(3)
+	if gone(3) {
+		t.Fatal("segment 3 went while a read that began before its drop was pinned")
+	}
+	if err := read(3); err != nil {
+		t.Fatal(err)
+	}
+	l.unpin(late)
+	if !gone(3) {
+		t.Fatal("segment 3 outlived the reads")
+	}
+	// With nothing pinned a drop is immediate. The free list holds at
+	// most maxFree files; the rest are removed.
+	l.drop(4)
+	if !gone(4) {
+		t.Fatal("segment 4 kept with no read pinned")
+	}
+	if len(l.free) != maxFree {
+		t.Fatalf("free list %v, want %d files", l.free, maxFree)
+	}
+	removed := 0
+	for seg := uint64(1); seg <= 4; seg++ {
+		if _, err := os.Stat(l.path(seg)); os.IsNotExist(err) {
+			removed++
+		}
+	}
+	if removed != 4-maxFree {
+		t.Fatalf("%d of 4 dropped files removed, want %d", removed, 4-maxFree)
+	}
+	// Nested pins of one generation: the segment waits for both.
+	g1, g2 := l.pin(), l.pin()
+	l.drop(5)
+	l.unpin(g1)
+	if gone(5) {
+		t.Fatal("segment 5 went while a second read of the same generation ran")
+	}
+	l.unpin(g2)
+	if !gone(5) {
+		t.Fatal("segment 5 outlived both reads")
+	}
+	// The current segment, 6, is untouched by all this.
+	recs := l.write(entries(9000, 3, 100)...)
+	got, end := scanAll(t, dir, l.end().seg, recs[0].off)
+	checkScan(t, got, end, recs, l.end().off)
+}
+
+func truncate(t *testing.T, path string, n int64) {
+	t.Helper()
+	if err := os.Truncate(path, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeAt(t *testing.T, path string, b []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipAt(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
