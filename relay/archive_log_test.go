@@ -228,7 +228,7 @@ func queryInt(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 // logSegments lists the segments in a file-backed archive's log directory.
 func logSegments(t *testing.T, path string) []uint64 {
 	t.Helper()
-	ents, err := os.ReadDir(path + "-log")
+	ents, err := os.ReadDir(logDir(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ type diskRecord struct {
 // segment.
 func logRecords(t *testing.T, path string) []diskRecord {
 	t.Helper()
-	l, segs, err := openSegLog(path+"-log", false, 0)
+	l, segs, err := openSegLog(logDir(path), false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func testLogReplayTornTail(t *testing.T, damage string) {
 	if last.rec.channel != chA || last.rec.seq != p.maxSeq(chA) {
 		t.Fatalf("the log's last record is %s seq %d, want %s seq %d", last.rec.channel, last.rec.seq, chA, p.maxSeq(chA))
 	}
-	file := filepath.Join(path+"-log", segName(last.seg))
+	file := filepath.Join(logDir(path), segName(last.seg))
 	switch damage {
 	case "flipped":
 		flipAt(t, file, last.at+int64(len(last.rec.payload))/2)
@@ -450,7 +450,7 @@ func testLogReplayTornTail(t *testing.T, damage string) {
 // segFootprint is the number and total size of a log's segment files.
 func segFootprint(t *testing.T, path string) (int, int64) {
 	t.Helper()
-	ents, err := os.ReadDir(path + "-log")
+	ents, err := os.ReadDir(logDir(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,7 +840,7 @@ func TestLogReplayLargestHandshake(t *testing.T) {
 				if last.rec.seq != uint64(seq) {
 					t.Fatalf("the last record is seq %d, not the handshake's %d", last.rec.seq, uint64(seq))
 				}
-				truncate(t, filepath.Join(path+"-log", segName(last.seg)), last.at+MaxHandshakePayload/2)
+				truncate(t, filepath.Join(logDir(path), segName(last.seg)), last.at+MaxHandshakePayload/2)
 				want = want[:len(want)-1]
 			}
 			takeBackIndex(t, path, 10, nil)
@@ -858,3 +858,141 @@ func TestLogReplayLargestHandshake(t *testing.T) {
 		})
 	}
 }
+
+// TestLogReplayMoves: the compactor's moves are records of the log like
+// publishes; a crash that took back their index update (and so the
+// removal of the segment they emptied) is repaired by the replay, which
+// points each row at its entry's new place. A move torn in its write
+// leaves its row where it was, and the entry is served from there.
+func TestLogReplayMoves(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("torn=%v", torn), func(t *testing.T) { testLogReplayMoves(t, torn) })
+	}
+}
+
+func testLogReplayMoves(t *testing.T, torn bool) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, logSegment: 64 << 10}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.plain = true
+	for range 40 { // one at a time: the first segment holds 30
+		p.publish(chA, 1, 2000, 0, false)
+	}
+	p.publish(chLog, 5, 2000, 0, true)
+	settled(t, tr)
+	a := tr.arch.(*archive)
+	src := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages`))
+	saved, err := os.ReadFile(filepath.Join(logDir(path), segName(src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rowPlaces(t, tr.db, `seg = ?`, int64(src))
+	if len(before) < 2 {
+		t.Fatalf("%d entries to move", len(before))
+	}
+	if err := a.moveSegment(src); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, tr)
+	if left := rowPlaces(t, tr.db, `seg = ?`, int64(src)); len(left) != 0 {
+		t.Fatalf("%d rows still in segment %d after the move", len(left), src)
+	}
+	if !torn {
+		p.publish(chA, 5, 100, 0, false) // after the moves, lost with them
+	}
+	p.c.c.CloseNow()
+	tr.stop(t)
+
+	// The moves in the log, in order.
+	var moves []diskRecord
+	for _, r := range logRecords(t, path) {
+		if r.rec.flags&recMoved != 0 {
+			moves = append(moves, r)
+		}
+	}
+	if len(moves) != len(before) {
+		t.Fatalf("%d moved records in the log for %d rows", len(moves), len(before))
+	}
+	want := map[rowKey]logPos{}
+	for _, m := range moves {
+		want[rowKey{m.rec.channel, m.rec.seq}] = logPos{m.seg, m.at}
+	}
+	last := rowKey{moves[len(moves)-1].rec.channel, moves[len(moves)-1].rec.seq}
+	if torn {
+		m := moves[len(moves)-1]
+		flipAt(t, filepath.Join(logDir(path), segName(m.seg)), m.at)
+		want[last] = before[last]
+	}
+
+	// The crash: the moved segment is still there, the rows point into it,
+	// and the index holds the log up to the first move. One moved entry
+	// was deleted meanwhile (the TTL sweep commits without moving the
+	// applied position): its move must not bring it back.
+	if err := os.WriteFile(filepath.Join(logDir(path), segName(src)), saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := openIndex(t, path)
+	for k, pl := range before {
+		execSQL(t, db, `UPDATE messages SET seg = ?, at = ? WHERE channel = ? AND seq = ?`, int64(pl.seg), pl.off, k.ch, int64(k.seq))
+	}
+	gone := moves[0].rec
+	execSQL(t, db, `DELETE FROM messages WHERE channel = ? AND seq = ?`, gone.channel, int64(gone.seq))
+	delete(want, rowKey{gone.channel, gone.seq})
+	if !torn {
+		execSQL(t, db, `DELETE FROM messages WHERE id IN (SELECT id FROM messages ORDER BY id DESC LIMIT 5)`)
+	}
+	execSQL(t, db, `UPDATE state SET value = ? WHERE key = 'log_seg'`, int64(moves[0].seg))
+	execSQL(t, db, `UPDATE state SET value = ? WHERE key = 'log_off'`, moves[0].off)
+	db.Close()
+
+	tr = startRelay(t, cfg)
+	settled(t, tr)
+	got := rowPlaces(t, tr.db, `1`)
+	for k, pl := range want {
+		if got[k] != pl {
+			t.Fatalf("%s seq %d: the row points at %v after the replay, want %v", k.ch, k.seq, got[k], pl)
+		}
+	}
+	if _, ok := got[rowKey{gone.channel, gone.seq}]; ok {
+		t.Fatalf("%s seq %d, deleted after its move, is back after the replay", gone.channel, gone.seq)
+	}
+	var served []logEntry
+	for _, e := range p.acked {
+		if e.ch != gone.channel || e.seq != gone.seq {
+			served = append(served, e)
+		}
+	}
+	checkServed(t, tr.URL, served)
+}
+
+type rowKey struct {
+	ch  string
+	seq uint64
+}
+
+// rowPlaces returns where the rows a condition selects point in the log.
+func rowPlaces(t *testing.T, db *sql.DB, where string, args ...any) map[rowKey]logPos {
+	t.Helper()
+	rows, err := db.Query(`SELECT channel, seq, seg, at FROM messages WHERE `+where, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[rowKey]logPos{}
+	for rows.Next() {
+		var k rowKey
+		var seg, at int64
+		if err := rows.Scan(&k.ch, &k.seq, &seg, &at); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = logPos{uint64(seg), at}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// logDir is the log directory of the archive at path.
+func logDir(path string) string { return path + "-log" }
