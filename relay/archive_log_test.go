@@ -996,3 +996,49 @@ func rowPlaces(t *testing.T, db *sql.DB, where string, args ...any) map[rowKey]l
 
 // logDir is the log directory of the archive at path.
 func logDir(path string) string { return path + "-log" }
+
+// TestLogMissingSegments: an index whose log is gone (restored from a
+// copy of the database file alone, or a segment file lost) must not be
+// served as if it were whole: the open refuses, or every entry served is
+// its own payload.
+func TestLogMissingSegments(t *testing.T) {
+	t.Skip("fails: an index without its log opens, starts a new segment under the number its rows point into, and serves other bytes (zeros or newer entries) as the old entries' payloads")
+	for _, lost := range []string{"directory", "newest segment"} {
+		t.Run(lost, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "relay.db")
+			cfg := Config{DBPath: path, NoSync: true}
+			tr := startRelay(t, cfg)
+			p := newLogPublisher(t, tr.URL, nil)
+			p.plain = true
+			p.publish(chA, 10, 100, 0, false)
+			p.c.c.CloseNow()
+			tr.stop(t)
+			if lost == "directory" {
+				if err := os.RemoveAll(logDir(path)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				segs := logSegments(t, path)
+				if err := os.Remove(filepath.Join(logDir(path), segName(segs[len(segs)-1]))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := New(Config{DBPath: path, NoSync: true, JWTSecret: testSecret, OpenChannels: true})
+			if err != nil {
+				return // refused: the operator is told
+			}
+			hs := httptest.NewServer(s)
+			tr = &testRelay{Server: s, URL: hs.URL, hs: hs}
+			t.Cleanup(func() { tr.stop(t) })
+			c := newLogPublisher(t, tr.URL, nil)
+			c.plain, c.n = true, 1000 // other payloads than the first run's
+			c.publish(chA, 10, 100, 0, false)
+			got := readChannel(t, tr.URL, chA, mint(t, "reader", ""))
+			for _, e := range p.acked {
+				if g, ok := got[e.seq]; ok && !bytes.Equal(g.payload, e.payload) {
+					t.Fatalf("%s seq %d is served as %q, its payload was %q", lost, e.seq, clip(g.payload), clip(e.payload))
+				}
+			}
+		})
+	}
+}
