@@ -86,6 +86,59 @@ func FuzzDecodeLogRecord(f *testing.F) {
 	})
 }
 
+// FuzzSegLogScan: a segment file of any bytes (records of this segment
+// and of others, cut and damaged anywhere) scans without a panic to the
+// records up to its first bad one: each one decodes where the scan found
+// it, they follow one another from the start, and the scan ends where
+// the last one ends.
+func FuzzSegLogScan(f *testing.F) {
+	var run []byte
+	for i, r := range sampleRecords()[:7] {
+		seg := uint64(7)
+		if i == 5 {
+			seg = 6 // a record of another segment, as a recycled file holds
+		}
+		b, _, _ := appendRecord(nil, segSeed(seg), &r)
+		run = append(run, b...)
+		f.Add(slices.Clone(run))
+	}
+	f.Add(append(slices.Clone(run[:100]), make([]byte, 64)...))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, file []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, segName(7)), file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l, _, err := openSegLog(dir, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.close()
+		off := int64(0)
+		end, err := l.scan(7, 0, func(r *logRec, at int64) error {
+			n, ok := recordLen(file[off:])
+			if !ok || at != off+int64(n-len(r.payload)) {
+				t.Fatalf("record at %d: payload at %d, length %d (%v)", off, at, n, ok)
+			}
+			got, err := decodeRecord(file[off:off+int64(n)], segSeed(7))
+			if err != nil || !sameRecord(&got, r) {
+				t.Fatalf("record at %d does not decode as the scan returned it: %v", off, err)
+			}
+			off += int64(n)
+			return nil
+		})
+		if err != nil || end != off {
+			t.Fatalf("scan ended at %d (%v), its records at %d", end, err, off)
+		}
+		// Nothing after the end decodes as the next record.
+		if n, ok := recordLen(slices.Concat(file[end:min(int64(len(file)), end+recHeader)], make([]byte, recHeader))); ok && end+int64(n) <= int64(len(file)) {
+			if _, err := decodeRecord(file[end:end+int64(n)], segSeed(7)); err == nil {
+				t.Fatalf("the scan stopped at %d before a good record", end)
+			}
+		}
+	})
+}
+
 // TestLogRecordRoundTrip: every sample decodes back to itself for its
 // segment, the payload offset points at the payload, records append one
 // after the other, and a name too long for the layout is refused.
