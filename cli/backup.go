@@ -13,12 +13,16 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay"
 )
 
+const relayDB = "relay.db"
+
 // backupFiles are what a backup copies from the data folder: the two
-// databases (as consistent copies) and the two secrets.
+// databases (as consistent copies, the relay's with its log) and the two
+// secrets.
 var (
-	backupDBs     = []string{"directory.db", "relay.db"}
+	backupDBs     = []string{"directory.db", relayDB}
 	backupSecrets = []string{"jwt_secret", "internal_secret"}
 )
 
@@ -82,10 +86,20 @@ func backup(ctx context.Context, data, target string) (copied []string, err erro
 		}
 	}()
 	for _, f := range found {
-		if err := vacuumInto(ctx, filepath.Join(data, f), filepath.Join(target, f)); err != nil {
+		src, dst := filepath.Join(data, f), filepath.Join(target, f)
+		if f == relayDB {
+			// The relay's archive is the database and its log.
+			err = relay.BackupArchive(ctx, src, dst)
+		} else {
+			err = sqlitedb.VacuumInto(ctx, src, dst)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("backup of %s: %w", f, err)
 		}
 		copied = append(copied, f)
+		if _, err := os.Stat(relay.LogDir(dst)); err == nil {
+			copied = append(copied, filepath.Base(relay.LogDir(dst)))
+		}
 	}
 	for _, f := range backupSecrets {
 		b, err := os.ReadFile(filepath.Join(data, f))
@@ -101,32 +115,6 @@ func backup(ctx context.Context, data, target string) (copied []string, err erro
 		copied = append(copied, f)
 	}
 	return copied, nil
-}
-
-// vacuumInto writes a consistent copy of the SQLite database src to dst.
-func vacuumInto(ctx context.Context, src, dst string) error {
-	db, err := sqlitedb.Open(src)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", dst); err != nil {
-		return err
-	}
-	// The copy is a plain database file; check it reads back whole.
-	cp, err := sqlitedb.Open(dst)
-	if err != nil {
-		return err
-	}
-	defer cp.Close()
-	var ok string
-	if err := cp.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&ok); err != nil {
-		return err
-	}
-	if ok != "ok" {
-		return fmt.Errorf("the copy fails its check: %s", ok)
-	}
-	return nil
 }
 
 func writeFileSync(path string, b []byte) error {

@@ -67,7 +67,7 @@ func TestServeBackupWhileWriting(t *testing.T) {
 	out, err := tally(t, "", "serve", "backup", "--data", data, target)
 	stop()
 	wg.Wait()
-	if err != nil || !strings.HasPrefix(out, "backed up "+data+" to "+target+" (directory.db, relay.db, jwt_secret, internal_secret)") {
+	if err != nil || !strings.HasPrefix(out, "backed up "+data+" to "+target+" (directory.db, relay.db, relay.db-log, jwt_secret, internal_secret)") {
 		t.Fatalf("backup: %q %v", out, err)
 	}
 	for _, f := range []string{"directory.db", "relay.db", "jwt_secret", "internal_secret"} {

@@ -183,7 +183,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		planes = append(planes, plane{name: "directory", addr: o.APIAddr, db: db})
 	}
 	if runRelay {
-		planes = append(planes, plane{name: "relay", addr: o.RelayAddr, db: "relay.db"})
+		planes = append(planes, plane{name: "relay", addr: o.RelayAddr, db: relayDB})
 	}
 	for _, p := range planes {
 		if isLoopback(p.addr) {
@@ -275,7 +275,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	}
 
 	rcfg := skytale.RelayConfig{
-		DBPath: filepath.Join(o.Data, "relay.db"), JWTSecret: jwtSecret,
+		DBPath: filepath.Join(o.Data, relayDB), JWTSecret: jwtSecret,
 		Logger:  planeLogger(reqLog, "relay"),
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 	}

@@ -155,6 +155,14 @@ func TestServeTightensModes(t *testing.T) {
 		t.Fatalf("data folder has %d files", len(entries))
 	}
 	for _, e := range entries {
+		if e.IsDir() {
+			os.Chmod(filepath.Join(data, e.Name()), 0o755)
+			sub, _ := os.ReadDir(filepath.Join(data, e.Name()))
+			for _, f := range sub {
+				os.Chmod(filepath.Join(data, e.Name(), f.Name()), 0o644)
+			}
+			continue
+		}
 		os.Chmod(filepath.Join(data, e.Name()), 0o644)
 	}
 	// SQLite makes new -wal and -shm files: remove them so the run below
@@ -186,11 +194,24 @@ func TestServeTightensModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen[e.Name()] = true
+		if e.IsDir() {
+			// The relay archive's log: a folder of its own.
+			if m := info.Mode().Perm(); m != 0o700 {
+				t.Errorf("%s: mode %v, want 0700", e.Name(), m)
+			}
+			sub, _ := os.ReadDir(filepath.Join(data, e.Name()))
+			for _, f := range sub {
+				if fi, err := f.Info(); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s/%s: mode %v (%v), want 0600", e.Name(), f.Name(), fi.Mode().Perm(), err)
+				}
+			}
+			continue
+		}
 		if m := info.Mode().Perm(); m != 0o600 {
 			t.Errorf("%s: mode %v, want 0600", e.Name(), m)
 		}
 	}
-	for _, n := range []string{"directory.db", "relay.db", "directory.db-wal", "relay.db-wal", "jwt_secret", "internal_secret", "directory.lock", "relay.lock"} {
+	for _, n := range []string{"directory.db", "relay.db", "directory.db-wal", "relay.db-wal", "relay.db-log", "jwt_secret", "internal_secret", "directory.lock", "relay.lock"} {
 		if !seen[n] {
 			t.Errorf("%s missing from the data folder (have %v)", n, seen)
 		}

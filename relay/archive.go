@@ -467,7 +467,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		}
 	}
 	if cfg.DBPath != "" {
-		if err := a.openLog(ctx, cfg.DBPath+"-log", !cfg.NoSync, cfg.logSegment); err != nil {
+		if err := a.openLog(ctx, LogDir(cfg.DBPath), !cfg.NoSync, cfg.logSegment); err != nil {
 			return fail(err)
 		}
 	}

@@ -72,9 +72,11 @@ func TestLogPinnedSegmentsCompacted(t *testing.T) {
 	}
 	written := int64(rounds * (burst + 1) * 1000)
 
-	dir := path + "-log"
+	dir := LogDir(path)
 	stored := settled(t, tr).storedBytes()
-	bound := 2*stored + (compactSlack+2)*seg
+	// The compactor's bound, and the current segment, the one prepared
+	// next and the files kept for reuse.
+	bound := 2*stored + (compactSlack+2+maxFree)*seg
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n, total := logFootprint(t, dir)

@@ -10,7 +10,8 @@ import (
 )
 
 // storeDirect stores one entry through the archive's pipeline, as a
-// socket's publish does, and returns its request once answered.
+// socket's publish does, and returns its request once answered and
+// readable.
 func storeDirect(t testing.TB, a *archive, sub, channel string, payload []byte) *pubReq {
 	t.Helper()
 	done := make(chan error, 1)
@@ -18,6 +19,9 @@ func storeDirect(t testing.TB, a *archive, sub, channel string, payload []byte) 
 	a.submit(r)
 	if err := <-done; err != nil {
 		t.Fatalf("store: %v", err)
+	}
+	if err := a.waitVisible(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	return r
 }

@@ -211,7 +211,14 @@ type segLog struct {
 	readers map[uint64]int // reads running, by the generation they began in
 	doomed  []doomedSeg
 	free    []string // files of removed segments, for prepare to reuse
+	// lock is the log's lock file. A backup holds a shared lock on it
+	// while it copies (BackupArchive); a segment is removed or reused
+	// only under the exclusive lock, so never under a backup.
+	lock *os.File
 }
+
+// lockName is the log's lock file.
+const lockName = "lock"
 
 // maxFree is how many removed segments' files are kept for reuse.
 const maxFree = 2
@@ -237,9 +244,24 @@ func openSegLog(dir string, sync bool, maxSeg int64) (*segLog, []uint64, error) 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	ents, err := os.ReadDir(dir)
+	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &segLog{dir: dir, sync: sync, max: cmp.Or(maxSeg, maxSegment), segs: segs, lock: lock,
+		files: make(map[uint64]*os.File), readers: make(map[uint64]int)}
+	return l, segs, nil
+}
+
+// listSegments returns the numbers of the segments in dir, in order.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var segs []uint64
 	for _, e := range ents {
@@ -254,8 +276,7 @@ func openSegLog(dir string, sync bool, maxSeg int64) (*segLog, []uint64, error) 
 		segs = append(segs, n)
 	}
 	slices.Sort(segs)
-	l := &segLog{dir: dir, sync: sync, max: cmp.Or(maxSeg, maxSegment), segs: segs, files: make(map[uint64]*os.File), readers: make(map[uint64]int)}
-	return l, segs, nil
+	return segs, nil
 }
 
 // startSegment makes a new segment seg, of firstSegment bytes, the one
@@ -458,6 +479,10 @@ func (l *segLog) drop(seg uint64) {
 }
 
 func (l *segLog) reap() {
+	if len(l.doomed) == 0 || !tryLockExclusive(l.lock) {
+		return // a backup is copying: the next reap removes them
+	}
+	defer unlock(l.lock)
 	oldest := l.gen
 	for g := range l.readers {
 		oldest = min(oldest, g)
@@ -534,4 +559,5 @@ func (l *segLog) close() {
 		f.Close()
 		delete(l.files, seg)
 	}
+	l.lock.Close()
 }

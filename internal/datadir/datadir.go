@@ -47,16 +47,26 @@ func Prepare(dir string) error {
 }
 
 // Secure takes away every permission beyond 0600 from every regular file
-// directly in dir (the databases with their -wal and -shm files, the
-// secrets, the lock files): 0644 becomes 0600, 0400 stays.
-// Symbolic links are left alone: changing the mode of their target could
-// touch files outside the folder.
+// in dir (the databases with their -wal and -shm files, the secrets, the
+// lock files): 0644 becomes 0600, 0400 stays; and every permission beyond
+// 0700 from each folder in it (the relay archive's log), whose files it
+// secures the same way. Symbolic links are left alone: changing the mode
+// of their target could touch files outside the folder.
 func Secure(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("data folder %s: %w", dir, err)
 	}
 	for _, e := range entries {
+		if e.IsDir() {
+			if err := Prepare(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+			if err := Secure(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+			continue
+		}
 		if !e.Type().IsRegular() {
 			continue
 		}

@@ -85,3 +85,31 @@ func Migrate(ctx context.Context, db *sql.DB, migrations []string) error {
 	}
 	return nil
 }
+
+// VacuumInto writes a consistent copy of the database file src to dst,
+// which must not exist: SQLite's VACUUM INTO, one read transaction, so a
+// process writing src goes on writing. The copy is checked to read back
+// whole.
+func VacuumInto(ctx context.Context, src, dst string) error {
+	db, err := Open(src)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", dst); err != nil {
+		return err
+	}
+	cp, err := Open(dst)
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	var ok string
+	if err := cp.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&ok); err != nil {
+		return err
+	}
+	if ok != "ok" {
+		return fmt.Errorf("sqlitedb: the copy fails its check: %s", ok)
+	}
+	return nil
+}

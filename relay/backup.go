@@ -1,0 +1,182 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// LogDir is the folder of the log of a file-backed archive whose SQLite
+// file is dbPath (Config.DBPath): the payloads are there, and the file
+// holds the index. The two make one archive, to be kept, copied and
+// restored together.
+func LogDir(dbPath string) string { return dbPath + "-log" }
+
+// BackupArchive writes a consistent copy of the file-backed archive at
+// src (the Config.DBPath of a relay that may be running, in this process
+// or another) to dst, which must not exist, and to LogDir(dst): the
+// index as of one moment (SQLite's VACUUM INTO) and the log segments its
+// rows point into. A relay started on the copy serves what the archive
+// held at that moment, and replays whatever the copied segments hold
+// after it.
+//
+// A running relay removes segments no row points into any more and
+// reuses their files. The copy holds a shared lock of the log's lock
+// file from before the index is copied until the segments are, and the
+// relay removes a segment only under the exclusive lock, so none the copy
+// needs goes. Every row of the copy is checked against the record it
+// points to all the same (each record's checksum covers its segment's
+// number), and the copy is made again, up to three times, if one does not
+// match.
+func BackupArchive(ctx context.Context, src, dst string) error {
+	for attempt := 1; ; attempt++ {
+		err := backupArchive(ctx, src, dst)
+		if err == nil {
+			return nil
+		}
+		os.Remove(dst)
+		os.RemoveAll(LogDir(dst))
+		if !errors.Is(err, errSegmentReused) || attempt == 3 {
+			return err
+		}
+	}
+}
+
+var errSegmentReused = errors.New("relay: backup: a segment was removed while it was copied")
+
+func backupArchive(ctx context.Context, src, dst string) error {
+	if lock, err := os.Open(filepath.Join(LogDir(src), lockName)); err == nil {
+		defer lock.Close()
+		if err := lockShared(lock); err != nil {
+			return err
+		}
+		defer unlock(lock)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := sqlitedb.VacuumInto(ctx, src, dst); err != nil {
+		return err
+	}
+	db, err := sqlitedb.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT channel, seq, sub, seg, at, size FROM messages
+		WHERE seg IS NOT NULL ORDER BY seg, at`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	from, to := LogDir(src), LogDir(dst)
+	var f *os.File
+	seg := uint64(0)
+	var buf []byte
+	for rows.Next() {
+		var channel, sub string
+		var seq, s, at, size int64
+		if err := rows.Scan(&channel, &seq, &sub, &s, &at, &size); err != nil {
+			return err
+		}
+		if f == nil || uint64(s) != seg {
+			if f != nil {
+				f.Close()
+			}
+			seg = uint64(s)
+			if f, err = copySegment(from, to, seg); err != nil {
+				return err
+			}
+		}
+		// The record the row points to, in the copy.
+		start := at - recHeader - recFixed - int64(len(channel)+len(sub))
+		n := recHeader + recFixed + len(channel) + len(sub) + int(size)
+		if start < 0 {
+			return fmt.Errorf("relay: backup: row %s/%d points before its record", channel, seq)
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		r, err := decodeRecord(buf, segSeed(seg))
+		if err != nil || r.channel != channel || r.seq != uint64(seq) || r.sub != sub {
+			f.Close()
+			return errSegmentReused
+		}
+	}
+	if f != nil {
+		f.Close()
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// The entries acknowledged before the copy that the index did not
+	// hold yet are in the segments from the position it holds up to: a
+	// relay started on the copy replays them.
+	var applied int64
+	err = db.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'log_seg'`).Scan(&applied)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if err == nil {
+		segs, err := listSegments(from)
+		if err != nil {
+			return err
+		}
+		for _, s := range segs {
+			if s < uint64(applied) {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(to, segName(s))); err == nil {
+				continue // copied for its rows
+			}
+			cp, err := copySegment(from, to, s)
+			if err != nil && !errors.Is(err, errSegmentReused) {
+				return err
+			}
+			if cp != nil {
+				cp.Close()
+			}
+		}
+	}
+	if _, err := os.Stat(to); err == nil {
+		return syncDir(to)
+	}
+	return nil
+}
+
+// copySegment copies a segment file into the folder to, which it
+// creates, and returns the copy, open, once it is on disk.
+func copySegment(from, to string, seg uint64) (*os.File, error) {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return nil, err
+	}
+	in, err := os.Open(filepath.Join(from, segName(seg)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errSegmentReused
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(filepath.Join(to, segName(seg)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(out, in); err == nil {
+		err = out.Sync()
+	}
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	return out, nil
+}
