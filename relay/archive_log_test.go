@@ -308,11 +308,21 @@ func takeBackIndex(t *testing.T, path string, k int, rows map[string][2]any) {
 }
 
 // storedUsage sums what a relay's archive holds per account, from the
-// rows.
+// rows, once the index has caught up with the log.
 func storedUsage(t *testing.T, tr *testRelay, sub string) int64 {
 	t.Helper()
 	settled(t, tr)
 	return queryInt(t, tr.db, `SELECT sum(size) FROM messages WHERE sub = ?`, sub)
+}
+
+// checkUsage checks that the usage a relay charges an account is what
+// its archive holds.
+func checkUsage(t *testing.T, tr *testRelay, sub, when string) {
+	t.Helper()
+	stored := storedUsage(t, tr, sub) // first: the indexer credits what it deletes
+	if got := tr.arch.used(sub); got != stored {
+		t.Fatalf("%s: %s's usage is %d, the archive holds %d", when, sub, got, stored)
+	}
 }
 
 // TestLogReplayRebuildsIndex stops a relay cleanly, then takes back the
@@ -345,9 +355,7 @@ func TestLogReplayRebuildsIndex(t *testing.T) {
 
 	tr = startRelay(t, cfg)
 	checkServed(t, tr.URL, p.acked)
-	if got, want := tr.arch.used("alice"), storedUsage(t, tr, "alice"); got != want {
-		t.Fatalf("alice's usage after the replay is %d, the archive holds %d", got, want)
-	}
+	checkUsage(t, tr, "alice", "after the replay")
 	c := newLogPublisher(t, tr.URL, maps.Clone(wantEpoch))
 	for _, ch := range []string{chA, chLog} {
 		checkFence(t, c.c, c.gid, ch, wantEpoch[ch])
@@ -671,9 +679,7 @@ func TestLogReplayKeepsCaps(t *testing.T) {
 	want = newest(append(slices.Clone(p.acked), c.acked...), true)
 	want = append(want, newest(p.acked, false)...)
 	checkServed(t, tr.URL, want)
-	if got, stored := tr.arch.used("alice"), storedUsage(t, tr, "alice"); got != stored {
-		t.Fatalf("alice's usage %d, the archive holds %d", got, stored)
-	}
+	checkUsage(t, tr, "alice", "after a write")
 	var kept int64
 	for _, e := range want {
 		kept += int64(len(e.payload))
@@ -1041,4 +1047,72 @@ func TestLogMissingSegments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLogReplayFromSnapshot is the crash the log is there for, with the
+// index exactly as a machine crash can leave it: a consistent copy of the
+// index taken while the relay ran (VACUUM INTO), put back after more
+// publishes, a fence reset and evictions by the cap were acknowledged
+// and the relay stopped. The fsync'd log replays them all: every
+// acknowledged entry within the cap is served, the fence is where the
+// last change left it, and seqs go on above.
+func TestLogReplayFromSnapshot(t *testing.T) {
+	const capN = 8
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	cfg := Config{DBPath: path, ArchiveCap: capN} // the log and the index sync as in production
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, 30, 500, 4, false)
+	p.publish(chLog, 10, 500, 3, false)
+	settled(t, tr)
+	snap := filepath.Join(dir, "snap.db")
+	if _, err := tr.db.Exec(`VACUUM INTO ?`, snap); err != nil {
+		t.Fatal(err)
+	}
+	p.publish(chA, 30, 500, 4, true)
+	p.publish(chLog, 10, 500, 0, false)
+	if err := tr.arch.resetFence(chLog, 77, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.epoch[chLog] = 77
+	p.c.c.CloseNow()
+	tr.stop(t)
+
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(snap, path); err != nil {
+		t.Fatal(err)
+	}
+	tr = startRelay(t, cfg)
+	var want []logEntry
+	for _, ch := range []string{chA, chLog} {
+		var app, hs []logEntry
+		for _, e := range p.acked {
+			switch {
+			case e.ch != ch:
+			case e.et == EntryApp:
+				app = append(app, e)
+			default:
+				hs = append(hs, e)
+			}
+		}
+		want = append(want, app[max(0, len(app)-capN):]...)
+		want = append(want, hs[max(0, len(hs)-capN):]...)
+	}
+	checkServed(t, tr.URL, want)
+	c := newLogPublisher(t, tr.URL, maps.Clone(p.epoch))
+	for _, ch := range []string{chA, chLog} {
+		checkFence(t, c.c, c.gid, ch, p.epoch[ch])
+		c.publish(ch, 2, 100, 0, true)
+	}
+	for _, e := range c.acked {
+		if e.seq <= p.maxSeq(e.ch) {
+			t.Fatalf("%s: seq %d after the replay, at or below the acknowledged %d", e.ch, e.seq, p.maxSeq(e.ch))
+		}
+	}
+	checkUsage(t, tr, "alice", "after the replay and new publishes")
 }
