@@ -27,7 +27,12 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 	if err != nil {
 		return err
 	}
-	next := max(from.seg, 1)
+	if err := a.checkSegments(ctx, segs); err != nil {
+		return err
+	}
+	// Above every segment the index may point into, whether or not its
+	// file is there.
+	next := from.seg + 1
 	if len(segs) > 0 {
 		next = max(next, segs[len(segs)-1]+1)
 	}
@@ -48,6 +53,26 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 		}
 	}
 	return nil
+}
+
+// checkSegments refuses an index that points into segments the log does
+// not have: the database file without its log folder (LogDir), or with
+// a damaged one. Serving it would hand out other bytes, or none, as the
+// entries' payloads.
+func (a *archive) checkSegments(ctx context.Context, segs []uint64) error {
+	for seg := int64(-1); ; {
+		err := a.w.QueryRowContext(ctx, `SELECT seg FROM messages WHERE seg > ? ORDER BY seg LIMIT 1`, seg).Scan(&seg)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := slices.BinarySearch(segs, uint64(seg)); !ok {
+			return fmt.Errorf("the index points into log segment %s, which the log folder %s does not hold: "+
+				"an archive is its database file and that folder, restored together", segName(uint64(seg)), a.seglog.dir)
+		}
+	}
 }
 
 // loadApplied reads the log position the index holds up to.
