@@ -1132,7 +1132,7 @@ func TestLogAckIsLogged(t *testing.T) {
 	defer l.close()
 	for i := range 40 {
 		ch := []string{chA, chLog}[i%2]
-		p.publish(ch, 1, 300*i, 5, false)
+		p.publish(ch, 1, 50+300*i, 5, false)
 		e := p.acked[len(p.acked)-1]
 		found := false
 		for _, seg := range listed(t, path) {
