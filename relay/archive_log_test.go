@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"cmp"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -491,11 +492,31 @@ func TestLogDiskBounded(t *testing.T) {
 	if testing.Short() {
 		total = 12 << 20
 	}
-	const capN, size, seg = 16, 1024, 256 << 10
+	testLogDiskBounded(t, 256<<10, total, true)
+}
+
+// TestLogDiskBoundedDefaultSegments is TestLogDiskBounded with the
+// production segments, which double up to maxSegment, and handshake
+// entries among the application entries: a recycled file keeps its size
+// and the next new one doubles from the last, so the files grow towards
+// maxSegment each; their number stays bounded.
+func TestLogDiskBoundedDefaultSegments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 256 MiB")
+	}
+	testLogDiskBounded(t, 0, 256<<20, false)
+}
+
+// testLogDiskBounded writes total bytes of 1 KiB entries to two channels
+// with a cap of 16, in segments of up to seg bytes (0 for maxSegment);
+// plain leaves out the proposals and Welcomes, which a cap of their own
+// keeps, so that they hold more segments.
+func testLogDiskBounded(t *testing.T, seg int64, total int, plain bool) {
+	const capN, size = 16, 1024
 	path := filepath.Join(t.TempDir(), "relay.db")
 	tr := startRelay(t, Config{DBPath: path, NoSync: true, ArchiveCap: capN, logSegment: seg})
 	p := newLogPublisher(t, tr.URL, nil)
-	p.plain = true // handshake entries, kept by a cap of their own, would hold more segments
+	p.plain = plain
 	maxFiles, maxSize := 0, int64(0)
 	const round = 512 << 10
 	var firstHalf int64
@@ -510,13 +531,13 @@ func TestLogDiskBounded(t *testing.T) {
 		}
 	}
 	n, s := segFootprint(t, path)
-	t.Logf("%d MiB written in %d KiB segments: the log peaked at %d files, %d KiB (%d KiB in the first half); %d files, %d KiB at the end",
-		total>>20, seg>>10, maxFiles, maxSize>>10, firstHalf>>10, n, s>>10)
+	t.Logf("%d MiB written in segments of up to %d KiB: the log peaked at %d files, %d KiB (%d KiB in the first half); %d files, %d KiB at the end",
+		total>>20, cmp.Or(seg, maxSegment)>>10, maxFiles, maxSize>>10, firstHalf>>10, n, s>>10)
 	// The segment being written and the spare, the free files, the two
 	// segments each channel's newest entries may span, and one the cap
 	// emptied since the indexer last moved to a new segment.
 	const bound = 2 + maxFree + 2*2 + 1
-	if maxFiles > bound || maxSize > bound*seg {
+	if maxFiles > bound || maxSize > bound*cmp.Or(seg, maxSegment) {
 		t.Fatalf("the log grew to %d files, %d KiB, for %d KiB the archive holds", maxFiles, maxSize>>10, 2*capN*size>>10)
 	}
 	// The newest cap entries of each channel, intact.
