@@ -24,9 +24,15 @@ type commitMark struct {
 
 	mu sync.Mutex
 	ch chan struct{} // closed when committed next moves
+
+	// waiting is told (without blocking) each time a reader starts to
+	// wait, so a committer that lingers to gather more work goes on.
+	waiting chan struct{}
 }
 
-func newCommitMark() *commitMark { return &commitMark{ch: make(chan struct{})} }
+func newCommitMark() *commitMark {
+	return &commitMark{ch: make(chan struct{}), waiting: make(chan struct{}, 1)}
+}
 
 // taken counts a request the sequencer is about to handle; it runs before
 // the request can be pushed to anyone.
@@ -55,6 +61,10 @@ func (m *commitMark) wait(ctx context.Context) error {
 		m.mu.Unlock()
 		if m.committed.Load() >= target {
 			return nil
+		}
+		select {
+		case m.waiting <- struct{}{}:
+		default:
 		}
 		select {
 		case <-ch:
