@@ -1025,47 +1025,77 @@ func rowPlaces(t *testing.T, db *sql.DB, where string, args ...any) map[rowKey]l
 func logDir(path string) string { return path + "-log" }
 
 // TestLogMissingSegments: an index whose log is gone (restored from a
-// copy of the database file alone, or a segment file lost) must not be
-// served as if it were whole: the open refuses, or every entry served is
-// its own payload.
+// copy of the database file alone, or a segment file lost) is refused at
+// the open, with an error that says so, and the open changes nothing; a
+// segment no row points into may go (an empty run's) without it.
 func TestLogMissingSegments(t *testing.T) {
-	// An index without its log must not open.
-	for _, lost := range []string{"directory", "newest segment"} {
+	for _, lost := range []string{"directory", "newest segment", "oldest segment", "unused segment"} {
 		t.Run(lost, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "relay.db")
-			cfg := Config{DBPath: path, NoSync: true}
+			cfg := Config{DBPath: path, NoSync: true, logSegment: 64 << 10}
 			tr := startRelay(t, cfg)
 			p := newLogPublisher(t, tr.URL, nil)
 			p.plain = true
-			p.publish(chA, 10, 100, 0, false)
+			p.publish(chA, 100, 2000, 0, false)
 			p.c.c.CloseNow()
 			tr.stop(t)
-			if lost == "directory" {
+			if lost == "unused segment" {
+				startRelay(t, cfg).stop(t) // a run that writes nothing
+			}
+			segs := logSegments(t, path)
+			if len(segs) < 3 {
+				t.Fatalf("segments %v", segs)
+			}
+			switch lost {
+			case "directory":
 				if err := os.RemoveAll(logDir(path)); err != nil {
 					t.Fatal(err)
 				}
-			} else {
-				segs := logSegments(t, path)
-				if err := os.Remove(filepath.Join(logDir(path), segName(segs[len(segs)-1]))); err != nil {
-					t.Fatal(err)
-				}
+			case "oldest segment":
+				os.Remove(filepath.Join(logDir(path), segName(segs[0])))
+			default:
+				os.Remove(filepath.Join(logDir(path), segName(segs[len(segs)-1])))
 			}
-			s, err := New(Config{DBPath: path, NoSync: true, JWTSecret: testSecret, OpenChannels: true})
+			state := func() string {
+				db := openIndex(t, path)
+				defer db.Close()
+				return fmt.Sprint(queryInt(t, db, `SELECT value FROM state WHERE key = 'log_seg'`),
+					queryInt(t, db, `SELECT value FROM state WHERE key = 'log_off'`),
+					queryInt(t, db, `SELECT count(*) FROM messages`))
+			}
+			before := state()
+			var left []uint64
+			if lost != "directory" {
+				left = logSegments(t, path)
+			}
+			s, err := New(Config{DBPath: path, NoSync: true, JWTSecret: testSecret, OpenChannels: true, logSegment: 64 << 10})
+			if lost != "unused segment" {
+				if err == nil {
+					s.Close(t.Context())
+					t.Fatalf("%s lost: the archive opened", lost)
+				}
+				if !strings.Contains(err.Error(), "segment") {
+					t.Fatalf("%s lost: the refusal does not say what is missing: %v", lost, err)
+				}
+				if after := state(); after != before {
+					t.Fatalf("the refused open changed the index: %s, was %s", after, before)
+				}
+				var now []uint64
+				if _, err := os.Stat(logDir(path)); err == nil {
+					now = logSegments(t, path)
+				}
+				if !slices.Equal(now, left) {
+					t.Fatalf("the refused open changed the log: %v, was %v", now, left)
+				}
+				return
+			}
 			if err != nil {
-				return // refused: the operator is told
+				t.Fatalf("an unused segment lost: %v", err)
 			}
 			hs := httptest.NewServer(s)
 			tr = &testRelay{Server: s, URL: hs.URL, hs: hs}
 			t.Cleanup(func() { tr.stop(t) })
-			c := newLogPublisher(t, tr.URL, nil)
-			c.plain, c.n = true, 1000 // other payloads than the first run's
-			c.publish(chA, 10, 100, 0, false)
-			got := readChannel(t, tr.URL, chA, mint(t, "reader", ""))
-			for _, e := range p.acked {
-				if g, ok := got[e.seq]; ok && !bytes.Equal(g.payload, e.payload) {
-					t.Fatalf("%s seq %d is served as %q, its payload was %q", lost, e.seq, clip(g.payload), clip(e.payload))
-				}
-			}
+			checkServed(t, tr.URL, p.acked)
 		})
 	}
 }
