@@ -32,8 +32,9 @@ func backupCommand() *ucli.Command {
 		Usage:     "copy the databases and secrets of a data folder, while serve runs",
 		ArgsUsage: "DIR",
 		Description: "Writes a consistent copy of each database (SQLite's VACUUM INTO, a read transaction, so\n" +
-			"a running serve goes on serving and writing) and the two secrets into DIR, which must not\n" +
-			"exist yet. Each database is copied as of one moment; the two are copied one after the other.\n" +
+			"a running serve goes on serving and writing), the relay archive's log (relay.db-log, the\n" +
+			"payloads relay.db indexes) and the two secrets into DIR, which must not exist yet. Each\n" +
+			"database is copied as of one moment; the two are copied one after the other.\n" +
 			"To restore: stop serve, move the data folder aside, put DIR in its place, start serve.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "the data folder of the serve to back up"},

@@ -12,15 +12,33 @@
 //
 // # Archive
 //
-// Every accepted publish is stored in SQLite under a per-channel sequence
-// number that starts at 1 and is never reused, not after eviction (each
-// channel keeps ArchiveCap entries for ArchiveTTL) and not after a restart.
-// One committer goroutine writes many publishes (from many channels) per
-// transaction, fsync'd; a publish is acknowledged only once its transaction
-// is durable, so an acknowledged publish survives a crash of the process.
-// On Linux the committer runs on a thread of its own, 10 steps nicer than
-// the process, so that on a busy CPU its transactions give way to the
-// readers and writers that live delivery waits for.
+// Every accepted publish is stored under a per-channel sequence number
+// that starts at 1 and is never reused, not after eviction (each channel
+// keeps ArchiveCap entries for ArchiveTTL) and not after a restart.
+//
+// A file-backed archive (Config.DBPath) is two parts, kept, backed up
+// (BackupArchive) and restored together: an append-only log of segment
+// files in the folder LogDir(DBPath), which holds the payloads and every
+// change of a channel's sequence and fence, and the SQLite file, which
+// indexes it. A logger goroutine appends many publishes (from many
+// channels) to the log with one write and one fdatasync, and acknowledges
+// them once that returns, so an acknowledged publish survives a crash of
+// the process or of the machine. An indexer goroutine then writes their
+// rows (channel, seq, type, ts, account, and where the payload is) in one
+// SQLite transaction, which is not synced: the transaction records the
+// log position it holds up to, and an open replays what the log holds
+// after it, up to the first record a crash left torn. Reads wait for the
+// index, so what was acknowledged can be read. Segments are written ahead
+// (zeros, or the file of a removed segment) so that an append's flush has
+// no metadata to commit; a segment goes once no row points into it, and a
+// compactor moves the few entries left in nearly empty old segments, so
+// the log stays within twice what the archive stores. An archive in
+// memory keeps the payloads in the rows, one transaction per batch.
+//
+// On Linux the indexer (or the committer of an archive in memory) runs on
+// a thread of its own, 10 steps nicer than the process, so that on a busy
+// CPU its transactions give way to the readers and writers that live
+// delivery waits for.
 //
 // Live delivery of application messages does not wait for the fsync: a
 // sequencer stage assigns the seq and pushes the message at once. A crash
