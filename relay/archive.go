@@ -708,6 +708,13 @@ func (a *archive) sequence(r *pubReq) []byte {
 			return nil
 		}
 	}
+	if len(r.sub) > maxRecordName || len(r.channel) > maxRecordName {
+		// Only a token minted with an absurd subject (and a relay whose
+		// PreAuthReadLimit lets it in) gets here; a record could not
+		// carry it.
+		r.refused = errorFrame("name_too_long", "the account name is too long to archive")
+		return nil
+	}
 	r.size = int64(len(r.payload))
 	if !a.charge(r.sub, r.size) {
 		r.refused = errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
@@ -1006,6 +1013,38 @@ const (
 	lingerFor  = 2 * time.Millisecond
 )
 
+// indexBatch is what the indexer writes in one transaction: the rows of
+// the flushed batches, and n, the requests of all of them.
+type indexBatch struct {
+	rows []*pubReq
+	n    int
+	end  logPos
+}
+
+func (ib *indexBatch) add(lb loggedBatch) {
+	ib.n += len(lb.reqs)
+	if lb.ok {
+		ib.rows, ib.end = append(ib.rows, lb.reqs...), lb.end
+	}
+}
+
+// gather adds the batches waiting, up to maxIndexBatch rows; true once
+// the logger has stopped.
+func (a *archive) gather(ib *indexBatch) bool {
+	for len(ib.rows) < maxIndexBatch {
+		select {
+		case lb, ok := <-a.logged:
+			if !ok {
+				return true
+			}
+			ib.add(lb)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // runIndexer is the second committer stage of a file-backed archive: it
 // writes the rows of what the logger flushed, as many of its batches as
 // are waiting in one transaction, without syncing (the log is durable).
@@ -1022,45 +1061,20 @@ func (a *archive) runIndexer(ctx context.Context) {
 				a.finish(ctx)
 				return
 			}
-			rows = rows[:0]
-			n, end, closed := 0, lb.end, false
-			var linger <-chan time.Time
-		merge:
-			for {
-				n += len(lb.reqs)
-				if lb.ok {
-					rows, end = append(rows, lb.reqs...), lb.end
-				}
-				if len(rows) >= maxIndexBatch {
-					break
-				}
+			ib := indexBatch{rows: rows[:0], end: lb.end}
+			ib.add(lb)
+			closed := a.gather(&ib)
+			if !closed && len(ib.rows) < lingerRows {
+				// Asleep, not woken by each batch the logger flushes.
+				t := time.NewTimer(lingerFor)
 				select {
-				case lb, ok = <-a.logged:
-					if !ok {
-						closed = true
-						break merge
-					}
-					continue
-				default:
-				}
-				if len(rows) >= lingerRows {
-					break
-				}
-				if linger == nil {
-					linger = time.After(lingerFor)
-				}
-				select {
-				case lb, ok = <-a.logged:
-					if !ok {
-						closed = true
-						break merge
-					}
 				case <-a.mark.waiting:
-					break merge
-				case <-linger:
-					break merge
+				case <-t.C:
 				}
+				t.Stop()
+				closed = a.gather(&ib)
 			}
+			rows, n, end := ib.rows, ib.n, ib.end
 			if len(rows) > 0 && a.failure() == nil {
 				if err := a.write(ctx, rows, end); err != nil {
 					a.fail(fmt.Errorf("relay: archive index: %w", err))

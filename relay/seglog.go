@@ -63,6 +63,9 @@ const (
 
 	recHeader = 8
 	recFixed  = 40
+	// maxRecordName bounds a record's channel and account names; the
+	// sequencer refuses a publish with a longer one.
+	maxRecordName = 0xffff
 	// maxRecordBody bounds a record's body when the log is read back: a
 	// handshake payload (MaxHandshakePayload) and the longest channel and
 	// account names fit.
@@ -111,7 +114,7 @@ func recordSize(r *logRec) int {
 // seed, to b. It returns the offset in the record where r's payload
 // begins.
 func appendRecord(b []byte, seed uint32, r *logRec) ([]byte, int, error) {
-	if len(r.channel) > 0xffff || len(r.sub) > 0xffff {
+	if len(r.channel) > maxRecordName || len(r.sub) > maxRecordName {
 		return b, 0, errors.New("relay: log record: name too long")
 	}
 	body := recFixed + len(r.channel) + len(r.sub) + len(r.payload)

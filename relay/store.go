@@ -52,7 +52,9 @@ func (a *archive) start() {
 		a.run.wg.Go(func() { a.runCommitter(context.Background()) })
 		return
 	}
-	a.logged = make(chan loggedBatch, 16)
+	// Room for the batches of the indexer's linger (lingerFor) at
+	// thousands of flushes a second.
+	a.logged = make(chan loggedBatch, 256)
 	a.compact, a.quit = make(chan struct{}, 1), make(chan struct{})
 	a.run.wg.Go(a.runLogger)
 	a.run.wg.Go(func() { a.runIndexer(context.Background()) })
