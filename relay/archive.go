@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -923,6 +924,9 @@ func (a *archive) runLogger() {
 		}
 		a.release(batch, err)
 		a.logged <- loggedBatch{batch, end, err == nil}
+		if len(a.logged) >= cap(a.logged)/2 {
+			a.mark.wake()
+		}
 		a.yield(batch)
 	}
 }
@@ -1523,6 +1527,49 @@ type pageBuf struct {
 	b64 []byte
 	num []byte
 	raw []byte // payload bytes read from the log, b64Chunk at most
+	win []byte // a window of the log, logWindowSize
+}
+
+func (pb *pageBuf) window() []byte {
+	if pb.win == nil {
+		pb.win = make([]byte, logWindowSize)
+	}
+	return pb.win
+}
+
+// logWindowSize is how much of a segment a page reads at a time: the
+// entries of a channel published together lie together in the log, so a
+// page's are mostly in a few windows, each one pread.
+const logWindowSize = 64 << 10
+
+// logWindow reads a segment through a window of it.
+type logWindow struct {
+	f   *os.File
+	seg uint64
+	off int64  // where the window begins
+	n   int    // bytes in it
+	buf []byte // logWindowSize
+}
+
+func (w *logWindow) reset(f *os.File, seg uint64) { w.f, w.seg, w.n = f, seg, 0 }
+
+func (w *logWindow) ReadAt(p []byte, off int64) (int, error) {
+	if off >= w.off && off+int64(len(p)) <= w.off+int64(w.n) {
+		return copy(p, w.buf[off-w.off:w.n]), nil
+	}
+	if len(p) > len(w.buf)/2 {
+		return w.f.ReadAt(p, off)
+	}
+	n, err := w.f.ReadAt(w.buf, off)
+	if n < len(p) {
+		w.n = 0
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	w.off, w.n = off, n
+	return copy(p, w.buf), nil
 }
 
 // pageTail is the longest end of a page.
@@ -1575,6 +1622,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 	begin()
 	pe := newPageEncoder(w, maxBytes, appOnly)
 	defer pe.release()
+	win := logWindow{buf: pe.pb.window()}
 	pe.truncated, pe.oldest = trunc, oldest
 	for n := 0; rows != nil && rows.Next(); n++ {
 		if n == limit {
@@ -1589,11 +1637,14 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 		}
 		var fits bool
 		if seg.Valid {
-			var src io.ReaderAt
-			if src, err = a.seglog.file(uint64(seg.Int64)); err != nil {
-				return true, fmt.Errorf("relay: archive read: %w", err)
+			if win.f == nil || win.seg != uint64(seg.Int64) {
+				f, err := a.seglog.file(uint64(seg.Int64))
+				if err != nil {
+					return true, fmt.Errorf("relay: archive read: %w", err)
+				}
+				win.reset(f, uint64(seg.Int64))
 			}
-			fits, err = pe.addAt(uint64(seq), uint8(et), ts, src, at, size)
+			fits, err = pe.addAt(uint64(seq), uint8(et), ts, &win, at, size)
 		} else {
 			fits, err = pe.add(uint64(seq), uint8(et), ts, payload)
 		}

@@ -52,9 +52,10 @@ func (a *archive) start() {
 		a.run.wg.Go(func() { a.runCommitter(context.Background()) })
 		return
 	}
-	// Room for the batches of the indexer's linger (lingerFor) at
-	// thousands of flushes a second.
-	a.logged = make(chan loggedBatch, 256)
+	// The indexer's lag is at most this many batches, which is what a
+	// read may wait for; the logger wakes a lingering indexer once half
+	// are waiting.
+	a.logged = make(chan loggedBatch, 16)
 	a.compact, a.quit = make(chan struct{}, 1), make(chan struct{})
 	a.run.wg.Go(a.runLogger)
 	a.run.wg.Go(func() { a.runIndexer(context.Background()) })

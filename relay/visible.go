@@ -26,7 +26,8 @@ type commitMark struct {
 	ch chan struct{} // closed when committed next moves
 
 	// waiting is told (without blocking) each time a reader starts to
-	// wait, so a committer that lingers to gather more work goes on.
+	// wait, so a committer that lingers to gather more work goes on; and
+	// when work piles up (wake).
 	waiting chan struct{}
 }
 
@@ -48,6 +49,14 @@ func (m *commitMark) done(n int) {
 	m.mu.Unlock()
 }
 
+// wake tells a lingering committer to go on.
+func (m *commitMark) wake() {
+	select {
+	case m.waiting <- struct{}{}:
+	default:
+	}
+}
+
 // wait returns once every request taken before the call is committed, or
 // with ctx's error.
 func (m *commitMark) wait(ctx context.Context) error {
@@ -62,10 +71,7 @@ func (m *commitMark) wait(ctx context.Context) error {
 		if m.committed.Load() >= target {
 			return nil
 		}
-		select {
-		case m.waiting <- struct{}{}:
-		default:
-		}
+		m.wake()
 		select {
 		case <-ch:
 		case <-ctx.Done():
