@@ -4,33 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 )
-
-// logFootprint returns the number and total size of a log's segment files.
-func logFootprint(t *testing.T, dir string) (int, int64) {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, total := 0, int64(0)
-	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".seg" {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-		total += fi.Size()
-	}
-	return n, total
-}
 
 // TestLogPinnedSegmentsCompacted is a publisher who keeps every segment
 // of the log alive: a burst to a busy channel, whose cap evicts it, then
@@ -72,14 +49,13 @@ func TestLogPinnedSegmentsCompacted(t *testing.T) {
 	}
 	written := int64(rounds * (burst + 1) * 1000)
 
-	dir := LogDir(path)
 	stored := settled(t, tr).storedBytes()
 	// The compactor's bound, and the current segment, the one prepared
 	// next and the files kept for reuse.
 	bound := 2*stored + (compactSlack+2+maxFree)*seg
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		n, total := logFootprint(t, dir)
+		n, total := segFootprint(t, path)
 		if total <= bound {
 			t.Logf("%d KiB written, %d KiB stored, log %d segments, %d KiB (bound %d KiB)", written>>10, stored>>10, n, total>>10, bound>>10)
 			break

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -123,29 +122,10 @@ func (p *logPublisher) maxSeq(ch string) uint64 {
 func readApp(t *testing.T, base, ch, tok string) map[uint64][]byte {
 	t.Helper()
 	got := make(map[uint64][]byte)
-	since := uint64(0)
-	for {
-		code, m := httpGet(t, fmt.Sprintf("%s/v1/messages?channel=%s&since_seq=%d&limit=500", base, ch, since), tok)
-		if code != 200 {
-			t.Fatalf("messages %s: %d %v", ch, code, m)
-		}
-		for _, e := range m["messages"].([]any) {
-			e := e.(map[string]any)
-			seq := uint64(e["seq"].(float64))
-			if seq <= since {
-				t.Fatalf("messages %s: seq %d after %d", ch, seq, since)
-			}
-			since = seq
-			p, err := base64.StdEncoding.DecodeString(e["payload"].(string))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[seq] = p
-		}
-		if m["has_more"] != true {
-			return got
-		}
+	for seq, e := range readPages(t, base, "messages", ch, tok) {
+		got[seq] = e.payload
 	}
+	return got
 }
 
 // checkServed checks that every entry of want is served, with its payload
@@ -251,11 +231,10 @@ func logSegments(t *testing.T, path string) []uint64 {
 
 // diskRecord is a record read back from a stopped relay's log.
 type diskRecord struct {
-	seg       uint64
-	off, end  int64
-	at        int64
-	rec       logRec
-	segLength int64
+	seg      uint64
+	off, end int64
+	at       int64
+	rec      logRec
 }
 
 // logRecords reads every record of a stopped relay's log, segment by
@@ -326,6 +305,19 @@ func checkUsage(t *testing.T, tr *testRelay, sub, when string) {
 	}
 }
 
+// startLogFixture starts a file-backed relay and publishes 150 entries
+// (40 of them commits) to chA and 20 (7 commits) to chLog, about 0.8 MB.
+func startLogFixture(t *testing.T) (string, Config, *testRelay, *logPublisher) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chA, 150, 5000, 40, false)
+	p.publish(chLog, 20, 3000, 7, false)
+	return path, cfg, tr, p
+}
+
 // TestLogReplayRebuildsIndex stops a relay cleanly, then takes back the
 // index's last transactions as a machine crash can (the rows of the last
 // acknowledged entries, the channel rows' ceilings and fences, the
@@ -334,13 +326,8 @@ func checkUsage(t *testing.T, tr *testRelay, sub, when string) {
 // after the last acknowledged commit, the usage is recomputed, and new
 // publishes go on above every acknowledged seq.
 func TestLogReplayRebuildsIndex(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	cfg := Config{DBPath: path, NoSync: true}
-	tr := startRelay(t, cfg)
-	p := newLogPublisher(t, tr.URL, nil)
-	// 1.5 MB: the log's first segment and part of the second.
-	p.publish(chA, 150, 5000, 40, false)
-	p.publish(chLog, 20, 3000, 7, false)
+	path, cfg, tr, p := startLogFixture(t)
+	// 1.5 MB in all: the log's first segment and part of the second.
 	p.publish(chA, 150, 5000, 40, true)
 	p.publish(chLog, 20, 3000, 0, true)
 	wantEpoch := map[string]uint64{chA: p.epoch[chA], chLog: p.epoch[chLog]}
@@ -389,12 +376,7 @@ func TestLogReplayTornTail(t *testing.T) {
 }
 
 func testLogReplayTornTail(t *testing.T, damage string) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	cfg := Config{DBPath: path, NoSync: true}
-	tr := startRelay(t, cfg)
-	p := newLogPublisher(t, tr.URL, nil)
-	p.publish(chA, 150, 5000, 40, false)
-	p.publish(chLog, 20, 3000, 7, false)
+	path, cfg, tr, p := startLogFixture(t)
 	p.publish(chA, 150, 5000, 40, false)
 	p.c.c.CloseNow()
 	tr.stop(t)

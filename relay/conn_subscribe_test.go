@@ -43,7 +43,7 @@ func testSubscribeThenCatchUpMissesNothing(t *testing.T, be *backend) {
 		inflight = 4
 	}
 	window := make(chan struct{}, inflight)
-	wg.Go(func() {                    // the publisher's acks
+	wg.Go(func() { // the publisher's acks
 		for {
 			if _, _, err := pub.c.Read(context.Background()); err != nil {
 				return

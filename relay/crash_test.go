@@ -81,22 +81,35 @@ type syncEntry struct {
 // readChannel reads a channel's whole archive through GET /v1/sync.
 func readChannel(t *testing.T, base, ch, tok string) map[uint64]syncEntry {
 	t.Helper()
+	return readPages(t, base, "sync", ch, tok)
+}
+
+// readPages reads a channel's log through GET /v1/sync (what "sync") or
+// its application entries through GET /v1/messages (what "messages"),
+// page after page, checking that seqs grow.
+func readPages(t *testing.T, base, what, ch, tok string) map[uint64]syncEntry {
+	t.Helper()
+	key := map[string]string{"sync": "entries", "messages": "messages"}[what]
 	got := make(map[uint64]syncEntry)
 	since := uint64(0)
 	for {
-		code, m := httpGet(t, fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=500", base, ch, since), tok)
+		code, m := httpGet(t, fmt.Sprintf("%s/v1/%s?channel=%s&since_seq=%d&limit=500", base, what, ch, since), tok)
 		if code != 200 {
-			t.Fatalf("sync %s: %d %v", ch, code, m)
+			t.Fatalf("%s %s: %d %v", what, ch, code, m)
 		}
-		for _, e := range m["entries"].([]any) {
+		for _, e := range m[key].([]any) {
 			e := e.(map[string]any)
 			seq := uint64(e["seq"].(float64))
 			if seq <= since {
-				t.Fatalf("sync %s: seq %d after %d", ch, seq, since)
+				t.Fatalf("%s %s: seq %d after %d", what, ch, seq, since)
 			}
 			since = seq
-			p, _ := base64.StdEncoding.DecodeString(e["payload"].(string))
-			got[seq] = syncEntry{p, int(e["entry_type"].(float64))}
+			p, err := base64.StdEncoding.DecodeString(e["payload"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			et, _ := e["entry_type"].(float64)
+			got[seq] = syncEntry{p, int(et)}
 		}
 		if m["has_more"] != true {
 			return got

@@ -199,7 +199,6 @@ type segLog struct {
 	max   int64         // the largest segment prepared
 	seed  uint32        // the current segment's segSeed
 	spare chan spareSeg // the next segment, once prepared
-	ready *spareSeg     // taken from spare
 
 	current atomic.Uint64 // seg, for other goroutines
 
