@@ -767,6 +767,10 @@ func (a *archive) state(name string) *chanState {
 	return st
 }
 
+// sweepInterval is how often the archives sweep expired entries (and the
+// compactor looks at the log's size): every 30 s, or every TTL if shorter.
+func sweepInterval(ttl time.Duration) time.Duration { return min(ttl, 30*time.Second) }
+
 // committerNice is how much nicer than the rest of the process the
 // committer's thread runs (Linux). Its transactions (SQLite's CPU work and
 // an fsync per batch) are what delays pushes when the CPU is contended:
@@ -785,7 +789,7 @@ const committerNice = 10
 // everything it passed on is committed and answered.
 func (a *archive) runCommitter(ctx context.Context) {
 	a.committerTID.Store(int64(lowerPriority(committerNice)))
-	sweep := time.NewTicker(min(a.ttl, 30*time.Second))
+	sweep := time.NewTicker(sweepInterval(a.ttl))
 	defer sweep.Stop()
 	batch := make([]*pubReq, 0, 64)
 	for {
@@ -951,6 +955,7 @@ func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
 	if err != nil {
 		return logPos{}, err
 	}
+	at := a.seglog.end() // where the batch goes
 	buf := a.logBuf[:0]
 	for _, r := range batch {
 		rec, ok := logRecord(r)
@@ -962,16 +967,14 @@ func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
 		if buf, rel, err = appendRecord(buf, seed, &rec); err != nil {
 			return logPos{}, err
 		}
-		r.at = int64(start + rel)
-	}
-	at, err := a.seglog.append(buf)
-	if err != nil {
-		return logPos{}, err
-	}
-	for _, r := range batch {
-		if _, ok := logRecord(r); ok && !r.fence {
-			r.seg, r.at, r.payload = at.seg, at.off+r.at, nil
+		if !r.fence {
+			// The record holds the payload now. (After a failed
+			// append nothing reads either: the batch is refused.)
+			r.seg, r.at, r.payload = at.seg, at.off+int64(start+rel), nil
 		}
+	}
+	if err := a.seglog.append(buf); err != nil {
+		return logPos{}, err
 	}
 	a.logBuf = buf[:0]
 	if cap(buf) > maxLogBuf {
@@ -1054,7 +1057,7 @@ func (a *archive) gather(ib *indexBatch) bool {
 // are waiting in one transaction, without syncing (the log is durable).
 func (a *archive) runIndexer(ctx context.Context) {
 	a.committerTID.Store(int64(lowerPriority(committerNice)))
-	sweep := time.NewTicker(min(a.ttl, 30*time.Second))
+	sweep := time.NewTicker(sweepInterval(a.ttl))
 	defer sweep.Stop()
 	var rows []*pubReq
 	collected := a.applied.seg
@@ -1386,7 +1389,7 @@ func (a *archive) answer(r *pubReq, err error) {
 // clean restart continues without a gap. It runs after the sequencer has
 // stopped.
 func (a *archive) finish(ctx context.Context) {
-	if a.failed != nil {
+	if a.failure() != nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -257,7 +257,7 @@ const (
 // runCompactor runs compact when the indexer starts a new segment and at
 // every sweep interval, until stop.
 func (a *archive) runCompactor() {
-	t := time.NewTicker(min(a.ttl, 30*time.Second))
+	t := time.NewTicker(sweepInterval(a.ttl))
 	defer t.Stop()
 	for {
 		select {

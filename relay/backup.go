@@ -35,12 +35,21 @@ func LogDir(dbPath string) string { return dbPath + "-log" }
 // number), and the copy is made again, up to three times, if one does not
 // match.
 func BackupArchive(ctx context.Context, src, dst string) error {
+	// Refused before anything is written: a failed copy removes what it
+	// wrote, which must never be someone's file.
+	for _, p := range []string{dst, dst + "-wal", dst + "-shm", LogDir(dst)} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("relay: backup: %s exists already (or cannot be checked: %v)", p, err)
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		err := backupArchive(ctx, src, dst)
 		if err == nil {
 			return nil
 		}
-		os.Remove(dst)
+		for _, p := range []string{dst, dst + "-wal", dst + "-shm"} {
+			os.Remove(p)
+		}
 		os.RemoveAll(LogDir(dst))
 		if !errors.Is(err, errSegmentReused) || attempt == 3 {
 			return err
@@ -103,10 +112,11 @@ func backupArchive(ctx context.Context, src, dst string) error {
 			buf = make([]byte, n)
 		}
 		buf = buf[:n]
-		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+		k, err := f.ReadAt(buf, start)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		r, err := decodeRecord(buf, segSeed(seg))
+		r, err := decodeRecord(buf[:k], segSeed(seg))
 		if err != nil || r.channel != channel || r.seq != uint64(seq) || r.sub != sub {
 			f.Close()
 			return errSegmentReused
@@ -171,7 +181,8 @@ func copySegment(from, to string, seg uint64) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.Copy(out, in); err == nil {
+	_, err = io.Copy(out, in)
+	if err == nil {
 		err = out.Sync()
 	}
 	if err != nil {

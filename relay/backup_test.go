@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,5 +114,37 @@ func TestBackupArchiveWhileWriting(t *testing.T) {
 			}
 		}
 		cp.stop(t)
+	}
+}
+
+// TestBackupArchiveRefusesExisting: a backup into a file or log folder
+// that exists already is refused before anything is written, and what was
+// there is left as it was (a failed copy removes what it wrote).
+func TestBackupArchiveRefusesExisting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	tr := startRelay(t, Config{DBPath: path, NoSync: true})
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	c.publishAck(chA, []byte("entry"))
+	for _, existing := range []string{"file", "log folder"} {
+		dir := t.TempDir()
+		dst := filepath.Join(dir, "relay.db")
+		mine := filepath.Join(dir, "mine")
+		if existing == "file" {
+			mine = dst
+		} else if err := os.Mkdir(LogDir(dst), 0o700); err != nil {
+			t.Fatal(err)
+		} else {
+			mine = filepath.Join(LogDir(dst), "mine")
+		}
+		if err := os.WriteFile(mine, []byte("not a backup"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := BackupArchive(context.Background(), path, dst); err == nil || !strings.Contains(err.Error(), "exists already") {
+			t.Fatalf("backup over an existing %s: %v", existing, err)
+		}
+		if b, err := os.ReadFile(mine); err != nil || string(b) != "not a backup" {
+			t.Fatalf("the existing %s after a refused backup: %q %v", existing, b, err)
+		}
 	}
 }

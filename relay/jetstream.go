@@ -854,7 +854,7 @@ func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
 // past MaxAge, as it holds the fence).
 func (a *jsArchive) runSweep() {
 	defer close(a.sweepDone)
-	t := time.NewTicker(min(a.ttl, 30*time.Second))
+	t := time.NewTicker(sweepInterval(a.ttl))
 	defer t.Stop()
 	for {
 		select {

@@ -361,8 +361,7 @@ func (l *segLog) reuse(name string) (*os.File, int64, bool) {
 	return f, fi.Size(), true
 }
 
-// use makes a prepared segment the current one and starts preparing the
-// next.
+// use makes a prepared segment the current one.
 func (l *segLog) use(sp spareSeg) {
 	l.mu.Lock()
 	l.files[sp.seg] = sp.f
@@ -370,7 +369,14 @@ func (l *segLog) use(sp spareSeg) {
 	l.mu.Unlock()
 	l.cur, l.seg, l.off, l.limit, l.seed = sp.f, sp.seg, 0, sp.size, segSeed(sp.seg)
 	l.current.Store(sp.seg)
-	next, size := sp.seg+1, min(2*sp.size, l.max)
+	l.spare = nil // taken, or never prepared
+}
+
+// prepareNext starts preparing the segment after the current one, once
+// the current one is half full: an archive that never fills its first
+// segment writes no second one.
+func (l *segLog) prepareNext() {
+	next, size := l.seg+1, min(2*l.limit, l.max)
 	l.spare = make(chan spareSeg, 1)
 	go func(c chan<- spareSeg) { c <- l.prepare(next, size) }(l.spare)
 }
@@ -389,9 +395,12 @@ func syncDir(dir string) error {
 // its end), and returns its segSeed: a batch never spans two segments.
 func (l *segLog) room(n int) (uint32, error) {
 	if l.off > 0 && l.off+int64(n) > l.limit {
+		if l.spare == nil {
+			l.prepareNext()
+		}
 		sp := <-l.spare
-		l.spare = nil
 		if sp.err != nil {
+			l.spare = nil
 			return 0, sp.err
 		}
 		l.use(sp)
@@ -400,20 +409,22 @@ func (l *segLog) room(n int) (uint32, error) {
 }
 
 // append writes b, whole records encoded for the segment room returned,
-// at the end of the log and flushes it. It returns where b begins. After
-// an error the log's end is unknown, and the archive stops.
-func (l *segLog) append(b []byte) (logPos, error) {
-	at := logPos{l.seg, l.off}
+// at the end of the log (end) and flushes it. After an error the log's
+// end is unknown, and the archive stops.
+func (l *segLog) append(b []byte) error {
 	if _, err := l.cur.WriteAt(b, l.off); err != nil {
-		return logPos{}, err
+		return err
 	}
 	if l.sync {
 		if err := datasync(l.cur); err != nil {
-			return logPos{}, err
+			return err
 		}
 	}
 	l.off += int64(len(b))
-	return at, nil
+	if l.spare == nil && l.off > l.limit/2 {
+		l.prepareNext()
+	}
+	return nil
 }
 
 // end is the position after the last append.

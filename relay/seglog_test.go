@@ -317,8 +317,8 @@ func (l *testLog) write(recs ...logRec) []loggedRec {
 		}
 		out = append(out, loggedRec{rec: r, off: int64(start), at: int64(start + rel), size: len(buf) - start})
 	}
-	at, err := l.append(buf)
-	if err != nil {
+	at := l.end()
+	if err := l.append(buf); err != nil {
 		l.t.Fatal(err)
 	}
 	for i := range out {
@@ -628,9 +628,9 @@ func TestSegLogRecycledFile(t *testing.T) {
 			}
 			// Segment 2 takes over; the spare prepared with it is not
 			// used, so that the next segment is the recycled file.
-			moveTo(2, <-l.spare)
+			moveTo(2, takeSpare(l))
 			l.write(entries(41, 2, 10)...)
-			if sp := <-l.spare; sp.err == nil {
+			if sp := takeSpare(l); sp.err == nil {
 				sp.f.Close()
 				os.Remove(sp.f.Name())
 			}
@@ -709,7 +709,7 @@ func TestSegLogPinDrop(t *testing.T) {
 	written := map[uint64][]loggedRec{}
 	written[1] = l.write(entries(1, 20, 700)...)
 	for seg := uint64(2); seg <= 6; seg++ {
-		l.use(<-l.spare)
+		l.use(takeSpare(l))
 		written[seg] = l.write(entries(seg*100, 5, 700)...)
 	}
 	// readAll reads a segment's records through the log's files, as a page
@@ -733,7 +733,7 @@ func TestSegLogPinDrop(t *testing.T) {
 	// The spare segment prepared with segment 6 is made before the
 	// drops, so that it does not take a dropped file while this test
 	// counts them.
-	sp := <-l.spare
+	sp := takeSpare(l)
 	l.spare = make(chan spareSeg, 1)
 	l.spare <- sp
 	gone := func(seg uint64) bool {
@@ -856,4 +856,13 @@ func flipAt(t *testing.T, path string, off int64) {
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// takeSpare returns the segment prepared after the current one, starting
+// its preparation if the log has not yet.
+func takeSpare(l *testLog) spareSeg {
+	if l.spare == nil {
+		l.prepareNext()
+	}
+	return <-l.spare
 }
