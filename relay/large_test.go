@@ -483,10 +483,12 @@ func TestLargeCommitJetStream(t *testing.T) {
 
 // TestLargeFrameTrickleClosed: a client that starts a large handshake and
 // then sends the rest too slowly is closed after LargeFrameTimeout, and the
-// budget it held goes to the next large handshake, which is stored.
+// budget it held goes to the next large handshake, which is stored. The
+// timeout is also the time the honest client has to send its 4 MiB once it
+// holds the budget, so it leaves room for a slow machine under -race.
 func TestLargeFrameTrickleClosed(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true, LargeFrameBudget: largeFrameWeight(MaxHandshakePayload),
-		LargeFrameWait: 10 * time.Second, LargeFrameTimeout: 300 * time.Millisecond})
+		LargeFrameWait: 20 * time.Second, LargeFrameTimeout: 3 * time.Second})
 	hog, _, _ := holdLargeBudget(t, tr)
 	// The hog stalls. Another client's large handshake waits for the
 	// budget, gets it once the hog is closed, and is stored.
