@@ -755,6 +755,9 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 	var measuring atomic.Bool
 	var acks atomic.Int64
 	hists := make([]*hist, d.conns)
+	// Each ack reader adds to its hist until its connection closes,
+	// which is after the merge: the lock keeps the two apart.
+	mus := make([]sync.Mutex, d.conns)
 	errs := make(chan error, d.conns)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -769,7 +772,9 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 					for range n {
 						t := <-sent
 						if measuring.Load() {
+							mus[i].Lock()
 							hists[i].add(now() - t)
+							mus[i].Unlock()
 							acks.Add(1)
 						}
 					}
@@ -814,8 +819,10 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 		}
 	}
 	var h hist
-	for _, x := range hists {
+	for i, x := range hists {
+		mus[i].Lock()
 		h.merge(x)
+		mus[i].Unlock()
 	}
 	r := result{rate: float64(n) / elapsed.Seconds(), unit: "acks/s",
 		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999))}
