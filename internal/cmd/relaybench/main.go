@@ -764,6 +764,11 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 	for i, p := range pubs {
 		hists[i] = new(hist)
 		wg.Go(func() {
+			// A slot is taken before each publish and given back by its
+			// ack. The send time is read once the slot is had: a time
+			// taken as the select begins would count the wait for the
+			// previous ack too.
+			slots := make(chan struct{}, d.inflight)
 			sent := make(chan int64, d.inflight) // send times, in order
 			done := make(chan error, 1)
 			go func() {
@@ -771,6 +776,7 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 					n, err := p.acked(ctx)
 					for range n {
 						t := <-sent
+						<-slots
 						if measuring.Load() {
 							mus[i].Lock()
 							hists[i].add(now() - t)
@@ -792,8 +798,9 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 				case err := <-done:
 					errs <- err
 					return
-				case sent <- now():
+				case slots <- struct{}{}:
 				}
+				sent <- now()
 				if err := p.publish(ctx); err != nil {
 					errs <- err
 					return
