@@ -143,9 +143,11 @@ type pubReq struct {
 	at  int64
 
 	// A stored entry the compactor moves (compact) from where its
-	// payload was, from; done receives the flush's result.
-	move bool
-	from logPos
+	// payload was, from, or from its row (inline: an entry stored before
+	// the log, see migrateInline); done receives the flush's result.
+	move   bool
+	from   logPos
+	inline bool
 }
 
 // chanState is the archive's view of one channel. seq, reserved and the
@@ -455,7 +457,9 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, true},
 		{&a.segUsed, `SELECT 1 FROM messages WHERE seg = ? LIMIT 1`, true},
 		// A move applies only to a row still where the compactor read it.
-		{&a.moveRow, `UPDATE messages SET seg = ?1, at = ?2 WHERE channel = ?3 AND seq = ?4 AND seg = ?5 AND at = ?6`, true},
+		// A row moved from a segment (seg, at) or from its own payload
+		// column (seg NULL, at 0) points at its record; the column empties.
+		{&a.moveRow, `UPDATE messages SET seg = ?1, at = ?2, payload = x'' WHERE channel = ?3 AND seq = ?4 AND seg IS ?5 AND at = ?6`, true},
 	} {
 		var err error
 		if s.conn {
@@ -1145,7 +1149,11 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.move {
-			if _, err := a.moveRow.ExecContext(ctx, int64(r.seg), r.at, r.channel, int64(r.seq), int64(r.from.seg), r.from.off); err != nil {
+			from := any(int64(r.from.seg))
+			if r.inline {
+				from = nil
+			}
+			if _, err := a.moveRow.ExecContext(ctx, int64(r.seg), r.at, r.channel, int64(r.seq), from, r.from.off); err != nil {
 				return err
 			}
 			a.moved = true

@@ -23,6 +23,13 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 		return err
 	}
 	a.seglog = l
+	// The rows of entries stored before the log, which migrateInline
+	// moves into it: an index that is empty once they are moved, and
+	// that no later row enters. (Building it reads the table once, at
+	// the first open of an archive from before the log.)
+	if _, err := a.w.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS messages_inline ON messages (id) WHERE seg IS NULL`); err != nil {
+		return err
+	}
 	from, err := a.loadApplied(ctx)
 	if err != nil {
 		return err
@@ -123,7 +130,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 	defer put.Close()
 	// A moved entry's record changes only where the row points, if the
 	// row is there still.
-	move, err := a.w.PrepareContext(ctx, `UPDATE messages SET seg = ?, at = ? WHERE channel = ? AND seq = ?`)
+	move, err := a.w.PrepareContext(ctx, `UPDATE messages SET seg = ?, at = ?, payload = x'' WHERE channel = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
@@ -259,6 +266,9 @@ const (
 func (a *archive) runCompactor() {
 	t := time.NewTicker(sweepInterval(a.ttl))
 	defer t.Stop()
+	if err := a.migrateInline(); err != nil && !errors.Is(err, errStopping) {
+		a.log.Error("relay: moving the archive's older payloads into its log failed", "err", err)
+	}
 	for {
 		select {
 		case <-a.quit:
@@ -339,50 +349,95 @@ func (a *archive) moveSegment(seg uint64) error {
 	}
 	after := int64(-1)
 	for {
-		select {
-		case <-a.quit:
-			return errStopping
-		default:
-		}
-		rows, err := a.db.Query(`SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
-			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, int64(seg), after, compactPage)
-		if err != nil {
-			return err
-		}
 		var page []*pubReq
-		for rows.Next() {
-			r := &pubReq{move: true}
-			var seq, et, at int64
-			if err := rows.Scan(&r.channel, &seq, &et, &r.ts, &r.sub, &at, &r.size); err != nil {
-				rows.Close()
+		err := a.movePage(&page, `SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
+			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, []any{int64(seg), after}, func(rows *sql.Rows, r *pubReq) error {
+			var at int64
+			if err := rows.Scan(&r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &at, &r.size); err != nil {
 				return err
 			}
-			r.seq, r.hdr.entryType, r.from = uint64(seq), uint8(et), logPos{seg, at}
-			page = append(page, r)
-			after = at
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(page) == 0 {
-			return nil
-		}
-		done := make(chan error, len(page))
-		for _, r := range page {
+			r.from, after = logPos{seg, at}, at
 			r.payload = make([]byte, r.size)
-			if _, err := f.ReadAt(r.payload, r.from.off); err != nil {
+			if _, err := f.ReadAt(r.payload, at); err != nil {
 				return fmt.Errorf("segment %d: %w", seg, err)
 			}
-			// Held like a publish's payload until the logger has it.
-			r.weight, r.done = r.size, done
-			a.acquire(r.size)
-			a.submit(r)
-		}
-		for range page {
-			if err := <-done; err != nil {
-				return err
-			}
+			return nil
+		})
+		if err != nil || len(page) == 0 {
+			return err
 		}
 	}
+}
+
+// migrateInline moves into the log the payloads of the entries an
+// archive stored before it had one, in their rows (seg NULL), oldest
+// first and a page at a time, as the compactor moves a segment's. Until
+// then they are served from their rows. A crash midway loses nothing: a
+// row is repointed only by the index's transaction after its record's
+// flush, or by the replay of that record. The database file keeps its
+// size (SQLite reuses the freed pages for later rows; VACUUM, or a
+// backup, gives them back).
+func (a *archive) migrateInline() error {
+	after := int64(0)
+	moved := 0
+	for {
+		var page []*pubReq
+		err := a.movePage(&page, `SELECT id, channel, seq, entry_type, ts, sub, payload FROM messages
+			WHERE seg IS NULL AND id > ? ORDER BY id LIMIT ?`, []any{after}, func(rows *sql.Rows, r *pubReq) error {
+			r.inline = true
+			if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &r.payload); err != nil {
+				return err
+			}
+			r.size = int64(len(r.payload))
+			return nil
+		})
+		moved += len(page)
+		if err != nil || len(page) == 0 {
+			if moved > 0 && err == nil {
+				a.log.Info("relay: moved the archive's older payloads into its log", "entries", moved)
+			}
+			return err
+		}
+	}
+}
+
+// movePage reads up to compactPage entries to move with query (args,
+// then the page's size), each made by scan, into *page, and passes them
+// through the logger like publishes; it returns once their records are
+// flushed.
+func (a *archive) movePage(page *[]*pubReq, query string, args []any, scan func(*sql.Rows, *pubReq) error) error {
+	select {
+	case <-a.quit:
+		return errStopping
+	default:
+	}
+	rows, err := a.db.Query(query, append(args, compactPage)...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		r := &pubReq{move: true}
+		if err := scan(rows, r); err != nil {
+			rows.Close()
+			return err
+		}
+		*page = append(*page, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, len(*page))
+	for _, r := range *page {
+		// Held like a publish's payload until the logger has it.
+		r.weight, r.done = r.size, done
+		a.acquire(r.size)
+		a.submit(r)
+	}
+	for range *page {
+		if err := <-done; err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -21,7 +21,8 @@
 // files in the folder LogDir(DBPath), which holds the payloads and every
 // change of a channel's sequence and fence, and the SQLite file, which
 // indexes it. A logger goroutine appends many publishes (from many
-// channels) to the log with one write and one fdatasync, and acknowledges
+// channels) to the log with one synchronized write (O_DSYNC on Linux; a
+// write and an fdatasync elsewhere), and acknowledges
 // them once that returns, so an acknowledged publish survives a crash of
 // the process or of the machine. An indexer goroutine then writes their
 // rows (channel, seq, type, ts, account, and where the payload is) in one
@@ -32,7 +33,9 @@
 // (zeros, or the file of a removed segment) so that an append's flush has
 // no metadata to commit; a segment goes once no row points into it, and a
 // compactor moves the few entries left in nearly empty old segments, so
-// the log stays within twice what the archive stores. An archive in
+// the log stays within twice what the archive stores. An archive written
+// before the log had its payloads in the rows: they are served from there
+// and moved into the log in the background, the same way. An archive in
 // memory keeps the payloads in the rows, one transaction per batch.
 //
 // On Linux the indexer (or the committer of an archive in memory) runs on
