@@ -21,8 +21,7 @@
 // files in the folder LogDir(DBPath), which holds the payloads and every
 // change of a channel's sequence and fence, and the SQLite file, which
 // indexes it. A logger goroutine appends many publishes (from many
-// channels) to the log with one synchronized write (O_DSYNC on Linux; a
-// write and an fdatasync elsewhere), and acknowledges
+// channels) to the log with one write and one fdatasync, and acknowledges
 // them once that returns, so an acknowledged publish survives a crash of
 // the process or of the machine. An indexer goroutine then writes their
 // rows (channel, seq, type, ts, account, and where the payload is) in one

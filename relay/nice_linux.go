@@ -36,10 +36,3 @@ func lowerPriority(n int) int {
 // datasync flushes a file's data (and only the metadata needed to read it
 // back) to the disk.
 func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
-
-// openSynced opens a file for writes that return once their data (and the
-// metadata needed to read it back) is on the disk, as if each were
-// followed by fdatasync (O_DSYNC).
-func openSynced(name string) (*os.File, error) {
-	return os.OpenFile(name, os.O_WRONLY|unix.O_DSYNC, 0)
-}

@@ -10,6 +10,3 @@ func lowerPriority(int) int { return 0 }
 
 // datasync flushes a file to the disk.
 func datasync(f *os.File) error { return f.Sync() }
-
-// openSynced returns no file: appends are followed by datasync instead.
-func openSynced(string) (*os.File, error) { return nil, nil }

@@ -193,7 +193,6 @@ type segLog struct {
 
 	// Writer only.
 	cur   *os.File
-	w     *os.File // cur opened for synchronized writes, or nil (see openSynced)
 	seg   uint64
 	off   int64
 	limit int64         // the current segment's prepared size
@@ -230,7 +229,6 @@ const maxFree = 2
 type spareSeg struct {
 	seg  uint64
 	f    *os.File
-	w    *os.File // f opened for synchronized writes, or nil
 	size int64
 	err  error
 }
@@ -305,7 +303,7 @@ func (l *segLog) prepare(seg uint64, size int64) spareSeg {
 	name := filepath.Join(l.dir, segName(seg))
 	if f, n, ok := l.reuse(name); ok {
 		sp.f, sp.size = f, n
-		return l.openWriter(sp)
+		return sp
 	}
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -328,26 +326,6 @@ func (l *segLog) prepare(seg uint64, size int64) spareSeg {
 		return sp
 	}
 	sp.f = f
-	return l.openWriter(sp)
-}
-
-// openWriter opens a prepared segment for synchronized writes, where the
-// system has them: each append is then one pwrite that returns once the
-// data is on the disk, not a pwrite and an fdatasync. On this class of
-// machine (a VM's virtio disk) the flush costs the same either way, but
-// the second system call, and the scheduler's hand-off of the thread's P
-// around it, go (docs/BENCHMARKS.md, "Synchronized writes").
-func (l *segLog) openWriter(sp spareSeg) spareSeg {
-	if !l.sync {
-		return sp
-	}
-	w, err := openSynced(sp.f.Name())
-	if err != nil {
-		sp.f.Close()
-		os.Remove(sp.f.Name())
-		return spareSeg{seg: sp.seg, err: err}
-	}
-	sp.w = w
 	return sp
 }
 
@@ -389,10 +367,7 @@ func (l *segLog) use(sp spareSeg) {
 	l.files[sp.seg] = sp.f
 	l.segs = append(l.segs, sp.seg)
 	l.mu.Unlock()
-	if l.w != nil {
-		l.w.Close() // the old segment's reads keep its other handle
-	}
-	l.cur, l.w, l.seg, l.off, l.limit, l.seed = sp.f, sp.w, sp.seg, 0, sp.size, segSeed(sp.seg)
+	l.cur, l.seg, l.off, l.limit, l.seed = sp.f, sp.seg, 0, sp.size, segSeed(sp.seg)
 	l.current.Store(sp.seg)
 	l.spare = nil // taken, or never prepared
 }
@@ -437,18 +412,12 @@ func (l *segLog) room(n int) (uint32, error) {
 // at the end of the log (end) and flushes it. After an error the log's
 // end is unknown, and the archive stops.
 func (l *segLog) append(b []byte) error {
-	if l.w != nil {
-		if _, err := l.w.WriteAt(b, l.off); err != nil {
+	if _, err := l.cur.WriteAt(b, l.off); err != nil {
+		return err
+	}
+	if l.sync {
+		if err := datasync(l.cur); err != nil {
 			return err
-		}
-	} else {
-		if _, err := l.cur.WriteAt(b, l.off); err != nil {
-			return err
-		}
-		if l.sync {
-			if err := datasync(l.cur); err != nil {
-				return err
-			}
 		}
 	}
 	l.off += int64(len(b))
@@ -593,16 +562,9 @@ func (l *segLog) close() {
 	if l.spare != nil {
 		if sp := <-l.spare; sp.err == nil {
 			sp.f.Close()
-			if sp.w != nil {
-				sp.w.Close()
-			}
 			os.Remove(sp.f.Name())
 		}
 		l.spare = nil
-	}
-	if l.w != nil {
-		l.w.Close()
-		l.w = nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
