@@ -129,12 +129,11 @@ func TestBackupArchiveRefusesExisting(t *testing.T) {
 	for _, existing := range []string{"file", "log folder"} {
 		dir := t.TempDir()
 		dst := filepath.Join(dir, "relay.db")
-		mine := filepath.Join(dir, "mine")
-		if existing == "file" {
-			mine = dst
-		} else if err := os.Mkdir(LogDir(dst), 0o700); err != nil {
-			t.Fatal(err)
-		} else {
+		mine := dst
+		if existing == "log folder" {
+			if err := os.Mkdir(LogDir(dst), 0o700); err != nil {
+				t.Fatal(err)
+			}
 			mine = filepath.Join(LogDir(dst), "mine")
 		}
 		if err := os.WriteFile(mine, []byte("not a backup"), 0o600); err != nil {
