@@ -713,7 +713,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 			return nil
 		}
 	}
-	if len(r.sub) > maxRecordName || len(r.channel) > maxRecordName {
+	if !fitsRecord(r.channel, r.sub, len(r.payload)) {
 		// Only a token minted with an absurd subject (and a relay whose
 		// PreAuthReadLimit lets it in) gets here; a record could not
 		// carry it.

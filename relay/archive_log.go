@@ -349,21 +349,20 @@ func (a *archive) moveSegment(seg uint64) error {
 	}
 	after := int64(-1)
 	for {
-		var page []*pubReq
-		err := a.movePage(&page, `SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
-			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, []any{int64(seg), after}, func(rows *sql.Rows, r *pubReq) error {
+		read, _, err := a.movePage(`SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
+			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, []any{int64(seg), after}, func(rows *sql.Rows, r *pubReq) (bool, error) {
 			var at int64
 			if err := rows.Scan(&r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &at, &r.size); err != nil {
-				return err
+				return false, err
 			}
 			r.from, after = logPos{seg, at}, at
 			r.payload = make([]byte, r.size)
 			if _, err := f.ReadAt(r.payload, at); err != nil {
-				return fmt.Errorf("segment %d: %w", seg, err)
+				return false, fmt.Errorf("segment %d: %w", seg, err)
 			}
-			return nil
+			return true, nil
 		})
-		if err != nil || len(page) == 0 {
+		if err != nil || read == 0 {
 			return err
 		}
 	}
@@ -374,27 +373,28 @@ func (a *archive) moveSegment(seg uint64) error {
 // first and a page at a time, as the compactor moves a segment's. Until
 // then they are served from their rows. A crash midway loses nothing: a
 // row is repointed only by the index's transaction after its record's
-// flush, or by the replay of that record. The database file keeps its
-// size (SQLite reuses the freed pages for later rows; VACUUM, or a
-// backup, gives them back).
+// flush, or by the replay of that record. A row no record can carry (an
+// account name over maxRecordName, which the relay took before the log)
+// stays as it is, served from its row until the cap or the TTL removes
+// it. The database file keeps its size (SQLite reuses the freed pages for
+// later rows; VACUUM, or a backup, gives them back).
 func (a *archive) migrateInline() error {
 	after := int64(0)
-	moved := 0
+	var moved, kept int
 	for {
-		var page []*pubReq
-		err := a.movePage(&page, `SELECT id, channel, seq, entry_type, ts, sub, payload FROM messages
-			WHERE seg IS NULL AND id > ? ORDER BY id LIMIT ?`, []any{after}, func(rows *sql.Rows, r *pubReq) error {
+		read, n, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, sub, payload FROM messages
+			WHERE seg IS NULL AND id > ? ORDER BY id LIMIT ?`, []any{after}, func(rows *sql.Rows, r *pubReq) (bool, error) {
 			r.inline = true
 			if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &r.payload); err != nil {
-				return err
+				return false, err
 			}
 			r.size = int64(len(r.payload))
-			return nil
+			return fitsRecord(r.channel, r.sub, len(r.payload)), nil
 		})
-		moved += len(page)
-		if err != nil || len(page) == 0 {
-			if moved > 0 && err == nil {
-				a.log.Info("relay: moved the archive's older payloads into its log", "entries", moved)
+		moved, kept = moved+n, kept+read-n
+		if err != nil || read == 0 {
+			if moved+kept > 0 && err == nil {
+				a.log.Info("relay: moved the archive's older payloads into its log", "entries", moved, "kept_in_rows", kept)
 			}
 			return err
 		}
@@ -402,42 +402,48 @@ func (a *archive) migrateInline() error {
 }
 
 // movePage reads up to compactPage entries to move with query (args,
-// then the page's size), each made by scan, into *page, and passes them
-// through the logger like publishes; it returns once their records are
-// flushed.
-func (a *archive) movePage(page *[]*pubReq, query string, args []any, scan func(*sql.Rows, *pubReq) error) error {
+// then the page's size), each made by scan, which says whether to move
+// it, and passes those through the logger like publishes. It returns
+// once their records are flushed, with how many rows it read and how
+// many it moved.
+func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubReq) (bool, error)) (read, moved int, err error) {
 	select {
 	case <-a.quit:
-		return errStopping
+		return 0, 0, errStopping
 	default:
 	}
 	rows, err := a.db.Query(query, append(args, compactPage)...)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
+	var page []*pubReq
 	for rows.Next() {
+		read++
 		r := &pubReq{move: true}
-		if err := scan(rows, r); err != nil {
+		ok, err := scan(rows, r)
+		if err != nil {
 			rows.Close()
-			return err
+			return read, 0, err
 		}
-		*page = append(*page, r)
+		if ok {
+			page = append(page, r)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return read, 0, err
 	}
-	done := make(chan error, len(*page))
-	for _, r := range *page {
+	done := make(chan error, len(page))
+	for _, r := range page {
 		// Held like a publish's payload until the logger has it.
 		r.weight, r.done = r.size, done
 		a.acquire(r.size)
 		a.submit(r)
 	}
-	for range *page {
+	for range page {
 		if err := <-done; err != nil {
-			return err
+			return read, 0, err
 		}
 	}
-	return nil
+	return read, len(page), nil
 }

@@ -503,6 +503,9 @@ func testLogDiskBounded(t *testing.T, seg int64, total int, plain bool) {
 	const round = 512 << 10
 	var firstHalf int64
 	for written := 0; written < total; written += 2 * round {
+		// A fresh token each round: under -race the run outlasts one.
+		p.c.send(map[string]string{"type": "auth", "token": mint(t, "alice", "")})
+		p.c.expect(map[string]any{"type": "ok", "message": "reauthenticated"})
 		p.publish(chA, round/size, size, 0, false)
 		p.publish(chLog, round/size, size, 0, false)
 		settled(t, tr)

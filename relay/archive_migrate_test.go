@@ -3,6 +3,7 @@ package relay
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -119,5 +120,50 @@ func TestLogMigrationReplayed(t *testing.T) {
 	tr.stop(t)
 	if n := len(logRecords(t, path)); n != records {
 		t.Fatalf("%d records in the log after the replay, want the %d before it: entries moved twice", n, records)
+	}
+}
+
+// TestLogMigrationKeepsUnfitRows: a row no log record can carry (an
+// account name over 65,535 bytes, which the relay stored before the log
+// and now refuses) stays in its row and is served from it; the others
+// move, and the archive goes on taking publishes. Moving it would have
+// stopped the archive for everyone.
+func TestLogMigrationKeepsUnfitRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, logSegment: 64 << 10}
+	want := oldArchive(t, cfg)
+	var last uint64
+	for _, e := range want {
+		if e.ch == chLog {
+			last = max(last, e.seq)
+		}
+	}
+	long := logEntry{ch: chLog, seq: last + 1, payload: []byte("from an account with a very long name"), et: EntryApp}
+	db := openIndex(t, path)
+	execSQL(t, db, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, size) VALUES (?, ?, 0, ?, ?, ?, ?)`,
+		long.ch, int64(long.seq), time.Now().UnixMilli(), long.payload, strings.Repeat("s", 0x10000), len(long.payload))
+	execSQL(t, db, `UPDATE channels SET reserved = ? WHERE name = ?`, int64(long.seq), chLog)
+	db.Close()
+	want = append(want, long)
+
+	tr := startRelay(t, cfg)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL`)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows still hold their payloads, want only the one with the long name", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := dialWS(t, tr.URL, "/ws/"+chA)
+	c.auth(mint(t, "alice", ""))
+	seq := c.publishAck(chA, []byte("after the migration"))
+	want = append(want, logEntry{ch: chA, seq: seq, payload: []byte("after the migration"), et: EntryApp})
+	settled(t, tr)
+	checkServed(t, tr.URL, want)
+	if n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL AND channel = ? AND seq = ?`, long.ch, int64(long.seq)); n != 1 {
+		t.Fatal("the row with the long account name left its row")
 	}
 }

@@ -64,7 +64,7 @@ const (
 	recHeader = 8
 	recFixed  = 40
 	// maxRecordName bounds a record's channel and account names; the
-	// sequencer refuses a publish with a longer one.
+	// sequencer refuses a publish with a longer one (fitsRecord).
 	maxRecordName = 0xffff
 	// maxRecordBody bounds a record's body when the log is read back: a
 	// handshake payload (MaxHandshakePayload) and the longest channel and
@@ -110,12 +110,19 @@ func recordSize(r *logRec) int {
 	return recHeader + recFixed + len(r.channel) + len(r.sub) + len(r.payload)
 }
 
+// fitsRecord reports whether an entry of channel and account sub with an
+// n-byte payload fits one record: what a scan reads back (maxRecordBody).
+func fitsRecord(channel, sub string, n int) bool {
+	return len(channel) <= maxRecordName && len(sub) <= maxRecordName &&
+		recFixed+len(channel)+len(sub)+n <= maxRecordBody
+}
+
 // appendRecord appends r's encoding, for the segment whose segSeed is
 // seed, to b. It returns the offset in the record where r's payload
 // begins.
 func appendRecord(b []byte, seed uint32, r *logRec) ([]byte, int, error) {
-	if len(r.channel) > maxRecordName || len(r.sub) > maxRecordName {
-		return b, 0, errors.New("relay: log record: name too long")
+	if !fitsRecord(r.channel, r.sub, len(r.payload)) {
+		return b, 0, errors.New("relay: log record: names or payload too long")
 	}
 	body := recFixed + len(r.channel) + len(r.sub) + len(r.payload)
 	start := len(b)
