@@ -103,8 +103,8 @@ func backupArchive(ctx context.Context, src, dst string) error {
 			}
 		}
 		// The record the row points to, in the copy.
-		start := at - recHeader - recFixed - int64(len(channel)+len(sub))
-		n := recHeader + recFixed + len(channel) + len(sub) + int(size)
+		n := recordSize(&logRec{channel: channel, sub: sub}) + int(size)
+		start := at + size - int64(n)
 		if start < 0 {
 			return fmt.Errorf("relay: backup: row %s/%d points before its record", channel, seq)
 		}
