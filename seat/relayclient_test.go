@@ -217,18 +217,24 @@ func newHostileRelay(t testing.TB) *hostileRelay {
 
 // refPushes is what a reader of the relay's documented framing makes of a
 // message: its parts split at "\n", each a JSON object; it stops at the
-// first part that is not (or that ends the connection).
+// first part that is not (or that ends the connection). A part is read
+// with every field a relay frame has, each of its type: a frame whose
+// "message" is a number, say, is unreadable, whatever its type says.
 func refPushes(b []byte) []seat.Push {
 	var out []seat.Push
 	for _, part := range bytes.Split(b, []byte("\n")) {
 		var f struct {
 			Type      string `json:"type"`
+			Token     string `json:"token"`
 			Channel   string `json:"channel"`
 			Payload   string `json:"payload"`
+			Message   string `json:"message"`
 			Code      string `json:"code"`
 			Seq       uint64 `json:"seq"`
 			EntryType int    `json:"entry_type"`
 			TS        int64  `json:"ts"`
+			Epoch     uint64 `json:"epoch"`
+			Batch     bool   `json:"batch"`
 		}
 		if len(part) == 0 || json.Unmarshal(part, &f) != nil {
 			return out
