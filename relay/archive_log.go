@@ -259,6 +259,11 @@ func (a *archive) syncedCommit(ctx context.Context) error {
 const (
 	compactSlack = 4   // segments of the largest size
 	compactPage  = 256 // rows moved at a time
+	// movePageBytes bounds the payloads a page of moves holds: a page
+	// ends at the row that reaches it. A page's rows are read before
+	// its moves go to the logger, and 256 of the largest handshakes
+	// would be 4 GiB.
+	movePageBytes = 4 << 20
 )
 
 // runCompactor runs compact when the indexer starts a new segment and at
@@ -403,9 +408,10 @@ func (a *archive) migrateInline() error {
 
 // movePage reads up to compactPage entries to move with query (args,
 // then the page's size), each made by scan, which says whether to move
-// it, and passes those through the logger like publishes. It returns
-// once their records are flushed, with how many rows it read and how
-// many it moved.
+// it, and passes those through the logger like publishes. A page also
+// ends at the row that brings its payloads to movePageBytes (scan has
+// paged past it). It returns once their records are flushed, with how
+// many rows it read and how many it moved.
 func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubReq) (bool, error)) (read, moved int, err error) {
 	select {
 	case <-a.quit:
@@ -417,7 +423,8 @@ func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubRe
 		return 0, 0, err
 	}
 	var page []*pubReq
-	for rows.Next() {
+	var held int64
+	for held < movePageBytes && rows.Next() {
 		read++
 		r := &pubReq{move: true}
 		ok, err := scan(rows, r)
@@ -427,6 +434,7 @@ func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubRe
 		}
 		if ok {
 			page = append(page, r)
+			held += r.size
 		}
 	}
 	rows.Close()
