@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skytale-oss/skytale/internal/termtext"
 )
 
 // Version is the tally version string when the build carries no module
@@ -266,7 +268,8 @@ func printError(stderr io.Writer, err error) {
 	if err == nil || errors.Is(err, context.Canceled) && !isUsage(err) {
 		return
 	}
-	msg := strings.TrimSpace(err.Error())
+	// The text may be a server's or a peer's: shown as one line, never obeyed.
+	msg := termtext.Line(strings.TrimSpace(err.Error()))
 	fmt.Fprintf(stderr, "%s %s\n", paint(stderr, colourRed, "tally:"), msg)
 }
 

@@ -75,7 +75,7 @@ func signinRecover(e *env, s *seat.Seat) error {
 	e.out(map[string]any{"user_code": g.UserCode, "fingerprint": g.Fingerprint, "device": g.Fingerprint, "expires_at": g.ExpiresAt, "identity": did},
 		"user code: %s\ndevice fingerprint: %s", g.UserCode, g.Fingerprint)
 	if !e.json {
-		fmt.Fprintf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
+		showf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
 			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
 	}
 	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
@@ -144,7 +144,7 @@ func devicesCommand() *ucli.Command {
 						for i, r := range d.Rooms {
 							rooms[i] = shortRoom(e, s, r)
 						}
-						fmt.Fprintf(e.c.App.Writer, "%s  in %s: %s%s\n", d.ID, plural(len(d.Rooms), "room", "rooms"), strings.Join(rooms, ", "), this)
+						showf(e.c.App.Writer, "%s  in %s: %s%s\n", d.ID, plural(len(d.Rooms), "room", "rooms"), strings.Join(rooms, ", "), this)
 					}
 					return nil
 				}),
@@ -193,7 +193,7 @@ func devicesCommand() *ucli.Command {
 					for i, r := range rooms {
 						short[i] = shortRoom(e, s, r)
 					}
-					fmt.Fprintf(e.c.App.Writer, "joined %s\n", strings.Join(short, ", "))
+					showf(e.c.App.Writer, "joined %s\n", strings.Join(short, ", "))
 					return nil
 				}),
 			},
@@ -233,7 +233,7 @@ func devicesCommand() *ucli.Command {
 						if label == "" {
 							label = "a device"
 						}
-						fmt.Fprintf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
+						showf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
 						answer, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
 						if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 							return &usageError{"not approved", "approve only a device whose screen shows the same fingerprint"}

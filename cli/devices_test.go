@@ -28,12 +28,19 @@ type recoverLine struct {
 // of the lines after it, and the command's end.
 func startRecover(t *testing.T, args []string, phrase string) (recoverLine, *bufio.Scanner, <-chan error) {
 	t.Helper()
+	return startRecoverAs(t, args, phrase, "laptop")
+}
+
+// startRecoverAs is startRecover for a device that gives label as its
+// name.
+func startRecoverAs(t *testing.T, args []string, phrase, label string) (recoverLine, *bufio.Scanner, <-chan error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, append([]string{"tally", "--json"}, append(args, "signin", "--recover", "--label", "laptop")...),
+		err := Run(ctx, append([]string{"tally", "--json"}, append(args, "signin", "--recover", "--label", label)...),
 			strings.NewReader(phrase), pw, io.Discard)
 		pw.CloseWithError(err)
 		done <- err

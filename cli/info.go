@@ -204,11 +204,11 @@ func whoamiCommand() *ucli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "identity   %s\n", personLabel(e, did, name))
+			showf(w, "identity   %s\n", personLabel(e, did, name))
 			if org == "" {
 				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
 			} else {
-				fmt.Fprintf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
+				showf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
 			}
 			mark := func(u, def string) string {
 				if u == def {
@@ -216,7 +216,7 @@ func whoamiCommand() *ucli.Command {
 				}
 				return u
 			}
-			fmt.Fprintf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
+			showf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
 			return nil
 		}),
 	}

@@ -54,7 +54,7 @@ func newStatus(w io.Writer) *status { return &status{w: w, tty: onTerminal(w)} }
 // update shows a new state: rewritten in place on a terminal, a new line
 // (when the text changed) elsewhere.
 func (s *status) update(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
+	line := fmt.Sprintf(format, lineArgs(args)...)
 	if s.tty {
 		fmt.Fprintf(s.w, "\r%s\033[K", line)
 		s.shown = true

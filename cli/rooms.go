@@ -13,6 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skytale-oss/skytale/internal/termtext"
 	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 )
@@ -58,7 +59,7 @@ func roomCommands() []*ucli.Command {
 							return nil
 						}
 						for _, r := range rooms {
-							fmt.Fprintf(e.c.App.Writer, "%-24s %-6s %s\n", shortRoom(e, s, r.Channel), r.Role, seat.SuiteName(r.Suite))
+							showf(e.c.App.Writer, "%-24s %-6s %s\n", shortRoom(e, s, r.Channel), r.Role, seat.SuiteName(r.Suite))
 						}
 						return nil
 					}),
@@ -107,12 +108,12 @@ func roomCommands() []*ucli.Command {
 							return nil
 						}
 						// The token alone on stdout, so TOKEN=$(tally room invite NAME) works.
-						fmt.Fprintln(e.c.App.Writer, tok)
+						showf(e.c.App.Writer, "%s\n", tok)
 						if e.c.Bool("auto") {
-							fmt.Fprintf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nand is in the room at once\n", ch, tok)
+							showf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nand is in the room at once\n", ch, tok)
 							return nil
 						}
-						fmt.Fprintf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nthen you run: tally room admit %s\n", ch, tok, shortRoom(e, s, ch))
+						showf(e.c.App.ErrWriter, "the invitee runs: tally room join %s %s\nthen you run: tally room admit %s\n", ch, tok, shortRoom(e, s, ch))
 						return nil
 					}),
 				},
@@ -146,7 +147,7 @@ func roomCommands() []*ucli.Command {
 								return
 							}
 							waiting.Do(func() {
-								fmt.Fprintf(errw, "asked to join %s; waiting for the owner to admit this seat (they run: tally room admit %s); Ctrl-C stops waiting\n", ch, ch)
+								showf(errw, "asked to join %s; waiting for the owner to admit this seat (they run: tally room admit %s); Ctrl-C stops waiting\n", ch, ch)
 							})
 							if st.tty {
 								st.update("waited %s of at most %s", time.Since(start).Round(time.Second), e.c.Duration("wait"))
@@ -196,15 +197,15 @@ func roomCommands() []*ucli.Command {
 								return nil
 							}
 							if len(adm) == 0 {
-								fmt.Fprintf(e.c.App.Writer, "no pending join requests for %s\n", shortRoom(e, s, ch))
+								showf(e.c.App.Writer, "no pending join requests for %s\n", shortRoom(e, s, ch))
 							}
 							for _, a := range adm {
-								fmt.Fprintf(e.c.App.Writer, "admitted %s to %s\n", displayID(e, a.Identity), shortRoom(e, s, ch))
+								showf(e.c.App.Writer, "admitted %s to %s\n", displayID(e, a.Identity), shortRoom(e, s, ch))
 							}
 							return nil
 						}
 						if !e.json {
-							fmt.Fprintf(e.c.App.ErrWriter, "admitting join requests for %s every %s; Ctrl-C stops\n", shortRoom(e, s, ch), admitInterval)
+							showf(e.c.App.ErrWriter, "admitting join requests for %s every %s; Ctrl-C stops\n", shortRoom(e, s, ch), admitInterval)
 						}
 						for {
 							adm, err := s.RoomAdmit(ctx, ch)
@@ -214,7 +215,7 @@ func roomCommands() []*ucli.Command {
 							var ue *usageError
 							if err != nil && !errors.As(roomError(err, ch), &ue) && !errors.Is(err, seat.ErrNotSignedIn) {
 								// A network or server hiccup: keep the loop going.
-								fmt.Fprintf(e.c.App.ErrWriter, "admit failed (%v); trying again\n", e.hintOrErr(err))
+								showf(e.c.App.ErrWriter, "admit failed (%v); trying again\n", e.hintOrErr(err))
 							} else if err != nil {
 								return err
 							}
@@ -245,7 +246,7 @@ func roomCommands() []*ucli.Command {
 							e.out(map[string]any{"room": ch, "epoch": epoch, "suite": roomSuite(e, s, ch), "members": list}, "")
 							return nil
 						}
-						fmt.Fprintf(e.c.App.Writer, "%s: %s, epoch %d, suite %s\n", shortRoom(e, s, ch), plural(len(mem), "member", "members"), epoch, roomSuite(e, s, ch))
+						showf(e.c.App.Writer, "%s: %s, epoch %d, suite %s\n", shortRoom(e, s, ch), plural(len(mem), "member", "members"), epoch, roomSuite(e, s, ch))
 						for _, m := range mem {
 							you := ""
 							if m.Self {
@@ -259,7 +260,7 @@ func roomCommands() []*ucli.Command {
 							if m.Identity != m.Person {
 								device = "  device " + seat.DeviceID(m.Identity)
 							}
-							fmt.Fprintf(e.c.App.Writer, "  %-6s %s%s%s\n", role, personLabel(e, m.Person, m.Name), device, you)
+							showf(e.c.App.Writer, "  %-6s %s%s%s\n", role, personLabel(e, m.Person, m.Name), device, you)
 						}
 						return nil
 					}),
@@ -395,7 +396,7 @@ func roomCommands() []*ucli.Command {
 					if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) {
 						return err
 					}
-					fmt.Fprintf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
+					showf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
 				}
 				msgs, err := s.RoomHistory(e.c.Context, ch)
 				if err != nil {
@@ -431,13 +432,13 @@ func roomCommands() []*ucli.Command {
 						st.clear()
 						// Status goes to stderr, also with --json.
 						if ev.Connected {
-							fmt.Fprintf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
+							showf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
 						} else {
 							why := e.hintOrErr(ev.Err)
 							if h := closedHint(ev.Err); h != nil && why == ev.Err {
 								why = h
 							}
-							fmt.Fprintf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", why, ev.Retry.Round(100*time.Millisecond))
+							showf(e.c.App.ErrWriter, "not connected (%v); trying again in %s\n", why, ev.Retry.Round(100*time.Millisecond))
 						}
 					},
 				})
@@ -659,7 +660,10 @@ func hasRoom(e *env, s *seat.Seat, ch string) bool {
 }
 
 // printMessage prints `[room] sender: text` (notices in words), with the
-// time for history, or one JSON object per message.
+// time for history, or one JSON object per message (the exact text). The
+// sender wrote the text, and may have written escapes or lines made to
+// look like other messages: it is shown rendered, each line after its
+// first indented under this header.
 func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 	if e.json {
 		v := map[string]any{"room": m.Room, "seq": m.Seq, "sender": m.Sender, "sender_short": shortID(m.Sender), "text": m.Text, "time": m.Time.UTC()}
@@ -672,22 +676,24 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		e.out(v, "")
 		return
 	}
-	room, who := shortRoom(e, s, m.Room), senderName(e, s, m)
+	room, who := termtext.Line(shortRoom(e, s, m.Room)), termtext.Line(senderName(e, s, m))
+	text := termtext.Block(m.Text, continuation)
 	var line string
 	switch m.Kind {
 	case "":
-		line = fmt.Sprintf("[%s] %s: %s", room, who, m.Text)
+		line = fmt.Sprintf("[%s] %s: %s", room, who, text)
 	case seat.NoticeName:
-		line = fmt.Sprintf("[%s] %s now goes by the name %q", room, displayID(e, m.Sender), m.Text)
+		name := termtext.Line(m.Text)
+		line = fmt.Sprintf("[%s] %s now goes by the name \"%s\"", room, termtext.Line(displayID(e, m.Sender)), name)
 		if who == "you" {
-			line = fmt.Sprintf("[%s] you now go by the name %q", room, m.Text)
+			line = fmt.Sprintf("[%s] you now go by the name \"%s\"", room, name)
 		}
 	case seat.NoticeRemoved:
 		line = fmt.Sprintf("[%s] %s removed you from the room; nothing sent there after reaches you", room, who)
 	case seat.NoticeGap, seat.NoticeRejoined:
-		line = fmt.Sprintf("[%s] %s", room, m.Text)
+		line = fmt.Sprintf("[%s] %s", room, text)
 	default:
-		line = fmt.Sprintf("[%s] (%s) %s: %s", room, m.Kind, who, m.Text)
+		line = fmt.Sprintf("[%s] (%s) %s: %s", room, termtext.Line(m.Kind), who, text)
 	}
 	if withTime {
 		line = m.Time.Local().Format("2006-01-02 15:04:05") + " " + line

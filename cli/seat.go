@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/termtext"
 	"github.com/skytale-oss/skytale/seat"
 )
 
@@ -200,7 +201,8 @@ func (e *env) defaultNotice(plane, url, key string) {
 	seat.SetSetting(context.WithoutCancel(e.c.Context), e.home, noticeKey+key, url)
 }
 
-// out prints a human line, or v as one JSON line with --json.
+// out prints a human line, its text arguments rendered as in [showf], or
+// v as one JSON line with --json (the exact text, JSON-escaped).
 func (e *env) out(v any, format string, args ...any) {
 	w := e.c.App.Writer
 	if e.json {
@@ -208,7 +210,7 @@ func (e *env) out(v any, format string, args ...any) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, format+"\n", args...)
+	showf(w, format+"\n", args...)
 }
 
 // withSeat runs f on an opened seat and turns seat errors into hints. The
@@ -438,8 +440,13 @@ func seatCommands() []*ucli.Command {
 					return err
 				}
 				for _, en := range es {
-					e.out(map[string]any{"id": hex.EncodeToString(en.ID[:]), "created_at": en.CreatedAt, "text": en.Text},
-						"%s  %s", en.CreatedAt.Local().Format("2006-01-02 15:04:05"), en.Text)
+					if e.json {
+						e.out(map[string]any{"id": hex.EncodeToString(en.ID[:]), "created_at": en.CreatedAt, "text": en.Text}, "")
+						continue
+					}
+					// An entry may come from another device of this
+					// person's: shown, its lines under its time.
+					fmt.Fprintf(e.c.App.Writer, "%s  %s\n", en.CreatedAt.Local().Format("2006-01-02 15:04:05"), termtext.Block(en.Text, continuation))
 				}
 				return nil
 			}),
@@ -530,8 +537,8 @@ func orgCommand() *ucli.Command {
 						return nil
 					}
 					// The token alone on stdout, so TOKEN=$(tally org invite) works.
-					fmt.Fprintln(e.c.App.Writer, tok)
-					fmt.Fprintf(e.c.App.ErrWriter, "valid until %s; the new account runs: tally signin --org %s --org-invite %s\n",
+					showf(e.c.App.Writer, "%s\n", tok)
+					showf(e.c.App.ErrWriter, "valid until %s; the new account runs: tally signin --org %s --org-invite %s\n",
 						exp.Local().Format("2006-01-02 15:04"), org, tok)
 					return nil
 				}),
@@ -645,9 +652,9 @@ func configCommand() *ucli.Command {
 					}
 					for _, st := range settings {
 						if v, set := cfg[st.key]; set {
-							fmt.Fprintf(e.c.App.Writer, "%s = %s\n", st.key, v)
+							showf(e.c.App.Writer, "%s = %s\n", st.key, v)
 						} else if d := st.def(); d != "" {
-							fmt.Fprintf(e.c.App.Writer, "%s = %s  (default)\n", st.key, d)
+							showf(e.c.App.Writer, "%s = %s  (default)\n", st.key, d)
 						} else {
 							fmt.Fprintf(e.c.App.Writer, "%s is not set\n", st.key)
 						}

@@ -530,7 +530,8 @@ func TestCLINamesAreConsistent(t *testing.T) {
 	}
 }
 
-// TestCLIMsgFromStdin: `msg NAME -` sends what stdin holds.
+// TestCLIMsgFromStdin: `msg NAME -` sends what stdin holds; history shows
+// its second line under its header.
 func TestCLIMsgFromStdin(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice, _ := newHome(t, st, "acme")
@@ -540,7 +541,7 @@ func TestCLIMsgFromStdin(t *testing.T) {
 	}
 	mustTally(t, append(alice, "msg", "ops", "--not-a-flag")...)
 	out := mustTally(t, append(alice, "history", "ops")...)
-	if !strings.Contains(out, "you: line one\nline two\n") || !strings.Contains(out, "you: --not-a-flag\n") {
+	if !strings.Contains(out, "you: line one\n"+continuation+"line two\n") || !strings.Contains(out, "you: --not-a-flag\n") {
 		t.Fatalf("history:\n%s", out)
 	}
 	if _, err := tally(t, "", append(alice, "msg", "ops", "-")...); err == nil || !strings.Contains(err.Error(), "no message on stdin") {
