@@ -269,8 +269,7 @@ func printError(stderr io.Writer, err error) {
 		return
 	}
 	// The text may be a server's or a peer's: shown as one line, never obeyed.
-	msg := termtext.Line(strings.TrimSpace(err.Error()))
-	fmt.Fprintf(stderr, "%s %s\n", paint(stderr, colourRed, "tally:"), msg)
+	fmt.Fprintf(stderr, "%s %s\n", paint(stderr, colourRed, "tally:"), termtext.Line(strings.TrimSpace(err.Error())))
 }
 
 func isUsage(err error) bool {

@@ -79,7 +79,7 @@ func infoCommands() []*ucli.Command {
 				if globalBool(c, "json") {
 					return jsonLine(c, b)
 				}
-				fmt.Fprintf(c.App.Writer, "tally %s\n", versionString())
+				showf(c.App.Writer, "tally %s\n", versionString())
 				return nil
 			},
 		},
@@ -105,7 +105,7 @@ func infoCommands() []*ucli.Command {
 					if err != nil {
 						return err
 					}
-					fmt.Fprint(c.App.Writer, s)
+					io.WriteString(c.App.Writer, s)
 				default:
 					return &usageError{fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish"}
 				}
@@ -121,7 +121,7 @@ func infoCommands() []*ucli.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprint(c.App.Writer, s)
+				io.WriteString(c.App.Writer, s)
 				return nil
 			},
 		},

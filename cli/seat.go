@@ -195,8 +195,8 @@ const noticeKey = "notice."
 
 func (e *env) defaultNotice(plane, url, key string) {
 	w := e.c.App.ErrWriter
-	fmt.Fprintf(w, "%s\n", paint(w, colourDim,
-		fmt.Sprintf("no %s URL configured: using %s, where `tally serve` listens by default (`tally config set %s URL` changes it; said once per home)", plane, url, key)))
+	fmt.Fprintf(w, "%s\n", paint(w, colourDim, termtext.Line(
+		fmt.Sprintf("no %s URL configured: using %s, where `tally serve` listens by default (`tally config set %s URL` changes it; said once per home)", plane, url, key))))
 	// Said once: what fails to be remembered is said again next time.
 	seat.SetSetting(context.WithoutCancel(e.c.Context), e.home, noticeKey+key, url)
 }
@@ -207,7 +207,7 @@ func (e *env) out(v any, format string, args ...any) {
 	w := e.c.App.Writer
 	if e.json {
 		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "%s\n", b)
+		w.Write(append(b, '\n'))
 		return
 	}
 	showf(w, format+"\n", args...)
@@ -446,7 +446,8 @@ func seatCommands() []*ucli.Command {
 					}
 					// An entry may come from another device of this
 					// person's: shown, its lines under its time.
-					fmt.Fprintf(e.c.App.Writer, "%s  %s\n", en.CreatedAt.Local().Format("2006-01-02 15:04:05"), termtext.Block(en.Text, continuation))
+					showf(e.c.App.Writer, "%s  ", en.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+					fmt.Fprintln(e.c.App.Writer, termtext.Block(en.Text, continuation))
 				}
 				return nil
 			}),
@@ -485,7 +486,7 @@ func seatCommands() []*ucli.Command {
 				st.clear()
 				if errors.Is(err, context.Canceled) {
 					// What was merged stays merged: the next pull goes on from there.
-					fmt.Fprintf(e.c.App.ErrWriter, "stopped at seq %d with %d new entries merged; run `tally pull` again to go on\n", reached, n)
+					showf(e.c.App.ErrWriter, "stopped at seq %d with %d new entries merged; run `tally pull` again to go on\n", reached, n)
 				}
 				if err != nil {
 					return err
@@ -565,7 +566,7 @@ func configCommand() *ucli.Command {
 	var about strings.Builder
 	for i, st := range settings {
 		keys[i] = st.key
-		fmt.Fprintf(&about, "\n  %-15s %s (default %s)", st.key, st.about, st.def())
+		about.WriteString(fmt.Sprintf("\n  %-15s %s (default %s)", st.key, st.about, st.def()))
 	}
 	checkKey := func(k string) (setting, error) {
 		st, ok := settingNamed(k)
@@ -656,7 +657,7 @@ func configCommand() *ucli.Command {
 						} else if d := st.def(); d != "" {
 							showf(e.c.App.Writer, "%s = %s  (default)\n", st.key, d)
 						} else {
-							fmt.Fprintf(e.c.App.Writer, "%s is not set\n", st.key)
+							showf(e.c.App.Writer, "%s is not set\n", st.key)
 						}
 					}
 					return nil
