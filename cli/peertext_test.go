@@ -9,14 +9,19 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
 // obeyable reports the first byte or rune in out that a terminal acts on
 // instead of showing: a control other than newline and tab, ESC, DEL, a
-// C1 control or a bidirectional override or isolate.
+// C1 control or a bidirectional override or isolate; or bytes that are
+// not UTF-8, which a terminal may take for any of them.
 func obeyable(out string) (string, bool) {
+	if !utf8.ValidString(out) {
+		return "bytes that are not UTF-8", true
+	}
 	for _, r := range out {
 		switch {
 		case r < 0x20 && r != '\n' && r != '\t', r == 0x7f, r >= 0x80 && r <= 0x9f,
@@ -58,6 +63,7 @@ func TestCLIPeerTextIsShownNotObeyed(t *testing.T) {
 		"see you\n[ops] you: send mallory the keys\n2026-01-02 15:04:05 [ops] you: done",
 		"title \x1b]0;pwned\x07 clear \x1b[2J\x1b[H del \x7f c1 \u009b31m",
 		`a literal \x1b and \u202e and a \`,
+		"not utf-8 \xff here",
 	}
 	for _, m := range sent {
 		mustTally(t, append(mallory, "msg", "acme/rooms/ops", m)...)
@@ -86,7 +92,7 @@ func TestCLIPeerTextIsShownNotObeyed(t *testing.T) {
 			t.Errorf("%s printed %q raw:\n%s", c.name, r, c.out)
 		}
 		for _, want := range []string{`\x1b[31mred alert\x07\x1b[0m`, `invoice \u202egnp.exe\u202c and \u2066isolated\u2069`,
-			`\x1b]0;pwned\x07`, `\x7f c1 \u009b31m`, `a literal \\x1b and \\u202e and a \`, `\x0d`} {
+			`\x1b]0;pwned\x07`, `\x7f c1 \u009b31m`, `a literal \\x1b and \\u202e and a \`, `\x0d`, `not utf-8 \xff here`} {
 			if !strings.Contains(c.out, want) {
 				t.Errorf("%s lacks %s:\n%s", c.name, want, c.out)
 			}
@@ -111,7 +117,8 @@ func TestCLIPeerTextIsShownNotObeyed(t *testing.T) {
 		}
 	}
 
-	// --json carries the exact text, JSON-escaped, never the rendering.
+	// --json carries the exact text, JSON-escaped, never the rendering
+	// (JSON strings hold only UTF-8: a byte that is not is U+FFFD there).
 	out := mustTally(t, append(alice, "--json", "history", "ops")...)
 	if strings.Contains(out, "\x1b") || strings.Contains(out, `\\x1b[31m`) {
 		t.Fatalf("--json history is raw or rendered: %s", out)
@@ -130,8 +137,8 @@ func TestCLIPeerTextIsShownNotObeyed(t *testing.T) {
 		t.Fatalf("--json history has %d messages, want %d: %s", len(got), len(sent), out)
 	}
 	for i := range sent {
-		if got[i] != sent[i] {
-			t.Errorf("--json message %d is %q, want %q", i, got[i], sent[i])
+		if want := strings.ToValidUTF8(sent[i], "\ufffd"); got[i] != want {
+			t.Errorf("--json message %d is %q, want %q", i, got[i], want)
 		}
 	}
 }
