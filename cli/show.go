@@ -21,7 +21,8 @@ import (
 const continuation = "    | "
 
 // showf is fmt.Fprintf with every string, error and fmt.Stringer among
-// args rendered as one line for a terminal ([termtext.Line]).
+// args rendered as one line for a terminal ([termtext.Line]). Its verbs
+// for text are %s and %v: %q would escape the rendering a second time.
 func showf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format, lineArgs(args)...)
 }
