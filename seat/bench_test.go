@@ -2,10 +2,12 @@ package seat_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +331,66 @@ func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
 		}
 	}
 	b.ReportMetric(joinTotal.Seconds()*1000/float64(b.N), "join-ms")
+}
+
+// BenchmarkRoomHistory10k reads a room's history of 10,000 messages (and
+// the names of their three senders) from the home's database, as
+// `tally room history` does. The rows are written the way a home from
+// before sealing kept them and the home is reopened, so a build that
+// seals history reads them sealed.
+func BenchmarkRoomHistory10k(b *testing.B) {
+	ctx := context.Background()
+	home := b.TempDir()
+	s, err := seat.Open(ctx, seat.Config{Home: home})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.UseAccount(ctx, "acct", "acme", "sk_live_bench"); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", filepath.Join(home, "seat.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const ch = "acme/rooms/ops"
+	senders := []string{"did:key:z6MkAlice", "did:key:z6MkBob", "did:key:z6MkCarol"}
+	for i, who := range senders {
+		if _, err := tx.Exec(`INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, 'name')`,
+			ch, i+1, who, fmt.Sprintf("Person %d", i), time.Now().UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range benchEntries {
+		if _, err := tx.Exec(`INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, '')`,
+			ch, i+10, senders[i%3], fmt.Sprintf("message %d: %s", i, strings.Repeat("x", 60)), time.Now().UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(`DELETE FROM meta WHERE key = 'local_sealed'`); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	db.Close()
+	s, err = seat.Open(ctx, seat.Config{Home: home})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		msgs, err := s.RoomHistory(ctx, "ops")
+		if err != nil || len(msgs) != benchEntries+len(senders) || msgs[len(msgs)-1].SenderName == "" {
+			b.Fatalf("%d messages, %v", len(msgs), err)
+		}
+	}
 }
