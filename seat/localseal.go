@@ -292,8 +292,10 @@ func sealLegacySecrets(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 		id    string
 		value []byte
 	}
-	collect := func(q string, args ...any) ([]row, error) {
-		rows, err := tx.QueryContext(ctx, q, args...)
+	// byType: the column is TEXT, so a clear value is TEXT and a sealed
+	// one a BLOB whatever its bytes; else a clear value lacks the magic.
+	collect := func(q string, byType bool, only map[string]bool) ([]row, error) {
+		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -304,27 +306,24 @@ func sealLegacySecrets(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 			if err := rows.Scan(&r.id, &r.value); err != nil {
 				return nil, err
 			}
-			if !bytes.HasPrefix(r.value, []byte(localMagic)) {
+			if (only == nil || only[r.id]) && (byType || !bytes.HasPrefix(r.value, []byte(localMagic))) {
 				out = append(out, r)
 			}
 		}
 		return out, rows.Err()
 	}
-	// The text columns (name_sent, meta and settings values) hold a
-	// sealed value as a BLOB: a clear one is TEXT, whatever its bytes.
 	for _, t := range []struct {
 		kind, sel, upd string
-		args           []any
+		byType         bool
+		only           map[string]bool
 	}{
 		{kind: sealedRoomState, sel: `SELECT channel, state FROM rooms WHERE state IS NOT NULL`, upd: `UPDATE rooms SET state = ? WHERE channel = ?`},
 		{kind: sealedKeyPackage, sel: `SELECT request_id, private FROM key_packages`, upd: `UPDATE key_packages SET private = ? WHERE request_id = ?`},
-		{kind: sealedNameSent, sel: `SELECT channel, name_sent FROM rooms WHERE typeof(name_sent) = 'text' AND name_sent <> ''`, upd: `UPDATE rooms SET name_sent = ? WHERE channel = ?`},
-		{kind: sealedMeta, sel: `SELECT key, value FROM meta WHERE typeof(value) = 'text' AND key IN (?, ?)`, upd: `UPDATE meta SET value = ? WHERE key = ?`,
-			args: []any{"api_key", "seat_credential"}},
-		{kind: sealedSetting, sel: `SELECT key, value FROM settings WHERE typeof(value) = 'text' AND key = ?`, upd: `UPDATE settings SET value = ? WHERE key = ?`,
-			args: []any{SettingName}},
+		{kind: sealedNameSent, sel: `SELECT channel, name_sent FROM rooms WHERE typeof(name_sent) = 'text' AND name_sent <> ''`, upd: `UPDATE rooms SET name_sent = ? WHERE channel = ?`, byType: true},
+		{kind: sealedMeta, sel: `SELECT key, value FROM meta WHERE typeof(value) = 'text'`, upd: `UPDATE meta SET value = ? WHERE key = ?`, byType: true, only: sealedMetaKeys},
+		{kind: sealedSetting, sel: `SELECT key, value FROM settings WHERE typeof(value) = 'text'`, upd: `UPDATE settings SET value = ? WHERE key = ?`, byType: true, only: sealedSettings},
 	} {
-		rows, err := collect(t.sel, t.args...)
+		rows, err := collect(t.sel, t.byType, t.only)
 		if err != nil {
 			return err
 		}
