@@ -259,6 +259,13 @@ func historyTexts(t *testing.T, s *seat.Seat, room string) (texts, names []strin
 func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 	ctx := context.Background()
 	sc := newSealScene(t)
+	// A copy taken while the seats have their homes open, write-ahead
+	// log and all.
+	for _, m := range []*member{sc.alice, sc.bob} {
+		if leaks := rawLeaks(t, copyHome(t, m.home, false), sc.secret...); len(leaks) > 0 {
+			t.Errorf("a copy of %s's open home holds in the clear: %q", m.acct.Org, leaks)
+		}
+	}
 	sc.alice.Close()
 	sc.bob.Close()
 
