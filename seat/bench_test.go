@@ -30,7 +30,10 @@ func benchStack(b *testing.B) *skytaletest.Stack {
 	return skytaletest.NewStackWith(b, skytaletest.Options{Relay: skytale.RelayConfig{ArchiveCap: 1 << 20}})
 }
 
-func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account) *seat.Seat {
+// benchSeat opens a seat in a new home with a new phrase, or restored
+// from phrase, signed in to acct (the home seals its key, so the phrase
+// comes first).
+func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account, phrase string) *seat.Seat {
 	b.Helper()
 	ctx := context.Background()
 	s, err := seat.Open(ctx, seat.Config{Home: b.TempDir(), APIURL: st.APIURL, RelayURL: st.RelayURL})
@@ -38,6 +41,14 @@ func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account) *s
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	if phrase == "" {
+		_, err = s.Init(ctx)
+	} else {
+		_, err = s.Restore(ctx, phrase)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := s.UseAccount(ctx, acct.ID, acct.Org, acct.APIKey); err != nil {
 		b.Fatal(err)
 	}
@@ -54,10 +65,7 @@ func entryText(i int) string {
 func BenchmarkPush10k(b *testing.B) {
 	ctx := context.Background()
 	st := benchStack(b)
-	s := benchSeat(b, st, st.NewAccount(b, "acme"))
-	if _, err := s.Init(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := benchSeat(b, st, st.NewAccount(b, "acme"), "")
 	if _, err := s.Connect(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -84,10 +92,7 @@ func BenchmarkPull10k(b *testing.B) {
 	ctx := context.Background()
 	st := benchStack(b)
 	acct := st.NewAccount(b, "acme")
-	a := benchSeat(b, st, acct)
-	if _, err := a.Init(ctx); err != nil {
-		b.Fatal(err)
-	}
+	a := benchSeat(b, st, acct, "")
 	for j := range benchEntries {
 		if _, err := a.Add(ctx, entryText(j)); err != nil {
 			b.Fatal(err)
@@ -100,10 +105,7 @@ func BenchmarkPull10k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := benchSeat(b, st, acct)
-		if _, err := h.Restore(ctx, strings.Join(words, " ")); err != nil {
-			b.Fatal(err)
-		}
+		h := benchSeat(b, st, acct, strings.Join(words, " "))
 		b.StartTimer()
 		n, err := h.Pull(ctx, nil)
 		if err != nil || n != benchEntries {
@@ -123,10 +125,8 @@ func benchRoom(b *testing.B) (alice, bob *seat.Seat, room string) {
 func benchRoomOn(b *testing.B, st *skytaletest.Stack) (alice, bob *seat.Seat, room string) {
 	b.Helper()
 	ctx := context.Background()
-	alice = benchSeat(b, st, st.NewAccount(b, "alice"))
-	bob = benchSeat(b, st, st.NewAccount(b, "bob"))
-	alice.Init(ctx)
-	bob.Init(ctx)
+	alice = benchSeat(b, st, st.NewAccount(b, "alice"), "")
+	bob = benchSeat(b, st, st.NewAccount(b, "bob"), "")
 	room, err := alice.RoomCreate(ctx, "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -312,10 +312,7 @@ func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)))
-		if _, err := newcomer.Init(ctx); err != nil {
-			b.Fatal(err)
-		}
+		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)), "")
 		b.StartTimer()
 		start := time.Now()
 		if _, err := newcomer.RoomJoin(ctx, room, tok, 0); err != nil {

@@ -337,7 +337,8 @@ func (s *Seat) OrgInvite(ctx context.Context, uses int, ttl time.Duration) (stri
 }
 
 // UseAccount stores an existing account's API key (as a device grant
-// delivers it).
+// delivers it). The key is stored sealed under the home's seed, so the
+// home needs its phrase first ([ErrNoSeed]).
 func (s *Seat) UseAccount(ctx context.Context, accountID, org, apiKey string) error {
 	return s.st.setMeta(ctx, "account_id", accountID, "org", org, "api_key", apiKey)
 }
