@@ -73,15 +73,17 @@ const (
 )
 
 // sealedMetaKeys are the meta values the store seals (store.meta and
-// store.setMeta open and seal them).
+// store.setMeta open and seal them). A key added here needs localVersion
+// raised, so that homes already marked seal their clear value of it.
 var sealedMetaKeys = map[string]bool{"api_key": true, "seat_credential": true}
 
-// sealedSettings are the settings sealed like them.
+// sealedSettings are the settings sealed like them (the same rule).
 var sealedSettings = map[string]bool{SettingName: true}
 
 // metaLocalSealed holds the sealing round a home has been through: "1"
-// sealed room states and KeyPackage keys; localVersion also history, the
-// log, credentials and names.
+// sealed room states and KeyPackage keys; 2 also history, the log,
+// credentials and names. A round seals everything of the rounds before
+// it that is still clear.
 const (
 	metaLocalSealed = "local_sealed"
 	localVersion    = 2
