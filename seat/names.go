@@ -121,7 +121,7 @@ func (s *Seat) knownName(ctx context.Context, ch, person string) (string, error)
 
 // roomNames returns the names people gave in the room, by person. The
 // senders are sealed (localseal.go), so it opens every name notice of
-// the room: one a person per change of name.
+// the room (one row per change of a name).
 func (s *Seat) roomNames(ctx context.Context, ch string) (map[string]string, error) {
 	notices, _, err := s.history(ctx, `WHERE channel = ? AND kind = ? ORDER BY seq`, ch, NoticeName)
 	if err != nil {

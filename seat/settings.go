@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 )
 
 // Settings returns the settings stored in the home's SQLite file (what
@@ -64,8 +65,9 @@ func openHomeStore(ctx context.Context, home string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, lerr := homeSealer(home)
-	st.local = func() (*localSealer, error) { return l, lerr }
+	// Deriving the key takes the seed's 2,048 rounds: only for a sealed
+	// setting.
+	st.local = sync.OnceValues(func() (*localSealer, error) { return homeSealer(home) })
 	return st, nil
 }
 
