@@ -291,6 +291,10 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 		if _, err := thief.Name(ctx); !errors.Is(err, seat.ErrNoSeed) {
 			t.Errorf("the name without the phrase: %v; want ErrNoSeed", err)
 		}
+		// `tally config` still reads the settings it can.
+		if cfg, err := seat.Settings(ctx, cp); err != nil || cfg["name"] != "" {
+			t.Errorf("settings without the phrase: %q %v", cfg, err)
+		}
 	}
 
 	// The same copy with the phrase file works as the home did.
@@ -306,6 +310,18 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 	if n, _ := b.Name(ctx); n != "Bartholomew Zed" {
 		t.Fatalf("own name with the phrase: %q", n)
 	}
+	if cfg, err := seat.Settings(ctx, home); err != nil || cfg["name"] != "Bartholomew Zed" {
+		t.Fatalf("settings with the phrase: %q %v", cfg, err)
+	}
+	if err := seat.SetSetting(ctx, home, "name", "Bart Zed"); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := rawLeaks(t, home, "Bart Zed"); len(leaks) > 0 {
+		t.Fatal("tally config set name stored the name in the clear")
+	}
+	if n, err := b.Name(ctx); err != nil || n != "Bart Zed" {
+		t.Fatalf("name set by config: %q %v", n, err)
+	}
 	if _, _, err := b.OrgInvite(ctx, 1, 0); err != nil {
 		t.Fatalf("the API key with the phrase: %v", err)
 	}
@@ -317,7 +333,8 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 	}
 	a := openSeat(t, sc.st, sc.alice.home)
 	sendTo(t, &member{Seat: a}, sc.room, "still here")
-	if msgs, err := b.RoomSync(ctx, sc.room); err != nil || len(msgs) != 1 || msgs[0].Text != "still here" {
+	msgs, err := b.RoomSync(ctx, sc.room)
+	if err != nil || len(msgs) == 0 || msgs[0].Text != "still here" {
 		t.Fatalf("the room with the phrase: %+v %v", msgs, err)
 	}
 }
