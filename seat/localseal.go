@@ -41,7 +41,8 @@ import (
 //   - meta api_key and seat_credential (the account key and the
 //     channel-scoped transport credential), bound to their key. The
 //     device key was sealed from the start (devicerooms.go).
-//   - settings name (this person's name), bound to its key.
+//   - settings name (this person's name), bound to its key; one set
+//     before the home has a phrase is sealed when it gets one.
 //
 // Left in the clear because the servers see them anyway and lookups need
 // them: channel names (the relay routes by them), relay seqs, times, and
