@@ -2,10 +2,12 @@ package seat_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,10 @@ func benchStack(b *testing.B) *skytaletest.Stack {
 	return skytaletest.NewStackWith(b, skytaletest.Options{Relay: skytale.RelayConfig{ArchiveCap: 1 << 20}})
 }
 
-func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account) *seat.Seat {
+// benchSeat opens a seat in a new home with a new phrase, or restored
+// from phrase, signed in to acct (the home seals its key, so the phrase
+// comes first).
+func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account, phrase string) *seat.Seat {
 	b.Helper()
 	ctx := context.Background()
 	s, err := seat.Open(ctx, seat.Config{Home: b.TempDir(), APIURL: st.APIURL, RelayURL: st.RelayURL})
@@ -36,6 +41,14 @@ func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account) *s
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	if phrase == "" {
+		_, err = s.Init(ctx)
+	} else {
+		_, err = s.Restore(ctx, phrase)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := s.UseAccount(ctx, acct.ID, acct.Org, acct.APIKey); err != nil {
 		b.Fatal(err)
 	}
@@ -52,10 +65,7 @@ func entryText(i int) string {
 func BenchmarkPush10k(b *testing.B) {
 	ctx := context.Background()
 	st := benchStack(b)
-	s := benchSeat(b, st, st.NewAccount(b, "acme"))
-	if _, err := s.Init(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := benchSeat(b, st, st.NewAccount(b, "acme"), "")
 	if _, err := s.Connect(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -82,10 +92,7 @@ func BenchmarkPull10k(b *testing.B) {
 	ctx := context.Background()
 	st := benchStack(b)
 	acct := st.NewAccount(b, "acme")
-	a := benchSeat(b, st, acct)
-	if _, err := a.Init(ctx); err != nil {
-		b.Fatal(err)
-	}
+	a := benchSeat(b, st, acct, "")
 	for j := range benchEntries {
 		if _, err := a.Add(ctx, entryText(j)); err != nil {
 			b.Fatal(err)
@@ -98,10 +105,7 @@ func BenchmarkPull10k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := benchSeat(b, st, acct)
-		if _, err := h.Restore(ctx, strings.Join(words, " ")); err != nil {
-			b.Fatal(err)
-		}
+		h := benchSeat(b, st, acct, strings.Join(words, " "))
 		b.StartTimer()
 		n, err := h.Pull(ctx, nil)
 		if err != nil || n != benchEntries {
@@ -121,10 +125,8 @@ func benchRoom(b *testing.B) (alice, bob *seat.Seat, room string) {
 func benchRoomOn(b *testing.B, st *skytaletest.Stack) (alice, bob *seat.Seat, room string) {
 	b.Helper()
 	ctx := context.Background()
-	alice = benchSeat(b, st, st.NewAccount(b, "alice"))
-	bob = benchSeat(b, st, st.NewAccount(b, "bob"))
-	alice.Init(ctx)
-	bob.Init(ctx)
+	alice = benchSeat(b, st, st.NewAccount(b, "alice"), "")
+	bob = benchSeat(b, st, st.NewAccount(b, "bob"), "")
 	room, err := alice.RoomCreate(ctx, "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -310,10 +312,7 @@ func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)))
-		if _, err := newcomer.Init(ctx); err != nil {
-			b.Fatal(err)
-		}
+		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)), "")
 		b.StartTimer()
 		start := time.Now()
 		if _, err := newcomer.RoomJoin(ctx, room, tok, 0); err != nil {
@@ -329,4 +328,66 @@ func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
 		}
 	}
 	b.ReportMetric(joinTotal.Seconds()*1000/float64(b.N), "join-ms")
+}
+
+// BenchmarkRoomHistory10k reads a room's history of 10,000 messages (and
+// the names of their three senders) from the home's database, as
+// `tally room history` does. The rows are written the way a home from
+// before sealing kept them and the home is reopened, so a build that
+// seals history reads them sealed.
+func BenchmarkRoomHistory10k(b *testing.B) {
+	ctx := context.Background()
+	home := b.TempDir()
+	s, err := seat.Open(ctx, seat.Config{Home: home})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.UseAccount(ctx, "acct", "acme", "sk_live_bench"); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", filepath.Join(home, "seat.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const ch = "acme/rooms/ops"
+	senders := []string{"did:key:z6MkAlice", "did:key:z6MkBob", "did:key:z6MkCarol"}
+	for i, who := range senders {
+		if _, err := tx.Exec(`INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, 'name')`,
+			ch, i+1, who, fmt.Sprintf("Person %d", i), time.Now().UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range benchEntries {
+		if _, err := tx.Exec(`INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, '')`,
+			ch, i+10, senders[i%3], fmt.Sprintf("message %d: %s", i, strings.Repeat("x", 60)), time.Now().UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(`DELETE FROM meta WHERE key = 'local_sealed'`); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	db.Close()
+	s, err = seat.Open(ctx, seat.Config{Home: home})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		msgs, err := s.RoomHistory(ctx, "ops")
+		if err != nil || len(msgs) != benchEntries+len(senders) || msgs[len(msgs)-1].SenderName == "" {
+			b.Fatalf("%d messages, %v", len(msgs), err)
+		}
+	}
 }

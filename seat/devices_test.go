@@ -158,11 +158,15 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	}
 	defer db.Close()
 	for _, k := range []string{"api_key", "seat_credential"} {
-		var v string
-		if err := db.QueryRow(`SELECT value FROM meta WHERE key = ?`, k).Scan(&v); err != nil || len(v) < 20 {
+		var sealed []byte
+		if err := db.QueryRow(`SELECT value FROM meta WHERE key = ?`, k).Scan(&sealed); err != nil {
+			t.Fatalf("second home's %s: %v", k, err)
+		}
+		v, err := seat.UnsealStored(b, "credential", k, sealed)
+		if err != nil || len(v) < 20 {
 			t.Fatalf("second home's %s: %q, %v", k, v, err)
 		}
-		secrets = append(secrets, v)
+		secrets = append(secrets, string(v))
 	}
 	scanForSecrets(t, filepath.Join(dir, "relay.db"), secrets)
 	scanForSecrets(t, filepath.Join(dir, "directory.db"), secrets)

@@ -11,10 +11,15 @@
 //   - [Seed.SyncKey]: the AES-256-GCM key of the seat's own sync channel.
 //   - [Seed.Identity]: the Ed25519 signing key whose public half, written as
 //     a did:key ([DIDKey]), names the seat in the directory and in MLS.
-//   - The home's local key: AES-256-GCM over every room's group state and
-//     every pending join's KeyPackage private keys in the home's database,
-//     bound to the row they belong to (localseal.go). The database alone
-//     opens no room; the phrase file beside it does.
+//   - The home's local key: AES-256-GCM over everything in the home's
+//     database that the servers must not see, each value bound to the row
+//     it belongs to (localseal.go): room group states, KeyPackage and
+//     device private keys, the sender and text of every history row (so
+//     the names people gave), the personal log, the API key and the sync
+//     credential, and this person's name. The database alone opens none
+//     of them ([ErrNoSeed]); the phrase file beside it does. It still
+//     shows channel names, ids, relay seqs, kinds, counts, sizes and
+//     times of its rows, and the other settings.
 //
 // Device keys are random per device and do not derive from the seed. The
 // types that hold secrets ([Phrase], [Seed], [SyncKey], [Identity]) print as

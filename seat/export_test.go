@@ -93,8 +93,8 @@ func PublishToRoomGroup(s *Seat, ctx context.Context, name string, build func(*m
 	})
 }
 
-// UnsealStored opens a value the home sealed, as kind ("room state" or
-// "key package") of row id.
+// UnsealStored opens a value the home sealed, as kind ("room state",
+// "key package", "credential", ...) of row id.
 func UnsealStored(s *Seat, kind, id string, sealed []byte) ([]byte, error) {
 	l, err := s.sealer()
 	if err != nil {

@@ -2,7 +2,6 @@ package seat
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -63,13 +62,14 @@ func ShortID(did string) string {
 }
 
 // Name returns this person's name as the home's settings hold it, or "".
+// The name is sealed (localseal.go): without the home's seed it is
+// ErrNoSeed.
 func (s *Seat) Name(ctx context.Context) (string, error) {
-	var v string
-	err := s.st.db.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, SettingName).Scan(&v)
-	if err != nil {
-		return "", nil // no name set (or no settings): nothing to tell
+	v, err := s.st.setting(ctx, SettingName)
+	if errors.Is(err, errNoValue) {
+		return "", nil // no name set: nothing to tell
 	}
-	return v, nil
+	return v, err
 }
 
 // SetName stores this person's name; each room learns it on this seat's
@@ -78,9 +78,7 @@ func (s *Seat) SetName(ctx context.Context, name string) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	_, err := s.st.db.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES (?, ?)
-		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, SettingName, name)
-	return err
+	return s.st.setSetting(ctx, SettingName, name)
 }
 
 // shareName tells r this person's name if the room has not heard it, or
@@ -117,31 +115,23 @@ func (s *Seat) shareName(ctx context.Context, r *room) error {
 
 // knownName is the last name person gave in the room, or "".
 func (s *Seat) knownName(ctx context.Context, ch, person string) (string, error) {
-	var name string
-	err := s.st.db.QueryRowContext(ctx, `SELECT text FROM room_history WHERE channel = ? AND kind = ? AND sender = ?
-		ORDER BY seq DESC LIMIT 1`, ch, NoticeName, person).Scan(&name)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return "", err
-	}
-	return name, nil
+	names, err := s.roomNames(ctx, ch)
+	return names[person], err
 }
 
-// roomNames returns the names people gave in the room, by person.
+// roomNames returns the names people gave in the room, by person. The
+// senders are sealed (localseal.go), so it opens every name notice of
+// the room (one row per change of a name).
 func (s *Seat) roomNames(ctx context.Context, ch string) (map[string]string, error) {
-	rows, err := s.st.db.QueryContext(ctx, `SELECT sender, text FROM room_history WHERE channel = ? AND kind = ? ORDER BY seq`, ch, NoticeName)
+	notices, _, err := s.history(ctx, `WHERE channel = ? AND kind = ? ORDER BY seq`, ch, NoticeName)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string]string{}
-	for rows.Next() {
-		var who, name string
-		if err := rows.Scan(&who, &name); err != nil {
-			return nil, err
-		}
-		out[who] = name
+	for _, m := range notices {
+		out[m.Sender] = m.Text
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // nameNotice is the history entry a received name message makes: a

@@ -180,8 +180,8 @@ type room struct {
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	r := &room{channel: ch}
-	var state []byte
-	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role, version, name_sent FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role, &r.version, &r.nameSent)
+	var state, nameSent []byte
+	err := s.st.db.QueryRowContext(ctx, `SELECT state, last_seq, role, version, name_sent FROM rooms WHERE channel = ?`, ch).Scan(&state, &r.lastSeq, &r.role, &r.version, &nameSent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoRoom
 	}
@@ -194,6 +194,12 @@ func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
 	}
 	if state, err = l.open(sealedRoomState, ch, state); err != nil {
 		return nil, err
+	}
+	if len(nameSent) > 0 {
+		if nameSent, err = l.open(sealedNameSent, ch, nameSent); err != nil {
+			return nil, err
+		}
+		r.nameSent = string(nameSent)
 	}
 	cfg, ref := s.roomConfig()
 	if r.g, err = mls.RestoreGroup(state, cfg); err != nil {
@@ -218,6 +224,10 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 	}
 	state := l.seal(sealedRoomState, r.channel, plain)
 	clear(plain)
+	var nameSent any = ""
+	if r.nameSent != "" {
+		nameSent = l.seal(sealedNameSent, r.channel, []byte(r.nameSent))
+	}
 	tx, err := s.st.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -229,7 +239,7 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 	} else {
 		var res sql.Result
 		res, err = tx.ExecContext(ctx, `UPDATE rooms SET state = ?, last_seq = ?, name_sent = ?, version = version + 1
-			WHERE channel = ? AND version = ?`, state, r.lastSeq, r.nameSent, r.channel, r.version)
+			WHERE channel = ? AND version = ?`, state, r.lastSeq, nameSent, r.channel, r.version)
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errRoomMoved
@@ -240,8 +250,9 @@ func (s *Seat) saveRoom(ctx context.Context, r *room, insert bool, history ...Ro
 		return err
 	}
 	for _, m := range history {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO room_history(channel, seq, sender, text, ts, kind) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, m.Room, m.Seq, m.Sender, m.Text, m.Time.UnixMilli(), m.Kind); err != nil {
+		// The sender and text are sealed to the row (localseal.go).
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_history(channel, seq, sender, text, ts, kind, body) VALUES (?, ?, '', '', ?, ?, ?)
+			ON CONFLICT DO NOTHING`, m.Room, m.Seq, m.Time.UnixMilli(), m.Kind, l.sealMessage(m)); err != nil {
 			return err
 		}
 	}
@@ -1003,25 +1014,43 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.st.db.QueryContext(ctx, `SELECT seq, sender, text, ts, kind FROM room_history WHERE channel = ? ORDER BY seq`, ch)
+	out, _, err := s.history(ctx, `WHERE channel = ? ORDER BY seq`, ch)
 	if err != nil {
 		return nil, err
 	}
+	return out, s.withNames(ctx, out)
+}
+
+// history returns the history rows that the clause where (with args)
+// selects, opened, and the rowid of the last one. A row that does not
+// open fails the whole read: a history with a hole would look complete.
+func (s *Seat) history(ctx context.Context, where string, args ...any) ([]RoomMessage, int64, error) {
+	l, err := s.sealer()
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := s.st.db.QueryContext(ctx, `SELECT rowid, channel, seq, ts, kind, body FROM room_history `+where, args...)
+	if err != nil {
+		return nil, 0, err
+	}
 	defer rows.Close()
 	var out []RoomMessage
+	var last int64
+	var buf openBuf
 	for rows.Next() {
-		m := RoomMessage{Room: ch}
+		var m RoomMessage
 		var ts int64
-		if err := rows.Scan(&m.Seq, &m.Sender, &m.Text, &ts, &m.Kind); err != nil {
-			return nil, err
+		var body sql.RawBytes // opened before the next row
+		if err := rows.Scan(&last, &m.Room, &m.Seq, &ts, &m.Kind, &body); err != nil {
+			return nil, 0, err
+		}
+		if err := l.openMessage(&m, ts, body, &buf); err != nil {
+			return nil, 0, err
 		}
 		m.Time = time.UnixMilli(ts)
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, s.withNames(ctx, out)
+	return out, last, rows.Err()
 }
 
 // RoomMember is one member of a room: one leaf of its group.

@@ -114,6 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 		return nil, err
 	}
 	s := &Seat{cfg: cfg, st: st, tokens: map[string]cachedToken{}}
+	st.local = s.sealer
 	if s.lockf, err = os.OpenFile(filepath.Join(cfg.Home, "rooms.lock"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		st.close()
 		return nil, fmt.Errorf("seat: home folder: %w", err)
@@ -185,7 +186,11 @@ func (s *Seat) Init(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.install(p)
+	did, err := s.install(p)
+	if err != nil {
+		return "", err
+	}
+	return did, s.sealLegacy(ctx)
 }
 
 // Restore installs an existing phrase (a second home, or a new device).
@@ -196,6 +201,10 @@ func (s *Seat) Restore(ctx context.Context, phrase string) (string, error) {
 	}
 	did, err := s.install(p)
 	if err != nil {
+		return "", err
+	}
+	// What the home held before it had a phrase is sealed under this one.
+	if err := s.sealLegacy(ctx); err != nil {
 		return "", err
 	}
 	// Another home may hold the same phrase: this one's room leaves are
@@ -283,8 +292,11 @@ func (s *Seat) SignInInvited(ctx context.Context, email, org, orgInvite string) 
 	if s.cfg.APIURL == "" {
 		return Account{}, ErrNoDirectoryURL
 	}
-	if _, err := s.st.meta(ctx, "api_key"); err == nil {
+	switch _, err := s.st.meta(ctx, "api_key"); {
+	case err == nil:
 		return Account{}, ErrSignedIn
+	case !errors.Is(err, errNoValue):
+		return Account{}, err // a key this home's seed does not open
 	}
 	a, err := s.directory("").CreateAccountInvited(ctx, email, org, orgInvite)
 	if err != nil {
@@ -325,7 +337,8 @@ func (s *Seat) OrgInvite(ctx context.Context, uses int, ttl time.Duration) (stri
 }
 
 // UseAccount stores an existing account's API key (as a device grant
-// delivers it).
+// delivers it). The key is stored sealed under the home's seed, so the
+// home needs its phrase first ([ErrNoSeed]).
 func (s *Seat) UseAccount(ctx context.Context, accountID, org, apiKey string) error {
 	return s.st.setMeta(ctx, "account_id", accountID, "org", org, "api_key", apiKey)
 }
@@ -387,10 +400,11 @@ func (s *Seat) Connect(ctx context.Context) (string, error) {
 // syncCredential is the credential for the sync channel: the seat's
 // channel-scoped key once connected, else the account key.
 func (s *Seat) syncCredential(ctx context.Context) (string, error) {
-	if c, err := s.st.meta(ctx, "seat_credential"); err == nil {
-		return c, nil
+	c, err := s.st.meta(ctx, "seat_credential")
+	if errors.Is(err, errNoValue) {
+		return s.apiKey(ctx)
 	}
-	return s.apiKey(ctx)
+	return c, err
 }
 
 // relay returns a relay client whose tokens are minted from cred and

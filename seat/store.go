@@ -16,6 +16,10 @@ import (
 // store is the seat's one SQLite file in its home folder.
 type store struct {
 	db *sql.DB
+	// local returns the home's sealer (localseal.go), or ErrNoSeed. The
+	// store seals and opens the values the servers must not see with it;
+	// nil in a store opened without a seat.
+	local func() (*localSealer, error)
 }
 
 var storeMigrations = []string{
@@ -85,6 +89,10 @@ var storeMigrations = []string{
 	// people gave, found by kind.
 	`ALTER TABLE rooms ADD COLUMN name_sent TEXT NOT NULL DEFAULT '';
 	CREATE INDEX room_history_kind ON room_history(channel, kind, seq);`,
+	// The sealed sender and text of a history row, and the sealed text of
+	// a log entry (localseal.go); their clear columns stay empty.
+	`ALTER TABLE room_history ADD COLUMN body BLOB;
+	ALTER TABLE log ADD COLUMN body BLOB;`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
@@ -111,16 +119,47 @@ func (s *store) close() error { return s.db.Close() }
 
 var errNoValue = errors.New("seat: no value")
 
+// sealer is the home's sealer, or ErrNoSeed.
+func (s *store) sealer() (*localSealer, error) {
+	if s.local == nil {
+		return nil, ErrNoSeed
+	}
+	return s.local()
+}
+
+// meta returns the value of key; the credentials (sealedMetaKeys) are
+// opened, and fail without the home's seed.
 func (s *store) meta(ctx context.Context, key string) (string, error) {
-	var v string
+	var v []byte
 	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", errNoValue
 	}
-	return v, err
+	if err != nil || !sealedMetaKeys[key] {
+		return string(v), err
+	}
+	l, err := s.sealer()
+	if err != nil {
+		return "", err
+	}
+	plain, err := l.open(sealedMeta, key, v)
+	return string(plain), err
 }
 
+// setMeta sets pairs of keys and values in one transaction, sealing the
+// credentials.
 func (s *store) setMeta(ctx context.Context, kv ...string) error {
+	vals := make([]any, len(kv))
+	for i := 0; i+1 < len(kv); i += 2 {
+		vals[i+1] = kv[i+1]
+		if sealedMetaKeys[kv[i]] {
+			l, err := s.sealer()
+			if err != nil {
+				return err
+			}
+			vals[i+1] = l.seal(sealedMeta, kv[i], []byte(kv[i+1]))
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -128,28 +167,37 @@ func (s *store) setMeta(ctx context.Context, kv ...string) error {
 	defer tx.Rollback()
 	for i := 0; i+1 < len(kv); i += 2 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?, ?)
-			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, kv[i], kv[i+1]); err != nil {
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, kv[i], vals[i+1]); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
 }
 
+// sealEntry seals e's text for its log row.
+func (l *localSealer) sealEntry(e Entry) []byte {
+	return l.seal(sealedLogEntry, logID(e.ID[:], e.CreatedAt.UnixMicro()), []byte(e.Text))
+}
+
 func (s *store) appendLog(ctx context.Context, e Entry) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO log(id, created_at, text) VALUES (?, ?, ?)`,
-		e.ID[:], e.CreatedAt.UnixMicro(), e.Text)
+	l, err := s.sealer()
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO log(id, created_at, text, body) VALUES (?, ?, '', ?)`,
+		e.ID[:], e.CreatedAt.UnixMicro(), l.sealEntry(e))
 	return err
 }
 
 func (s *store) listLog(ctx context.Context) ([]Entry, error) {
-	return s.queryLog(ctx, `SELECT pos, id, created_at, text FROM log ORDER BY created_at, pos`)
+	return s.queryLog(ctx, `SELECT pos, id, created_at, body FROM log ORDER BY created_at, pos`)
 }
 
 // unpushed returns the entries this home has not pushed yet, in the order
 // it saw them, with the position of the last one.
 func (s *store) unpushed(ctx context.Context) ([]Entry, int64, error) {
 	var last int64
-	es, err := s.queryLogPos(ctx, &last, `SELECT pos, id, created_at, text FROM log WHERE pushed = 0 ORDER BY pos`)
+	es, err := s.queryLogPos(ctx, &last, `SELECT pos, id, created_at, body FROM log WHERE pushed = 0 ORDER BY pos`)
 	return es, last, err
 }
 
@@ -163,7 +211,13 @@ func (s *store) queryLog(ctx context.Context, q string, args ...any) ([]Entry, e
 	return s.queryLogPos(ctx, &last, q, args...)
 }
 
+// queryLogPos runs q, which selects pos, id, created_at and body of log
+// rows, and opens each entry.
 func (s *store) queryLogPos(ctx context.Context, last *int64, q string, args ...any) ([]Entry, error) {
+	l, err := s.sealer()
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -172,13 +226,18 @@ func (s *store) queryLogPos(ctx context.Context, last *int64, q string, args ...
 	var out []Entry
 	for rows.Next() {
 		var e Entry
-		var id []byte
+		var id, body []byte
 		var us int64
-		if err := rows.Scan(last, &id, &us, &e.Text); err != nil {
+		if err := rows.Scan(last, &id, &us, &body); err != nil {
+			return nil, err
+		}
+		text, err := l.open(sealedLogEntry, logID(id, us), body)
+		if err != nil {
 			return nil, err
 		}
 		copy(e.ID[:], id)
 		e.CreatedAt = time.UnixMicro(us).UTC()
+		e.Text = string(text)
 		out = append(out, e)
 	}
 	return out, rows.Err()
@@ -193,10 +252,14 @@ func (s *store) merge(ctx context.Context, entries []Entry, cursorKey string, se
 		return 0, err
 	}
 	defer tx.Rollback()
+	l, err := s.sealer()
+	if err != nil {
+		return 0, err
+	}
 	added := 0
 	for _, e := range entries {
-		res, err := tx.ExecContext(ctx, `INSERT INTO log(id, created_at, text, pushed) VALUES (?, ?, ?, 1)
-			ON CONFLICT(id) DO NOTHING`, e.ID[:], e.CreatedAt.UnixMicro(), e.Text)
+		res, err := tx.ExecContext(ctx, `INSERT INTO log(id, created_at, text, body, pushed) VALUES (?, ?, '', ?, 1)
+			ON CONFLICT(id) DO NOTHING`, e.ID[:], e.CreatedAt.UnixMicro(), l.sealEntry(e))
 		if err != nil {
 			return 0, err
 		}

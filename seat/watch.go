@@ -329,26 +329,18 @@ func (s *Seat) newFeed(ctx context.Context, chans []string, on func(RoomMessage)
 }
 
 func (f *feed) emit(ctx context.Context) error {
-	rows, err := f.s.st.db.QueryContext(ctx, `SELECT rowid, channel, seq, sender, text, ts, kind FROM room_history WHERE rowid > ? ORDER BY rowid`, f.last)
+	all, last, err := f.s.history(ctx, `WHERE rowid > ? ORDER BY rowid`, f.last)
 	if err != nil {
 		return err
 	}
+	if len(all) > 0 {
+		f.last = last
+	}
 	var out []RoomMessage
-	for rows.Next() {
-		var m RoomMessage
-		var ts int64
-		if err := rows.Scan(&f.last, &m.Room, &m.Seq, &m.Sender, &m.Text, &ts, &m.Kind); err != nil {
-			rows.Close()
-			return err
-		}
-		m.Time = time.UnixMilli(ts)
+	for _, m := range all {
 		if f.rooms[m.Room] {
 			out = append(out, m)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if err := f.s.withNames(ctx, out); err != nil {
 		return err
