@@ -210,9 +210,9 @@
 //
 // The remote address is the TCP peer's (IPv6 counted per /64). Behind a
 // reverse proxy every client would share the proxy's address and so its
-// buckets: set Limits.ClientIPHeader to the header the proxy writes the
-// client's address into, and let clients reach the directory only through
-// that proxy. The limiters keep at most Limits.MaxKeys addresses or
+// buckets: set Config.TrustedProxies to the proxies' addresses (the client
+// is then the rightmost X-Forwarded-For entry that is not a trusted
+// proxy), and let clients reach the directory only through them. The limiters keep at most Limits.MaxKeys addresses or
 // accounts each (10,000 by default, a few hundred bytes each) and forget
 // a bucket once it is full again, so a flood of distinct addresses costs
 // bounded memory. Limits.Off turns all of it off, for benchmarks.
