@@ -460,17 +460,18 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 // listener wraps a plane's TCP listener and makes its HTTP server: the
 // PROXY header from trusted proxies (--proxy-protocol) first, so the caps
 // see the clients, then the connection caps. The health listener has a
-// small cap of its own and short timeouts, and no per-address caps: it
-// is for the operator's load balancer, not the public.
+// small cap of its own and short timeouts, and neither per-address caps
+// nor PROXY headers: it is for the operator's load balancer or monitor,
+// not the public.
 func (o *serveOptions) listener(p plane, tl net.Listener, maxConns int) (*httpx.LimitListener, *http.Server) {
+	if p.name == "health" {
+		ln := httpx.NewLimitListener(tl, httpx.LimitOptions{Max: healthMaxConns})
+		return ln, &http.Server{Handler: p.h, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
+			WriteTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 8 << 10, ConnState: ln.ConnState}
+	}
 	var base net.Listener = tl
 	if o.ProxyProtocol {
 		base = clientaddr.NewListener(tl, o.TrustedProxies, 0)
-	}
-	if p.name == "health" {
-		ln := httpx.NewLimitListener(base, httpx.LimitOptions{Max: healthMaxConns})
-		return ln, &http.Server{Handler: p.h, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
-			WriteTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 8 << 10, ConnState: ln.ConnState}
 	}
 	// A TLS proxy on loopback carries every client, as does a trusted
 	// proxy that does not send PROXY headers.
