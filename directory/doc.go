@@ -16,6 +16,21 @@
 // own; mount it on any mux. [Server.Close] stops the background sweep and
 // closes the database.
 //
+// # Connections
+//
+// The Server does not bound the HTTP connections that reach it: that is
+// the listener's job, and an embedder that serves it to the network must
+// do it. Set http.Server's ReadHeaderTimeout, ReadTimeout and IdleTimeout
+// (tally serve: 10 s, 30 s, 2 minutes), cap the connections accepted in
+// total and per client address (tally serve: 4096 per listener, 256 per
+// address, 1024 per IPv4 /24 or IPv6 /64, and 64 idle keep-alive
+// connections per address, whose oldest is closed when one more goes
+// idle), and serve GET /health from a listener of its own if monitors
+// must reach it under a flood (tally serve --health-addr). Behind a
+// reverse proxy, set Config.TrustedProxies, and count clients by the
+// proxy's PROXY protocol header or its own limits rather than by the TCP
+// peer, which is the proxy.
+//
 // # Authentication
 //
 // Directory endpoints take an "Authorization: Bearer" credential: an
