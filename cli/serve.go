@@ -196,8 +196,16 @@ func (o *serveOptions) admissionFlags(c *ucli.Context) error {
 		return &usageError{"--proxy-protocol needs --trusted-proxy", "name the proxies that send the PROXY header"}
 	}
 	o.HealthAddr = c.String("health-addr")
-	o.MaxConnsPerNet = c.Int("max-conns-per-net")
-	o.MaxIdlePerIP = c.Int("max-idle-per-ip")
+	// The listener caps' 0 is "no cap", which serveOptions spells -1.
+	noCap := func(name string) int {
+		if v := c.Int(name); v != 0 {
+			return v
+		}
+		return -1
+	}
+	o.MaxConnsPerNet = noCap("max-conns-per-net")
+	o.MaxIdlePerIP = noCap("max-idle-per-ip")
+	o.MaxConnsPerIP = noCap("max-conns-per-ip")
 	o.RelayMaxConns = c.Int("relay-max-conns")
 	o.RelayLoginReserve = c.Int("relay-login-reserve")
 	o.RelayConnsPerIP = c.Int("relay-conns-per-ip")

@@ -247,11 +247,13 @@ func (c *conn) ping() {
 	cancel()
 	c.pingMu.Lock()
 	defer c.pingMu.Unlock()
-	if c.pingStopped {
+	if c.pingStopped || s.bgCtx.Err() != nil {
+		// The socket ended, or the relay is closing it with a close
+		// handshake of its own.
 		return
 	}
 	if err != nil {
-		if !c.isClosing() && s.bgCtx.Err() == nil {
+		if !c.isClosing() {
 			s.counters.pingTimeouts.Add(1)
 			s.log.Info("relay: no pong within the ping timeout, closing", "remote", c.remote, "sub", c.sub)
 		}
