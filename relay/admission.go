@@ -109,6 +109,8 @@ func (a *admission) admit(c *conn) (victim *conn, refused string) {
 		victim = a.login.Front().Value.(*conn)
 		a.releaseLocked(victim)
 		victim.adm.state = admEvicted
+		// The victim may have been the last of c's address or network.
+		ac, nc = a.byAddr[k.Addr], a.byNet[k.Net]
 	}
 	if ac == nil {
 		ac = &admCount{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skytale-oss/skytale/internal/clientaddr"
+	"github.com/skytale-oss/skytale/internal/metricstest"
 )
 
 // dialVia opens a WebSocket from the loopback address local with an
@@ -279,4 +284,123 @@ func writeMasked(c net.Conn, p []byte) {
 		hdr = append(hdr, 0x80|126, byte(n>>8), byte(n))
 	}
 	c.Write(append(append(hdr, 0, 0, 0, 0), p...))
+}
+
+// TestAdmissionMetrics: admissions, refusals by share, evictions by
+// reason and the sockets in each class are counted, and no label names
+// an address.
+func TestAdmissionMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr := startRelay(t, Config{NoSync: true, Metrics: reg, MaxConns: 4, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
+	a, _, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1") // over the address's login share
+	expectRefused(t, resp, err)
+	b, _, err := dialFrom(t, tr.URL, "/ws", "127.0.0.2") // takes a's login seat
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.expectClose(websocket.StatusTryAgainLater)
+	b.auth(mint(t, "b", ""))
+	for i := range 3 { // the third login evicts b, idle longest
+		c, _, err := dialFrom(t, tr.URL, "/ws", fmt.Sprintf("127.0.0.%d", 3+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.auth(mint(t, fmt.Sprint("c", i), ""))
+	}
+	b.expectError("evicted")
+	for name, want := range map[string]float64{
+		"skytale_relay_admissions_total":          5,
+		"skytale_relay_connections_authenticated": 3,
+		"skytale_relay_connections_login":         0,
+	} {
+		if got := metricstest.Value(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for labels, want := range map[[2]string]float64{
+		{"share", "address_login"}: 1,
+		{"share", "network"}:       0,
+	} {
+		if got := metricstest.Value(t, reg, "skytale_relay_admission_refusals_total", labels[0], labels[1]); got != want {
+			t.Errorf("refusals %v = %v, want %v", labels, got, want)
+		}
+	}
+	for reason, want := range map[string]float64{"login": 1, "idle": 1} {
+		if got := metricstest.Value(t, reg, "skytale_relay_evictions_total", "reason", reason); got != want {
+			t.Errorf("evictions %s = %v, want %v", reason, got, want)
+		}
+	}
+	metricstest.Labels(t, reg, func(metric, label, v string) {
+		if strings.Contains(v, "127.") {
+			t.Errorf("%s has the label %s=%q", metric, label, v)
+		}
+	})
+}
+
+// TestAdmissionCounts: over random admissions, logins and ends from a few
+// addresses and networks, the counts always equal those of the sockets
+// still seated, the shares hold, and no socket is seated twice.
+func TestAdmissionCounts(t *testing.T) {
+	cfg := &Config{MaxConns: 12, MaxUnauthConns: 4, MaxUnauthConnsPerAddr: 3, MaxUnauthConnsPerNet: 4,
+		MaxConnsPerAddr: 5, MaxConnsPerNet: 8}
+	a := newAdmission(cfg)
+	rng := rand.New(rand.NewPCG(1, 2))
+	addrs := []string{"192.0.2.1", "192.0.2.2", "198.51.100.1", "2001:db8::1", "2001:db8::2", "2001:db8:1::1"}
+	var live []*conn
+	for step := range 20000 {
+		switch op := rng.IntN(3); {
+		case op == 0 || len(live) == 0:
+			c := &conn{}
+			c.adm.keys = clientaddr.KeysOf(netip.MustParseAddr(addrs[rng.IntN(len(addrs))]))
+			if _, refused := a.admit(c); refused == "" {
+				live = append(live, c)
+			}
+		case op == 1:
+			a.loggedIn(live[rng.IntN(len(live))])
+		default:
+			i := rng.IntN(len(live))
+			a.leave(live[i])
+			live = append(live[:i], live[i+1:]...)
+		}
+		byAddr, byNet := map[netip.Addr]admCount{}, map[netip.Prefix]admCount{}
+		logins, authed := 0, 0
+		for _, c := range live {
+			st := c.adm.state
+			if st != admLogin && st != admAuthed {
+				continue
+			}
+			ac, nc := byAddr[c.adm.keys.Addr], byNet[c.adm.keys.Net]
+			ac.all++
+			nc.all++
+			if st == admLogin {
+				ac.login++
+				nc.login++
+				logins++
+			} else {
+				authed++
+			}
+			byAddr[c.adm.keys.Addr], byNet[c.adm.keys.Net] = ac, nc
+		}
+		if a.login.Len() != logins || len(a.authed) != authed || len(a.byAddr) != len(byAddr) || len(a.byNet) != len(byNet) {
+			t.Fatalf("step %d: %d logins, %d authed, %d addrs, %d nets; want %d, %d, %d, %d", step,
+				a.login.Len(), len(a.authed), len(a.byAddr), len(a.byNet), logins, authed, len(byAddr), len(byNet))
+		}
+		for k, want := range byAddr {
+			if got := a.byAddr[k]; got == nil || *got != want || got.login > cfg.MaxUnauthConnsPerAddr || got.all > cfg.MaxConnsPerAddr {
+				t.Fatalf("step %d: %v holds %v, want %v", step, k, got, want)
+			}
+		}
+		for k, want := range byNet {
+			if got := a.byNet[k]; got == nil || *got != want || got.login > cfg.MaxUnauthConnsPerNet || got.all > cfg.MaxConnsPerNet {
+				t.Fatalf("step %d: %v holds %v, want %v", step, k, got, want)
+			}
+		}
+		if logins > cfg.MaxUnauthConns || authed > cfg.MaxConns-cfg.MaxUnauthConns {
+			t.Fatalf("step %d: %d logins, %d authenticated", step, logins, authed)
+		}
+	}
 }
