@@ -216,20 +216,54 @@ func (c *conn) touch(now int64) {
 	}
 }
 
+// evictLinger bounds how long an evicted socket's close handshake may
+// take: its seat went to another socket at once, but its connection still
+// holds a file descriptor and a slot of the listener until it is closed,
+// and a peer that reads nothing would hold them for the library's 5 s.
+// A client that reads answers within a round trip.
+const evictLinger = time.Second
+
 // evictLogin closes a socket whose login seat went to a newer one.
 func (c *conn) evictLogin() {
 	c.srv.counters.evictedLogin.Add(1)
 	c.srv.log.Info("relay: login reserve full, closing the socket silent longest", "remote", c.remote)
-	c.closeWith(websocket.StatusTryAgainLater, "relay busy",
-		errorFrame("busy", "the relay is full of sockets waiting to log in; reconnect shortly and authenticate at once"), true)
+	c.evict("relay busy", errorFrame("busy", "the relay is full of sockets waiting to log in; reconnect shortly and authenticate at once"), true)
 }
 
 // evictIdle closes an authenticated socket idle longest to seat a login.
 func (c *conn) evictIdle() {
 	c.srv.counters.evictedIdle.Add(1)
 	c.srv.log.Info("relay: relay full, closing the socket idle longest", "remote", c.remote, "sub", c.sub)
-	c.closeWith(websocket.StatusTryAgainLater, "relay full: idle connection closed",
-		errorFrame("evicted", "the relay is full and this connection was idle longest; reconnect later"), false)
+	c.evict("relay full: idle connection closed", errorFrame("evicted", "the relay is full and this connection was idle longest; reconnect later"), false)
+}
+
+// evict closes c with 1013 after final, and cuts the connection if the
+// close handshake has not ended within evictLinger.
+func (c *conn) evict(reason string, final []byte, drop bool) {
+	c.closeWith(websocket.StatusTryAgainLater, reason, final, drop)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.linger == nil {
+		c.linger = time.AfterFunc(evictLinger, func() {
+			// The connection itself: the library's CloseNow waits
+			// for a close handshake already under way.
+			c.mu.Lock()
+			cc := c.cc
+			c.mu.Unlock()
+			if cc != nil {
+				cc.Close()
+			}
+		})
+	}
+}
+
+// stopLinger stops the timer of an evicted socket that has ended.
+func (c *conn) stopLinger() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.linger != nil {
+		c.linger.Stop()
+	}
 }
 
 // startPings pings c every PingInterval once it has authenticated; a

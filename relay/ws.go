@@ -143,7 +143,8 @@ type conn struct {
 	closing     bool
 	closeCode   websocket.StatusCode
 	closeReason string
-	final       []byte // sent before the close frame
+	final       []byte      // sent before the close frame
+	linger      *time.Timer // cuts an evicted socket's close handshake short
 }
 
 // push queues a frame; the frame is shared and must not be modified. A full
@@ -901,7 +902,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.PreAuthReadLimit)
+	c.mu.Lock() // an eviction's linger timer may read cc
 	c.ws, c.cc = ws, hw.cc
+	c.mu.Unlock()
 	s.log.Info("relay: connection opened", "remote", c.remote, "path", httpx.LogPath(r.URL.Path))
 	s.hub.register(c)
 	if s.gate.Closed() {
@@ -923,6 +926,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.adm.leave(c)
 	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
 	wg.Wait()
+	c.stopLinger()
 	c.ws.CloseNow()
 	s.hub.remove(c, c.subs)
 	s.log.Info("relay: connection ended", "remote", c.remote, "sub", c.sub)
