@@ -506,7 +506,10 @@ func (o *serveOptions) listener(p plane, tl net.Listener, maxConns int) (*httpx.
 	}
 }
 
-// healthMaxConns bounds the health listener's connections.
+// healthMaxConns bounds the health listener's connections: room for a
+// few monitors and a load balancer's checks from each of its nodes, while
+// a flood that reached this listener too could hold no more than 64 file
+// descriptors.
 const healthMaxConns = 64
 
 // healthHandler answers GET /health on the health listener: the relay's

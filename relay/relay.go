@@ -159,9 +159,10 @@ type Config struct {
 	// is an IPv4 /24 or an IPv6 /64. A socket over an address's or a
 	// network's share is refused before the upgrade (429 rate_limited).
 	//
-	// MaxConns bounds the relay's WebSockets (default 4096: the open-file
-	// limit many systems start services with, and about 100 MiB of
-	// buffers and goroutines at a few tens of KiB a socket). Of them,
+	// MaxConns bounds the relay's WebSockets (default 4096: tally serve's
+	// listener cap, within the open-file limits services are given, and
+	// about 140 MiB of buffers and goroutines at the 33.5 KB a socket
+	// docs/BENCHMARKS.md measured). Of them,
 	// MaxUnauthConns are the login reserve (default 1024, at most a
 	// quarter of MaxConns when that is set lower): only sockets that have
 	// not yet authenticated hold them, so the authenticated ones never
