@@ -311,6 +311,10 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		where = append(where, "relay", "http://"+o.RelayAddr)
 	}
 	log.Info("tally serve starting", append(where, "data", o.Data)...)
+	if len(o.TrustedProxies) == 0 && (isLoopback(o.APIAddr) || isLoopback(o.RelayAddr)) {
+		log.Info("no --trusted-proxy: behind a reverse proxy every client counts as the proxy's one address, " +
+			"which then holds one address's share of sign-ins and relay sockets for everyone; name the proxy with --trusted-proxy")
+	}
 	if !datadir.Supported {
 		log.Warn("this system cannot lock the data folder: make sure no other tally serve uses it", "data", o.Data)
 	}
