@@ -876,7 +876,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	victim, refused := s.adm.admit(c)
 	if refused != "" {
 		s.counters.admissionRefused(refused)
-		s.log.Info("relay: too many sockets from one client address or network", "remote", r.RemoteAddr, "share", refused)
+		s.log.Info("relay: too many sockets from one client address or network", "remote", r.RemoteAddr, "client", c.adm.keys.Addr, "share", refused)
 		s.logRequest(r, http.StatusTooManyRequests)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "rate_limited", refusedMessage[refused])
@@ -905,7 +905,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock() // an eviction's linger timer may read cc
 	c.ws, c.cc = ws, hw.cc
 	c.mu.Unlock()
-	s.log.Info("relay: connection opened", "remote", c.remote, "path", httpx.LogPath(r.URL.Path))
+	// client is the address admission counts: the remote one, or behind
+	// a trusted proxy the one it forwards for.
+	s.log.Info("relay: connection opened", "remote", c.remote, "client", c.adm.keys.Addr, "path", httpx.LogPath(r.URL.Path))
 	s.hub.register(c)
 	if s.gate.Closed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)
