@@ -78,7 +78,7 @@ func TestDeployFilesUseRealFlags(t *testing.T) {
 			case "data":
 				run = append(run, a, t.TempDir())
 				i++
-			case "api-addr", "relay-addr":
+			case "api-addr", "relay-addr", "health-addr", "metrics-addr":
 				run = append(run, a, "127.0.0.1:0")
 				i++
 			default:

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/relay"
@@ -55,6 +56,20 @@ func serveCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
 			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); more wait"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: defaultMaxConnsPerIP, Usage: "open connections per plane from one non-loopback address (IPv6: per /64); more are closed; 0 for no cap"},
+			// Client addresses, connection admission and health.
+			&ucli.StringFlag{Name: "trusted-proxy", Usage: "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (or, with --proxy-protocol, PROXY v2 header) names the client; without it every client behind a proxy is the proxy's one address"},
+			&ucli.BoolFlag{Name: "proxy-protocol", Usage: "with --trusted-proxy: read a PROXY protocol v2 header on every connection from a trusted proxy (required from them)"},
+			&ucli.StringFlag{Name: "health-addr", Usage: "serve GET /health on this address of its own, apart from the public listeners and their connection caps, so it answers under a connection flood (off by default)"},
+			&ucli.IntFlag{Name: "max-conns-per-net", Value: defaultMaxConnsPerNet, Usage: "open connections per plane from one IPv4 /24 or IPv6 /64 (not loopback, not a trusted proxy); more are closed; 0 for no cap"},
+			&ucli.IntFlag{Name: "max-idle-per-ip", Value: defaultMaxIdlePerIP, Usage: "idle keep-alive connections per plane from one address (IPv6: per /64); an idle one past it is closed; 0 for no cap"},
+			&ucli.IntFlag{Name: "relay-max-conns", Usage: "WebSockets the relay holds, the login reserve included", DefaultText: "--max-conns minus an eighth for HTTP requests"},
+			&ucli.IntFlag{Name: "relay-login-reserve", Usage: "WebSockets kept for sockets not yet authenticated; a full reserve closes the one silent longest", DefaultText: "1024, at most a quarter of --relay-max-conns"},
+			&ucli.IntFlag{Name: "relay-conns-per-ip", Value: relay.DefaultMaxConnsPerAddr, Usage: "WebSockets per client address, authenticated or not"},
+			&ucli.IntFlag{Name: "relay-conns-per-net", Value: relay.DefaultMaxConnsPerNet, Usage: "WebSockets per client IPv4 /24 or IPv6 /64, authenticated or not"},
+			&ucli.IntFlag{Name: "relay-logins-per-ip", Value: relay.DefaultMaxUnauthConnsPerAddr, Usage: "WebSockets not yet authenticated per client address"},
+			&ucli.IntFlag{Name: "relay-logins-per-net", Value: relay.DefaultMaxUnauthConnsPerNet, Usage: "WebSockets not yet authenticated per client IPv4 /24 or IPv6 /64"},
+			&ucli.DurationFlag{Name: "relay-ping-interval", Value: relay.DefaultPingInterval, Usage: "how often the relay pings an authenticated WebSocket"},
+			&ucli.DurationFlag{Name: "relay-ping-timeout", Value: relay.DefaultPingTimeout, Usage: "how long a pong may take before the WebSocket is closed"},
 		},
 		Subcommands: []*ucli.Command{backupCommand()},
 		Action: func(c *ucli.Context) error {
@@ -84,6 +99,9 @@ func serveCommand() *ucli.Command {
 				NATSStream:    c.String("relay-nats-stream"),
 				NATSReplicas:  c.Int("relay-nats-replicas"),
 			}
+			if err := opts.admissionFlags(c); err != nil {
+				return err
+			}
 			if c.IsSet("open-signup") {
 				v := c.Bool("open-signup")
 				opts.OpenSignup = &v
@@ -103,6 +121,12 @@ const (
 	defaultReadHeaderTimeout = 10 * time.Second
 	defaultMaxConns          = 4096
 	defaultMaxConnsPerIP     = 256
+	// defaultMaxConnsPerNet is four addresses' worth: a /24 or /64 is
+	// one site or one host, never a quarter of the listener.
+	defaultMaxConnsPerNet = 1024
+	// defaultMaxIdlePerIP: a browser or client keeps a few keep-alive
+	// connections per origin; an office NAT a few dozen.
+	defaultMaxIdlePerIP = 64
 	// fdReserve is kept out of the connection caps for the databases,
 	// logs and outgoing requests.
 	fdReserve = 128
@@ -132,6 +156,65 @@ type serveOptions struct {
 	// listening, if set, is called with each plane's name and URL once
 	// it accepts connections.
 	listening func(plane, url string)
+
+	admissionOptions
+}
+
+// admissionOptions are the client-address, connection and health
+// settings of tally serve.
+type admissionOptions struct {
+	// TrustedProxies are the reverse proxies whose forwarded client
+	// address both planes believe; ProxyProtocol reads a PROXY v2 header
+	// from them on the listeners instead of X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	ProxyProtocol  bool
+	// HealthAddr, if set, serves GET /health on a listener of its own.
+	HealthAddr string
+	// MaxConnsPerNet and MaxIdlePerIP bound each plane's listener per
+	// network and its idle keep-alive connections per address (zero: the
+	// defaults; negative: no cap).
+	MaxConnsPerNet, MaxIdlePerIP int
+	// The relay's admission (relay.Config); zero means its default, and
+	// RelayMaxConns 0 the listener's cap minus an eighth.
+	RelayMaxConns, RelayLoginReserve    int
+	RelayConnsPerIP, RelayConnsPerNet   int
+	RelayLoginsPerIP, RelayLoginsPerNet int
+	RelayPingInterval, RelayPingTimeout time.Duration
+}
+
+// admissionFlags reads the admission flags into o.
+func (o *serveOptions) admissionFlags(c *ucli.Context) error {
+	if v := c.String("trusted-proxy"); v != "" {
+		p, err := clientaddr.ParsePrefixes(v)
+		if err != nil {
+			return &usageError{err.Error(), "--trusted-proxy takes CIDR prefixes or addresses, separated by commas"}
+		}
+		o.TrustedProxies = p
+	}
+	o.ProxyProtocol = c.Bool("proxy-protocol")
+	if o.ProxyProtocol && len(o.TrustedProxies) == 0 {
+		return &usageError{"--proxy-protocol needs --trusted-proxy", "name the proxies that send the PROXY header"}
+	}
+	o.HealthAddr = c.String("health-addr")
+	// The listener caps' 0 is "no cap", which serveOptions spells -1.
+	noCap := func(name string) int {
+		if v := c.Int(name); v != 0 {
+			return v
+		}
+		return -1
+	}
+	o.MaxConnsPerNet = noCap("max-conns-per-net")
+	o.MaxIdlePerIP = noCap("max-idle-per-ip")
+	o.MaxConnsPerIP = noCap("max-conns-per-ip")
+	o.RelayMaxConns = c.Int("relay-max-conns")
+	o.RelayLoginReserve = c.Int("relay-login-reserve")
+	o.RelayConnsPerIP = c.Int("relay-conns-per-ip")
+	o.RelayConnsPerNet = c.Int("relay-conns-per-net")
+	o.RelayLoginsPerIP = c.Int("relay-logins-per-ip")
+	o.RelayLoginsPerNet = c.Int("relay-logins-per-net")
+	o.RelayPingInterval = c.Duration("relay-ping-interval")
+	o.RelayPingTimeout = c.Duration("relay-ping-timeout")
+	return nil
 }
 
 func (o *serveOptions) defaults() {
@@ -149,6 +232,12 @@ func (o *serveOptions) defaults() {
 	}
 	if o.MaxConnsPerIP == 0 {
 		o.MaxConnsPerIP = defaultMaxConnsPerIP
+	}
+	if o.MaxConnsPerNet == 0 {
+		o.MaxConnsPerNet = defaultMaxConnsPerNet
+	}
+	if o.MaxIdlePerIP == 0 {
+		o.MaxIdlePerIP = defaultMaxIdlePerIP
 	}
 }
 
@@ -222,6 +311,10 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		where = append(where, "relay", "http://"+o.RelayAddr)
 	}
 	log.Info("tally serve starting", append(where, "data", o.Data)...)
+	if len(o.TrustedProxies) == 0 && (isLoopback(o.APIAddr) || isLoopback(o.RelayAddr)) {
+		log.Info("no --trusted-proxy: behind a reverse proxy every client counts as the proxy's one address, " +
+			"which then holds one address's share of sign-ins and relay sockets for everyone; name the proxy with --trusted-proxy")
+	}
 	if !datadir.Supported {
 		log.Warn("this system cannot lock the data folder: make sure no other tally serve uses it", "data", o.Data)
 	}
@@ -269,6 +362,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	dcfg := skytale.DirectoryConfig{
 		DBPath: filepath.Join(o.Data, "directory.db"), JWTSecret: jwtSecret,
 		InternalSecret: internal, OpenSignup: open, Logger: planeLogger(reqLog, "directory"),
+		TrustedProxies: o.TrustedProxies,
 	}
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
@@ -279,6 +373,17 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		Logger:  planeLogger(reqLog, "relay"),
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 	}
+	// Every open connection is a file descriptor: the caps of all planes
+	// together stay below the process's limit.
+	nPlanes := len(planes)
+	if o.MetricsAddr != "" {
+		nPlanes++
+	}
+	maxConns := o.MaxConns
+	if n := openFileLimit(); n > 0 {
+		maxConns = max(1, min(maxConns, (n-fdReserve)/nPlanes))
+	}
+	o.relayAdmission(&rcfg, maxConns)
 	var reg *prometheus.Registry
 	if o.MetricsAddr != "" {
 		reg = prometheus.NewRegistry()
@@ -321,11 +426,8 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		planes = append(planes, plane{name: "metrics", addr: o.MetricsAddr, h: mux})
 	}
-	// Every open connection is a file descriptor: the caps of all planes
-	// together stay below the process's limit.
-	maxConns := o.MaxConns
-	if n := openFileLimit(); n > 0 {
-		maxConns = max(1, min(maxConns, (n-fdReserve)/len(planes)))
+	if o.HealthAddr != "" {
+		planes = append(planes, plane{name: "health", addr: o.HealthAddr, h: healthHandler(planes)})
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -334,28 +436,15 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		ln := httpx.NewLimitListener(tl, httpx.LimitOptions{
-			Max: maxConns, MaxPerAddr: o.MaxConnsPerIP,
-			// A TLS proxy on loopback carries every client.
-			ExemptAddr: netip.Addr.IsLoopback,
-		})
-		// The deadlines hold until a WebSocket takes the connection over:
-		// net/http clears them when the relay hijacks it, and the relay
-		// sets its own per write.
-		srv := &http.Server{
-			Handler:           p.h,
-			ReadHeaderTimeout: o.ReadHeaderTimeout,
-			ReadTimeout:       o.ReadTimeout,
-			WriteTimeout:      o.WriteTimeout,
-			IdleTimeout:       o.IdleTimeout,
-			MaxHeaderBytes:    64 << 10,
-		}
+		ln, srv := o.listener(p, tl, maxConns)
 		url := "http://" + tl.Addr().String()
 		attrs := []any{"url", url}
 		if p.name == "directory" {
 			attrs = append(attrs, "open_signup", open)
 		}
-		attrs = append(attrs, "max_conns", maxConns)
+		if p.name != "health" {
+			attrs = append(attrs, "max_conns", maxConns)
+		}
 		log.Info(p.name+" listening", attrs...)
 		if o.listening != nil {
 			o.listening(p.name, url)
@@ -378,6 +467,83 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	err = g.Wait()
 	log.Info("shutting down")
 	return err
+}
+
+// listener wraps a plane's TCP listener and makes its HTTP server: the
+// PROXY header from trusted proxies (--proxy-protocol) first, so the caps
+// see the clients, then the connection caps. The health listener has a
+// small cap of its own and short timeouts, and neither per-address caps
+// nor PROXY headers: it is for the operator's load balancer or monitor,
+// not the public.
+func (o *serveOptions) listener(p plane, tl net.Listener, maxConns int) (*httpx.LimitListener, *http.Server) {
+	if p.name == "health" {
+		ln := httpx.NewLimitListener(tl, httpx.LimitOptions{Max: healthMaxConns})
+		return ln, &http.Server{Handler: p.h, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
+			WriteTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 8 << 10, ConnState: ln.ConnState}
+	}
+	var base net.Listener = tl
+	if o.ProxyProtocol {
+		base = clientaddr.NewListener(tl, o.TrustedProxies, 0)
+	}
+	// A TLS proxy on loopback carries every client, as does a trusted
+	// proxy that does not send PROXY headers.
+	exempt := netip.Addr.IsLoopback
+	if len(o.TrustedProxies) > 0 {
+		trusted := o.TrustedProxies
+		exempt = func(a netip.Addr) bool { return clientaddr.Trusted(trusted, a) }
+	}
+	ln := httpx.NewLimitListener(base, httpx.LimitOptions{
+		Max: maxConns, MaxPerAddr: o.MaxConnsPerIP, MaxPerNet: o.MaxConnsPerNet, MaxIdlePerAddr: o.MaxIdlePerIP,
+		ExemptAddr: exempt,
+	})
+	// The deadlines hold until a WebSocket takes the connection over:
+	// net/http clears them when the relay hijacks it, and the relay
+	// sets its own per write.
+	return ln, &http.Server{
+		Handler:           p.h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         ln.ConnState,
+	}
+}
+
+// healthMaxConns bounds the health listener's connections: room for a
+// few monitors and a load balancer's checks from each of its nodes, while
+// a flood that reached this listener too could hold no more than 64 file
+// descriptors.
+const healthMaxConns = 64
+
+// healthHandler answers GET /health on the health listener: the relay's
+// answer when it runs here, else the directory's. Neither takes a lock
+// or a limiter that a flood of connections contends.
+func healthHandler(planes []plane) http.Handler {
+	h := planes[0].h
+	for _, p := range planes {
+		if p.name == "relay" {
+			h = p.h
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /health", h)
+	return mux
+}
+
+// relayAdmission sets the relay's admission from the flags: its
+// WebSockets stay an eighth below the listener's cap, so HTTP requests
+// (reads, health) find room however many sockets are open.
+func (o *serveOptions) relayAdmission(rcfg *relay.Config, listenerCap int) {
+	rcfg.TrustedProxies = o.TrustedProxies
+	rcfg.MaxConns = o.RelayMaxConns
+	if rcfg.MaxConns <= 0 {
+		rcfg.MaxConns = max(2, listenerCap-listenerCap/8)
+	}
+	rcfg.MaxUnauthConns = o.RelayLoginReserve
+	rcfg.MaxConnsPerAddr, rcfg.MaxConnsPerNet = o.RelayConnsPerIP, o.RelayConnsPerNet
+	rcfg.MaxUnauthConnsPerAddr, rcfg.MaxUnauthConnsPerNet = o.RelayLoginsPerIP, o.RelayLoginsPerNet
+	rcfg.PingInterval, rcfg.PingTimeout = o.RelayPingInterval, o.RelayPingTimeout
 }
 
 type plane struct {

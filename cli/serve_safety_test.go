@@ -24,6 +24,7 @@ import (
 
 type inProcess struct {
 	apiURL, relURL string
+	healthURL      string // with HealthAddr
 	log            *syncBuffer
 	stop           func() error // cancels serve and returns its error
 }
@@ -40,7 +41,7 @@ func serveInProcess(t *testing.T, o serveOptions) *inProcess {
 		o.RelayAddr = "127.0.0.1:0"
 	}
 	o.Quiet = true
-	urls := make(chan [2]string, 2)
+	urls := make(chan [2]string, 4)
 	o.listening = func(plane, url string) { urls <- [2]string{plane, url} }
 	p := &inProcess{log: new(syncBuffer)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,11 +51,16 @@ func serveInProcess(t *testing.T, o serveOptions) *inProcess {
 	if o.Only != "" {
 		want = 1
 	}
+	if o.HealthAddr != "" {
+		want++
+	}
 	for range want {
 		select {
 		case u := <-urls:
 			if u[0] == "directory" {
 				p.apiURL = u[1]
+			} else if u[0] == "health" {
+				p.healthURL = u[1]
 			} else {
 				p.relURL = u[1]
 			}
@@ -390,7 +396,10 @@ func TestServeCutsSlowAndIdleConnections(t *testing.T) {
 // plane make a third wait (it is not refused); it is answered as soon as
 // one of the two closes. The cap counts WebSockets too.
 func TestServeConnectionCap(t *testing.T) {
-	p := serveInProcess(t, serveOptions{Data: t.TempDir(), MaxConns: 2, ReadTimeout: time.Minute, IdleTimeout: time.Minute})
+	p := serveInProcess(t, serveOptions{Data: t.TempDir(), MaxConns: 2, ReadTimeout: time.Minute, IdleTimeout: time.Minute,
+		// The relay's own admission would make room by closing the idle
+		// WebSocket; this test is about the listener.
+		admissionOptions: admissionOptions{RelayMaxConns: 100}})
 	if !strings.Contains(p.log.String(), "max_conns=2") {
 		t.Fatalf("the cap is not logged: %s", p.log)
 	}

@@ -16,6 +16,21 @@
 // own; mount it on any mux. [Server.Close] stops the background sweep and
 // closes the database.
 //
+// # Connections
+//
+// The Server does not bound the HTTP connections that reach it: that is
+// the listener's job, and an embedder that serves it to the network must
+// do it. Set http.Server's ReadHeaderTimeout, ReadTimeout and IdleTimeout
+// (tally serve: 10 s, 30 s, 2 minutes), cap the connections accepted in
+// total and per client address (tally serve: 4096 per listener, 256 per
+// address, 1024 per IPv4 /24 or IPv6 /64, and 64 idle keep-alive
+// connections per address, whose oldest is closed when one more goes
+// idle), and serve GET /health from a listener of its own if monitors
+// must reach it under a flood (tally serve --health-addr). Behind a
+// reverse proxy, set Config.TrustedProxies, and count clients by the
+// proxy's PROXY protocol header or its own limits rather than by the TCP
+// peer, which is the proxy.
+//
 // # Authentication
 //
 // Directory endpoints take an "Authorization: Bearer" credential: an
@@ -210,9 +225,9 @@
 //
 // The remote address is the TCP peer's (IPv6 counted per /64). Behind a
 // reverse proxy every client would share the proxy's address and so its
-// buckets: set Limits.ClientIPHeader to the header the proxy writes the
-// client's address into, and let clients reach the directory only through
-// that proxy. The limiters keep at most Limits.MaxKeys addresses or
+// buckets: set Config.TrustedProxies to the proxies' addresses (the client
+// is then the rightmost X-Forwarded-For entry that is not a trusted
+// proxy), and let clients reach the directory only through them. The limiters keep at most Limits.MaxKeys addresses or
 // accounts each (10,000 by default, a few hundred bytes each) and forget
 // a bucket once it is full again, so a flood of distinct addresses costs
 // bounded memory. Limits.Off turns all of it off, for benchmarks.

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/ratelimit"
 )
 
@@ -21,10 +21,10 @@ import (
 // The remote address is the IP of the TCP peer (http.Request.RemoteAddr),
 // IPv6 clients counted by /64. Behind a reverse proxy every client has the
 // proxy's address, so the per-address buckets become one bucket for
-// everyone: set ClientIPHeader to the header the proxy writes the client's
-// address into (for example "X-Forwarded-For"), and make sure clients
-// cannot reach the directory except through that proxy. Per-account
-// buckets are not affected by proxies.
+// everyone: set Config.TrustedProxies to the proxies' addresses, and the
+// client is the one they forwarded for (X-Forwarded-For), and make sure
+// clients cannot reach the directory from those addresses except through
+// the proxies. Per-account buckets are not affected by proxies.
 //
 // A refused request is answered 429 {"error": "rate_limited"} with a
 // Retry-After header (whole seconds). Requests with the internal secret
@@ -84,12 +84,6 @@ type Limits struct {
 	// bucket again: a flood of distinct addresses costs bounded memory
 	// and can never make the directory refuse an address with tokens left.
 	MaxKeys int
-
-	// ClientIPHeader, if set, names a header written by a trusted reverse
-	// proxy that holds the client's address: the last address in it (the
-	// one the proxy appended) is used instead of the TCP peer's. When it
-	// is absent or unparsable the TCP peer's address is used.
-	ClientIPHeader string
 }
 
 // Rate is the pair of token buckets of one kind of request.
@@ -150,7 +144,9 @@ var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "dev
 type limiters struct {
 	addr    [numLimits]*ratelimit.Keyed
 	account [numLimits]*ratelimit.Keyed
-	header  string
+	// trusted are the reverse proxies whose X-Forwarded-For names the
+	// client (Config.TrustedProxies).
+	trusted []netip.Prefix
 	// openGrants caps the open device grants of one address; 0 for no cap.
 	openGrants int
 }
@@ -187,8 +183,8 @@ func resolveBucket(b, def Bucket) Bucket {
 	return b
 }
 
-func newLimiters(l Limits) *limiters {
-	lim := &limiters{header: l.ClientIPHeader}
+func newLimiters(l Limits, trusted []netip.Prefix) *limiters {
+	lim := &limiters{trusted: trusted}
 	if l.Off {
 		return lim
 	}
@@ -209,21 +205,15 @@ func newKeyed(b Bucket, maxKeys int) *ratelimit.Keyed {
 	return ratelimit.NewKeyed(b.Every, b.Burst, maxKeys)
 }
 
-// clientAddr is the rate-limit key of the request's client.
+// clientAddr is the rate-limit key of the request's client: its address
+// (internal/clientaddr: the TCP peer, or behind a trusted proxy the client
+// it forwarded for), IPv6 counted by /64.
 func (l *limiters) clientAddr(r *http.Request) string {
-	if l.header != "" {
-		if v := r.Header.Values(l.header); len(v) > 0 {
-			last := v[len(v)-1]
-			if i := strings.LastIndexByte(last, ','); i >= 0 {
-				last = last[i+1:]
-			}
-			last = strings.TrimSpace(last)
-			if _, err := netip.ParseAddr(strings.Trim(last, "[]")); err == nil {
-				return ratelimit.AddrKey(strings.Trim(last, "[]"))
-			}
-		}
+	a, ok := clientaddr.Of(r, l.trusted)
+	if !ok {
+		return ratelimit.AddrKey(r.RemoteAddr)
 	}
-	return ratelimit.AddrKey(r.RemoteAddr)
+	return ratelimit.AddrKey(a.String())
 }
 
 // allowAddr takes a token of kind for the request's address. On refusal

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -337,23 +338,25 @@ func TestLimitsOff(t *testing.T) {
 	}
 }
 
-// TestClientIPHeader: behind a trusted proxy the client's address comes
-// from the header's last entry.
-func TestClientIPHeader(t *testing.T) {
-	l := tightLimits(false)
-	l.ClientIPHeader = "X-Forwarded-For"
-	e := newEnv(t, withLimits(l))
-	signup := func(xff ...string) reply {
+// TestTrustedProxy: behind a trusted proxy the client's address is the
+// rightmost X-Forwarded-For entry that is not a trusted proxy; from any
+// other peer the header is ignored.
+func TestTrustedProxy(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.Limits = tightLimits(false)
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	signup := func(client *http.Client, xff ...string) int {
 		req, _ := http.NewRequest("POST", e.ts.URL+"/v1/accounts", nil)
 		for _, v := range xff {
 			req.Header.Add("X-Forwarded-For", v)
 		}
-		resp, err := e.ts.Client().Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return reply{status: resp.StatusCode}
+		return resp.StatusCode
 	}
 	// Bodies are empty: 400 means the limit let the request through.
 	for _, c := range []struct {
@@ -364,23 +367,80 @@ func TestClientIPHeader(t *testing.T) {
 		{[]string{"203.0.113.9", "198.51.100.1"}, 400},
 		{[]string{"198.51.100.1"}, 429}, // the same client a third time
 		{[]string{"198.51.100.1, 198.51.100.2"}, 400},
+		{[]string{"198.51.100.2, 127.0.0.1"}, 400}, // a trusted hop is skipped
+		{[]string{"198.51.100.2"}, 429},
 		{[]string{"2001:db8::1"}, 400},
 		{[]string{"[2001:db8::2]"}, 400},
 		{[]string{"2001:db8::3"}, 429}, // the same /64
 		{[]string{"garbage"}, 400},     // the TCP peer's address
-		{nil, 400},
+		{nil, 400},                     // the proxy itself
 		{[]string{"unknown"}, 429},
 	} {
-		if r := signup(c.xff...); r.status != c.want {
-			t.Fatalf("X-Forwarded-For %q: %d, want %d", c.xff, r.status, c.want)
+		if got := signup(e.ts.Client(), c.xff...); got != c.want {
+			t.Fatalf("X-Forwarded-For %q: %d, want %d", c.xff, got, c.want)
 		}
+	}
+	// An untrusted peer's header is ignored: it is counted as itself.
+	other := e.clientFrom("127.0.0.2")
+	for i, want := range []int{400, 400, 429} {
+		if got := signup(other, fmt.Sprintf("203.0.113.%d", 100+i)); got != want {
+			t.Fatalf("untrusted peer, request %d: %d, want %d", i, got, want)
+		}
+	}
+}
+
+// TestSharedProxyAddress: behind a proxy, one client's bogus sign-ins
+// exhaust the sign-in bucket of everyone behind it unless the proxy is
+// trusted; with TrustedProxies only that client is refused.
+func TestSharedProxyAddress(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprint("trusted=", trusted), func(t *testing.T) {
+			e := newEnv(t, func(c *Config) {
+				c.Limits = Limits{Token: Rate{PerAddr: Bucket{Burst: 30, Every: time.Minute}}}
+				if trusted {
+					c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+				}
+			})
+			_, key := e.provision("alice")
+			signIn := func(client, bearer string) int {
+				req, _ := http.NewRequest("POST", e.ts.URL+"/v1/tokens", nil)
+				req.Header.Set("X-Forwarded-For", client)
+				req.Header.Set("Authorization", "Bearer "+bearer)
+				resp, err := e.ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			for range 40 {
+				signIn("203.0.113.66", prefixAPIKey+"bogus")
+			}
+			if got := signIn("203.0.113.66", key); got != 429 {
+				t.Fatalf("the abusive client: %d, want 429", got)
+			}
+			got := signIn("203.0.113.7", key)
+			if !trusted {
+				// Without the setting the proxy is one client.
+				if got != 429 {
+					t.Fatalf("untrusted proxy: another client's sign-in %d, want 429", got)
+				}
+				return
+			}
+			if got != 201 {
+				t.Fatalf("another client behind a trusted proxy: %d, want 201", got)
+			}
+		})
 	}
 }
 
 // TestLimiterMemoryIsBounded: a flood of distinct addresses never makes
 // the directory track more than MaxKeys of them per bucket set.
 func TestLimiterMemoryIsBounded(t *testing.T) {
-	e := newEnv(t, withLimits(Limits{ClientIPHeader: "X-Forwarded-For", MaxKeys: 100}))
+	e := newEnv(t, func(c *Config) {
+		c.Limits = Limits{MaxKeys: 100}
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
 	c := e.ts.Client()
 	for i := range 2000 {
 		req, _ := http.NewRequestWithContext(context.Background(), "POST", e.ts.URL+"/v1/device/grants", nil)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,6 +97,18 @@ type Config struct {
 	// DefaultLimits, and Limits.Off turns them off.
 	Limits Limits
 
+	// TrustedProxies are the addresses of reverse proxies in front of the
+	// directory. A request from one of them is counted, by the rate
+	// limits and the per-address caps, as the client it forwards for: the
+	// rightmost X-Forwarded-For entry that is not itself a trusted proxy
+	// (a client cannot pick its address by writing the header itself).
+	// Without it every client behind a proxy is the proxy's one address:
+	// a few hundred bogus sign-ins from anyone make every sign-in 429.
+	// Only the proxies may be able to reach the directory from these
+	// addresses. The HTTP connections themselves are bounded by the
+	// listener (see "Connections" in the package documentation).
+	TrustedProxies []netip.Prefix
+
 	// Metrics, if set, receives the directory's Prometheus metrics
 	// (skytale_directory_*: requests by route pattern and status, their
 	// durations, rate-limit refusals, revocations, sweeps). No label
@@ -166,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		started: cfg.Now(),
 		cancel:  cancel,
-		limits:  newLimiters(cfg.Limits),
+		limits:  newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
 		metrics: m,
 	}
 	s.routes()

@@ -81,9 +81,7 @@ func BenchmarkUnauthConnMemory(b *testing.B) {
 		// bytes are in its buffers once the heap stops growing.
 		time.Sleep(500 * time.Millisecond)
 		after := sampleMem()
-		tr.slotMu.Lock()
-		held := tr.unauth
-		tr.slotMu.Unlock()
+		held := tr.adm.unauthCount()
 		if held != n {
 			b.Fatalf("%d unauthenticated sockets held, want %d", held, n)
 		}
@@ -94,9 +92,7 @@ func BenchmarkUnauthConnMemory(b *testing.B) {
 			c.Close()
 		}
 		for {
-			tr.slotMu.Lock()
-			held = tr.unauth
-			tr.slotMu.Unlock()
+			held = tr.adm.unauthCount()
 			if held == 0 {
 				break
 			}

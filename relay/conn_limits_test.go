@@ -174,8 +174,10 @@ func rawReaderT(c net.Conn, f func(op byte, payload []byte)) {
 }
 
 // TestUnauthenticatedSocketCaps: sockets that have not authenticated are
-// capped per remote address and in total, refused before the upgrade with
-// 429 rate_limited and Retry-After; authenticating frees the slot.
+// capped per remote address, refused before the upgrade with 429
+// rate_limited and Retry-After; authenticating or going away frees the
+// slot. At the total cap (the login reserve) a new socket is not refused:
+// the one silent longest makes room (busy, 1013).
 func TestUnauthenticatedSocketCaps(t *testing.T) {
 	tr := startRelay(t, Config{NoSync: true, MaxUnauthConns: 5, MaxUnauthConnsPerAddr: 3})
 	var held []*wsClient
@@ -195,22 +197,28 @@ func TestUnauthenticatedSocketCaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, resp, err = dialFrom(t, tr.URL, "/ws", "127.0.0.3")
-	expectRefused(t, resp, err)
-
-	// One of the first address's sockets authenticates: that address and
-	// the total each have room for one more.
-	held[0].auth(mint(t, "alice", ""))
+	// The total is full: the oldest silent socket goes.
 	c, _, err := dialFrom(t, tr.URL, "/ws", "127.0.0.3")
 	if err != nil {
-		t.Fatalf("slot not freed by authentication: %v", err)
+		t.Fatalf("a socket at the full reserve: %v", err)
+	}
+	held[0].expectError("busy")
+	held[0].expectClose(websocket.StatusTryAgainLater)
+	c.auth(mint(t, "bob", ""))
+
+	// One of the first address's sockets authenticates: that address
+	// has room for one more (held[0]'s and held[1]'s slots are free).
+	held[1].auth(mint(t, "alice", ""))
+	for range 2 {
+		if _, _, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1"); err != nil {
+			t.Fatalf("slot not freed: %v", err)
+		}
 	}
 	_, resp, err = dialFrom(t, tr.URL, "/ws", "127.0.0.1")
 	expectRefused(t, resp, err)
-	c.auth(mint(t, "bob", ""))
 
 	// A socket that goes away unauthenticated frees its slot too.
-	held[1].c.CloseNow()
+	held[2].c.CloseNow()
 	for {
 		c, resp, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1")
 		if err == nil {

@@ -133,9 +133,18 @@
 // Every resource a client can make the relay hold is bounded: a socket may
 // send PreAuthReadLimit bytes (4 KiB) before it authenticates and one
 // 1 MiB payload per frame after (MLS handshakes up to 16 MiB, see Large
-// handshakes); MaxUnauthConns (1024) sockets may wait
-// for authentication, MaxUnauthConnsPerAddr (32) per remote IP (429
-// rate_limited with Retry-After before the upgrade); an account may hold
+// handshakes); the relay holds MaxConns (4096) sockets, of which
+// MaxUnauthConns (1024) are a login reserve only sockets not yet
+// authenticated may hold; a client address may hold MaxConnsPerAddr (256)
+// sockets and MaxUnauthConnsPerAddr (32) in their login, its network (an
+// IPv4 /24, an IPv6 /64) MaxConnsPerNet (1024) and MaxUnauthConnsPerNet
+// (128) (429 rate_limited with Retry-After before the upgrade); a full
+// reserve closes the socket silent longest in its login, and a login past
+// the authenticated share closes the authenticated socket idle longest
+// (close 1013, "busy" and "evicted": reconnect later); a socket that does
+// not answer a ping within PingTimeout (15 s) is closed. Behind a reverse
+// proxy, Config.TrustedProxies makes the client address the forwarded
+// one. An account may hold
 // MaxConnsPerAccount (64) sockets (too_many_connections, close 1013); a
 // socket's queue holds at most SendQueue frames and MaxQueueBytes (16 MiB);
 // an account may have AccountQuota bytes (256 MiB) of payload stored across

@@ -42,6 +42,11 @@ func startRelay(t testing.TB, cfg Config) *testRelay {
 	if _, ok := t.(*testing.B); ok && cfg.MaxConnsPerAccount == 0 {
 		// The benchmarks open many sockets as one account.
 		cfg.MaxConnsPerAccount = 1 << 20
+		// ... from one address.
+		setDefault(&cfg.MaxConns, 1<<20)
+		setDefault(&cfg.MaxConnsPerAddr, 1<<20)
+		setDefault(&cfg.MaxConnsPerNet, 1<<20)
+		setDefault(&cfg.MaxUnauthConnsPerNet, 1<<20)
 	}
 	s, err := New(cfg)
 	if err != nil {

@@ -3,6 +3,7 @@ package relay
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // hub maps channels to their live subscribers. Fan-out takes a snapshot of a
@@ -133,11 +134,13 @@ func (h *hub) fanout(ch string, frame []byte, pb *pushBuf, origin *conn) {
 	if pb != nil {
 		pb.refs.Store(1)
 	}
+	now := time.Now().UnixNano()
 	for _, c := range subs {
 		if c != origin {
 			if pb != nil {
 				pb.refs.Add(1)
 			}
+			c.touch(now)
 			c.pushLent(frame, pb)
 			n++
 		}
@@ -154,8 +157,10 @@ func (h *hub) fanoutExcept(ch string, frame []byte, origin uint64) {
 	subs := h.chans[ch]
 	h.mu.RUnlock()
 	n := 0
+	now := time.Now().UnixNano()
 	for _, c := range subs {
 		if origin == 0 || c.id != origin {
+			c.touch(now)
 			c.push(frame)
 			n++
 		}

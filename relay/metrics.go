@@ -27,6 +27,13 @@ type relayCounters struct {
 	published   []atomic.Uint64 // by publishResults index, then "error"
 	sweeps      atomic.Uint64   // runs of the SQLite archive's TTL sweep
 	slow        atomic.Uint64   // connections dropped as slow consumers
+	// Connection admission (admission.go): sockets refused before the
+	// upgrade, by the share they were over (refusalShares), and sockets
+	// closed to seat others or for want of a pong.
+	admRefused   []atomic.Uint64
+	evictedLogin atomic.Uint64
+	evictedIdle  atomic.Uint64
+	pingTimeouts atomic.Uint64
 	// publishedBytes counts the decoded payload bytes of publishes handed
 	// to the archive.
 	publishedBytes atomic.Uint64
@@ -43,11 +50,23 @@ type relayCounters struct {
 
 func newRelayCounters() *relayCounters {
 	return &relayCounters{
-		published: make([]atomic.Uint64, len(publishResults)+1),
+		published:  make([]atomic.Uint64, len(publishResults)+1),
+		admRefused: make([]atomic.Uint64, len(refusalShares)),
 		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "skytale_relay_archive_commit_seconds", Help: "Time of the SQLite archive's group commits, the fsync included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 		}),
+	}
+}
+
+// refusalShares are the shares a socket can be refused for, the label
+// values of skytale_relay_admission_refusals_total.
+var refusalShares = []string{"address_login", "network_login", "address", "network"}
+
+// admissionRefused counts a socket refused for share.
+func (rc *relayCounters) admissionRefused(share string) {
+	if i := slices.Index(refusalShares, share); i >= 0 {
+		rc.admRefused[i].Add(1)
 	}
 }
 
@@ -102,6 +121,17 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 			return f(h)
 		})
 	}
+	admGauge := func(name, help string, f func(*admission) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			a := get().adm
+			if a == nil {
+				return 0
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return f(a)
+		})
+	}
 	counter := func(name, help string, v func(*Server) *atomic.Uint64, labels prometheus.Labels) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 {
 			s := get()
@@ -141,6 +171,20 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 		}),
 		counter("skytale_relay_revocations_total", "Revoked subjects learned from the revocation feed.", func(s *Server) *atomic.Uint64 { return &s.counters.revocations }, nil),
 		counter("skytale_relay_connections_refused_total", "Connections closed for the per-account connection cap.", func(s *Server) *atomic.Uint64 { return &s.counters.refused }, nil),
+		admGauge("skytale_relay_connections_login", "WebSockets in their login (upgraded, not yet authenticated): the login reserve in use.", func(a *admission) float64 { return float64(a.login.Len()) }),
+		admGauge("skytale_relay_connections_authenticated", "Authenticated WebSockets, as admission counts them.", func(a *admission) float64 { return float64(len(a.authed)) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "skytale_relay_admissions_total", Help: "WebSockets admitted to their login."}, func() float64 {
+			a := get().adm
+			if a == nil {
+				return 0
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return float64(a.accepted)
+		}),
+		counter("skytale_relay_evictions_total", "WebSockets closed with 1013 to seat others: in their login, the one silent longest when the login reserve was full; authenticated, the one idle longest when the authenticated share was full.", func(s *Server) *atomic.Uint64 { return &s.counters.evictedLogin }, prometheus.Labels{"reason": "login"}),
+		counter("skytale_relay_evictions_total", "WebSockets closed with 1013 to seat others: in their login, the one silent longest when the login reserve was full; authenticated, the one idle longest when the authenticated share was full.", func(s *Server) *atomic.Uint64 { return &s.counters.evictedIdle }, prometheus.Labels{"reason": "idle"}),
+		counter("skytale_relay_ping_timeouts_total", "Authenticated WebSockets closed because no pong came within PingTimeout.", func(s *Server) *atomic.Uint64 { return &s.counters.pingTimeouts }, nil),
 		counter("skytale_relay_slow_consumers_total", "Connections dropped because their send queue was full (their deliveries lost with them).", func(s *Server) *atomic.Uint64 { return &s.counters.slow }, nil),
 		counter("skytale_relay_archive_sweeps_total", "Runs of the SQLite archive's TTL sweep.", func(s *Server) *atomic.Uint64 { return &s.counters.sweeps }, nil),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_stored_bytes", Help: "Payload bytes the archive holds, over all accounts."}, func() float64 {
@@ -151,6 +195,10 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 			return float64(s.arch.storedBytes())
 		}),
 		rc.commits,
+	}
+	for i, r := range refusalShares {
+		cs = append(cs, counter("skytale_relay_admission_refusals_total", "WebSocket upgrades refused (429) because the client address or its network (IPv4 /24, IPv6 /64) held its share: of sockets in their login, or of all sockets.",
+			func(s *Server) *atomic.Uint64 { return &s.counters.admRefused[i] }, prometheus.Labels{"share": r}))
 	}
 	for i, r := range append(slices.Clone(publishResults), "error") {
 		cs = append(cs, counter("skytale_relay_publishes_total", "Publishes answered, by result.",

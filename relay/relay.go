@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,6 +40,12 @@ const (
 	DefaultPreAuthReadLimit      = 4 << 10
 	DefaultMaxUnauthConns        = 1024
 	DefaultMaxUnauthConnsPerAddr = 32
+	DefaultMaxUnauthConnsPerNet  = 128
+	DefaultMaxConns              = 4096
+	DefaultMaxConnsPerAddr       = 256
+	DefaultMaxConnsPerNet        = 1024
+	DefaultPingInterval          = 30 * time.Second
+	DefaultPingTimeout           = 15 * time.Second
 	DefaultMaxConnsPerAccount    = 64
 	DefaultMaxQueueBytes         = 16 << 20
 	DefaultLargeFrameBudget      = 128 << 20
@@ -145,10 +153,58 @@ type Config struct {
 	// PreAuthReadLimit is the largest frame a socket may send before it
 	// has authenticated (default 4 KiB).
 	PreAuthReadLimit int64
-	// MaxUnauthConns bounds sockets not yet authenticated, in total
-	// (default 1024), and MaxUnauthConnsPerAddr per remote IP (default 32).
-	MaxUnauthConns        int
+
+	// Connection admission (admission.go). Client addresses are the TCP
+	// peer's, or behind TrustedProxies the forwarded client's; a network
+	// is an IPv4 /24 or an IPv6 /64. A socket over an address's or a
+	// network's share is refused before the upgrade (429 rate_limited).
+	//
+	// MaxConns bounds the relay's WebSockets (default 4096: tally serve's
+	// listener cap, within the open-file limits services are given, and
+	// about 140 MiB of buffers and goroutines at the 33.5 KB a socket
+	// docs/BENCHMARKS.md measured). Of them,
+	// MaxUnauthConns are the login reserve (default 1024, at most a
+	// quarter of MaxConns when that is set lower): only sockets that have
+	// not yet authenticated hold them, so the authenticated ones never
+	// take more than MaxConns-MaxUnauthConns. A login past that closes
+	// the authenticated socket idle longest (1013, evicted); a new socket
+	// with the reserve full closes the one silent longest in its login
+	// (1013, busy). Honest clients log in within a round trip, and
+	// reconnect with backoff when closed.
+	MaxConns       int
+	MaxUnauthConns int
+	// MaxUnauthConnsPerAddr (default 32) and MaxUnauthConnsPerNet
+	// (default 128) bound one client address's and one network's sockets
+	// in their login: a device opens one or two at a time, a NAT of an
+	// office a few dozen, and the network's share keeps one IPv6 host
+	// with its /64 from taking the reserve alone (eight such shares fill
+	// it, and then the oldest go first).
 	MaxUnauthConnsPerAddr int
+	MaxUnauthConnsPerNet  int
+	// MaxConnsPerAddr (default 256) and MaxConnsPerNet (default 1024)
+	// bound one client address's and one network's sockets, authenticated
+	// or not: room for an office of a hundred users with a couple of
+	// devices each behind one NAT address, while no one host or /24 or
+	// /64 holds more than a quarter of MaxConns.
+	MaxConnsPerAddr int
+	MaxConnsPerNet  int
+	// PingInterval is how often an authenticated socket is pinged
+	// (default 30 s, below the idle timeouts of common proxies and NATs),
+	// and PingTimeout how long its pong may take (default 15 s); a socket
+	// that does not answer in time is closed.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// TrustedProxies are the addresses of reverse proxies in front of the
+	// relay. A WebSocket upgrade from one of them is counted by the
+	// client it forwards for: the rightmost X-Forwarded-For entry that is
+	// not itself a trusted proxy (a PROXY protocol v2 header is read by
+	// the listener instead, see tally serve --proxy-protocol). Without
+	// it, every client behind a proxy is the proxy's one address and
+	// shares one address's share: a few sockets from anyone lock everyone
+	// out. Only proxies may be able to reach the relay from these
+	// addresses.
+	TrustedProxies []netip.Prefix
+
 	// MaxConnsPerAccount bounds the authenticated sockets of one account
 	// (default 64).
 	MaxConnsPerAccount int
@@ -208,9 +264,7 @@ type Server struct {
 	missNext time.Time  // the start of the latest poll window of membership misses
 	missGap  time.Duration
 
-	slotMu   sync.Mutex // guards unauth and unauthBy
-	unauth   int
-	unauthBy map[string]int
+	adm *admission // admission.go
 
 	gate httpx.Gate // requests and connections in progress
 
@@ -237,6 +291,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
 		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
+		cfg.MaxUnauthConnsPerNet < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.MaxConnsPerNet < 0 ||
+		cfg.PingInterval < 0 || cfg.PingTimeout < 0 ||
 		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
 		return nil, errors.New("relay: negative limit in Config")
 	}
@@ -245,8 +301,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	setDefault(&cfg.MembersPoll, DefaultMembersPoll)
 	setDefault(&cfg.PreAuthReadLimit, DefaultPreAuthReadLimit)
-	setDefault(&cfg.MaxUnauthConns, DefaultMaxUnauthConns)
+	setDefault(&cfg.MaxConns, DefaultMaxConns)
+	setDefault(&cfg.MaxUnauthConns, min(DefaultMaxUnauthConns, max(1, cfg.MaxConns/4)))
 	setDefault(&cfg.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr)
+	setDefault(&cfg.MaxUnauthConnsPerNet, DefaultMaxUnauthConnsPerNet)
+	setDefault(&cfg.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
+	setDefault(&cfg.MaxConnsPerNet, DefaultMaxConnsPerNet)
+	setDefault(&cfg.PingInterval, DefaultPingInterval)
+	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
+	if cfg.MaxUnauthConns >= cfg.MaxConns {
+		return nil, fmt.Errorf("relay: MaxUnauthConns (%d), the login reserve, must be below MaxConns (%d)", cfg.MaxUnauthConns, cfg.MaxConns)
+	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
 	setDefault(&cfg.MaxConnsPerAccount, DefaultMaxConnsPerAccount)
 	setDefault(&cfg.MaxQueueBytes, DefaultMaxQueueBytes)
 	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
@@ -292,11 +358,11 @@ func New(cfg Config) (*Server, error) {
 		start:    cfg.Now(),
 		revoked:  make(map[string]struct{}),
 		members:  make(map[string]map[string]struct{}),
-		unauthBy: make(map[string]int),
 		// Membership misses start at most ten polls a second (and per
 		// poll interval).
 		missGap: min(cfg.MembersPoll/10, 100*time.Millisecond),
 	}
+	s.adm = newAdmission(&s.cfg)
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.rev = s.newRevocationPoller()
 	if cfg.Members != nil {

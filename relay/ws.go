@@ -92,10 +92,15 @@ type conn struct {
 	sub   string // set once at authentication, before the conn is findable by subject
 	scope string // the token's chan claim, "" for an unscoped token
 
-	// unauthAddr is the remote IP whose unauthenticated-socket slot this
-	// conn holds, "" once released. Reader goroutine only.
-	unauthAddr string
-	holdsSlot  bool
+	// adm is the conn's seat in the relay's admission (admission.go),
+	// guarded by the admission's mutex; active is when it last had
+	// traffic, a publish or a delivery (Unix nanoseconds).
+	adm    admTicket
+	active atomic.Int64
+
+	pingMu      sync.Mutex // guards pingTimer and pingStopped
+	pingTimer   *time.Timer
+	pingStopped bool
 
 	// exp is when the token in force expires (Unix nanoseconds); expTimer
 	// closes the socket then unless a fresh auth frame moved exp.
@@ -138,7 +143,8 @@ type conn struct {
 	closing     bool
 	closeCode   websocket.StatusCode
 	closeReason string
-	final       []byte // sent before the close frame
+	final       []byte      // sent before the close frame
+	linger      *time.Timer // cuts an evicted socket's close handshake short
 }
 
 // push queues a frame; the frame is shared and must not be modified. A full
@@ -587,8 +593,15 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 			errorFrame("too_many_connections", "this account has too many open connections; close one and retry"), true)
 		return false
 	}
+	victim, ok := s.adm.loggedIn(c)
+	if !ok {
+		return false // its login seat went to a newer socket
+	}
+	if victim != nil {
+		victim.evictIdle()
+	}
 	c.authed.Store(true)
-	c.releaseSlot()
+	c.startPings()
 	// readLoop holds frames to readLimit itself, and reads a handshake
 	// past it within the large-frame budget, up to the archive's cap; the
 	// library's limit is that of the largest handshake.
@@ -799,6 +812,7 @@ func (c *conn) publish(name, b64 []byte) {
 		ch = string(name)
 		c.lastPub = ch
 	}
+	c.touch(time.Now().UnixNano())
 	f, pb := c.pushFrame(ch, b64, s.lendFrames)
 	c.slots <- struct{}{}
 	c.pending.Add(1)
@@ -848,13 +862,28 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	addr := remoteIP(r.RemoteAddr)
-	if !s.takeSlot(addr) {
-		s.log.Info("relay: too many unauthenticated sockets", "remote", r.RemoteAddr)
+	c := &conn{
+		srv:    s,
+		id:     connIDs.Add(1),
+		remote: r.RemoteAddr,
+		subs:   make(map[string]bool),
+		wake:   make(chan struct{}, 1),
+		// At most half the send queue may be waiting for archive answers,
+		// so a commit's burst of acks always fits the queue.
+		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
+	}
+	c.adm.keys = s.clientKeys(r)
+	victim, refused := s.adm.admit(c)
+	if refused != "" {
+		s.counters.admissionRefused(refused)
+		s.log.Info("relay: too many sockets from one client address or network", "remote", r.RemoteAddr, "client", c.adm.keys.Addr, "share", refused)
 		s.logRequest(r, http.StatusTooManyRequests)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many sockets waiting to authenticate; retry later")
+		writeError(w, http.StatusTooManyRequests, "rate_limited", refusedMessage[refused])
 		return
+	}
+	if victim != nil {
+		victim.evictLogin()
 	}
 	hw := &hijackWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
@@ -865,7 +894,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
-		s.releaseSlot(addr)
+		s.adm.leave(c)
 		s.log.Info("relay: websocket upgrade failed", "remote", r.RemoteAddr)
 		if hw.failed != 0 {
 			writeError(w, hw.failed, "bad_handshake", "not a valid WebSocket handshake")
@@ -873,21 +902,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.PreAuthReadLimit)
-	c := &conn{
-		srv:        s,
-		id:         connIDs.Add(1),
-		ws:         ws,
-		cc:         hw.cc,
-		remote:     r.RemoteAddr,
-		unauthAddr: addr,
-		holdsSlot:  true,
-		subs:       make(map[string]bool),
-		wake:       make(chan struct{}, 1),
-		// At most half the send queue may be waiting for archive answers,
-		// so a commit's burst of acks always fits the queue.
-		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
-	}
-	s.log.Info("relay: connection opened", "remote", c.remote, "path", httpx.LogPath(r.URL.Path))
+	c.mu.Lock() // an eviction's linger timer may read cc
+	c.ws, c.cc = ws, hw.cc
+	c.mu.Unlock()
+	// client is the address admission counts: the remote one, or behind
+	// a trusted proxy the one it forwards for.
+	s.log.Info("relay: connection opened", "remote", c.remote, "client", c.adm.keys.Addr, "path", httpx.LogPath(r.URL.Path))
 	s.hub.register(c)
 	if s.gate.Closed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)
@@ -904,51 +924,22 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	c.readLoop(pathChannel)
 	timer.Stop()
 	c.stopExpiry()
-	c.releaseSlot()
+	c.stopPings()
+	s.adm.leave(c)
 	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
 	wg.Wait()
+	c.stopLinger()
 	c.ws.CloseNow()
 	s.hub.remove(c, c.subs)
 	s.log.Info("relay: connection ended", "remote", c.remote, "sub", c.sub)
 }
 
-// releaseSlot gives back the conn's unauthenticated-socket slot, once.
-func (c *conn) releaseSlot() {
-	if c.holdsSlot {
-		c.holdsSlot = false
-		c.srv.releaseSlot(c.unauthAddr)
-	}
-}
-
-// remoteIP is the address part of a RemoteAddr, the key of the
-// per-address cap.
-func remoteIP(remote string) string {
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
-	}
-	return remote
-}
-
-// takeSlot admits one more unauthenticated socket from addr, within
-// Config.MaxUnauthConns and MaxUnauthConnsPerAddr.
-func (s *Server) takeSlot(addr string) bool {
-	s.slotMu.Lock()
-	defer s.slotMu.Unlock()
-	if s.unauth >= s.cfg.MaxUnauthConns || s.unauthBy[addr] >= s.cfg.MaxUnauthConnsPerAddr {
-		return false
-	}
-	s.unauth++
-	s.unauthBy[addr]++
-	return true
-}
-
-func (s *Server) releaseSlot(addr string) {
-	s.slotMu.Lock()
-	defer s.slotMu.Unlock()
-	s.unauth--
-	if s.unauthBy[addr]--; s.unauthBy[addr] <= 0 {
-		delete(s.unauthBy, addr)
-	}
+// refusedMessage explains each share a socket can be refused for.
+var refusedMessage = map[string]string{
+	"address_login": "too many sockets from this address waiting to authenticate; retry later",
+	"network_login": "too many sockets from this network waiting to authenticate; retry later",
+	"address":       "too many sockets from this address; close one and retry",
+	"network":       "too many sockets from this network; close one and retry",
 }
 
 // hijackWriter hands the WebSocket library a frameConn, so the relay can

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -299,4 +300,33 @@ func FuzzConnBatchSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConnEvictedTryAgainLater: a relay that is full closes the socket
+// idle longest with 1013; the connection's error (and the error frame
+// before it, when a request is in flight) is ErrTryAgainLater, which a
+// watch backs off on and reconnects after.
+func TestConnEvictedTryAgainLater(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{Relay: skytale.RelayConfig{MaxConns: 4, MaxUnauthConns: 1}})
+	a := st.NewAccount(t, "acme")
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, a.APIKey), nil }}
+	var conns []*seat.Conn
+	for range 4 { // three seats for authenticated sockets
+		c, err := rc.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for range conns[0].Pushes() {
+	}
+	if err := conns[0].Err(); !errors.Is(err, seat.ErrTryAgainLater) {
+		t.Fatalf("the idle socket's end: %v, want ErrTryAgainLater", err)
+	}
+	if !errors.Is(&seat.FrameError{Code: "evicted"}, seat.ErrTryAgainLater) || errors.Is(&seat.FrameError{Code: "forbidden"}, seat.ErrTryAgainLater) {
+		t.Fatal("error frames match ErrTryAgainLater wrongly")
+	}
 }

@@ -20,6 +20,9 @@ const maxWatchRooms = 50
 const (
 	watchMinBackoff = 500 * time.Millisecond
 	watchMaxBackoff = 30 * time.Second
+	// watchBusyBackoff is the least backoff after the relay closed the
+	// connection with 1013 Try Again Later.
+	watchBusyBackoff = 5 * time.Second
 )
 
 // WatchEvent reports a change of a watch's connection.
@@ -108,6 +111,11 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 		// that keeps dropping right after connecting does not.
 		if connected && time.Since(start) > 10*time.Second {
 			backoff = watchMinBackoff
+		}
+		if errors.Is(err, ErrTryAgainLater) {
+			// The relay is full: coming back at once would only
+			// close another idle socket.
+			backoff = max(backoff, watchBusyBackoff)
 		}
 		// Jitter keeps many watchers from reconnecting in step.
 		wait := backoff/2 + time.Duration(mrand.Int64N(int64(backoff/2)+1))

@@ -1,10 +1,13 @@
 package httpx
 
 import (
+	"container/list"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 
+	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/ratelimit"
 )
 
@@ -21,9 +24,17 @@ import (
 //
 // A connection keeps its slot until it is closed, also after an HTTP
 // server hands it over (hijacks it) for a WebSocket.
+//
+// MaxPerNet caps an address's network (an IPv4 /24, an IPv6 /64) the same
+// way, so a host with a block of addresses is one client. MaxIdlePerAddr
+// bounds the idle keep-alive connections of one address: it needs the
+// HTTP server's ConnState hook set to [LimitListener.ConnState], and
+// closes the address's oldest idle connection when one more goes idle.
 type LimitListener struct {
 	net.Listener
 	max, perAddr int
+	perNet       int
+	idlePerAddr  int
 	exempt       func(netip.Addr) bool
 
 	sem       chan struct{}
@@ -32,6 +43,8 @@ type LimitListener struct {
 
 	mu     sync.Mutex
 	byAddr map[netip.Addr]int
+	byNet  map[netip.Prefix]int
+	idle   map[netip.Addr]*list.List // of *limitConn, oldest idle first
 	active int
 }
 
@@ -42,6 +55,13 @@ type LimitOptions struct {
 	// MaxPerAddr is the cap per remote address (per /64 for IPv6); 0 or
 	// less means no cap.
 	MaxPerAddr int
+	// MaxPerNet is the cap per IPv4 /24 or IPv6 /64; 0 or less means no
+	// cap.
+	MaxPerNet int
+	// MaxIdlePerAddr bounds the idle keep-alive connections per remote
+	// address (per /64 for IPv6), with the server's ConnState hook set to
+	// the listener's; 0 or less means no cap.
+	MaxIdlePerAddr int
 	// ExemptAddr, if set, exempts the addresses it reports true for from
 	// MaxPerAddr; a TLS proxy on loopback, say, is every client at once.
 	ExemptAddr func(netip.Addr) bool
@@ -49,8 +69,9 @@ type LimitOptions struct {
 
 // NewLimitListener wraps l.
 func NewLimitListener(l net.Listener, o LimitOptions) *LimitListener {
-	ll := &LimitListener{Listener: l, max: o.Max, perAddr: o.MaxPerAddr, exempt: o.ExemptAddr,
-		done: make(chan struct{}), byAddr: map[netip.Addr]int{}}
+	ll := &LimitListener{Listener: l, max: o.Max, perAddr: o.MaxPerAddr, perNet: o.MaxPerNet, idlePerAddr: o.MaxIdlePerAddr,
+		exempt: o.ExemptAddr, done: make(chan struct{}), byAddr: map[netip.Addr]int{}, byNet: map[netip.Prefix]int{},
+		idle: map[netip.Addr]*list.List{}}
 	if o.Max > 0 {
 		ll.sem = make(chan struct{}, o.Max)
 	}
@@ -72,9 +93,9 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 			l.release()
 			return nil, err
 		}
-		key, counted := l.addrKey(c.RemoteAddr())
+		key, network, counted := l.addrKey(c.RemoteAddr())
 		l.mu.Lock()
-		if counted && l.byAddr[key] >= l.perAddr {
+		if counted && (l.perAddr > 0 && l.byAddr[key] >= l.perAddr || l.perNet > 0 && l.byNet[network] >= l.perNet) {
 			l.mu.Unlock()
 			c.Close()
 			l.release()
@@ -82,10 +103,11 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 		}
 		if counted {
 			l.byAddr[key]++
+			l.byNet[network]++
 		}
 		l.active++
 		l.mu.Unlock()
-		return &limitConn{Conn: c, l: l, key: key, counted: counted}, nil
+		return &limitConn{Conn: c, l: l, key: key, network: network, counted: counted}, nil
 	}
 }
 
@@ -108,29 +130,76 @@ func (l *LimitListener) release() {
 	}
 }
 
-// addrKey is the per-address bucket of a remote address, and whether the
-// per-address cap applies to it.
-func (l *LimitListener) addrKey(a net.Addr) (netip.Addr, bool) {
-	if l.perAddr <= 0 {
-		return netip.Addr{}, false
+// addrKey is the per-address and per-network bucket of a remote address,
+// and whether the caps apply to it.
+func (l *LimitListener) addrKey(a net.Addr) (netip.Addr, netip.Prefix, bool) {
+	if l.perAddr <= 0 && l.perNet <= 0 && l.idlePerAddr <= 0 {
+		return netip.Addr{}, netip.Prefix{}, false
 	}
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
-		return netip.Addr{}, false
+		return netip.Addr{}, netip.Prefix{}, false
 	}
 	ip := ap.Addr().Unmap()
 	if l.exempt != nil && l.exempt(ip) {
-		return netip.Addr{}, false
+		return netip.Addr{}, netip.Prefix{}, false
 	}
-	return ratelimit.ClientAddr(ip), true
+	return ratelimit.ClientAddr(ip), clientaddr.Net(ip), true
+}
+
+// ConnState is the http.Server hook that counts idle keep-alive
+// connections for MaxIdlePerAddr: when one more of an address's
+// connections goes idle than the cap, its oldest idle one is closed.
+func (l *LimitListener) ConnState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*limitConn)
+	if !ok || !c.counted || l.idlePerAddr <= 0 {
+		return
+	}
+	var victim *limitConn
+	l.mu.Lock()
+	if st == http.StateIdle {
+		if c.idleElem == nil {
+			q := l.idle[c.key]
+			if q == nil {
+				q = list.New()
+				l.idle[c.key] = q
+			}
+			c.idleElem = q.PushBack(c)
+			if q.Len() > l.idlePerAddr {
+				victim = q.Front().Value.(*limitConn)
+				l.unidleLocked(victim)
+			}
+		}
+	} else {
+		l.unidleLocked(c)
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close()
+	}
+}
+
+// unidleLocked takes c off its address's idle list; l.mu is held.
+func (l *LimitListener) unidleLocked(c *limitConn) {
+	if c.idleElem == nil {
+		return
+	}
+	q := l.idle[c.key]
+	q.Remove(c.idleElem)
+	c.idleElem = nil
+	if q.Len() == 0 {
+		delete(l.idle, c.key)
+	}
 }
 
 type limitConn struct {
 	net.Conn
-	l       *LimitListener
-	key     netip.Addr
-	counted bool
-	once    sync.Once
+	l        *LimitListener
+	key      netip.Addr
+	network  netip.Prefix
+	counted  bool
+	once     sync.Once
+	idleElem *list.Element // in l.idle[key] while idle; guarded by l.mu
 }
 
 func (c *limitConn) Close() error {
@@ -141,6 +210,10 @@ func (c *limitConn) Close() error {
 			if c.l.byAddr[c.key]--; c.l.byAddr[c.key] <= 0 {
 				delete(c.l.byAddr, c.key)
 			}
+			if c.l.byNet[c.network]--; c.l.byNet[c.network] <= 0 {
+				delete(c.l.byNet, c.network)
+			}
+			c.l.unidleLocked(c)
 		}
 		c.l.active--
 		c.l.mu.Unlock()

@@ -1,9 +1,12 @@
 package httpx
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"testing"
 	"time"
@@ -158,9 +161,90 @@ func TestLimitListenerAddrKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := l.addrKey(a)
+		got, _, ok := l.addrKey(a)
 		if !ok || got.String() != want {
 			t.Errorf("addrKey(%s) = %v %v, want %s", in, got, ok, want)
 		}
+	}
+}
+
+func dialFrom(t *testing.T, l net.Listener, local string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedUnread checks that the server end closed c without serving it.
+func closedUnread(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("%s was served", what)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("%s was neither served nor closed", what)
+	}
+}
+
+// TestLimitListenerPerNet: the addresses of one /24 share MaxPerNet.
+func TestLimitListenerPerNet(t *testing.T) {
+	l := listen(t, LimitOptions{MaxPerAddr: 10, MaxPerNet: 3})
+	for _, ip := range []string{"127.0.5.1", "127.0.5.2", "127.0.5.3"} {
+		dialFrom(t, l, ip)
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	over := dialFrom(t, l, "127.0.5.4")
+	got := acceptAsync(l)
+	closedUnread(t, over, "a connection over the per-network cap")
+	dialFrom(t, l, "127.0.6.1") // another /24
+	if a := <-got; a.err != nil {
+		t.Fatal(a.err)
+	} else {
+		a.c.Close()
+	}
+}
+
+// TestLimitListenerIdlePerAddr: past MaxIdlePerAddr idle keep-alive
+// connections of one address, its oldest idle one is closed; a busy one
+// and other addresses' are not.
+func TestLimitListenerIdlePerAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimitListener(ln, LimitOptions{MaxIdlePerAddr: 2})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), ConnState: l.ConnState}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	get := func(local string) net.Conn {
+		t.Helper()
+		c := dialFrom(t, l, local)
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		return c
+	}
+	first := get("127.0.7.1")
+	other := get("127.0.7.2")
+	get("127.0.7.1")
+	get("127.0.7.1") // a third idle one: the first goes
+	closedUnread(t, first, "the oldest idle connection past the cap")
+	// The other address's idle connection is still served.
+	fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(other), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("another address's idle connection: %v", err)
 	}
 }

@@ -18,7 +18,8 @@
 #
 # The servers:
 #
-#	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490
+#	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
+#	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000
 #	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats  (built from the nats-server in go.mod)
 #	centrifugo -c WORK/centrifugo.json                    (memory engine, no history, port 8590)
 #
@@ -67,7 +68,10 @@ await() {
 	done
 }
 
-"$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 &
+# The benchmark's sockets all come from 127.0.0.1: the relay's shares per
+# client address and network would refuse the fan-out's 1000 subscribers.
+"$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
+	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 &
 pids="$pids $!"
 
 natsflags=()
