@@ -73,8 +73,10 @@
 // can mint invites that admit on their own ([Seat.RoomInviteAuto]): the
 // holder joins by external Commit at once, with a ticket only the token's
 // holder can make, which every member's engine checks against the room's
-// invites extension ([InvitesExtensionType]); nothing else from outside is
-// admitted (autojoin.go). An admin adds a person who is offline from the
+// invites extension ([InvitesExtensionType]). The invite's uses and
+// lifetime live there too: the joining Commit records its use, and every
+// member refuses a use beyond them, or a second use by the same person
+// (invites.go); nothing else from outside is admitted (autojoin.go). An admin adds a person who is offline from the
 // join offers its devices keep at the directory ([Seat.RoomAdd],
 // [Seat.Restock]); the Welcomes wait in the person's inbox until its next
 // command or watch ([Seat.ProcessInbox]).

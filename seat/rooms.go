@@ -132,8 +132,10 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 		policy = nil
 	}
 	return &mls.Config{
-		ExternalPolicy: func(req mls.ExternalRequest) error { return externalRules(ref.g, req) },
-		Time:           s.cfg.Now,
+		ExternalPolicy: func(req mls.ExternalRequest) error { return externalRules(ref.g, req, s.cfg.Now()) },
+		// A join by invite records its use in the room (invites.go).
+		ExternalCommitExtensions: true,
+		Time:                     s.cfg.Now,
 		Padding: func(n int) int {
 			return padding.Size(n) - padding.HeaderLen - n
 		},
@@ -148,7 +150,7 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 		CommitPolicy:       policy,
 		// Every leaf must list the room's extensions for the room to carry
 		// them (RFC 9420 §12.1.7 and §13.4).
-		ExtensionTypes: []mls.ExtensionType{RolesExtensionType, InvitesExtensionType},
+		ExtensionTypes: []mls.ExtensionType{RolesExtensionType, legacyInvitesExtensionType, InvitesExtensionType},
 	}, ref
 }
 

@@ -1,0 +1,194 @@
+package seat_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skytale-oss/skytale/seat"
+	"github.com/skytale-oss/skytale/skytaletest"
+)
+
+// TestUsedInviteAdmitsNobody: a plain member that joined with a one-use
+// auto invite publishes, with the same token, the external Commit of an
+// outsider that lent it its key, from the GroupInfo it may fetch. The
+// invite is used up in the room itself, so every member refuses the
+// outsider, and the room goes on without it.
+func TestUsedInviteAdmitsNobody(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMember(t, st, "carolco")
+	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatalf("carol's join by the auto invite: %v", err)
+	}
+	want := dids(alice, bob, carol)
+	if got := identities(t, bob, room); !slices.Equal(got, want) {
+		t.Fatalf("bob's roster: %v, want %v", got, want)
+	}
+
+	dave := newMember(t, st, "daveco")
+	if err := seat.ForgeInviteJoin(carol.Seat, dave.Seat, ctx, room, tok); err != nil {
+		t.Fatalf("carol's publish of dave's join: %v", err)
+	}
+	for _, m := range []*member{alice, bob, carol} {
+		if got := identities(t, m, room); !slices.Equal(got, want) {
+			t.Fatalf("%s's roster after the forged join: %v, want %v", m.did, got, want)
+		}
+	}
+	converse(t, room, bob, carol, "still three of us?", "still three")
+}
+
+// TestInviteLimitsHeldByMembers: the members count an auto invite's uses
+// and watch its lifetime themselves, so a directory that miscounts, or
+// keeps an invite alive past its time, admits nobody to the room.
+func TestInviteLimitsHeldByMembers(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("a use beyond max_uses", func(t *testing.T) {
+		st := skytaletest.NewStack(t)
+		alice, bob, room := roomOfTwo(t, st, "ops")
+		tok, err := alice.RoomInviteAuto(ctx, room, 2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		carol, dave := newMember(t, st, "carolco"), newMember(t, st, "daveco")
+		for _, m := range []*member{carol, dave} {
+			if _, err := m.RoomJoin(ctx, room, tok, 0); err != nil {
+				t.Fatalf("%s's join, one of the two uses: %v", m.did, err)
+			}
+		}
+		want := dids(alice, bob, carol, dave)
+		if got := identities(t, bob, room); !slices.Equal(got, want) {
+			t.Fatalf("bob's roster: %v, want %v", got, want)
+		}
+
+		// The directory miscounts: it lets a third use through.
+		proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
+		erin := newMemberAt(t, st, proxy, "erinco")
+		joiner(erin.acct.AccountID)
+		if _, err := erin.RoomJoin(ctx, room, tok, 0); err == nil {
+			t.Fatal("erin's own seat joined by a used-up invite")
+		}
+		// Erin's software goes on anyway, with the membership the
+		// directory gave it.
+		if err := seat.ForgeInviteJoin(erin.Seat, erin.Seat, ctx, room, tok); err != nil {
+			t.Fatalf("erin's forged join: %v", err)
+		}
+		for _, m := range []*member{alice, bob, carol, dave} {
+			if got := identities(t, m, room); !slices.Equal(got, want) {
+				t.Fatalf("%s's roster after a third use: %v, want %v", m.did, got, want)
+			}
+		}
+	})
+
+	t.Run("a use after expiry", func(t *testing.T) {
+		st := skytaletest.NewStack(t)
+		alice, bob, room := roomOfTwo(t, st, "ops")
+		tok, err := alice.RoomInviteAuto(ctx, room, 5, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The directory's clock says the invite is good; the members'
+		// say its hour (and the slack) is over.
+		later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+		alice.Close()
+		bob.Close()
+		alice2 := &member{Seat: openSeatClock(t, st, alice.home, later), did: alice.did, acct: alice.acct, home: alice.home}
+		bob2 := &member{Seat: openSeatClock(t, st, bob.home, later), did: bob.did, acct: bob.acct, home: bob.home}
+		carol := newMember(t, st, "carolco")
+		if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+			t.Fatalf("carol's join (her Commit goes out): %v", err)
+		}
+		want := dids(alice, bob)
+		for _, m := range []*member{alice2, bob2} {
+			if got := identities(t, m, room); !slices.Equal(got, want) {
+				t.Fatalf("%s's roster after a join past the invite's time: %v, want %v", m.did, got, want)
+			}
+		}
+	})
+}
+
+// openSeatClock is openSeat with the seat's clock now.
+func openSeatClock(t *testing.T, st *skytaletest.Stack, home string, now func() time.Time) *seat.Seat {
+	t.Helper()
+	s, err := seat.Open(context.Background(), seat.Config{Home: home, APIURL: st.APIURL, RelayURL: st.RelayURL, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// miscountingProxy is a directory in front of the real one that lets
+// every refused join through as an auto join: with the owner's key
+// (ownerKey) it makes the joiner's account (set with the returned
+// function) a member and hands it the GroupInfo, as a directory that
+// kept the invite or miscounts its uses would.
+func miscountingProxy(t *testing.T, apiURL, ownerKey string) (string, func(account string)) {
+	t.Helper()
+	target, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var account string
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/v1/channels/join" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		if rec.Code == http.StatusCreated {
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		var req struct {
+			Channel string `json:"channel"`
+		}
+		json.Unmarshal(body, &req)
+		mu.Lock()
+		acct := account
+		mu.Unlock()
+		dc := &seat.DirectoryClient{BaseURL: apiURL, Credential: ownerKey}
+		if err := dc.AddMember(r.Context(), req.Channel, acct); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		epoch, gi, err := dc.GroupInfo(r.Context(), req.Channel)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]any{"request_id": "let-through", "auto": true, "epoch": epoch, "group_info": gi})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func(a string) {
+		mu.Lock()
+		account = a
+		mu.Unlock()
+	}
+}
