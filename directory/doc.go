@@ -110,6 +110,19 @@
 //     cannot be removed (409 owner_cannot_leave): it holds the channel's
 //     name and is the only account that can admit and remove others, so
 //     a channel without it could never be administered again.
+//   - DELETE /v1/channels/members?channel=…&identity=… (owner-only) →
+//     200 {"channel", "identity", "ended": [account ids], "kept"}: ends
+//     the membership of the accounts that joined by auto invite under
+//     that identity (the directory keeps, per channel, the identity and
+//     account of each auto join), unless an account joined under another
+//     identity too ("kept": true). A joiner by auto invite enters the
+//     group by its own external commit, so the member that removes it
+//     knows only its identity.
+//   - An account the owner removed (by account, by identity, or with a
+//     fence reset) is recorded as removed from the channel: its join with
+//     an invite made before the removal, and its GET of the channel's
+//     GroupInfo while it is not a member, are 403 removed. An invite made
+//     since readmits it; an account that left by itself is not recorded.
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":
 //     [{"account_id", "added_at"}]}, oldest first.

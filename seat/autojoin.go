@@ -285,8 +285,8 @@ func (s *Seat) externalCommit(ctx context.Context, ch string, gi, sig []byte, id
 			ref.g = g
 			break
 		}
-		if treeTrouble(err) {
-			break
+		if treeTrouble(err) || errors.Is(err, ErrInviteNotAdmitted) || errors.Is(err, ErrInviteUsed) {
+			break // the right suite, and the room's own answer
 		}
 	}
 	if err != nil {

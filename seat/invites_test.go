@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -190,5 +191,100 @@ func miscountingProxy(t *testing.T, apiURL, ownerKey string) (string, func(accou
 		mu.Lock()
 		account = a
 		mu.Unlock()
+	}
+}
+
+// TestRemovedInviteJoinerIsOut: a member that joined by auto invite and is
+// removed loses its account's membership of the channel with the removal
+// (the relay refuses it), and every way back is closed: its rejoin and its
+// join with the old token get ErrRemovedRoom from the directory, and when
+// a directory lets the join through anyway, every member refuses it,
+// since the room remembers who used the invite.
+func TestRemovedInviteJoinerIsOut(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	tok, err := alice.RoomInviteAuto(ctx, room, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMember(t, st, "carolco")
+	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := alice.RoomRemoveMember(ctx, room, carol.did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rm.MembershipEnded || rm.AccountID != carol.acct.AccountID {
+		t.Fatalf("the removal: %+v, want carol's account %s ended", rm, carol.acct.AccountID)
+	}
+	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID); !slices.Equal(got, want) {
+		t.Fatalf("channel members after the removal: %v, want %v", got, want)
+	}
+	if _, err := carol.RoomSend(ctx, room, "still here?"); err == nil {
+		t.Fatal("the relay took a removed member's publish")
+	}
+	if err := carol.RoomRejoin(ctx, room); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("the removed member's rejoin: %v, want ErrRemovedRoom", err)
+	}
+	if err := carol.RoomLeave(ctx, room); err != nil {
+		t.Fatalf("forgetting the room: %v", err)
+	}
+	if _, err := carol.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("the removed member's join with its old token: %v, want ErrRemovedRoom", err)
+	}
+
+	// A directory that lets it through: carol's own seat stops, and her
+	// software going on is refused by every member.
+	proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
+	joiner(carol.acct.AccountID)
+	carol.Close()
+	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
+	if _, err := back.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrInviteUsed) {
+		t.Fatalf("carol's own seat with a directory that lets her in: %v, want ErrInviteUsed", err)
+	}
+	if err := seat.ForgeInviteJoin(back.Seat, back.Seat, ctx, room, tok); err != nil {
+		t.Fatalf("carol's forged rejoin: %v", err)
+	}
+	want := dids(alice, bob)
+	for _, m := range []*member{alice, bob} {
+		if got := identities(t, m, room); !slices.Equal(got, want) {
+			t.Fatalf("%s's roster after carol's rejoin by her invite: %v, want %v", m.did, got, want)
+		}
+	}
+	converse(t, room, alice, bob, "just us", "just us")
+}
+
+// TestAdminRemovalEndsMembership: an admin removes a member that joined
+// by auto invite; only the owner may end memberships at the directory, and
+// the owner's seat does when it reads the removal, after which the
+// removed member is out at the relay and the directory too.
+func TestAdminRemovalEndsMembership(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMember(t, st, "carolco")
+	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.RoomRemoveMember(ctx, room, carol.did); err != nil {
+		t.Fatalf("the admin's removal: %v", err)
+	}
+	if got := identities(t, alice, room); !slices.Equal(got, dids(alice, bob)) {
+		t.Fatalf("alice's roster: %v", got)
+	}
+	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID); !slices.Equal(got, want) {
+		t.Fatalf("channel members once the owner read the removal: %v, want %v", got, want)
+	}
+	if err := carol.RoomRejoin(ctx, room); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("the removed member's rejoin: %v, want ErrRemovedRoom", err)
 	}
 }

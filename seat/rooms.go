@@ -580,9 +580,11 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 		return s.saveRoom(ctx, r, false)
 	}
 	var members int
+	var before []mls.Member
 	if e.EntryType == EntryCommit {
 		r.handshake = true
-		members = len(r.g.Members())
+		before = r.g.Members()
+		members = len(before)
 	}
 	rec, err := r.g.Process(e.Payload)
 	if err != nil {
@@ -621,7 +623,44 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 			onMsg(m)
 		}
 	}
+	if rec.Kind == mls.KindCommit && !rec.Removed && r.role == "owner" {
+		s.endDeparted(ctx, r, before, rec.SenderIdentity)
+	}
 	return nil
+}
+
+// endDeparted is the owner's part in another member's removal of members
+// this home did not admit: the commit by committer took the leaves of
+// before that are gone from r's group, and only the owner may end, by
+// identity, the memberships of the accounts that joined under them
+// ([DirectoryClient.RemoveIdentity]; those this home admitted are
+// endRemovedMemberships'). Leaves that left by themselves have ended
+// theirs already, and the directory then records nothing. It is best
+// effort: a failure leaves the membership, which the next removal of the
+// same identity retries, while the commit keeps the member out of the
+// room.
+func (s *Seat) endDeparted(ctx context.Context, r *room, before []mls.Member, committer string) {
+	var gone []string
+	for _, m := range before {
+		if _, ok := r.g.MemberByIdentity(m.Identity); ok || PersonOf(m.Identity) == PersonOf(committer) {
+			continue
+		}
+		var known int
+		if err := s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, m.Identity).Scan(&known); err == nil && known == 0 {
+			gone = append(gone, m.Identity)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return
+	}
+	dir := s.directory(key)
+	for _, id := range gone {
+		dir.RemoveIdentity(ctx, r.channel, id)
+	}
 }
 
 // publishCommit publishes a commit of r's group, confirming it on success.
@@ -1102,20 +1141,30 @@ type Removal struct {
 // the one the directory added when this home admitted the identity
 // (the join request names it, or this home saw it appear among the
 // channel's members when it published the Welcome); for an identity this
-// home did not admit, or whose account it could not tell apart, the
-// membership is left as is and Removal.AccountID is empty. The commit is
-// what cuts the member off from new messages; the membership only stops
-// the relay from serving it the ciphertext.
+// home did not admit (a join by auto invite, or by another member), the
+// directory ends the membership of the accounts that joined under that
+// identity ([DirectoryClient.RemoveIdentity]), which only the channel's
+// owner may ask. The commit is what cuts the member off from new
+// messages; the membership stops the relay from serving it the
+// ciphertext, and the directory's record of the removal keeps invites
+// made before from readmitting it.
 func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal, error) {
 	var rm Removal
 	var ch string
-	var remaining []string
+	var remaining, removed []string
+	var owner, inGroup bool
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
-		ch = r.channel
+		ch, owner = r.channel, r.role == "owner"
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
-		inGroup := len(leavesOf(r.g, did)) > 0
+		removed = removed[:0]
+		for _, m := range r.g.Members() {
+			if slices.Contains(leavesOf(r.g, did), m.LeafIndex) {
+				removed = append(removed, m.Identity)
+			}
+		}
+		inGroup = len(removed) > 0
 		if inGroup {
 			// Every member refuses a Commit that breaks the room's roles
 			// (roles.go); say so before building one.
@@ -1123,13 +1172,11 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 				return err
 			}
 		}
-		var known int
-		if err := s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known); err != nil {
-			return err
-		}
-		// Out of the group already, with its account still recorded: an
-		// earlier removal whose membership change failed; finish it.
-		if inGroup || known == 0 {
+		// Out of the group already: an earlier removal whose membership
+		// change failed; finish it.
+		if !inGroup {
+			removed = []string{did}
+		} else {
 			_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
 				leaves := leavesOf(r.g, did)
 				if len(leaves) == 0 {
@@ -1152,7 +1199,12 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	}
 	err = s.st.db.QueryRowContext(ctx, `SELECT account_id FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did).Scan(&rm.AccountID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rm, nil
+		if !owner {
+			// Only the owner ends memberships by identity; its seat does
+			// when it reads this commit (endDeparted).
+			return rm, nil
+		}
+		return s.removeIdentities(ctx, ch, did, removed, inGroup)
 	}
 	if err != nil {
 		return rm, err
@@ -1190,6 +1242,33 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	}
 	_, err = s.st.db.ExecContext(ctx, `DELETE FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did)
 	return rm, err
+}
+
+// removeIdentities ends, at the directory, the channel membership of the
+// accounts that joined ch under the identities ids, removed from the
+// group now (committed) or before, as did.
+func (s *Seat) removeIdentities(ctx context.Context, ch, did string, ids []string, committed bool) (Removal, error) {
+	var rm Removal
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return rm, err
+	}
+	dir := s.directory(key)
+	for _, id := range ids {
+		ans, err := dir.RemoveIdentity(ctx, ch, id)
+		if err != nil {
+			return rm, fmt.Errorf("seat: %s is out of the room, but the membership of %s it joined under could not be ended (remove it again to retry): %w", did, ch, err)
+		}
+		if len(ans.Ended) > 0 {
+			rm.AccountID, rm.MembershipEnded = ans.Ended[0], true
+		}
+		rm.OtherSeats = rm.OtherSeats || ans.Kept
+	}
+	if !committed && rm.AccountID == "" && !rm.OtherSeats {
+		// Neither in the group nor recorded anywhere.
+		return rm, fmt.Errorf("seat: %s is not a member of %s", did, ch)
+	}
+	return rm, nil
 }
 
 // leavesOf lists the leaves of g that did names, other than this
