@@ -198,6 +198,15 @@
 // GroupInfo, or without the last two when none was put. key_package is
 // optional then. The request is recorded as completed with no Welcome, so
 // the owner never sees it pending and the pending cap does not apply.
+// With "token_hash" (standard base64 of a SHA-256) beside "auto": true the
+// directory mints nothing: the owner's seat made the token, from a secret
+// that also gives the invite's key in the room, and the directory keeps
+// the hash as it keeps its own tokens', answering 201 {"expires_at"} (a
+// hash already stored is 409 invite_exists). The join shows the token as
+// any other. So nothing the directory holds signs for the invite: the
+// room's members check its key, uses and lifetime themselves.
+// Directory-minted auto tokens still join, but rooms no longer list their
+// keys.
 //
 // The stock endpoints and GET and DELETE of the inbox take account-wide
 // credentials only; a channel-scoped credential claims, delivers and

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"encoding/base64"
 	"net/url"
 	"reflect"
 	"slices"
@@ -102,4 +103,56 @@ func TestRemovalByAccountIsRecorded(t *testing.T) {
 	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "account_id": {leftID}}.Encode(), left, nil), 200, "")
 	want(t, e.do("POST", "/v1/channels/join", gone, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zGone"}), 403, "removed")
 	want(t, e.do("POST", "/v1/channels/join", left, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zLeft"}), 201, "")
+}
+
+// TestInviteByTokenHash: an owner's seat registers an auto invite by the
+// hash of a token it made; the answer carries no token, the directory
+// stores only the hash, a join that shows the token is counted and
+// admitted as with a minted one, and bad requests change nothing.
+func TestInviteByTokenHash(t *testing.T) {
+	e := newEnv(t, nil)
+	_, owner := e.account("acme")
+	_, member := e.account("globex")
+	_, stranger := e.account("hooli")
+	ch := "acme/rooms/ops"
+	e.channel(owner, ch)
+	tok := "skt_inv_made-by-the-seat-0123456789abcdefghijklmnopq"
+	hash := base64.StdEncoding.EncodeToString(hashSecret(tok))
+	count := func() int {
+		var n int
+		if err := e.queryRow(`SELECT COUNT(*) FROM invites`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		body map[string]any
+		code int
+		err  string
+	}{
+		{"a stranger", stranger, map[string]any{"channel": ch, "auto": true, "token_hash": hash}, 403, "not_owner"},
+		{"not auto", owner, map[string]any{"channel": ch, "token_hash": hash}, 400, "invalid_request"},
+		{"not base64", owner, map[string]any{"channel": ch, "auto": true, "token_hash": "%%%"}, 400, "invalid_request"},
+		{"too short", owner, map[string]any{"channel": ch, "auto": true, "token_hash": base64.StdEncoding.EncodeToString([]byte("short"))}, 400, "invalid_request"},
+		{"max_uses 0", owner, map[string]any{"channel": ch, "auto": true, "token_hash": hash, "max_uses": 0}, 400, "invalid_request"},
+	} {
+		want(t, e.do("POST", "/v1/channels/invites", tc.key, tc.body), tc.code, tc.err)
+		if n := count(); n != 0 {
+			t.Fatalf("%s: %d invites stored", tc.name, n)
+		}
+	}
+	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "auto": true, "token_hash": hash, "max_uses": 1})
+	want(t, r, 201, "")
+	if !reflect.DeepEqual(r.keys(), []string{"expires_at"}) {
+		t.Fatalf("the answer: %s", r)
+	}
+	want(t, e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "auto": true, "token_hash": hash}), 409, "invite_exists")
+	r = e.do("POST", "/v1/channels/join", member, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zMember"})
+	want(t, r, 201, "")
+	if r.body["auto"] != true {
+		t.Fatalf("the join: %s", r)
+	}
+	want(t, e.do("POST", "/v1/channels/join", stranger, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zStranger"}), 403, "invalid_invite")
 }

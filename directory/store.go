@@ -26,6 +26,7 @@ var (
 	errAccountNotFound  = errors.New("directory: account not found")
 	errNotMember        = errors.New("directory: caller is not a member of the channel")
 	errRemoved          = errors.New("directory: the account was removed from the channel")
+	errInviteExists     = errors.New("directory: an invite with that token hash exists")
 	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")
 	errOrgTaken         = errors.New("directory: org exists and joining it needs an org invite")
 	errOrgInviteInvalid = errors.New("directory: org invite is invalid, expired, used up or for another org")
@@ -340,6 +341,13 @@ func (s *store) createInvite(ctx context.Context, channel, account string, hash 
 	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, account)
 		if err != nil {
+			return err
+		}
+		// A hash a seat chose may be one stored already.
+		var one int
+		if err := tx.queryRow(ctx, `SELECT 1 FROM invites WHERE hash = ?`, hash).Scan(&one); err == nil {
+			return errInviteExists
+		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		_, err = tx.exec(ctx,

@@ -173,11 +173,18 @@ func (s *Seat) RoomInviteAuto(ctx context.Context, name string, uses int, ttl ti
 		if err != nil {
 			return err
 		}
-		if tok, _, err = s.directory(key).InviteAuto(ctx, r.channel, uses, int(ttl/time.Second)); err != nil {
+		// The token is made here; the directory sees only what counts
+		// its uses (invites.go).
+		tok = newRoomToken()
+		priv, dirTok, err := inviteCredentials(tok)
+		if err != nil {
+			return err
+		}
+		if _, err = s.directory(key).InviteAutoHashed(ctx, r.channel, uses, int(ttl/time.Second), directoryTokenHash(dirTok)); err != nil {
 			return err
 		}
 		now := s.cfg.Now()
-		e := roomInvite{key: inviteKey(tok).Public().(ed25519.PublicKey), notAfter: uint64(now.Add(ttl).Unix()), maxUses: uses}
+		e := roomInvite{key: priv.Public().(ed25519.PublicKey), notAfter: uint64(now.Add(ttl).Unix()), maxUses: uses}
 		_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
 			exts, err := withInvite(r.g.Extensions(), e, now)
 			if err != nil {
@@ -205,15 +212,14 @@ func withExtension(exts []mls.Extension, t mls.ExtensionType, data []byte) []mls
 	return append(out, mls.Extension{ExtensionType: t, ExtensionData: data})
 }
 
-// joinByInvite joins ch by external Commit with an auto invite's token,
+// joinByInvite joins ch by external Commit with an auto invite's key,
 // from the GroupInfo the directory handed out (gi, of epoch), fetching a
 // newer one when the room moved on. The caller holds the room lock.
-func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch, token string, epoch uint64, gi []byte) error {
+func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch string, priv ed25519.PrivateKey, epoch uint64, gi []byte) error {
 	sig, id, err := s.memberKey(ctx)
 	if err != nil {
 		return err
 	}
-	priv := inviteKey(token)
 	gid := channel.GroupID(ch)
 	delay := 100 * time.Millisecond
 	for attempt := 0; attempt < 8; attempt++ {

@@ -193,6 +193,14 @@ func (c *DirectoryClient) InviteAuto(ctx context.Context, channel string, maxUse
 	return c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds, "auto", true)
 }
 
+// InviteAutoHashed registers, for a channel the caller owns, an auto
+// invite whose token the caller made: the directory gets only tokenHash,
+// the SHA-256 of the token the joiner will show it.
+func (c *DirectoryClient) InviteAutoHashed(ctx context.Context, channel string, maxUses, ttlSeconds int, tokenHash []byte) (time.Time, error) {
+	_, exp, err := c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds, "auto", true, "token_hash", tokenHash)
+	return exp, err
+}
+
 // JoinAnswer is the directory's answer to a join request. Auto is set for
 // an auto invite: the caller's account is a member of the channel now,
 // and GroupInfo (when one was put) is the channel's latest, of Epoch.

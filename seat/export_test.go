@@ -144,7 +144,11 @@ func ForgeInviteJoin(member, joiner *Seat, ctx context.Context, ch, token string
 		return err
 	}
 	gid := channel.GroupID(ch)
-	opts := inviteJoinOptions(inviteKey(token), gid[:], epoch, id)
+	priv, _, err := inviteCredentials(token)
+	if err != nil {
+		return err
+	}
+	opts := inviteJoinOptions(priv, gid[:], epoch, id)
 	record := opts.Extensions
 	opts.Extensions = func(cur []mls.Extension) ([]mls.Extension, error) {
 		if next, err := record(cur); err == nil {

@@ -3,11 +3,15 @@ package seat
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/skytale-oss/skytale/mls"
@@ -45,6 +49,60 @@ import (
 // token with uses left can give it (or the invite key) to someone else,
 // who then joins as itself; that use counts like any other. A bearer
 // invite is only as private as its holders keep it.
+
+// The token of an auto invite is made by the inviting seat: 32 random
+// bytes (roomTokenPrefix and their unpadded base64url), from which HKDF
+// (RFC 5869) derives, under distinct labels, the invite's Ed25519 key and
+// a separate directory credential (an skt_inv_ token). The directory gets
+// the credential's SHA-256 when the invite is made, and the credential at
+// a join, to count uses, lifetime and org as it does for its own tokens;
+// nothing it holds or sees derives the invite key, so a directory that
+// kept all of it still cannot sign a ticket the room admits. Auto invites
+// the directory minted before (an skt_inv_ token whose key derives from
+// the token itself) are still joined, but rooms no longer list such keys.
+const roomTokenPrefix = "skt_room_"
+
+const (
+	labelRoomInviteKey  = "skytale room invite key v2"
+	labelRoomInviteDir  = "skytale room invite directory v2"
+	roomTokenSecretSize = 32
+)
+
+// newRoomToken draws the secret of a new auto invite and returns its
+// token.
+func newRoomToken() string {
+	secret := make([]byte, roomTokenSecretSize)
+	rand.Read(secret)
+	return roomTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+}
+
+// inviteCredentials returns, for an auto invite's token, the key that
+// signs its tickets and the token to show the directory.
+func inviteCredentials(token string) (ed25519.PrivateKey, string, error) {
+	enc, ok := strings.CutPrefix(token, roomTokenPrefix)
+	if !ok {
+		return inviteKey(token), token, nil // minted by the directory
+	}
+	secret, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if err != nil || len(secret) != roomTokenSecretSize {
+		return nil, "", errors.New("seat: a malformed room invite token")
+	}
+	seed, err := hkdf.Key(sha256.New, secret, nil, labelRoomInviteKey, ed25519.SeedSize)
+	if err != nil {
+		return nil, "", err
+	}
+	cred, err := hkdf.Key(sha256.New, secret, nil, labelRoomInviteDir, roomTokenSecretSize)
+	if err != nil {
+		return nil, "", err
+	}
+	return ed25519.NewKeyFromSeed(seed), "skt_inv_" + base64.RawURLEncoding.EncodeToString(cred), nil
+}
+
+// directoryTokenHash is what the directory keeps of a directory credential.
+func directoryTokenHash(dirToken string) []byte {
+	sum := sha256.Sum256([]byte(dirToken))
+	return sum[:]
+}
 
 // InvitesExtensionType is the GroupContext extension of a room's auto
 // invites and their limits (private use, RFC 9420 §17.3). Encoding (RFC

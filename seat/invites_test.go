@@ -3,6 +3,7 @@ package seat_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,8 +277,8 @@ func TestAdminRemovalEndsMembership(t *testing.T) {
 	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomRemoveMember(ctx, room, carol.did); err != nil {
-		t.Fatalf("the admin's removal: %v", err)
+	if rm, err := bob.RoomRemoveMember(ctx, room, carol.did); err != nil || !rm.OwnerEnds || rm.MembershipEnded {
+		t.Fatalf("the admin's removal: %+v %v", rm, err)
 	}
 	if got := identities(t, alice, room); !slices.Equal(got, dids(alice, bob)) {
 		t.Fatalf("alice's roster: %v", got)
@@ -286,5 +288,136 @@ func TestAdminRemovalEndsMembership(t *testing.T) {
 	}
 	if err := carol.RoomRejoin(ctx, room); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("the removed member's rejoin: %v, want ErrRemovedRoom", err)
+	}
+}
+
+// TestDirectoryCannotForgeInvites: the inviting seat makes an auto
+// invite's token, and the directory sees only what counts its uses. A
+// directory that kept everything it was given and saw (every request
+// and answer of the invite and the join through it) and that can make
+// anyone a member still cannot produce a join the room admits: every
+// string it holds, taken as a token or as the secret of one, yields a key
+// the room does not list.
+func TestDirectoryCannotForgeInvites(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	proxy, seen := recordingProxy(t, st.APIURL)
+	alice := newMemberAt(t, st, proxy, "acme")
+	bob := newMember(t, st, "bobco")
+	room, err := alice.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, alice, bob, room)
+	tok, err := alice.RoomInviteAuto(ctx, room, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMemberAt(t, st, proxy, "carolco")
+	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := dids(alice, bob, carol)
+
+	var candidates []string
+	var sawToken bool
+	for _, s := range seen() {
+		if strings.Contains(s, strings.TrimPrefix(tok, "skt_room_")) {
+			t.Fatalf("the directory saw the invite's secret: %q", s)
+		}
+		sawToken = sawToken || strings.HasPrefix(s, "skt_inv_")
+		candidates = append(candidates, s)
+		for _, dec := range []func(string) ([]byte, error){base64.StdEncoding.DecodeString, base64.RawURLEncoding.DecodeString} {
+			if b, err := dec(strings.TrimPrefix(s, "skt_inv_")); err == nil && len(b) == 32 {
+				candidates = append(candidates, "skt_room_"+base64.RawURLEncoding.EncodeToString(b))
+			}
+		}
+	}
+	if !sawToken {
+		t.Fatal("the directory saw no invite token: the test looks at the wrong traffic")
+	}
+	// The directory makes dave a member, and dave tries each.
+	dave := newMember(t, st, "daveco")
+	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}
+	if err := dc.AddMember(ctx, room, dave.acct.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range candidates {
+		for attempt := 0; ; attempt++ {
+			err := seat.ForgeInviteJoin(dave.Seat, dave.Seat, ctx, room, c)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, seat.ErrStaleEpoch) || attempt == 50 {
+				t.Fatalf("the join forged from %q did not go out: %v", c, err)
+			}
+			// The owner resets the fence the last refused join moved.
+			identities(t, alice, room)
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, m := range []*member{alice, bob} {
+			if got := identities(t, m, room); !slices.Equal(got, want) {
+				t.Fatalf("%s admitted a join forged from %q: %v", m.did, c, got)
+			}
+		}
+	}
+}
+
+// recordingProxy is a directory in front of the real one that keeps every
+// value of a token field (token, token_hash, ...) of every JSON request and
+// answer that passes it: what a directory could keep of an invite.
+func recordingProxy(t *testing.T, apiURL string) (string, func() []string) {
+	t.Helper()
+	target, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var kept []string
+	keep := func(b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		var walk func(key string, v any)
+		walk = func(key string, v any) {
+			switch x := v.(type) {
+			case string:
+				if strings.Contains(key, "token") && !slices.Contains(kept, x) {
+					kept = append(kept, x)
+				}
+			case []any:
+				for _, e := range x {
+					walk(key, e)
+				}
+			case map[string]any:
+				for k, e := range x {
+					walk(k, e)
+				}
+			}
+		}
+		mu.Lock()
+		walk("", v)
+		mu.Unlock()
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		keep(body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		keep(rec.Body.Bytes())
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(kept)
 	}
 }

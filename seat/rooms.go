@@ -398,6 +398,12 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	dir := s.directory(key)
 	reqID, bundles, err := s.pendingJoin(ctx, ch)
 	if errors.Is(err, sql.ErrNoRows) {
+		// A room invite token shows the directory a credential derived
+		// from it, and keeps the invite key (invites.go).
+		inviteKey, dirToken, err := inviteCredentials(token)
+		if err != nil {
+			return "", err
+		}
 		// The joiner does not know the room's suite: it offers a
 		// KeyPackage of each, and the admitting member picks.
 		offer, offered, did, err := s.joinOffer(ctx)
@@ -405,9 +411,12 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			return "", err
 		}
 		bundles = offered
-		ans, err := dir.JoinWith(ctx, ch, token, did, offer)
+		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer)
 		if err != nil {
 			return "", err
+		}
+		if !ans.Auto && strings.HasPrefix(token, roomTokenPrefix) {
+			return "", errors.New("seat: the directory took a room invite token for an invite that waits for the owner")
 		}
 		if ans.Auto {
 			// An invite that admits on its own: join by external Commit
@@ -418,7 +427,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			}
 			s.lockRooms()
 			defer s.unlockRooms()
-			return ch, s.joinByInvite(ctx, dir, ch, token, epoch, ans.GroupInfo)
+			return ch, s.joinByInvite(ctx, dir, ch, inviteKey, epoch, ans.GroupInfo)
 		}
 		reqID = ans.RequestID
 		l, err := s.sealer()
@@ -1124,7 +1133,8 @@ func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
 // Removal is what [Seat.RoomRemoveMember] did besides the commit.
 type Removal struct {
 	// AccountID is the removed identity's directory account, if this home
-	// learned it when admitting the identity; "" if not.
+	// learned it when admitting the identity, or the directory ended the
+	// membership of the account that joined under it; "" if not.
 	AccountID string
 	// MembershipEnded reports that the account's channel membership was
 	// ended at the directory, so the relay no longer carries the room's
@@ -1133,6 +1143,10 @@ type Removal struct {
 	// OtherSeats reports that the membership was kept because other
 	// identities of the same account are still in the room.
 	OtherSeats bool
+	// OwnerEnds reports that this seat, not the room's owner, removed a
+	// member it did not admit: only the owner ends such a membership, and
+	// its seat does when it next reads the room.
+	OwnerEnds bool
 }
 
 // RoomRemoveMember removes the member whose identity is did with a commit,
@@ -1202,6 +1216,7 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 		if !owner {
 			// Only the owner ends memberships by identity; its seat does
 			// when it reads this commit (endDeparted).
+			rm.OwnerEnds = true
 			return rm, nil
 		}
 		return s.removeIdentities(ctx, ch, did, removed, inGroup)
