@@ -130,7 +130,9 @@ type inviteResponse struct {
 // {expires_at}. The seat derives that token and the invite's key from one
 // secret the directory never sees, so nothing the directory holds lets it
 // sign for the invite in the room; the token only counts uses, lifetime
-// and the caller's channel here. A hash already stored is 409
+// and the caller's channel here. As for any invite, only the channel's
+// owner may make one (others get 403 not_owner), each is one row within
+// the invite creation rate limits, and a hash already stored is 409
 // invite_exists.
 func (s *Server) handleCreateInvite(w http.ResponseWriter, r *http.Request, p principal) {
 	var req createInviteRequest

@@ -429,9 +429,13 @@ func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request, p princ
 //
 // Owner-only: ends the membership of the accounts that joined the channel
 // by auto invite under identity (1 to 256 characters), unless they joined
-// under another identity too (kept is then true). It stores nothing but the
-// removal records and answers at most the accounts of that identity's
-// joins. An identity nobody joined under answers ended: [].
+// under another identity too (kept is then true). It stores one removal
+// record per account it ends (and drops that identity's join records), and
+// answers at most the accounts of that identity's joins, bounded by the
+// uses of the channel's invites. A stranger, a member and a removed
+// account get 403 not_owner and change nothing; an identity nobody joined
+// under answers ended: []; a crowd of accounts can do nothing here, since
+// only the owner acts.
 func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p principal) {
 	q := r.URL.Query()
 	name, account := q.Get("channel"), q.Get("account_id")

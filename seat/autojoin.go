@@ -291,7 +291,7 @@ func (s *Seat) externalCommit(ctx context.Context, ch string, gi, sig []byte, id
 			ref.g = g
 			break
 		}
-		if treeTrouble(err) || errors.Is(err, ErrInviteNotAdmitted) || errors.Is(err, ErrInviteUsed) {
+		if treeTrouble(err) || errors.Is(err, ErrInviteNotAdmitted) || errors.Is(err, ErrInviteUsed) || errors.Is(err, ErrRemovedRoom) {
 			break // the right suite, and the room's own answer
 		}
 	}

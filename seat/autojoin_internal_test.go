@@ -30,7 +30,7 @@ func TestExternalRules(t *testing.T) {
 	exts := []mls.Extension{
 		{ExtensionType: legacyInvitesExtensionType, ExtensionData: pub(legacy)},
 		{ExtensionType: InvitesExtensionType, ExtensionData: marshalInvites([]roomInvite{
-			{key: pub(listed), notAfter: uint64(now.Add(time.Hour).Unix()), maxUses: 3, usedBy: [][]byte{usedTag}},
+			{key: pub(listed), notAfter: uint64(now.Add(time.Hour).Unix()), maxUses: 3, usedBy: [][]byte{usedTag}, barred: [][]byte{inviteUseTag("did:key:removed")}},
 		})},
 	}
 	g, err := mls.NewGroupWithExtensions([]byte("group"), kp, exts, cfg)
@@ -63,24 +63,25 @@ func TestExternalRules(t *testing.T) {
 		now  time.Time
 		want error
 	}{
-		"no ticket":             {r: req(joiner, nil, g.Extensions()), want: errNoTicket},
-		"a short ticket":        {r: req(joiner, good[:len(good)-1], recorded(joiner.Identity)), want: errNoTicket},
-		"an unlisted invite":    {r: req(joiner, inviteTicket(other, g.GroupID(), g.Epoch(), joiner.Identity), g.Extensions()), want: ErrInviteNotAdmitted},
-		"a legacy invite":       {r: req(joiner, inviteTicket(legacy, g.GroupID(), g.Epoch(), joiner.Identity), g.Extensions()), want: ErrInviteNotAdmitted},
-		"after its lifetime":    {r: req(joiner, good, recorded(joiner.Identity)), now: now.Add(time.Hour + inviteSlack + time.Second), want: ErrInviteExpired},
-		"by a person again":     {r: req(used, inviteTicket(listed, g.GroupID(), g.Epoch(), used.Identity), g.Extensions()), want: ErrInviteUsed},
-		"by a member":           {r: req(ownerM, inviteTicket(listed, g.GroupID(), g.Epoch(), owner), recorded(owner))},
-		"the use unrecorded":    {r: req(joiner, good, g.Extensions()), want: errUseUnrecorded},
-		"recorded for another":  {r: req(joiner, good, recorded("did:key:someone")), want: errUseUnrecorded},
-		"another change too":    {r: req(joiner, good, changed), want: errUseUnrecorded},
-		"another identity":      {r: req(joiner, inviteTicket(listed, g.GroupID(), g.Epoch(), "did:key:someone"), recorded(joiner.Identity))},
-		"another epoch":         {r: req(joiner, inviteTicket(listed, g.GroupID(), g.Epoch()+1, joiner.Identity), recorded(joiner.Identity))},
-		"another group":         {r: req(joiner, inviteTicket(listed, []byte("elsewhere"), g.Epoch(), joiner.Identity), recorded(joiner.Identity))},
-		"a proposal":            {r: mls.ExternalRequest{Sender: mls.Sender{SenderType: mls.SenderTypeNewMemberProposal}, Joiner: joiner, AuthenticatedData: good}, want: errNoTicket},
-		"no group":              {r: req(joiner, good, recorded(joiner.Identity)), want: errNoTicket},
-		"replacing another":     {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: owner, SignatureKey: joiner.SignatureKey}, Extensions: g.Extensions()}},
-		"replacing a new key":   {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: joiner.Identity, SignatureKey: []byte("old key")}, Extensions: g.Extensions()}},
-		"a resync that changes": {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: joiner.Identity, SignatureKey: joiner.SignatureKey}, Extensions: changed}},
+		"no ticket":                 {r: req(joiner, nil, g.Extensions()), want: errNoTicket},
+		"a short ticket":            {r: req(joiner, good[:len(good)-1], recorded(joiner.Identity)), want: errNoTicket},
+		"an unlisted invite":        {r: req(joiner, inviteTicket(other, g.GroupID(), g.Epoch(), joiner.Identity), g.Extensions()), want: ErrInviteNotAdmitted},
+		"a legacy invite":           {r: req(joiner, inviteTicket(legacy, g.GroupID(), g.Epoch(), joiner.Identity), g.Extensions()), want: ErrInviteNotAdmitted},
+		"after its lifetime":        {r: req(joiner, good, recorded(joiner.Identity)), now: now.Add(time.Hour + inviteSlack + time.Second), want: ErrInviteExpired},
+		"by a person again":         {r: req(used, inviteTicket(listed, g.GroupID(), g.Epoch(), used.Identity), g.Extensions()), want: ErrInviteUsed},
+		"by a person removed since": {r: req(&mls.Member{Identity: "did:key:removed"}, inviteTicket(listed, g.GroupID(), g.Epoch(), "did:key:removed"), g.Extensions()), want: ErrRemovedRoom},
+		"by a member":               {r: req(ownerM, inviteTicket(listed, g.GroupID(), g.Epoch(), owner), recorded(owner))},
+		"the use unrecorded":        {r: req(joiner, good, g.Extensions()), want: errUseUnrecorded},
+		"recorded for another":      {r: req(joiner, good, recorded("did:key:someone")), want: errUseUnrecorded},
+		"another change too":        {r: req(joiner, good, changed), want: errUseUnrecorded},
+		"another identity":          {r: req(joiner, inviteTicket(listed, g.GroupID(), g.Epoch(), "did:key:someone"), recorded(joiner.Identity))},
+		"another epoch":             {r: req(joiner, inviteTicket(listed, g.GroupID(), g.Epoch()+1, joiner.Identity), recorded(joiner.Identity))},
+		"another group":             {r: req(joiner, inviteTicket(listed, []byte("elsewhere"), g.Epoch(), joiner.Identity), recorded(joiner.Identity))},
+		"a proposal":                {r: mls.ExternalRequest{Sender: mls.Sender{SenderType: mls.SenderTypeNewMemberProposal}, Joiner: joiner, AuthenticatedData: good}, want: errNoTicket},
+		"no group":                  {r: req(joiner, good, recorded(joiner.Identity)), want: errNoTicket},
+		"replacing another":         {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: owner, SignatureKey: joiner.SignatureKey}, Extensions: g.Extensions()}},
+		"replacing a new key":       {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: joiner.Identity, SignatureKey: []byte("old key")}, Extensions: g.Extensions()}},
+		"a resync that changes":     {r: mls.ExternalRequest{Sender: commit, Joiner: joiner, Replaces: &mls.Member{Identity: joiner.Identity, SignatureKey: joiner.SignatureKey}, Extensions: changed}},
 	} {
 		gg := g
 		if name == "no group" {
@@ -128,6 +129,19 @@ func TestRecordUse(t *testing.T) {
 	if _, err := recordUse(twice, key, "did:key:c"); !errors.Is(err, ErrInviteNotAdmitted) {
 		t.Fatalf("a use beyond max_uses: %v", err)
 	}
+	barred, changed, err := withBarred(once, []string{"did:key:c"})
+	if err != nil || !changed {
+		t.Fatalf("barring: %v %v", changed, err)
+	}
+	if _, err := recordUse(barred, key, "did:key:c"); !errors.Is(err, ErrRemovedRoom) {
+		t.Fatalf("a use by a person removed since: %v", err)
+	}
+	if _, changed, _ := withBarred(barred, []string{"did:key:c"}); changed {
+		t.Fatal("barring the same person twice changed the room")
+	}
+	if _, err := recordUse(barred, key, "did:key:d"); err != nil {
+		t.Fatalf("another person's use after a bar: %v", err)
+	}
 }
 
 // FuzzParseInvites: the invites extension's decoder never panics, and
@@ -135,7 +149,7 @@ func TestRecordUse(t *testing.T) {
 func FuzzParseInvites(f *testing.F) {
 	key := inviteKey("skt_inv_seed").Public().(ed25519.PublicKey)
 	f.Add(marshalInvites(nil))
-	f.Add(marshalInvites([]roomInvite{{key: key, notAfter: 1, maxUses: 3, usedBy: [][]byte{inviteUseTag("did:key:a")}}}))
+	f.Add(marshalInvites([]roomInvite{{key: key, notAfter: 1, maxUses: 3, usedBy: [][]byte{inviteUseTag("did:key:a")}, barred: [][]byte{inviteUseTag("did:key:b")}}}))
 	f.Add([]byte{2})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

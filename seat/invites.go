@@ -36,8 +36,11 @@ import (
 //   - comes after not_after by this member's own clock, with inviteSlack
 //     for clocks that differ;
 //   - is by a person that used the invite already (so a person removed
-//     after joining by an invite never comes back by it), or by a person
-//     that is a member already;
+//     after joining by an invite never comes back by it), by a person
+//     removed from the room since the invite was made (the Commit that
+//     removes a person bars it from every invite the room lists then,
+//     withBarred; invites made later admit it again), or by a person that
+//     is a member already;
 //   - does not record its use exactly as above, or changes anything else;
 //   - carries a ticket that the invite's key did not sign for this group,
 //     this epoch and the joiner's identity.
@@ -114,6 +117,8 @@ func directoryTokenHash(dirToken string) []byte {
 //	    uint8  max_uses;        // 1..100
 //	    uint8  uses;            // < max_uses
 //	    opaque used_by[16][uses]; // inviteUseTag of each person that used it
+//	    uint8  bars;            // at most maxBarred
+//	    opaque barred[16][bars];  // inviteUseTag of each person removed since
 //	} InviteEntry;
 //
 //	struct {
@@ -140,7 +145,10 @@ const (
 	// may be and still admit a join by it: members' clocks differ, and the
 	// joiner's Commit takes a moment to reach them. Five minutes admits
 	// ordinary clock drift, not a stolen day.
-	inviteSlack     = 5 * time.Minute
+	inviteSlack = 5 * time.Minute
+	// maxBarred is how many removed persons one invite remembers; past
+	// it the oldest goes (the directory still refuses it, by account).
+	maxBarred       = 64
 	inviteTagSize   = 16
 	inviteEntryHead = ed25519.PublicKeySize + 8 + 1 + 1
 )
@@ -151,6 +159,9 @@ var (
 	// ErrInviteUsed: the person has used this invite before; the room
 	// admits nobody twice by one invite.
 	ErrInviteUsed = errors.New("seat: this person has used the invite already")
+	// errBarred: the person was removed from the room since the invite
+	// was made.
+	errBarred = fmt.Errorf("%w since the invite was made; only a later invite admits it again", ErrRemovedRoom)
 	// errUseUnrecorded: a join by invite that does not record its use in
 	// the room as the rules say.
 	errUseUnrecorded = errors.New("seat: a join by invite must record its use in the room, and change nothing else")
@@ -162,6 +173,7 @@ type roomInvite struct {
 	notAfter uint64 // Unix seconds
 	maxUses  int
 	usedBy   [][]byte // inviteUseTags
+	barred   [][]byte // inviteUseTags of persons removed since
 }
 
 // inviteUseTag is what the room keeps of a person that used an invite:
@@ -171,8 +183,12 @@ func inviteUseTag(identity string) []byte {
 	return sum[:inviteTagSize]
 }
 
-func (e *roomInvite) used(tag []byte) bool {
-	return slices.ContainsFunc(e.usedBy, func(t []byte) bool { return bytes.Equal(t, tag) })
+func (e *roomInvite) used(tag []byte) bool { return hasTag(e.usedBy, tag) }
+
+func (e *roomInvite) bars(tag []byte) bool { return hasTag(e.barred, tag) }
+
+func hasTag(tags [][]byte, tag []byte) bool {
+	return slices.ContainsFunc(tags, func(t []byte) bool { return bytes.Equal(t, tag) })
 }
 
 // expired reports whether the invite is over at now, slack included.
@@ -190,14 +206,19 @@ func marshalInvites(es []roomInvite) []byte {
 		for _, t := range e.usedBy {
 			out = append(out, t...)
 		}
+		out = append(out, byte(len(e.barred)))
+		for _, t := range e.barred {
+			out = append(out, t...)
+		}
 	}
 	return out
 }
 
 // parseInvites decodes a RoomInvites, refusing anything malformed: another
 // version, truncation, more than maxInvites entries, a key listed twice,
-// max_uses out of 1..100, uses not below max_uses, a tag listed twice. A
-// decoded value re-encodes to the same bytes.
+// max_uses out of 1..100, uses not below max_uses, more than maxBarred
+// bars, a tag listed twice in one list. A decoded value re-encodes to the
+// same bytes.
 func parseInvites(data []byte) ([]roomInvite, error) {
 	bad := func(why string) ([]roomInvite, error) { return nil, errors.New("seat: invites: " + why) }
 	if len(data) == 0 || data[0] != invitesVersion {
@@ -236,6 +257,25 @@ func parseInvites(data []byte) ([]roomInvite, error) {
 			e.usedBy = append(e.usedBy, t)
 			data = data[inviteTagSize:]
 		}
+		if len(data) < 1 {
+			return bad("truncated")
+		}
+		bars := int(data[0])
+		data = data[1:]
+		if bars > maxBarred {
+			return bad("too many removed persons")
+		}
+		if len(data) < bars*inviteTagSize {
+			return bad("truncated")
+		}
+		for range bars {
+			t := data[:inviteTagSize]
+			if e.bars(t) {
+				return bad("a removed person listed twice")
+			}
+			e.barred = append(e.barred, t)
+			data = data[inviteTagSize:]
+		}
 		if slices.ContainsFunc(out, func(o roomInvite) bool { return bytes.Equal(o.key, e.key) }) {
 			return bad("an invite listed twice")
 		}
@@ -260,8 +300,8 @@ func findInvite(es []roomInvite, key []byte) int {
 
 // recordUse returns exts with the use of the invite key by identity
 // recorded: its tag added to the invite's entry, or the entry dropped when
-// that was its last use. It refuses a key the room does not list and a
-// person that used the invite already.
+// that was its last use. It refuses a key the room does not list, a
+// person that used the invite already and one removed since it was made.
 func recordUse(exts []mls.Extension, key []byte, identity string) ([]mls.Extension, error) {
 	es, err := invitesIn(exts)
 	if err != nil {
@@ -275,12 +315,38 @@ func recordUse(exts []mls.Extension, key []byte, identity string) ([]mls.Extensi
 	if es[i].used(tag) {
 		return nil, ErrInviteUsed
 	}
+	if es[i].bars(tag) {
+		return nil, errBarred
+	}
 	if len(es[i].usedBy)+1 >= es[i].maxUses {
 		es = slices.Delete(es, i, i+1)
 	} else {
 		es[i].usedBy = append(slices.Clone(es[i].usedBy), tag)
 	}
 	return withExtension(exts, InvitesExtensionType, marshalInvites(es)), nil
+}
+
+// withBarred returns exts with the persons of ids barred from every
+// invite the room lists (see the top of this file), and whether that
+// changed anything.
+func withBarred(exts []mls.Extension, ids []string) ([]mls.Extension, bool, error) {
+	es, err := invitesIn(exts)
+	if err != nil || len(es) == 0 {
+		return exts, false, err
+	}
+	changed := false
+	for i := range es {
+		for _, id := range ids {
+			if tag := inviteUseTag(id); !es[i].bars(tag) {
+				es[i].barred = append(slices.Clone(es[i].barred), tag)
+				changed = true
+			}
+		}
+		if n := len(es[i].barred); n > maxBarred {
+			es[i].barred = es[i].barred[n-maxBarred:]
+		}
+	}
+	return withExtension(exts, InvitesExtensionType, marshalInvites(es)), changed, nil
 }
 
 // withInvite returns exts with the invite e listed, after dropping the
@@ -322,6 +388,9 @@ func checkInviteJoin(g *mls.Group, req mls.ExternalRequest, pub, sig []byte, now
 	}
 	if es[i].used(inviteUseTag(req.Joiner.Identity)) {
 		return ErrInviteUsed
+	}
+	if es[i].bars(inviteUseTag(req.Joiner.Identity)) {
+		return errBarred
 	}
 	person := PersonOf(req.Joiner.Identity)
 	for _, m := range g.Members() {

@@ -421,3 +421,67 @@ func recordingProxy(t *testing.T, apiURL string) (string, func() []string) {
 		return slices.Clone(kept)
 	}
 }
+
+// TestRemovedPersonBarredFromEveryInvite: a removed person that knows the
+// token of another invite the room listed at its removal (one it never
+// used, say shared in the room) is refused by every member even when the
+// directory lets it through, and by the directory itself; an invite made
+// after the removal admits it again.
+func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	first, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := newMember(t, st, "carolco")
+	if _, err := carol.RoomJoin(ctx, room, first, 0); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := alice.RoomInviteAuto(ctx, room, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RoomRemoveMember(ctx, room, carol.did); err != nil {
+		t.Fatal(err)
+	}
+	if err := carol.RoomLeave(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.RoomJoin(ctx, room, shared, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("the directory's answer to the removed person: %v, want ErrRemovedRoom", err)
+	}
+	proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
+	joiner(carol.acct.AccountID)
+	carol.Close()
+	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
+	if _, err := back.RoomJoin(ctx, room, shared, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+		t.Fatalf("carol's own seat, let through: %v, want ErrRemovedRoom", err)
+	}
+	if err := seat.ForgeInviteJoin(back.Seat, back.Seat, ctx, room, shared); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*member{alice, bob} {
+		if got := identities(t, m, room); !slices.Equal(got, dids(alice, bob)) {
+			t.Fatalf("%s's roster after the removed person's join by another invite: %v", m.did, got)
+		}
+	}
+
+	// Alice invites her again, on purpose.
+	again, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Close()
+	carol2 := &member{Seat: openSeat(t, st, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
+	if err := carol2.RoomLeave(ctx, room); err != nil && !errors.Is(err, seat.ErrNoRoom) {
+		t.Fatal(err)
+	}
+	if _, err := carol2.RoomJoin(ctx, room, again, 0); err != nil {
+		t.Fatalf("the join by an invite made after the removal: %v", err)
+	}
+	if got := identities(t, bob, room); !slices.Equal(got, dids(alice, bob, carol)) {
+		t.Fatalf("bob's roster after carol's invited return: %v", got)
+	}
+}

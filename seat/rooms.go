@@ -1196,7 +1196,19 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 				if len(leaves) == 0 {
 					return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
 				}
-				return r.g.RemoveMembers(leaves...)
+				opts := mls.CommitOptions{Remove: leaves}
+				if PersonOf(did) != PersonOf(selfIdentity(r.g)) {
+					// The person is barred from the invites the room
+					// lists now, in the same commit (invites.go).
+					exts, changed, err := withBarred(r.g.Extensions(), []string{did})
+					if err != nil {
+						return nil, err
+					}
+					if changed {
+						opts.Extensions = exts
+					}
+				}
+				return r.g.Commit(opts)
 			})
 			if err != nil {
 				return err
