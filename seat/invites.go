@@ -51,7 +51,14 @@ import (
 // for another identity. What the protocol leaves open: a holder of a
 // token with uses left can give it (or the invite key) to someone else,
 // who then joins as itself; that use counts like any other. A bearer
-// invite is only as private as its holders keep it.
+// invite is only as private as its holders keep it. And the directory
+// learns a joiner's account from the join request, which names the
+// identity the joiner says it will join as: a joiner that names one
+// identity there and joins the room as another is still refused nothing
+// by the room and barred at its removal, but the removal cannot tell the
+// directory its account (Removal.AccountID stays empty), so that account
+// keeps the relay's service of the channel's ciphertext, which it cannot
+// read, until the owner removes the account by id.
 
 // The token of an auto invite is made by the inviting seat: 32 random
 // bytes (roomTokenPrefix and their unpadded base64url), from which HKDF
