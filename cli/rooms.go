@@ -354,6 +354,8 @@ func roomCommands() []*ucli.Command {
 						switch {
 						case rm.OtherSeats:
 							note = "its account keeps its membership of the channel: other seats of that account are still in the room"
+						case rm.OwnerEnds:
+							note = "the owner's seat ends its account's membership of the channel when it next reads the room"
 						case rm.AccountID == "":
 							note = "this home did not learn its account when admitting it, so the account's membership of the channel is unchanged (the commit alone keeps it from new messages)"
 						}

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
 	"time"
@@ -113,6 +114,7 @@ type createInviteRequest struct {
 	MaxUses    *int64 `json:"max_uses"`
 	TTLSeconds *int64 `json:"ttl_seconds"`
 	Auto       bool   `json:"auto"`
+	TokenHash  string `json:"token_hash"`
 }
 
 type inviteResponse struct {
@@ -121,14 +123,51 @@ type inviteResponse struct {
 }
 
 // POST /v1/channels/invites {channel, max_uses?, ttl_seconds?, auto?} → 201 {token, expires_at}
+//
+// With "auto": true and "token_hash" (standard base64 of the 32-byte
+// SHA-256 of the token the owner's seat made) the directory mints nothing:
+// it stores the hash as it would its own token's and answers 201
+// {expires_at}. The seat derives that token and the invite's key from one
+// secret the directory never sees, so nothing the directory holds lets it
+// sign for the invite in the room; the token only counts uses, lifetime
+// and the caller's channel here. As for any invite, only the channel's
+// owner may make one (others get 403 not_owner), each is one row within
+// the invite creation rate limits, and a hash already stored is 409
+// invite_exists.
 func (s *Server) handleCreateInvite(w http.ResponseWriter, r *http.Request, p principal) {
 	var req createInviteRequest
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	s.mintInvite(w, r, prefixInvite, req.MaxUses, req.TTLSeconds, func(hash []byte, uses int, exp, now time.Time) error {
+	store := func(hash []byte, uses int, exp, now time.Time) error {
 		return s.store.createInvite(r.Context(), req.Channel, p.account, hash, uses, req.Auto, exp, now)
-	})
+	}
+	if req.TokenHash == "" {
+		s.mintInvite(w, r, prefixInvite, req.MaxUses, req.TTLSeconds, store)
+		return
+	}
+	if !req.Auto {
+		badRequest(w, "token_hash is only for auto invites")
+		return
+	}
+	hash, err := base64.StdEncoding.Strict().DecodeString(req.TokenHash)
+	if err != nil || len(hash) != sha256.Size {
+		badRequest(w, "token_hash must be standard base64 of 32 bytes")
+		return
+	}
+	uses, ttl, ok := inviteLimits(w, req.MaxUses, req.TTLSeconds)
+	if !ok {
+		return
+	}
+	now := s.cfg.Now()
+	exp := now.Add(ttl)
+	if err := store(hash, uses, exp, now); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		ExpiresAt string `json:"expires_at"`
+	}{rfc3339(exp)})
 }
 
 // mintInvite checks the use and lifetime limits, mints a token with prefix,

@@ -125,6 +125,19 @@
 //     cannot be removed (409 owner_cannot_leave): it holds the channel's
 //     name and is the only account that can admit and remove others, so
 //     a channel without it could never be administered again.
+//   - DELETE /v1/channels/members?channel=…&identity=… (owner-only) →
+//     200 {"channel", "identity", "ended": [account ids], "kept"}: ends
+//     the membership of the accounts that joined by auto invite under
+//     that identity (the directory keeps, per channel, the identity and
+//     account of each auto join), unless an account joined under another
+//     identity too ("kept": true). A joiner by auto invite enters the
+//     group by its own external commit, so the member that removes it
+//     knows only its identity.
+//   - An account the owner removed (by account, by identity, or with a
+//     fence reset) is recorded as removed from the channel: its join with
+//     an invite made before the removal, and its GET of the channel's
+//     GroupInfo while it is not a member, are 403 removed. An invite made
+//     since readmits it; an account that left by itself is not recorded.
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":
 //     [{"account_id", "added_at"}]}, oldest first.
@@ -200,6 +213,15 @@
 // GroupInfo, or without the last two when none was put. key_package is
 // optional then. The request is recorded as completed with no Welcome, so
 // the owner never sees it pending and the pending cap does not apply.
+// With "token_hash" (standard base64 of a SHA-256) beside "auto": true the
+// directory mints nothing: the owner's seat made the token, from a secret
+// that also gives the invite's key in the room, and the directory keeps
+// the hash as it keeps its own tokens', answering 201 {"expires_at"} (a
+// hash already stored is 409 invite_exists). The join shows the token as
+// any other. So nothing the directory holds signs for the invite: the
+// room's members check its key, uses and lifetime themselves.
+// Directory-minted auto tokens still join, but rooms no longer list their
+// keys.
 //
 // The stock endpoints and GET and DELETE of the inbox take account-wide
 // credentials only; a channel-scoped credential claims, delivers and

@@ -75,6 +75,8 @@ var errorTable = []struct {
 	{errTooManyGrants, http.StatusTooManyRequests, "too_many_grants", "this address already has the most open device grants allowed; approve them or let them expire"},
 	{errAccountNotFound, http.StatusNotFound, "account_not_found", "account not found"},
 	{errNotMember, http.StatusForbidden, "not_member", "caller is neither the owner nor a member of the channel"},
+	{errRemoved, http.StatusForbidden, "removed", "this account was removed from the channel; only an invite made since readmits it"},
+	{errInviteExists, http.StatusConflict, "invite_exists", "an invite with that token hash exists; make another token"},
 	{errOwnerCannotLeave, http.StatusConflict, "owner_cannot_leave", "the owner of a channel cannot be removed from it"},
 	{errOrgTaken, http.StatusForbidden, "org_taken", "the org exists: joining it needs an org invite (org_invite) from one of its accounts"},
 	{errOrgInviteInvalid, http.StatusForbidden, "invalid_org_invite", "org invite is invalid, expired, used up or for another org"},

@@ -84,7 +84,7 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 func (s *store) getGroupInfo(ctx context.Context, channel, caller string) (*groupInfo, error) {
 	chID, err := memberChannel(ctx, s, channel, caller)
 	if err != nil {
-		return nil, err
+		return nil, removedOr(ctx, s, channel, caller, err)
 	}
 	return readGroupInfo(ctx, s, chID)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skytale-oss/skytale/internal/feed"
 )
@@ -38,6 +39,150 @@ func removeMember(ctx context.Context, tx txn, chID, chName, account string, now
 		return false, err
 	}
 	return true, writeEvent(ctx, tx, feed.MemberRemoved, chName, account, 0, now)
+}
+
+// Removal by identity, and what it leaves behind.
+//
+// A joiner by an auto invite enters the group by its own external Commit,
+// so the member that later removes it never saw a join request naming its
+// account. The directory keeps, per channel, the identity each auto join
+// named and the account that made it (channel_identities, one row per
+// join, so at most one per use of the channel's invites), and the owner
+// ends a membership by identity: DELETE /v1/channels/members?identity=…
+// ends the membership of every account that joined under that identity,
+// unless the account joined under another identity too that nobody has
+// removed. An account another removed (by account, by identity, or with a
+// fence reset) is recorded in channel_removals, one row per channel and
+// account: its joins with an invite made before the removal are refused
+// (403 removed) and so is its GroupInfo fetch while it is not a member.
+// The members' own engines refuse the same person's second use of an
+// invite whatever the directory says; this keeps the relay's service
+// from a removed account too.
+
+// recordIdentity notes, in tx, that account joined the channel chID under
+// identity.
+func recordIdentity(ctx context.Context, tx txn, chID, identity, account string, now time.Time) error {
+	_, err := tx.exec(ctx,
+		`INSERT INTO channel_identities (channel_id, identity, account_id, added_at) VALUES (?, ?, ?, ?)
+		 ON CONFLICT (channel_id, identity, account_id) DO NOTHING`,
+		chID, identity, account, now.UnixNano())
+	return err
+}
+
+// noteRemoval records, in tx, that someone else removed account from the
+// channel chID at now.
+func noteRemoval(ctx context.Context, tx txn, chID, account string, now time.Time) error {
+	_, err := tx.exec(ctx,
+		`INSERT INTO channel_removals (channel_id, account_id, removed_at) VALUES (?, ?, ?)
+		 ON CONFLICT (channel_id, account_id) DO UPDATE SET removed_at = excluded.removed_at`,
+		chID, account, now.UnixNano())
+	return err
+}
+
+// checkNotRemoved refuses with errRemoved a join by account with an
+// invite made at invitedAt (Unix nanoseconds) if the account was removed
+// from the channel chID since.
+func checkNotRemoved(ctx context.Context, q queryer, chID, account string, invitedAt int64) error {
+	var at int64
+	err := q.queryRow(ctx, `SELECT removed_at FROM channel_removals WHERE channel_id = ? AND account_id = ?`, chID, account).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if at >= invitedAt {
+		return errRemoved
+	}
+	return nil
+}
+
+// removedOr turns err, a refusal of account because it is not a member of
+// the channel name, into errRemoved when someone removed it.
+func removedOr(ctx context.Context, q queryer, name, account string, err error) error {
+	if !errors.Is(err, errNotAMember) && !errors.Is(err, errNotMember) {
+		return err
+	}
+	var one int
+	if qerr := q.queryRow(ctx,
+		`SELECT 1 FROM channel_removals r JOIN channels c ON c.id = r.channel_id WHERE c.name = ? AND r.account_id = ?`,
+		name, account).Scan(&one); qerr == nil {
+		return errRemoved
+	}
+	return err
+}
+
+// identityRemoval is what removeByIdentity did.
+type identityRemoval struct {
+	ended []string // the accounts whose membership ended
+	kept  bool     // an account kept its membership for another identity
+}
+
+// removeByIdentity ends, for the owner of channel (caller), the
+// membership of every account that joined it under identity (see above).
+func (s *store) removeByIdentity(ctx context.Context, channel, caller, identity string, now time.Time) (identityRemoval, error) {
+	var out identityRemoval
+	err := s.write(ctx, func(tx txn) error {
+		out = identityRemoval{}
+		chID, owner, err := channelOwner(ctx, tx, channel)
+		if err != nil {
+			return err
+		}
+		if caller != owner {
+			return errNotOwner
+		}
+		accounts, err := identityAccounts(ctx, tx, chID, identity)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, `DELETE FROM channel_identities WHERE channel_id = ? AND identity = ?`, chID, identity); err != nil {
+			return err
+		}
+		for _, a := range accounts {
+			if a == owner {
+				continue // nobody removes the owner
+			}
+			var others int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM channel_identities WHERE channel_id = ? AND account_id = ?`, chID, a).Scan(&others); err != nil {
+				return err
+			}
+			if others > 0 {
+				out.kept = true
+				continue
+			}
+			was, err := removeMember(ctx, tx, chID, channel, a, now)
+			if err != nil {
+				return err
+			}
+			if !was {
+				continue // it left by itself
+			}
+			if err := noteRemoval(ctx, tx, chID, a, now); err != nil {
+				return err
+			}
+			out.ended = append(out.ended, a)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// identityAccounts lists the accounts that joined chID under identity.
+func identityAccounts(ctx context.Context, q txn, chID, identity string) ([]string, error) {
+	rows, err := q.query(ctx, `SELECT account_id FROM channel_identities WHERE channel_id = ? AND identity = ? ORDER BY account_id`, chID, identity)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }
 
 // writeEvent appends an event to the channel feed, in tx. Its id comes
@@ -113,8 +258,19 @@ func (s *store) dropMember(ctx context.Context, channel, caller, account string,
 		if err := accountExists(ctx, tx, account); err != nil {
 			return err
 		}
-		_, err = removeMember(ctx, tx, chID, channel, account, now)
-		return err
+		was, err := removeMember(ctx, tx, chID, channel, account, now)
+		if err != nil {
+			return err
+		}
+		if caller == account {
+			// Leaving: the identities it joined under go with it.
+			_, err = tx.exec(ctx, `DELETE FROM channel_identities WHERE channel_id = ? AND account_id = ?`, chID, account)
+			return err
+		}
+		if !was {
+			return nil // not a member: it left, or was removed before
+		}
+		return noteRemoval(ctx, tx, chID, account, now)
 	})
 }
 
@@ -180,6 +336,9 @@ func (s *store) resetFence(ctx context.Context, channel, caller, remove string, 
 				return err
 			}
 			if _, err := removeMember(ctx, tx, chID, channel, remove, now); err != nil {
+				return err
+			}
+			if err := noteRemoval(ctx, tx, chID, remove, now); err != nil {
 				return err
 			}
 		}
@@ -262,11 +421,29 @@ func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request, p princ
 // DELETE /v1/channels/members?channel=…&account_id=… → 200 {channel, account_id, member: false}
 //
 // The owner may remove any member but itself; a member may remove itself.
-// Removing an account that is not a member answers the same.
+// Removing an account that is not a member answers the same. An account
+// the owner removes is recorded as removed (see removeByIdentity).
+//
+// DELETE /v1/channels/members?channel=…&identity=… → 200 {channel,
+// identity, ended: [account_id…], kept}
+//
+// Owner-only: ends the membership of the accounts that joined the channel
+// by auto invite under identity (1 to 256 characters), unless they joined
+// under another identity too (kept is then true). It stores one removal
+// record per account it ends (and drops that identity's join records), and
+// answers at most the accounts of that identity's joins, bounded by the
+// uses of the channel's invites. A stranger, a member and a removed
+// account get 403 not_owner and change nothing; an identity nobody joined
+// under answers ended: []; a crowd of accounts can do nothing here, since
+// only the owner acts.
 func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p principal) {
 	q := r.URL.Query()
 	name, account := q.Get("channel"), q.Get("account_id")
 	if !checkChannel(w, p, name) {
+		return
+	}
+	if identity := q.Get("identity"); identity != "" && account == "" {
+		s.removeIdentity(w, r, p, name, identity)
 		return
 	}
 	if !validAccountID(account) {
@@ -278,6 +455,27 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p pr
 		return
 	}
 	writeJSON(w, http.StatusOK, memberResponse{Channel: name, AccountID: account, Member: false})
+}
+
+func (s *Server) removeIdentity(w http.ResponseWriter, r *http.Request, p principal, name, identity string) {
+	if n := utf8.RuneCountInString(identity); n > MaxIdentity || !storable(identity) {
+		badRequest(w, "identity must be 1 to 256 characters, none of them NUL")
+		return
+	}
+	out, err := s.store.removeByIdentity(r.Context(), name, p.account, identity, s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if out.ended == nil {
+		out.ended = []string{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Channel  string   `json:"channel"`
+		Identity string   `json:"identity"`
+		Ended    []string `json:"ended"`
+		Kept     bool     `json:"kept"`
+	}{name, identity, out.ended, out.kept})
 }
 
 type memberEntry struct {

@@ -230,6 +230,26 @@ CREATE TABLE channel_tree_parts (
 	PRIMARY KEY (tree_seq, part)
 );
 `,
+	// Who joined a channel by an auto invite, under which identity, and
+	// the accounts an owner removed: so that a removal by identity ends
+	// the account's membership, and an invite from before a removal
+	// readmits nobody (members.go).
+	`
+CREATE TABLE channel_identities (
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	identity   TEXT NOT NULL,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	added_at   INTEGER NOT NULL,
+	PRIMARY KEY (channel_id, identity, account_id)
+);
+CREATE INDEX channel_identities_account ON channel_identities(channel_id, account_id);
+CREATE TABLE channel_removals (
+	channel_id TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	removed_at INTEGER NOT NULL,
+	PRIMARY KEY (channel_id, account_id)
+);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

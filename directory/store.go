@@ -25,6 +25,8 @@ var (
 	errTooManyGrants    = errors.New("directory: too many open device grants from this address")
 	errAccountNotFound  = errors.New("directory: account not found")
 	errNotMember        = errors.New("directory: caller is not a member of the channel")
+	errRemoved          = errors.New("directory: the account was removed from the channel")
+	errInviteExists     = errors.New("directory: an invite with that token hash exists")
 	errOwnerCannotLeave = errors.New("directory: the owner cannot be removed from its channel")
 	errOrgTaken         = errors.New("directory: org exists and joining it needs an org invite")
 	errOrgInviteInvalid = errors.New("directory: org invite is invalid, expired, used up or for another org")
@@ -341,6 +343,13 @@ func (s *store) createInvite(ctx context.Context, channel, account string, hash 
 		if err != nil {
 			return err
 		}
+		// A hash a seat chose may be one stored already.
+		var one int
+		if err := tx.queryRow(ctx, `SELECT 1 FROM invites WHERE hash = ?`, hash).Scan(&one); err == nil {
+			return errInviteExists
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		_, err = tx.exec(ctx,
 			`INSERT INTO invites (hash, channel_id, max_uses, uses, expires_at, created_at, auto) VALUES (?, ?, ?, 0, ?, ?, ?)`,
 			hash, chID, maxUses, expires.UnixNano(), now.UnixNano(), sqlBool(auto))
@@ -423,18 +432,19 @@ func (s *store) join(ctx context.Context, p joinParams) (j joined, err error) {
 		}
 		now := p.now.UnixNano()
 		var auto int
+		var invitedAt int64
 		if p.fedHash != nil {
 			err = tx.queryRow(ctx,
 				`UPDATE federation_invites SET uses = uses + 1
 				 WHERE hash = ? AND channel_id = ? AND org = ? AND uses < max_uses AND expires_at > ?
-				 RETURNING auto`,
-				p.fedHash, chID, p.caller.org, now).Scan(&auto)
+				 RETURNING auto, created_at`,
+				p.fedHash, chID, p.caller.org, now).Scan(&auto, &invitedAt)
 		} else {
 			err = tx.queryRow(ctx,
 				`UPDATE invites SET uses = uses + 1
 				 WHERE hash = ? AND channel_id = ? AND uses < max_uses AND expires_at > ?
-				 RETURNING auto`,
-				p.inviteHash, chID, now).Scan(&auto)
+				 RETURNING auto, created_at`,
+				p.inviteHash, chID, now).Scan(&auto, &invitedAt)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			if p.fedHash != nil {
@@ -443,6 +453,11 @@ func (s *store) join(ctx context.Context, p joinParams) (j joined, err error) {
 			return errInviteInvalid
 		}
 		if err != nil {
+			return err
+		}
+		// An invite from before the caller's removal does not readmit it
+		// (the transaction's end undoes the use).
+		if err := checkNotRemoved(ctx, tx, chID, p.caller.account, invitedAt); err != nil {
 			return err
 		}
 		if auto == 1 {
@@ -488,6 +503,9 @@ func autoJoin(ctx context.Context, tx txn, chID string, p joinParams, j *joined)
 		return err
 	}
 	if _, err := addMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
+		return err
+	}
+	if err := recordIdentity(ctx, tx, chID, p.identity, p.caller.account, p.now); err != nil {
 		return err
 	}
 	gi, err := readGroupInfo(ctx, tx, chID)

@@ -371,7 +371,7 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 		if external {
 			// A removed member cannot check the confirmation tag, so the
 			// policy decides on what it has.
-			if err := g.checkExternalCommit(tree, committer, replaced, resync, fc.AuthenticatedData); err != nil {
+			if err := g.checkExternalCommit(tree, ctx.Extensions, committer, replaced, resync, fc.AuthenticatedData); err != nil {
 				return 0, err
 			}
 		}
@@ -394,7 +394,7 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 	if external {
 		// Section 12.4.3.2: whether members accept an external Commit is
 		// the application's decision; it sees only authentic ones.
-		if err := g.checkExternalCommit(tree, committer, replaced, resync, fc.AuthenticatedData); err != nil {
+		if err := g.checkExternalCommit(tree, ctx.Extensions, committer, replaced, resync, fc.AuthenticatedData); err != nil {
 			keys.wipe()
 			return 0, err
 		}

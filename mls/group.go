@@ -192,6 +192,18 @@ type Config struct {
 	// the checks of the RFC is allowed.
 	CommitPolicy func(CommitCheck) error
 
+	// ExternalCommitExtensions lets an external Commit carry one
+	// GroupContextExtensions proposal by value (Section 12.1.7) besides its
+	// ExternalInit, so that a join can change the group's state in the
+	// same Commit (an application records there that an invite was used).
+	// Section 12.4.3.2 does not list that proposal for external Commits:
+	// groups that set this depart from the RFC, and every member of such a
+	// group must set it alike. [Config.ExternalPolicy] sees the extensions
+	// the Commit leaves in effect ([ExternalRequest].Extensions) and
+	// decides. When false, an external Commit with any other proposal than
+	// the RFC lists is invalid.
+	ExternalCommitExtensions bool
+
 	// ExtensionTypes lists the application's own extension types that
 	// this client supports. They go into the capabilities of the
 	// KeyPackages it generates (Section 7.2), as every member must list a

@@ -370,7 +370,7 @@ func TestRejectExternalCommitRemovingAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	removeBob := func(*ratchetTree, *LeafNode) (leafIndex, bool) { return leafIndex(bob.LeafIndex()), true }
-	_, commit, err := joinExternal(gi, newTestBundle(t, "did:key:mallory"), nil, nil, removeBob, nil)
+	_, commit, err := joinExternal(gi, newTestBundle(t, "did:key:mallory"), nil, nil, removeBob, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -330,7 +330,7 @@ func TestExternalJoinDuplicateIdentityRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	noResync := func(*ratchetTree, *LeafNode) (leafIndex, bool) { return 0, false }
-	_, commit, err := joinExternal(gi, newTestBundle(t, "did:key:bob"), nil, nil, noResync, nil)
+	_, commit, err := joinExternal(gi, newTestBundle(t, "did:key:bob"), nil, nil, noResync, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

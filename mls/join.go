@@ -228,6 +228,12 @@ type ExternalJoinOptions struct {
 	// [Config.ExternalPolicy] (as [ExternalRequest].AuthenticatedData),
 	// for instance to show what authorizes the join.
 	AuthenticatedData []byte
+	// Extensions, if set, is called with the GroupContext extensions of
+	// the (verified) GroupInfo and returns those the Commit sets with a
+	// GroupContextExtensions proposal (Section 12.1.7), which members admit
+	// only when their [Config.ExternalCommitExtensions] is set (a
+	// departure from Section 12.4.3.2). An error fails the join.
+	Extensions func(current []Extension) ([]Extension, error)
 }
 
 // JoinExternalWith is [JoinExternal] with the choices of opts (which may
@@ -250,7 +256,7 @@ func JoinExternalWith(groupInfo []byte, bundle *KeyPackageBundle, opts *External
 			return nil, nil, err
 		}
 	}
-	return joinExternal(groupInfo, bundle, tree, cfg, resyncLeaf, opts.AuthenticatedData)
+	return joinExternal(groupInfo, bundle, tree, cfg, resyncLeaf, opts.AuthenticatedData, opts.Extensions)
 }
 
 // resyncLeaf finds an old appearance of the joiner's identity in t, which
@@ -278,7 +284,7 @@ func sameClient(a, b *Credential) bool {
 
 // joinExternal is JoinExternal with the choice of the leaf to remove left
 // to resync, so that tests can build hostile external Commits.
-func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool), ad []byte) (*Group, []byte, error) {
+func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool), ad []byte, setExts func([]Extension) ([]Extension, error)) (*Group, []byte, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
 	var m MLSMessage
@@ -318,6 +324,15 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		if err := tree.removeLeaf(l); err != nil {
 			return nil, nil, err
 		}
+	}
+	if setExts != nil {
+		exts, err := setExts(cloneExtensions(oldCtx.Extensions))
+		if err != nil {
+			return nil, nil, err
+		}
+		props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+			ProposalType: ProposalTypeGroupContextExtensions, GroupContextExtensions: &GroupContextExtensions{Extensions: slices.Clone(exts)}}})
+		ctx.Extensions = slices.Clone(exts)
 	}
 	// The joiner takes the leftmost blank leaf; its leaf content comes
 	// from the KeyPackage (the path overwrites key, source and signature).

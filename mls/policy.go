@@ -69,6 +69,12 @@ type ExternalRequest struct {
 	// 6.1), which the sender signed: where an application carries what
 	// authorizes the request (see [ExternalJoinOptions]).
 	AuthenticatedData []byte
+
+	// Extensions are, for an external Commit, the GroupContext extensions
+	// in effect once it is applied: those of the group unless the Commit
+	// carries a GroupContextExtensions proposal (see
+	// [Config.ExternalCommitExtensions]). Nil for proposals.
+	Extensions []Extension
 }
 
 // checkExternalProposal asks the application's policy about a proposal
@@ -103,9 +109,9 @@ func (g *Group) checkExternalProposal(p *Proposal, sender Sender, ad []byte) err
 
 // checkExternalCommit asks the application's policy about an external
 // Commit (Section 12.4.3.2) whose joiner takes leaf joiner of tree, the
-// new epoch's tree, and which removes the member at replaced (when
-// resync is set).
-func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replaced leafIndex, resync bool, ad []byte) error {
+// new epoch's tree, which leaves exts in effect, and which removes the
+// member at replaced (when resync is set).
+func (g *Group) checkExternalCommit(tree *ratchetTree, exts []Extension, joiner leafIndex, replaced leafIndex, resync bool, ad []byte) error {
 	m := memberOf(joiner, tree.leafNode(joiner))
 	m.Credential = cloneCredential(&m.Credential)
 	req := ExternalRequest{
@@ -114,6 +120,7 @@ func (g *Group) checkExternalCommit(tree *ratchetTree, joiner leafIndex, replace
 		Sender:            Sender{SenderType: SenderTypeNewMemberCommit},
 		Joiner:            &m,
 		AuthenticatedData: bytes.Clone(ad),
+		Extensions:        cloneExtensions(exts),
 	}
 	if resync {
 		if ln := g.cur.tree.leafNode(replaced); ln != nil {

@@ -247,3 +247,115 @@ func TestExternalCommitAuthenticatedData(t *testing.T) {
 	tg.members["did:key:dave"] = g
 	tg.check()
 }
+
+// TestExternalCommitExtensions checks Config.ExternalCommitExtensions: an
+// external Commit that also sets the GroupContext extensions is invalid
+// for members that do not set it, and for those that do the policy sees
+// the extensions the Commit leaves in effect, refuses or admits by them,
+// and every member ends with the same extensions.
+func TestExternalCommitExtensions(t *testing.T) {
+	const appExt ExtensionType = 0xFF42
+	bundle := func(did string, cfg *Config) *KeyPackageBundle {
+		sk, err := GenerateSignatureKey(testSuite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewKeyPackage(testSuite, did, sk, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var seen [][]Extension
+	policy := func(r ExternalRequest) error {
+		seen = append(seen, r.Extensions)
+		if !bytes.Equal(findExt(r.Extensions, appExt), []byte("used 1")) {
+			return errors.New("the use is not recorded")
+		}
+		return nil
+	}
+	for _, allow := range []bool{false, true} {
+		seen = nil
+		cfg := &Config{ExtensionTypes: []ExtensionType{appExt}, ExternalPolicy: policy, ExternalCommitExtensions: allow}
+		alice, err := NewGroup(bytes.Repeat([]byte{7}, 32), bundle("did:key:alice", cfg), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: appExt, ExtensionData: []byte("used 0")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := alice.ConfirmCommit(); err != nil {
+			t.Fatal(err)
+		}
+		bobB := bundle("did:key:bob", cfg)
+		res, err = alice.AddMembers(bobB.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := alice.ConfirmCommit(); err != nil {
+			t.Fatal(err)
+		}
+		bob, err := Join(res.Welcome, bobB, nil, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := &testGroup{t: t, members: map[string]*Group{"did:key:alice": alice, "did:key:bob": bob}, cfg: cfg, suite: testSuite}
+		gi, err := alice.GroupInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, unrecorded, err := JoinExternalWith(gi, bundle("did:key:dave", cfg), nil, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded := []Extension{{ExtensionType: appExt, ExtensionData: []byte("used 1")}}
+		dave, commit, err := JoinExternalWith(gi, bundle("did:key:dave", cfg), &ExternalJoinOptions{Extensions: func(cur []Extension) ([]Extension, error) {
+			if string(findExt(cur, appExt)) != "used 0" {
+				return nil, errors.New("the joiner sees other extensions")
+			}
+			return recorded, nil
+		}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, m := range tg.members {
+			before := fingerprint(t, m)
+			if _, err := m.Process(unrecorded); !errors.Is(err, ErrRefusedByPolicy) {
+				t.Fatalf("allow=%v %s: a join that records nothing: %v", allow, name, err)
+			}
+			expectUnchanged(t, m, before)
+			_, err := m.Process(commit)
+			if !allow {
+				if !errors.Is(err, ErrInvalidProposal) {
+					t.Fatalf("%s: an external commit with extensions, not allowed: %v", name, err)
+				}
+				expectUnchanged(t, m, before)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := findExt(m.Extensions(), appExt); string(got) != "used 1" {
+				t.Fatalf("%s: extension %q after the join", name, got)
+			}
+		}
+		if !allow {
+			continue
+		}
+		tg.members["did:key:dave"] = dave
+		tg.check()
+		if len(seen) != 4 || findExt(seen[0], appExt) == nil {
+			t.Fatalf("policy saw %v", seen)
+		}
+	}
+}
+
+func findExt(exts []Extension, t ExtensionType) []byte {
+	for _, e := range exts {
+		if e.ExtensionType == t {
+			return e.ExtensionData
+		}
+	}
+	return nil
+}

@@ -144,6 +144,12 @@ func (l *proposalList) checkSenderAndForm(p *committedProposal) error {
 		}
 		switch pr.ProposalType {
 		case ProposalTypeExternalInit, ProposalTypePSK:
+		case ProposalTypeGroupContextExtensions:
+			// Not in Section 12.2's list for external Commits: only where
+			// the application asks for it (Config.ExternalCommitExtensions).
+			if !l.g.cfg.ExternalCommitExtensions {
+				return invalidProposal("external commit includes a %d proposal", pr.ProposalType)
+			}
 		case ProposalTypeRemove:
 			if l.removes > 0 {
 				return invalidProposal("external commit with more than one remove")

@@ -26,27 +26,19 @@ import (
 //
 //   - A join by an invite that admits on its own ([Seat.RoomInviteAuto]).
 //     The owner mints the invite at the directory and commits the invite's
-//     public key to the room's invites extension (InvitesExtensionType).
-//     The key is derived from the invite token, so whoever holds the token
-//     holds the private key: the joiner puts in its Commit's
-//     authenticated_data (inviteTicketMagic) the public key and its
-//     signature, by the private key, over the group, the epoch and the
-//     joiner's identity. The directory checks the invite's uses, expiry
-//     and org, makes the joiner's account a member of the channel and
-//     hands it the GroupInfo; the members check the ticket. A ticket is
-//     good for one identity in one epoch only.
+//     public key, its lifetime and its uses to the room's invites
+//     extension (invites.go). The key is derived from the invite token, so
+//     whoever holds the token holds the private key: the joiner puts in its
+//     Commit's authenticated_data (inviteTicketMagic) the public key and
+//     its signature, by the private key, over the group, the epoch and the
+//     joiner's identity, and records the use in the same Commit. The
+//     directory checks the invite's uses, expiry and org, makes the
+//     joiner's account a member of the channel and hands it the GroupInfo;
+//     the members check the ticket, and the uses and lifetime themselves
+//     (invites.go). A ticket is good for one identity in one epoch only.
 //   - A member taking its own place again (a resync): the Commit removes
 //     the leaf with the joiner's identity and signature key, which only
 //     that member can sign for ([Seat.RoomRejoin]).
-
-// InvitesExtensionType is the GroupContext extension that lists the
-// public keys of a room's auto invites: 32-byte Ed25519 keys, one after the
-// other, at most maxInvites (private use, RFC 9420 §17.3).
-const InvitesExtensionType mls.ExtensionType = 0xFF0B
-
-// maxInvites is how many auto invites a room lists; a new one pushes out
-// the oldest.
-const maxInvites = 32
 
 // inviteTicketMagic starts an invite ticket in an external Commit's
 // authenticated_data.
@@ -86,51 +78,26 @@ func inviteTicket(priv ed25519.PrivateKey, groupID []byte, epoch uint64, identit
 	return append(out, ed25519.Sign(priv, ticketMessage(groupID, epoch, identity))...)
 }
 
-// invitesIn returns the invite keys of a GroupContext extension list.
-func invitesIn(exts []mls.Extension) ([][]byte, error) {
-	data := extensionData(exts, InvitesExtensionType)
-	if len(data)%ed25519.PublicKeySize != 0 || len(data)/ed25519.PublicKeySize > maxInvites {
-		return nil, errors.New("seat: a malformed invites extension")
-	}
-	var out [][]byte
-	for len(data) > 0 {
-		k := data[:ed25519.PublicKeySize]
-		if slices.ContainsFunc(out, func(o []byte) bool { return bytes.Equal(o, k) }) {
-			return nil, errors.New("seat: an invite listed twice")
-		}
-		out = append(out, k)
-		data = data[ed25519.PublicKeySize:]
-	}
-	return out, nil
-}
-
-// externalRules is the seat's mls.Config.ExternalPolicy (see above).
-func externalRules(g *mls.Group, req mls.ExternalRequest) error {
+// externalRules is the seat's mls.Config.ExternalPolicy (see above), at
+// this member's time now.
+func externalRules(g *mls.Group, req mls.ExternalRequest, now time.Time) error {
 	if g == nil || req.Sender.SenderType != mls.SenderTypeNewMemberCommit || req.Joiner == nil {
 		return errNoTicket
 	}
 	if req.Replaces != nil {
-		if req.Replaces.Identity == req.Joiner.Identity && bytes.Equal(req.Replaces.SignatureKey, req.Joiner.SignatureKey) {
-			return nil // a member taking its own place again
+		if req.Replaces.Identity != req.Joiner.Identity || !bytes.Equal(req.Replaces.SignatureKey, req.Joiner.SignatureKey) {
+			return errors.New("seat: an external Commit may replace only its joiner's own leaf")
 		}
-		return errors.New("seat: an external Commit may replace only its joiner's own leaf")
+		if !sameExtensions(req.Extensions, g.Extensions()) {
+			return errors.New("seat: a member taking its own place again changes nothing in the room")
+		}
+		return nil // a member taking its own place again
 	}
 	ad, ok := bytes.CutPrefix(req.AuthenticatedData, []byte(inviteTicketMagic))
 	if !ok || len(ad) != ed25519.PublicKeySize+ed25519.SignatureSize {
 		return errNoTicket
 	}
-	pub, sig := ad[:ed25519.PublicKeySize], ad[ed25519.PublicKeySize:]
-	invites, err := invitesIn(g.Extensions())
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(invites, func(k []byte) bool { return bytes.Equal(k, pub) }) {
-		return ErrInviteNotAdmitted
-	}
-	if !ed25519.Verify(pub, ticketMessage(req.GroupID, req.Epoch, req.Joiner.Identity), sig) {
-		return errors.New("seat: the invite ticket's signature does not verify")
-	}
-	return nil
+	return checkInviteJoin(g, req, ad[:ed25519.PublicKeySize], ad[ed25519.PublicKeySize:], now)
 }
 
 // joinWelcome joins the room ch from a Welcome with a configuration bound
@@ -178,9 +145,19 @@ const maxGroupInfo = 1 << 20
 
 // RoomInviteAuto mints an invite to a room this seat owns whose holder
 // joins by itself, with nobody online to admit it ([Seat.RoomJoin]
-// completes at once), and lists it in the room. Zero values take the
-// directory's defaults (one use, one hour).
+// completes at once), and lists it in the room with its uses and lifetime,
+// which every member enforces (invites.go). Zero values take the
+// defaults (one use, one hour).
 func (s *Seat) RoomInviteAuto(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
+	if uses == 0 {
+		uses = 1
+	}
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	if uses < 1 || uses > maxInviteUses {
+		return "", fmt.Errorf("seat: an invite has 1 to %d uses", maxInviteUses)
+	}
 	var tok string
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUpSettled(ctx, r, nil); err != nil {
@@ -196,21 +173,24 @@ func (s *Seat) RoomInviteAuto(ctx context.Context, name string, uses int, ttl ti
 		if err != nil {
 			return err
 		}
-		if tok, _, err = s.directory(key).InviteAuto(ctx, r.channel, uses, int(ttl/time.Second)); err != nil {
+		// The token is made here; the directory sees only what counts
+		// its uses (invites.go).
+		tok = newRoomToken()
+		priv, dirTok, err := inviteCredentials(tok)
+		if err != nil {
 			return err
 		}
-		pub := inviteKey(tok).Public().(ed25519.PublicKey)
+		if _, err = s.directory(key).InviteAutoHashed(ctx, r.channel, uses, int(ttl/time.Second), directoryTokenHash(dirTok)); err != nil {
+			return err
+		}
+		now := s.cfg.Now()
+		e := roomInvite{key: priv.Public().(ed25519.PublicKey), notAfter: uint64(now.Add(ttl).Unix()), maxUses: uses}
 		_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
-			exts := r.g.Extensions()
-			keys, err := invitesIn(exts)
+			exts, err := withInvite(r.g.Extensions(), e, now)
 			if err != nil {
 				return nil, err
 			}
-			keys = append(keys, pub)
-			if len(keys) > maxInvites {
-				keys = keys[len(keys)-maxInvites:]
-			}
-			return r.g.Commit(mls.CommitOptions{Extensions: withExtension(exts, InvitesExtensionType, bytes.Join(keys, nil))})
+			return r.g.Commit(mls.CommitOptions{Extensions: exts})
 		})
 		if err != nil {
 			return fmt.Errorf("seat: the invite was minted but the room does not list it (its members' software may not know invites that admit on their own): %w", err)
@@ -232,15 +212,14 @@ func withExtension(exts []mls.Extension, t mls.ExtensionType, data []byte) []mls
 	return append(out, mls.Extension{ExtensionType: t, ExtensionData: data})
 }
 
-// joinByInvite joins ch by external Commit with an auto invite's token,
+// joinByInvite joins ch by external Commit with an auto invite's key,
 // from the GroupInfo the directory handed out (gi, of epoch), fetching a
 // newer one when the room moved on. The caller holds the room lock.
-func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch, token string, epoch uint64, gi []byte) error {
+func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch string, priv ed25519.PrivateKey, epoch uint64, gi []byte) error {
 	sig, id, err := s.memberKey(ctx)
 	if err != nil {
 		return err
 	}
-	priv := inviteKey(token)
 	gid := channel.GroupID(ch)
 	delay := 100 * time.Millisecond
 	for attempt := 0; attempt < 8; attempt++ {
@@ -262,7 +241,7 @@ func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch, token
 		if gi == nil {
 			continue
 		}
-		r, err := s.externalCommit(ctx, ch, gi, sig, id, &mls.ExternalJoinOptions{AuthenticatedData: inviteTicket(priv, gid[:], epoch, id)})
+		r, err := s.externalCommit(ctx, ch, gi, sig, id, inviteJoinOptions(priv, gid[:], epoch, id))
 		if errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrNotMember) {
 			continue // the room moved on, or the relay has not heard of the membership yet
 		}
@@ -272,6 +251,19 @@ func (s *Seat) joinByInvite(ctx context.Context, dir *DirectoryClient, ch, token
 		return s.saveRoom(ctx, r, true)
 	}
 	return fmt.Errorf("seat: the join by invite to %s did not go through; try again", ch)
+}
+
+// inviteJoinOptions are those of an external Commit that joins as
+// identity by the invite priv at epoch: the ticket, and the use recorded in
+// the room (invites.go).
+func inviteJoinOptions(priv ed25519.PrivateKey, groupID []byte, epoch uint64, identity string) *mls.ExternalJoinOptions {
+	pub := priv.Public().(ed25519.PublicKey)
+	return &mls.ExternalJoinOptions{
+		AuthenticatedData: inviteTicket(priv, groupID, epoch, identity),
+		Extensions: func(cur []mls.Extension) ([]mls.Extension, error) {
+			return recordUse(cur, pub, identity)
+		},
+	}
 }
 
 // externalCommit joins ch by external Commit from gi, in whichever room
@@ -299,8 +291,8 @@ func (s *Seat) externalCommit(ctx context.Context, ch string, gi, sig []byte, id
 			ref.g = g
 			break
 		}
-		if treeTrouble(err) {
-			break
+		if treeTrouble(err) || errors.Is(err, ErrInviteNotAdmitted) || errors.Is(err, ErrInviteUsed) || errors.Is(err, ErrRemovedRoom) {
+			break // the right suite, and the room's own answer
 		}
 	}
 	if err != nil {

@@ -44,6 +44,7 @@ var codeSentinels = map[string]error{
 	"not_a_member":       ErrNotMember, // the relay
 	"not_member":         ErrNotMember, // the directory's member list
 	"stale_epoch":        ErrStaleEpoch,
+	"removed":            ErrRemovedRoom, // the directory: removed from the channel
 }
 
 func (e *APIError) Error() string {
@@ -192,6 +193,14 @@ func (c *DirectoryClient) InviteAuto(ctx context.Context, channel string, maxUse
 	return c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds, "auto", true)
 }
 
+// InviteAutoHashed registers, for a channel the caller owns, an auto
+// invite whose token the caller made: the directory gets only tokenHash,
+// the SHA-256 of the token the joiner will show it.
+func (c *DirectoryClient) InviteAutoHashed(ctx context.Context, channel string, maxUses, ttlSeconds int, tokenHash []byte) (time.Time, error) {
+	_, exp, err := c.mintInvite(ctx, "/v1/channels/invites", "channel", channel, maxUses, ttlSeconds, "auto", true, "token_hash", tokenHash)
+	return exp, err
+}
+
 // JoinAnswer is the directory's answer to a join request. Auto is set for
 // an auto invite: the caller's account is a member of the channel now,
 // and GroupInfo (when one was put) is the channel's latest, of Epoch.
@@ -330,6 +339,25 @@ func (c *DirectoryClient) AddMember(ctx context.Context, channel, accountID stri
 func (c *DirectoryClient) RemoveMember(ctx context.Context, channel, accountID string) error {
 	q := url.Values{"channel": {channel}, "account_id": {accountID}}
 	return c.call(ctx, "DELETE", "/v1/channels/members?"+q.Encode(), nil, nil)
+}
+
+// IdentityRemoval is the directory's answer to [DirectoryClient.RemoveIdentity].
+type IdentityRemoval struct {
+	// Ended lists the accounts whose membership of the channel ended.
+	Ended []string `json:"ended"`
+	// Kept reports that an account that joined under the identity kept
+	// its membership, for another identity it joined under.
+	Kept bool `json:"kept"`
+}
+
+// RemoveIdentity ends, for the owner of channel, the membership of the
+// accounts that joined it by auto invite under identity, and records them
+// as removed, so that no invite made before readmits them.
+func (c *DirectoryClient) RemoveIdentity(ctx context.Context, channel, identity string) (IdentityRemoval, error) {
+	var out IdentityRemoval
+	q := url.Values{"channel": {channel}, "identity": {identity}}
+	err := c.call(ctx, "DELETE", "/v1/channels/members?"+q.Encode(), nil, &out)
+	return out, err
 }
 
 // ResetFence makes the relay expect the next commit of channel, which

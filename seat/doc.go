@@ -78,8 +78,13 @@
 // can mint invites that admit on their own ([Seat.RoomInviteAuto]): the
 // holder joins by external Commit at once, with a ticket only the token's
 // holder can make, which every member's engine checks against the room's
-// invites extension ([InvitesExtensionType]); nothing else from outside is
-// admitted (autojoin.go). An admin adds a person who is offline from the
+// invites extension ([InvitesExtensionType]). The invite's uses and
+// lifetime live there too: the joining Commit records its use, and every
+// member refuses a use beyond them, a second use by the same person, or a
+// use by a person removed since the invite was made (the removing Commit
+// bars it from every invite then listed); the token is made by the
+// inviting seat, and the directory sees only a credential derived from it
+// (invites.go). Nothing else from outside is admitted (autojoin.go). An admin adds a person who is offline from the
 // join offers its devices keep at the directory ([Seat.RoomAdd],
 // [Seat.Restock]); the Welcomes wait in the person's inbox until its next
 // command or watch ([Seat.ProcessInbox]).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/mls"
 )
 
@@ -122,3 +123,39 @@ func AddKeyPackage(s *Seat, ctx context.Context, name string, kp []byte) ([]byte
 
 // MLSConfig is the engine configuration of s's rooms.
 func MLSConfig(s *Seat) *mls.Config { return s.mlsConfig() }
+
+// ForgeInviteJoin has member, whose software ignores the directory,
+// publish an external Commit that joins joiner (which lent it its key) to
+// the room ch by the auto invite token, from the GroupInfo member fetches
+// with its own account: the join a plain member would make for an
+// outsider. The Commit records the use as an honest joiner's would, or,
+// when the room lists no use left to record, changes nothing.
+func ForgeInviteJoin(member, joiner *Seat, ctx context.Context, ch, token string) error {
+	key, err := member.apiKey(ctx)
+	if err != nil {
+		return err
+	}
+	epoch, gi, err := member.directory(key).GroupInfo(ctx, ch)
+	if err != nil {
+		return err
+	}
+	sig, id, err := joiner.memberKey(ctx)
+	if err != nil {
+		return err
+	}
+	gid := channel.GroupID(ch)
+	priv, _, err := inviteCredentials(token)
+	if err != nil {
+		return err
+	}
+	opts := inviteJoinOptions(priv, gid[:], epoch, id)
+	record := opts.Extensions
+	opts.Extensions = func(cur []mls.Extension) ([]mls.Extension, error) {
+		if next, err := record(cur); err == nil {
+			return next, nil
+		}
+		return cur, nil // nothing left to record: hostile software goes on
+	}
+	_, err = member.externalCommit(ctx, ch, gi, sig, id, opts)
+	return err
+}

@@ -132,8 +132,10 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 		policy = nil
 	}
 	return &mls.Config{
-		ExternalPolicy: func(req mls.ExternalRequest) error { return externalRules(ref.g, req) },
-		Time:           s.cfg.Now,
+		ExternalPolicy: func(req mls.ExternalRequest) error { return externalRules(ref.g, req, s.cfg.Now()) },
+		// A join by invite records its use in the room (invites.go).
+		ExternalCommitExtensions: true,
+		Time:                     s.cfg.Now,
 		Padding: func(n int) int {
 			return padding.Size(n) - padding.HeaderLen - n
 		},
@@ -148,7 +150,7 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 		CommitPolicy:       policy,
 		// Every leaf must list the room's extensions for the room to carry
 		// them (RFC 9420 §12.1.7 and §13.4).
-		ExtensionTypes: []mls.ExtensionType{RolesExtensionType, InvitesExtensionType},
+		ExtensionTypes: []mls.ExtensionType{RolesExtensionType, legacyInvitesExtensionType, InvitesExtensionType},
 	}, ref
 }
 
@@ -407,6 +409,12 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	dir := s.directory(key)
 	reqID, bundles, err := s.pendingJoin(ctx, ch)
 	if errors.Is(err, sql.ErrNoRows) {
+		// A room invite token shows the directory a credential derived
+		// from it, and keeps the invite key (invites.go).
+		inviteKey, dirToken, err := inviteCredentials(token)
+		if err != nil {
+			return "", err
+		}
 		// The joiner does not know the room's suite: it offers a
 		// KeyPackage of each, and the admitting member picks.
 		offer, offered, did, err := s.joinOffer(ctx)
@@ -414,9 +422,12 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			return "", err
 		}
 		bundles = offered
-		ans, err := dir.JoinWith(ctx, ch, token, did, offer)
+		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer)
 		if err != nil {
 			return "", err
+		}
+		if !ans.Auto && strings.HasPrefix(token, roomTokenPrefix) {
+			return "", errors.New("seat: the directory took a room invite token for an invite that waits for the owner")
 		}
 		if ans.Auto {
 			// An invite that admits on its own: join by external Commit
@@ -427,7 +438,7 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			}
 			s.lockRooms()
 			defer s.unlockRooms()
-			return ch, s.joinByInvite(ctx, dir, ch, token, epoch, ans.GroupInfo)
+			return ch, s.joinByInvite(ctx, dir, ch, inviteKey, epoch, ans.GroupInfo)
 		}
 		reqID = ans.RequestID
 		l, err := s.sealer()
@@ -589,9 +600,11 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 		return s.saveRoom(ctx, r, false)
 	}
 	var members int
+	var before []mls.Member
 	if e.EntryType == EntryCommit {
 		r.handshake = true
-		members = len(r.g.Members())
+		before = r.g.Members()
+		members = len(before)
 	}
 	rec, err := r.g.Process(e.Payload)
 	if err != nil {
@@ -630,7 +643,44 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 			onMsg(m)
 		}
 	}
+	if rec.Kind == mls.KindCommit && !rec.Removed && r.role == "owner" {
+		s.endDeparted(ctx, r, before, rec.SenderIdentity)
+	}
 	return nil
+}
+
+// endDeparted is the owner's part in another member's removal of members
+// this home did not admit: the commit by committer took the leaves of
+// before that are gone from r's group, and only the owner may end, by
+// identity, the memberships of the accounts that joined under them
+// ([DirectoryClient.RemoveIdentity]; those this home admitted are
+// endRemovedMemberships'). Leaves that left by themselves have ended
+// theirs already, and the directory then records nothing. It is best
+// effort: a failure leaves the membership, which the next removal of the
+// same identity retries, while the commit keeps the member out of the
+// room.
+func (s *Seat) endDeparted(ctx context.Context, r *room, before []mls.Member, committer string) {
+	var gone []string
+	for _, m := range before {
+		if _, ok := r.g.MemberByIdentity(m.Identity); ok || PersonOf(m.Identity) == PersonOf(committer) {
+			continue
+		}
+		var known int
+		if err := s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, m.Identity).Scan(&known); err == nil && known == 0 {
+			gone = append(gone, m.Identity)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return
+	}
+	dir := s.directory(key)
+	for _, id := range gone {
+		dir.RemoveIdentity(ctx, r.channel, id)
+	}
 }
 
 // publishCommit publishes a commit of r's group, confirming it on success.
@@ -1112,7 +1162,8 @@ func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
 // Removal is what [Seat.RoomRemoveMember] did besides the commit.
 type Removal struct {
 	// AccountID is the removed identity's directory account, if this home
-	// learned it when admitting the identity; "" if not.
+	// learned it when admitting the identity, or the directory ended the
+	// membership of the account that joined under it; "" if not.
 	AccountID string
 	// MembershipEnded reports that the account's channel membership was
 	// ended at the directory, so the relay no longer carries the room's
@@ -1121,6 +1172,10 @@ type Removal struct {
 	// OtherSeats reports that the membership was kept because other
 	// identities of the same account are still in the room.
 	OtherSeats bool
+	// OwnerEnds reports that this seat, not the room's owner, removed a
+	// member it did not admit: only the owner ends such a membership, and
+	// its seat does when it next reads the room.
+	OwnerEnds bool
 }
 
 // RoomRemoveMember removes the member whose identity is did with a commit,
@@ -1129,20 +1184,30 @@ type Removal struct {
 // the one the directory added when this home admitted the identity
 // (the join request names it, or this home saw it appear among the
 // channel's members when it published the Welcome); for an identity this
-// home did not admit, or whose account it could not tell apart, the
-// membership is left as is and Removal.AccountID is empty. The commit is
-// what cuts the member off from new messages; the membership only stops
-// the relay from serving it the ciphertext.
+// home did not admit (a join by auto invite, or by another member), the
+// directory ends the membership of the accounts that joined under that
+// identity ([DirectoryClient.RemoveIdentity]), which only the channel's
+// owner may ask. The commit is what cuts the member off from new
+// messages; the membership stops the relay from serving it the
+// ciphertext, and the directory's record of the removal keeps invites
+// made before from readmitting it.
 func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal, error) {
 	var rm Removal
 	var ch string
-	var remaining []string
+	var remaining, removed []string
+	var owner, inGroup bool
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
-		ch = r.channel
+		ch, owner = r.channel, r.role == "owner"
 		if err := s.catchUp(ctx, r, nil); err != nil {
 			return err
 		}
-		inGroup := len(leavesOf(r.g, did)) > 0
+		removed = removed[:0]
+		for _, m := range r.g.Members() {
+			if slices.Contains(leavesOf(r.g, did), m.LeafIndex) {
+				removed = append(removed, m.Identity)
+			}
+		}
+		inGroup = len(removed) > 0
 		if inGroup {
 			// Every member refuses a Commit that breaks the room's roles
 			// (roles.go); say so before building one.
@@ -1150,19 +1215,29 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 				return err
 			}
 		}
-		var known int
-		if err := s.st.db.QueryRowContext(ctx, `SELECT count(*) FROM room_accounts WHERE channel = ? AND identity = ?`, r.channel, did).Scan(&known); err != nil {
-			return err
-		}
-		// Out of the group already, with its account still recorded: an
-		// earlier removal whose membership change failed; finish it.
-		if inGroup || known == 0 {
+		// Out of the group already: an earlier removal whose membership
+		// change failed; finish it.
+		if !inGroup {
+			removed = []string{did}
+		} else {
 			_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
 				leaves := leavesOf(r.g, did)
 				if len(leaves) == 0 {
 					return nil, fmt.Errorf("seat: %s is not a member of %s", did, r.channel)
 				}
-				return r.g.RemoveMembers(leaves...)
+				opts := mls.CommitOptions{Remove: leaves}
+				if PersonOf(did) != PersonOf(selfIdentity(r.g)) {
+					// The person is barred from the invites the room
+					// lists now, in the same commit (invites.go).
+					exts, changed, err := withBarred(r.g.Extensions(), []string{did})
+					if err != nil {
+						return nil, err
+					}
+					if changed {
+						opts.Extensions = exts
+					}
+				}
+				return r.g.Commit(opts)
 			})
 			if err != nil {
 				return err
@@ -1179,7 +1254,13 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	}
 	err = s.st.db.QueryRowContext(ctx, `SELECT account_id FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did).Scan(&rm.AccountID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rm, nil
+		if !owner {
+			// Only the owner ends memberships by identity; its seat does
+			// when it reads this commit (endDeparted).
+			rm.OwnerEnds = true
+			return rm, nil
+		}
+		return s.removeIdentities(ctx, ch, did, removed, inGroup)
 	}
 	if err != nil {
 		return rm, err
@@ -1217,6 +1298,33 @@ func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal,
 	}
 	_, err = s.st.db.ExecContext(ctx, `DELETE FROM room_accounts WHERE channel = ? AND identity = ?`, ch, did)
 	return rm, err
+}
+
+// removeIdentities ends, at the directory, the channel membership of the
+// accounts that joined ch under the identities ids, removed from the
+// group now (committed) or before, as did.
+func (s *Seat) removeIdentities(ctx context.Context, ch, did string, ids []string, committed bool) (Removal, error) {
+	var rm Removal
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return rm, err
+	}
+	dir := s.directory(key)
+	for _, id := range ids {
+		ans, err := dir.RemoveIdentity(ctx, ch, id)
+		if err != nil {
+			return rm, fmt.Errorf("seat: %s is out of the room, but the membership of %s it joined under could not be ended (remove it again to retry): %w", did, ch, err)
+		}
+		if len(ans.Ended) > 0 {
+			rm.AccountID, rm.MembershipEnded = ans.Ended[0], true
+		}
+		rm.OtherSeats = rm.OtherSeats || ans.Kept
+	}
+	if !committed && rm.AccountID == "" && !rm.OtherSeats {
+		// Neither in the group nor recorded anywhere.
+		return rm, fmt.Errorf("seat: %s is not a member of %s", did, ch)
+	}
+	return rm, nil
 }
 
 // leavesOf lists the leaves of g that did names, other than this
