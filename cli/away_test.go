@@ -52,7 +52,19 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 	if out := mustTally(t, append(dave, "whoami")...); !strings.Contains(out, "account    "+daveAccount+"\n") {
 		t.Fatalf("whoami: %q", out)
 	}
-	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount)...); !strings.Contains(out, "added 1 device") {
+	// Alice and dave share no room or org: without his add-token she
+	// cannot add him; he hands her one.
+	if _, err := tally(t, "", append(alice, "room", "add", "ops", daveAccount)...); err == nil || !strings.Contains(err.Error(), "add-token") {
+		t.Fatalf("room add without dave's consent: %v", err)
+	}
+	daveTok := strings.TrimSpace(mustTally(t, append(dave, "contact", "token", "--uses", "2")...))
+	if !strings.HasPrefix(daveTok, "skt_add_") {
+		t.Fatalf("contact token: %q", daveTok)
+	}
+	if out := mustTally(t, append(dave, "contact", "tokens")...); !strings.Contains(out, "used 0 of 2") || strings.Contains(out, daveTok) {
+		t.Fatalf("contact tokens: %q", out)
+	}
+	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount, "--token", daveTok)...); !strings.Contains(out, "added 1 device") {
 		t.Fatalf("room add: %q", out)
 	}
 	if _, err := tally(t, "", append(alice, "room", "add", "ops", "did:key:z6Mkabc")...); err == nil {
@@ -76,8 +88,20 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 		Identity string `json:"identity"`
 	}
 	json.Unmarshal([]byte(mustTally(t, append(erin, "--json", "whoami")...)), &who)
-	if out := mustTally(t, append(alice, "room", "add", "ops", who.Identity)...); !strings.Contains(out, "added 1 device") {
+	erinTok := strings.TrimSpace(mustTally(t, append(erin, "contact", "token")...))
+	if out := mustTally(t, append(alice, "room", "add", "ops", who.Identity, "--token", erinTok)...); !strings.Contains(out, "added 1 device") {
 		t.Fatalf("room add by did: %q", out)
+	}
+	// Erin sees who claimed her offer, for which room.
+	var claims struct {
+		Claims []struct {
+			ClaimedBy string `json:"claimed_by"`
+			Channel   string `json:"channel"`
+		} `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(mustTally(t, append(erin, "--json", "contact", "claims")...)), &claims); err != nil ||
+		len(claims.Claims) != 1 || claims.Claims[0].Channel != "acme/rooms/ops" || claims.Claims[0].ClaimedBy == "" {
+		t.Fatalf("erin's claims: %+v %v", claims, err)
 	}
 	mustTally(t, append(alice, "msg", "ops", "welcome, erin")...)
 	if out := mustTally(t, append(erin, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome, erin") {

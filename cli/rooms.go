@@ -277,10 +277,27 @@ func roomCommands() []*ucli.Command {
 				},
 				{
 					Name: "add", Usage: "add a person, even one who is offline, from the join offers their devices left (owner or admin)", ArgsUsage: "NAME WHO",
-					Description: "WHO is the person's account id or did:key (`tally whoami` shows both).",
+					Description: "WHO is the person's account id or did:key (`tally whoami` shows both), or an add-token\n" +
+						"they gave you (`tally contact token`). You may add a person who shares a room or an org with\n" +
+						"you; anyone else only with their add-token (WHO, or --token with their id).",
+					Flags: []ucli.Flag{&ucli.StringFlag{Name: "token", Usage: "the person's add-token (skt_add_…), if you share no room or org with them"}},
 					Action: roomAction(2, "tally room add NAME WHO", func(e *env, s *seat.Seat, ch string, args []string) error {
 						who := args[0]
-						added, err := s.RoomAdd(e.c.Context, ch, who)
+						var added []seat.Added
+						var err error
+						if strings.HasPrefix(who, "skt_add_") {
+							added, err = s.RoomAdd(e.c.Context, ch, who)
+							who = "the token's maker"
+						} else {
+							added, err = s.RoomAddWith(e.c.Context, ch, who, e.c.String("token"))
+						}
+						if errors.Is(err, seat.ErrNotAllowed) {
+							return &usageError{who + " has not agreed to be added by you: you share no room or org",
+								"ask them for an add-token (`tally contact token`) and run `tally room add " + shortRoom(e, s, ch) + " TOKEN`"}
+						}
+						if errors.Is(err, seat.ErrInvalidAddToken) {
+							return &usageError{"the add-token is invalid, expired, used up or revoked", "ask the person for a new one (`tally contact token`)"}
+						}
 						if err != nil {
 							return err
 						}

@@ -491,6 +491,7 @@ func seatCommands() []*ucli.Command {
 		configCommand(),
 		devicesCommand(),
 		orgCommand(),
+		contactCommand(),
 	}
 }
 

@@ -128,6 +128,7 @@ func (s *store) sweepInbox(ctx context.Context, now time.Time, retention time.Du
 		for _, q := range []string{
 			`DELETE FROM inbox WHERE created_at < ?`,
 			`DELETE FROM key_package_claims WHERE created_at < ?`,
+			`DELETE FROM add_tokens WHERE expires_at < ?`,
 		} {
 			n, err := tx.execN(ctx, q, cutoff)
 			if err != nil {

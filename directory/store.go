@@ -37,6 +37,12 @@ var (
 	errAmbiguousIdentity  = errors.New("directory: several accounts hold key packages for that identity; name the account")
 	errAlreadyDelivered   = errors.New("directory: a Welcome was already delivered for this claim")
 	errInboxFull          = errors.New("directory: the account's inbox is full")
+	errNotAllowed         = errors.New("directory: the caller may not add that person")
+	errAddTokenInvalid    = errors.New("directory: add-token is invalid, expired, used up or another person's")
+	errTooManyAddTokens   = errors.New("directory: too many live add-tokens")
+	errOffersRationed     = errors.New("directory: the person's one-time offers for this hour are used up")
+	errSenderQuota        = errors.New("directory: the sender's share of the inbox is used up")
+	errIdentityNotYours   = errors.New("directory: the device name is not the uploader's identity")
 	errStaleEpoch         = errors.New("directory: a GroupInfo of a later epoch is stored")
 )
 

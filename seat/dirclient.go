@@ -3,6 +3,7 @@ package seat
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ var codeSentinels = map[string]error{
 	"not_a_member":       ErrNotMember, // the relay
 	"not_member":         ErrNotMember, // the directory's member list
 	"stale_epoch":        ErrStaleEpoch,
+	"seat_exists":        ErrSeatExists,
+	"not_allowed":        ErrNotAllowed,
+	"invalid_add_token":  ErrInvalidAddToken,
 }
 
 func (e *APIError) Error() string {
@@ -281,14 +285,26 @@ func (c *DirectoryClient) AckWelcome(ctx context.Context, requestID string) erro
 	return c.call(ctx, "POST", "/v1/channels/welcome/"+url.PathEscape(requestID)+"/ack", nil, nil)
 }
 
-// RegisterSeat registers the seat identity with its sync channel and
-// returns the seat id and its channel-scoped credential.
-func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel string) (seatID, credential string, err error) {
+// seatProofLabel starts what a seat's identity key signs to register the
+// identity (the directory's SeatProofLabel): the label, the account id, a
+// NUL and the sync channel.
+const seatProofLabel = "skytale seat registration v1\x00"
+
+// SeatProof signs the registration of person's identity for account with
+// its sync channel, the proof [DirectoryClient.RegisterSeat] carries.
+func SeatProof(person *Identity, account, channel string) []byte {
+	return ed25519.Sign(person.PrivateKey(), []byte(seatProofLabel+account+"\x00"+channel))
+}
+
+// RegisterSeat registers the seat identity with its sync channel, proving
+// possession of the identity's key with proof ([SeatProof]), and returns
+// the seat id and its channel-scoped credential.
+func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel string, proof []byte) (seatID, credential string, err error) {
 	var out struct {
 		SeatID     string `json:"seat_id"`
 		Credential string `json:"credential"`
 	}
-	err = c.call(ctx, "POST", "/v1/seats", map[string]string{"identity": identity, "channel": channel}, &out)
+	err = c.call(ctx, "POST", "/v1/seats", map[string]any{"identity": identity, "channel": channel, "proof": proof}, &out)
 	return out.SeatID, out.Credential, err
 }
 

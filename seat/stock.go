@@ -2,6 +2,7 @@ package seat
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -78,8 +79,14 @@ type InboxEntry struct {
 }
 
 // PublishStock uploads join offers of device to the caller's stock.
-func (c *DirectoryClient) PublishStock(ctx context.Context, device string, offers [][]byte, lastResort []byte) error {
+// device is the seat's identity, or a device identity of it whose device
+// key is deviceKey (nil for the seat's own identity), which the directory
+// checks against the identity's signature in the name.
+func (c *DirectoryClient) PublishStock(ctx context.Context, device string, deviceKey []byte, offers [][]byte, lastResort []byte) error {
 	in := map[string]any{"device": device, "key_packages": offers}
+	if deviceKey != nil {
+		in["device_key"] = deviceKey
+	}
 	if offers == nil {
 		in["key_packages"] = [][]byte{}
 	}
@@ -102,15 +109,28 @@ func (c *DirectoryClient) AckClaims(ctx context.Context, through string) error {
 }
 
 // ClaimKeyPackages claims one offer per device of account, for channel.
-// An account given as a did: is the account whose stock holds that
-// person's devices.
+// An account given as a did: is the account whose seat registered that
+// person's identity.
 func (c *DirectoryClient) ClaimKeyPackages(ctx context.Context, account, channel string) ([]Claim, error) {
+	return c.ClaimKeyPackagesWith(ctx, account, channel, "")
+}
+
+// ClaimKeyPackagesWith is ClaimKeyPackages with an add-token of the
+// person (skipped when ""); with an add-token, account may be "" to claim
+// the offers of the token's maker.
+func (c *DirectoryClient) ClaimKeyPackagesWith(ctx context.Context, account, channel, addToken string) ([]Claim, error) {
 	var out struct {
 		Claims []Claim `json:"claims"`
 	}
-	in := map[string]string{"account_id": account, "channel": channel}
-	if strings.HasPrefix(account, "did:") {
-		in = map[string]string{"identity": account, "channel": channel}
+	in := map[string]string{"channel": channel}
+	switch {
+	case strings.HasPrefix(account, "did:"):
+		in["identity"] = account
+	case account != "":
+		in["account_id"] = account
+	}
+	if addToken != "" {
+		in["add_token"] = addToken
 	}
 	err := c.call(ctx, "POST", "/v1/keypackages/claim", in, &out)
 	return out.Claims, err
@@ -193,9 +213,20 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, device, err := s.memberKey(ctx)
+	sig, device, err := s.memberKey(ctx)
 	if err != nil {
 		return 0, err
+	}
+	// Offers are taken only under an identity the account registered: a
+	// home that never connected registers its seat first. A registration
+	// refused because the identity is registered already (by another
+	// device of this person) leaves the upload to tell.
+	if _, err := s.Connect(ctx); err != nil && !errors.Is(err, ErrSeatExists) {
+		return 0, err
+	}
+	var deviceKey []byte
+	if PersonOf(device) != device {
+		deviceKey = ed25519.NewKeyFromSeed(sig).Public().(ed25519.PublicKey)
 	}
 	dir := s.directory(key)
 	st, err := dir.Stock(ctx)
@@ -233,10 +264,13 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 				return sent, err
 			}
 		}
-		if err := dir.PublishStock(ctx, device, offers, lr); err != nil {
+		if err := dir.PublishStock(ctx, device, deviceKey, offers, lr); err != nil {
 			return sent, fmt.Errorf("seat: uploading join offers: %w", err)
 		}
 		need, sent, lastResort = need-n, sent+n, true
+	}
+	if err := s.recordClaims(ctx, st.Claims); err != nil {
+		return sent, err
 	}
 	if n := len(st.Claims); n > 0 {
 		if err := dir.AckClaims(ctx, st.Claims[n-1].ID); err != nil {
@@ -245,6 +279,19 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	}
 	return sent, nil
 }
+
+// Errors of consent (the directory's contacts rules).
+var (
+	// ErrSeatExists: the seat identity is registered already (by another
+	// device of this person, or another home restored from its phrase).
+	ErrSeatExists = errors.New("seat: the seat identity is already registered")
+	// ErrNotAllowed: this account shares no room or org with the person
+	// and gave no add-token of theirs, so it may not add them.
+	ErrNotAllowed = errors.New("seat: that person has not agreed to be added by this account (no shared room or org, no add-token of theirs)")
+	// ErrInvalidAddToken: the add-token is invalid, expired, used up or
+	// revoked.
+	ErrInvalidAddToken = errors.New("seat: the add-token is invalid, expired, used up or revoked")
+)
 
 // ErrNoStock: the person has no join offers at the directory (no device
 // of theirs has signed in since stocks began, or all are used up).
@@ -257,12 +304,39 @@ type Added struct {
 	LastResort bool
 }
 
-// RoomAdd adds the person whose account is account (an account id, or the
-// person's did:key) to a room this seat owns or administers, from the offers its devices left at the directory,
-// whether or not the person is online: one leaf per device, and each
-// Welcome left in the person's inbox. Offers that fail to validate are
+// ErrNotThePerson: a join offer the directory handed out for a person is
+// not theirs: its KeyPackage's credential fails the seat's check
+// (validateCredential), names another device than the claim says, or
+// another person than the one asked for (or, asked by account, not one
+// and the same person for all of them). The add adds nobody: a directory
+// that answers with someone else's offer cannot get them into the room.
+var ErrNotThePerson = errors.New("seat: a join offer from the directory is not the person asked for")
+
+// RoomAdd adds a person to a room this seat owns or administers, from the
+// offers their devices left at the directory, whether or not they are
+// online: one leaf per device, and each Welcome left in the person's
+// inbox, for their seat to accept. person is an account id, the person's
+// did:key, or an add-token the person made (skt_add_…, see
+// [Seat.ContactToken]), which names them. The directory hands out offers
+// only to an account that shares a room or an org with the person, or
+// holds their add-token ([Seat.RoomAddWith]); else the add fails with
+// [ErrNotAllowed]. Every offer must be the person's ([ErrNotThePerson]);
+// offers the room's engine refuses (a device in the room already) are
 // skipped.
-func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, error) {
+func (s *Seat) RoomAdd(ctx context.Context, name, person string) ([]Added, error) {
+	if strings.HasPrefix(person, addTokenPrefix) {
+		return s.RoomAddWith(ctx, name, "", person)
+	}
+	return s.RoomAddWith(ctx, name, person, "")
+}
+
+// addTokenPrefix starts every add-token.
+const addTokenPrefix = "skt_add_"
+
+// RoomAddWith is [Seat.RoomAdd] with an add-token of the person, for an
+// account that shares no room or org with them; the claim uses one of its
+// uses. person may be "" to add the token's maker.
+func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) ([]Added, error) {
 	var out []Added
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUpSettled(ctx, r, nil); err != nil {
@@ -279,34 +353,77 @@ func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, erro
 			return err
 		}
 		dir := s.directory(key)
-		claims, err := dir.ClaimKeyPackages(ctx, account, r.channel)
+		claims, err := dir.ClaimKeyPackagesWith(ctx, person, r.channel, addToken)
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Code == "no_key_packages" {
-			return fmt.Errorf("%w (%s)", ErrNoStock, account)
+			return fmt.Errorf("%w (%s)", ErrNoStock, person)
 		}
 		if err != nil {
+			return err
+		}
+		if err := checkClaims(person, claims); err != nil {
 			return err
 		}
 		for _, c := range claims {
 			res, err := s.admitOffer(ctx, r, c.KeyPackage)
 			if err != nil {
 				if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) || errors.Is(err, errBadOffer) {
-					continue // a bad offer, or a device in the room already
+					continue // a device in the room already
 				}
 				return err
 			}
 			if err := dir.Deliver(ctx, c.ClaimID, res.Welcome); err != nil {
 				return fmt.Errorf("seat: %s is in the room, but its Welcome could not be delivered: %w", c.Device, err)
 			}
-			if !strings.HasPrefix(account, "did:") {
+			if person != "" && !strings.HasPrefix(person, "did:") {
 				s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
-					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
+					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, person)
 			}
 			out = append(out, Added{Identity: c.Device, LastResort: c.LastResort})
 		}
 		return nil
 	})
 	return out, err
+}
+
+// checkClaims checks, before anyone is added, that every KeyPackage of
+// every claimed offer names the person asked for: its leaf's credential
+// passes the seat's Authentication Service (validateCredential, RFC 9420
+// §5.3.1) with the leaf's own signature key (the KeyPackage's signatures
+// checked under it, §10.1), its identity is the device the claim names,
+// and its person is the did:key asked for, or, asked by account or
+// add-token, one and the same person for all of them. The directory is
+// not trusted to have checked any of it.
+func checkClaims(asked string, claims []Claim) error {
+	want := ""
+	if strings.HasPrefix(asked, "did:") {
+		want = PersonOf(asked)
+	}
+	for _, c := range claims {
+		kps, err := decodeOffer(c.KeyPackage)
+		if err != nil {
+			return fmt.Errorf("%w: the offer for %s is malformed", ErrNotThePerson, c.Device)
+		}
+		for _, kp := range kps {
+			cred, sigKey, err := mls.KeyPackageLeaf(kp)
+			if err != nil {
+				return fmt.Errorf("%w: the offer for %s: %v", ErrNotThePerson, c.Device, err)
+			}
+			if err := validateCredential(cred, sigKey); err != nil {
+				return fmt.Errorf("%w: the offer for %s: %v", ErrNotThePerson, c.Device, err)
+			}
+			id := string(cred.Identity)
+			if id != c.Device {
+				return fmt.Errorf("%w: the offer said to be %s names %s", ErrNotThePerson, c.Device, PersonOf(id))
+			}
+			if want == "" {
+				want = PersonOf(id)
+			} else if PersonOf(id) != want {
+				return fmt.Errorf("%w: an offer names %s, not %s", ErrNotThePerson, PersonOf(id), want)
+			}
+		}
+	}
+	return nil
 }
 
 // ProcessInbox joins the rooms whose Welcomes wait in this account's

@@ -85,6 +85,18 @@ var storeMigrations = []string{
 	// people gave, found by kind.
 	`ALTER TABLE rooms ADD COLUMN name_sent TEXT NOT NULL DEFAULT '';
 	CREATE INDEX room_history_kind ON room_history(channel, kind, seq);`,
+	// The claims on this person's join offers the directory reported
+	// (contacts.go): who claimed which device's offer, for which channel.
+	// The newest maxClaimsKept are kept.
+	`CREATE TABLE offer_claims (
+		id          TEXT PRIMARY KEY,
+		device      TEXT NOT NULL,
+		channel     TEXT NOT NULL,
+		claimed_by  TEXT NOT NULL,
+		last_resort INTEGER NOT NULL,
+		at          INTEGER NOT NULL
+	);
+	CREATE INDEX offer_claims_at ON offer_claims(at);`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
