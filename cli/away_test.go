@@ -207,3 +207,43 @@ func TestCLIEveryDeviceAndRejoin(t *testing.T) {
 		t.Fatalf("bob after rejoining: %q", out)
 	}
 }
+
+// TestCLIPendingAndDecline: a person added to two rooms lists them as
+// pending without joining, declines one, and the next room list joins the
+// other only.
+func TestCLIPendingAndDecline(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	home := func(name string) []string {
+		h := []string{"--home", t.TempDir()}
+		mustTally(t, append(h, "config", "set", "api_url", st.APIURL)...)
+		mustTally(t, append(h, "config", "set", "relay_url", st.RelayURL)...)
+		mustTally(t, append(h, "init", "--name", name)...)
+		return h
+	}
+	alice, dave := home("Alice"), home("Dave")
+	mustTally(t, append(alice, "signin", "--org", "acme")...)
+	mustTally(t, append(dave, "signin", "--org", "daveco")...)
+	tok := strings.TrimSpace(mustTally(t, append(dave, "contact", "token", "--uses", "2")...))
+	for _, r := range []string{"ops", "noise"} {
+		mustTally(t, append(alice, "room", "create", r)...)
+		mustTally(t, append(alice, "room", "add", r, tok)...)
+	}
+	var p struct {
+		Pending []struct {
+			Room string `json:"room"`
+		} `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(mustTally(t, append(dave, "--json", "room", "list", "--pending")...)), &p); err != nil ||
+		len(p.Pending) != 2 || p.Pending[0].Room != "acme/rooms/ops" {
+		t.Fatalf("pending: %+v %v", p, err)
+	}
+	if out := mustTally(t, append(dave, "room", "decline", "noise")...); !strings.Contains(out, "declined acme/rooms/noise") {
+		t.Fatalf("decline: %q", out)
+	}
+	if _, err := tally(t, "", append(dave, "room", "decline", "noise")...); err == nil {
+		t.Fatal("declined twice")
+	}
+	if out := mustTally(t, append(dave, "room", "list")...); !strings.Contains(out, "ops") || strings.Contains(out, "noise") {
+		t.Fatalf("room list after the decline: %q", out)
+	}
+}

@@ -232,3 +232,169 @@ func TestConsentSquatting(t *testing.T) {
 		t.Fatalf("claim by the victim's identity: %s", r)
 	}
 }
+
+// deliverTo claims target's offers as key for ch and leaves a Welcome of
+// size bytes for the first claim; it returns the answer.
+func (e *env) deliverTo(key, targetID, ch string, size int) reply {
+	e.t.Helper()
+	ids := e.claim(key, targetID, ch)
+	return e.do("POST", "/v1/inbox", key, map[string]string{"claim_id": ids[0], "welcome": base64.StdEncoding.EncodeToString(make([]byte, size))})
+}
+
+// TestConsentInboxFlood: eight strangers cannot put anything in a
+// person's inbox (they cannot claim); three accounts that share a room
+// with the person flood it with the largest Welcomes and each stops at its
+// share (429 quota_exceeded); the person's real Welcome from the room's
+// owner still gets in.
+func TestConsentInboxFlood(t *testing.T) {
+	e := newEnv(t, nil)
+	targetID, target := e.account("globex")
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 0, true)), 201, "")
+	for i := range 8 {
+		_, s := e.account(fmt.Sprint("stranger", i))
+		ch := fmt.Sprintf("stranger%d/a/b", i)
+		e.channel(s, ch)
+		want(t, e.do("POST", "/v1/keypackages/claim", s, map[string]string{"account_id": targetID, "channel": ch}), 403, "not_allowed")
+	}
+	flooders := make([]string, 3)
+	for i := range flooders {
+		_, flooders[i] = e.account(fmt.Sprint("flood", i))
+		e.channel(flooders[i], fmt.Sprintf("flood%d/a/b", i))
+	}
+	e.relate(target, flooders...)
+	for i, f := range flooders {
+		sent := 0
+		for ; ; sent++ {
+			r := e.deliverTo(f, targetID, fmt.Sprintf("flood%d/a/b", i), MaxWelcome)
+			if r.status != 201 {
+				want(t, r, 429, "quota_exceeded")
+				break
+			}
+		}
+		if sent*MaxWelcome > MaxInboxSenderBytes || sent == 0 {
+			t.Fatalf("flooder %d put %d Welcomes of %d bytes", i, sent, MaxWelcome)
+		}
+	}
+	_, owner := e.account("acme")
+	e.channel(owner, "acme/pay/agent")
+	e.relate(target, owner)
+	want(t, e.deliverTo(owner, targetID, "acme/pay/agent", 4096), 201, "")
+}
+
+// TestConsentDeliveryIsNotMembership: a delivered Welcome makes nobody a
+// member; the person's accept does, once; a declined entry is gone and
+// the sender sees nothing of it. A stranger cannot accept or decline the
+// person's entries.
+func TestConsentDeliveryIsNotMembership(t *testing.T) {
+	e := newEnv(t, nil)
+	_, owner := e.account("acme")
+	targetID, target := e.account("globex")
+	_, stranger := e.account("hooli")
+	const ch, other = "acme/pay/agent", "acme/pay/other"
+	e.channel(owner, ch)
+	e.channel(owner, other)
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 2, true)), 201, "")
+	r := e.deliverTo(owner, targetID, ch, 100)
+	want(t, r, 201, "")
+	entry := r.str("id")
+	r = e.deliverTo(owner, targetID, other, 100)
+	want(t, r, 201, "")
+	declined := r.str("id")
+	want(t, e.do("GET", "/v1/channels/members?channel="+ch, target, nil), 403, "not_member")
+	before := e.snapshot()
+	want(t, e.do("POST", "/v1/inbox/"+entry+"/accept", stranger, nil), 404, "not_found")
+	want(t, e.do("POST", "/v1/inbox/"+entry+"/accept", owner, nil), 404, "not_found")
+	want(t, e.do("DELETE", "/v1/inbox/"+entry, stranger, nil), 404, "not_found")
+	if e.snapshot() != before {
+		t.Fatal("a refused accept changed the store")
+	}
+	r = e.do("POST", "/v1/inbox/"+entry+"/accept", target, nil)
+	want(t, r, 200, "")
+	if r.str("channel") != ch {
+		t.Fatalf("accept answer %s", r)
+	}
+	want(t, e.do("POST", "/v1/inbox/"+entry+"/accept", target, nil), 404, "not_found")
+	want(t, e.do("GET", "/v1/channels/members?channel="+ch, target, nil), 200, "")
+	// Declined: dropped, no membership, nothing the sender can see.
+	want(t, e.do("DELETE", "/v1/inbox/"+declined, target, nil), 204, "")
+	want(t, e.do("GET", "/v1/channels/members?channel="+other, target, nil), 403, "not_member")
+	if r := e.do("GET", "/v1/inbox", target, nil); len(r.body["entries"].([]any)) != 0 {
+		t.Fatalf("inbox after accept and decline: %s", r)
+	}
+}
+
+// TestConsentInboxPaged: an inbox of 30 of the largest Welcomes is read in
+// pages of at most 4 MiB of Welcomes, each with has_more and the cursor
+// for the next, and all of them once.
+func TestConsentInboxPaged(t *testing.T) {
+	e := newEnv(t, nil)
+	targetID, target := e.account("globex")
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 0, true)), 201, "")
+	senders := make([]string, 3)
+	for i := range senders {
+		_, senders[i] = e.account(fmt.Sprint("sender", i))
+		e.channel(senders[i], fmt.Sprintf("sender%d/a/b", i))
+	}
+	e.relate(target, senders...)
+	total := 0
+	for i, s := range senders {
+		for range MaxInboxSenderBytes / MaxWelcome {
+			want(t, e.deliverTo(s, targetID, fmt.Sprintf("sender%d/a/b", i), MaxWelcome), 201, "")
+			total++
+		}
+	}
+	seen := map[string]bool{}
+	after := ""
+	for pages := 0; ; pages++ {
+		r := e.do("GET", "/v1/inbox?after="+after, target, nil)
+		want(t, r, 200, "")
+		entries := r.body["entries"].([]any)
+		bytes := 0
+		for _, en := range entries {
+			w, _ := base64.StdEncoding.DecodeString(en.(map[string]any)["welcome"].(string))
+			bytes += len(w)
+			seen[en.(map[string]any)["id"].(string)] = true
+		}
+		if bytes > maxInboxPageBytes || len(entries) == 0 {
+			t.Fatalf("page %d: %d entries, %d bytes of Welcomes", pages, len(entries), bytes)
+		}
+		if r.body["has_more"] != true {
+			break
+		}
+		after = r.str("next")
+		if pages > total {
+			t.Fatal("the pages do not end")
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("read %d entries of %d", len(seen), total)
+	}
+	want(t, e.do("GET", "/v1/inbox?after=x", target, nil), 400, "invalid_request")
+}
+
+// FuzzCheckDeviceName: the check of a stock device name never panics, and
+// what it accepts names a person whose did:key parses, and is that did:key
+// or a device identity of it whose signature verifies over the device key.
+func FuzzCheckDeviceName(f *testing.F) {
+	p := newTestPerson("fuzz")
+	id, key := p.device("laptop")
+	f.Add(p.did, []byte(nil))
+	f.Add(id, []byte(key))
+	f.Add(id, []byte(nil))
+	f.Add(p.did+"#evil", []byte(key))
+	f.Add("did:key:z6Mk", []byte{1})
+	f.Add("did:key:z6Mk#dev:z", []byte{})
+	f.Fuzz(func(t *testing.T, device string, deviceKey []byte) {
+		person, err := checkDeviceName(device, deviceKey)
+		if err != nil {
+			return
+		}
+		if _, err := parseDIDKey(person); err != nil || !strings.HasPrefix(device, person) {
+			t.Fatalf("accepted %q as a device of %q", device, person)
+		}
+		if device != person && !strings.HasPrefix(device, person+deviceMark) {
+			t.Fatalf("accepted %q, neither %q nor a device of it", device, person)
+		}
+	})
+}

@@ -768,35 +768,48 @@ func TestContractInbox(t *testing.T) {
 		wantErr(t, st.deliver(ctx, "i0", "no such claim", "owner", "", []byte("w"), t0), errNotFound)
 		wantErr(t, st.deliver(ctx, "i0", "\xff", "owner", "", []byte("w"), t0), errNotFound)
 		wantErr(t, st.deliver(ctx, "i0", claimID, "owner", "acme/other/x", []byte("w"), t0), errNotFound)
-		if _, _, err := st.members(ctx, ch, "joiner"); !errors.Is(err, errNotMember) {
-			t.Fatalf("a refused delivery made the target a member: %v", err)
-		}
 
 		must(t, st.deliver(ctx, "i1", claimID, "owner", ch, []byte("welcome 1"), t0.Add(time.Second)))
 		// Replayed: refused, also once the target has deleted the entry.
 		wantErr(t, st.deliver(ctx, "i2", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
-		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 3 {
-			t.Fatalf("members after the delivery: %+v, %v", ms, err)
+		// A delivery makes nobody a member.
+		if _, _, err := st.members(ctx, ch, "joiner"); !errors.Is(err, errNotMember) {
+			t.Fatalf("a delivery made the target a member: %v", err)
 		}
-		evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100)
-		if err != nil || len(evs) != 1 || evs[0].Kind != feed.MemberAdded || evs[0].Account != "joiner" || evs[0].Channel != ch {
+		if evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100); err != nil || len(evs) != 0 {
 			t.Fatalf("feed after the delivery: %+v, %v", evs, err)
 		}
 
-		entries, err := st.inbox(ctx, "joiner", 50)
+		entries, more, err := st.inbox(ctx, "joiner", 0, 50, 4<<20)
 		must(t, err)
-		want := inboxEntry{id: "i1", channel: ch, device: "phone", from: "owner", welcome: []byte("welcome 1"), at: t0.Add(time.Second)}
-		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
+		want := inboxEntry{seq: entries[0].seq, id: "i1", channel: ch, device: "phone", from: "owner", welcome: []byte("welcome 1"), at: t0.Add(time.Second)}
+		if len(entries) != 1 || more || !reflect.DeepEqual(entries[0], want) {
 			t.Fatalf("inbox %+v, want %+v", entries, want)
 		}
-		if others, err := st.inbox(ctx, "owner", 50); err != nil || len(others) != 0 {
+		if others, _, err := st.inbox(ctx, "owner", 0, 50, 4<<20); err != nil || len(others) != 0 {
 			t.Fatalf("the claimer's inbox: %+v, %v", others, err)
 		}
-		wantErr(t, st.dropInboxEntry(ctx, "owner", "i1"), errNotFound)
-		wantErr(t, st.dropInboxEntry(ctx, "joiner", "\xff"), errNotFound)
-		must(t, st.dropInboxEntry(ctx, "joiner", "i1"))
+		// Accepting: the person's own entry only, once; it makes them a
+		// member (one member_added event) and drops the entry.
+		_, err = st.acceptInbox(ctx, "owner", "i1", t0)
+		wantErr(t, err, errNotFound)
+		_, err = st.acceptInbox(ctx, "joiner", "\xff", t0)
+		wantErr(t, err, errNotFound)
+		if c, err := st.acceptInbox(ctx, "joiner", "i1", t0); err != nil || c != ch {
+			t.Fatalf("accept = %q, %v", c, err)
+		}
+		_, err = st.acceptInbox(ctx, "joiner", "i1", t0)
+		wantErr(t, err, errNotFound)
+		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 3 {
+			t.Fatalf("members after the accept: %+v, %v", ms, err)
+		}
+		evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100)
+		if err != nil || len(evs) != 1 || evs[0].Kind != feed.MemberAdded || evs[0].Account != "joiner" || evs[0].Channel != ch {
+			t.Fatalf("feed after the accept: %+v, %v", evs, err)
+		}
 		wantErr(t, st.dropInboxEntry(ctx, "joiner", "i1"), errNotFound)
 		wantErr(t, st.deliver(ctx, "i3", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
+		must(t, st.dropMember(ctx, ch, "owner", "joiner", t0))
 
 		// A claimer that left the channel since cannot deliver.
 		got, err = st.claimStock(ctx, "member", "joiner", ch, nil, seqIDs("m"), t0)
@@ -804,21 +817,35 @@ func TestContractInbox(t *testing.T) {
 		must(t, st.dropMember(ctx, ch, "member", "member", t0))
 		wantErr(t, st.deliver(ctx, "i4", got[0].id, "member", "", []byte("w"), t0), errNotAMember)
 
-		// The inbox holds MaxInbox entries; then deliveries wait.
-		for i := range MaxInbox {
-			got, err := st.claimStock(ctx, "owner", "joiner", ch, nil, seqIDs(fmt.Sprint("f", i)), t0)
+		// One sender's share: MaxInboxPerSender entries, then it waits;
+		// declining (dropping) one makes room.
+		k := 0
+		deliverNew := func(sender, id string, welcome []byte) error {
+			t.Helper()
+			k++
+			got, err := st.claimStock(ctx, sender, "joiner", ch, nil, seqIDs(fmt.Sprint("q", k)), t0)
 			must(t, err)
-			must(t, st.deliver(ctx, fmt.Sprint("fill-", i), got[0].id, "owner", "", []byte("w"), t0))
+			return st.deliver(ctx, id, got[0].id, sender, "", welcome, t0)
 		}
-		got, err = st.claimStock(ctx, "owner", "joiner", ch, nil, seqIDs("over"), t0)
-		must(t, err)
-		wantErr(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0), errInboxFull)
-		if entries, err := st.inbox(ctx, "joiner", 50); err != nil || len(entries) != 50 || entries[0].id != "fill-0" {
-			t.Fatalf("a page of the inbox: %d entries, %v", len(entries), err)
+		for i := range MaxInboxPerSender {
+			must(t, deliverNew("owner", fmt.Sprint("fill-", i), []byte("w")))
 		}
-		// Deleting one makes room, and the refused claim can be delivered.
+		wantErr(t, deliverNew("owner", "over", []byte("w")), errSenderQuota)
 		must(t, st.dropInboxEntry(ctx, "joiner", "fill-0"))
-		must(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0))
+		must(t, deliverNew("owner", "over", []byte("w")))
+
+		// Paging: by entries, and by bytes (a page holds one entry at least).
+		page, more, err := st.inbox(ctx, "joiner", 0, 4, 4<<20)
+		if err != nil || len(page) != 4 || !more || page[0].id != "fill-1" {
+			t.Fatalf("a page of 4: %d entries, more %v, %v", len(page), more, err)
+		}
+		rest, more, err := st.inbox(ctx, "joiner", page[3].seq, 50, 4<<20)
+		if err != nil || len(rest) != MaxInboxPerSender-4 || more || rest[len(rest)-1].id != "over" {
+			t.Fatalf("the page after: %d entries, more %v, %v", len(rest), more, err)
+		}
+		if one, more, err := st.inbox(ctx, "joiner", 0, 50, 0); err != nil || len(one) != 1 || !more {
+			t.Fatalf("a page of no bytes: %d entries, more %v, %v", len(one), more, err)
+		}
 
 		// The sweep deletes entries and claims past the inbox retention.
 		n, err := st.sweepInbox(ctx, t0.Add(30*24*time.Hour), 30*24*time.Hour)
@@ -827,13 +854,54 @@ func TestContractInbox(t *testing.T) {
 		}
 		n, err = st.sweepInbox(ctx, t0.Add(30*24*time.Hour+2*time.Second), 30*24*time.Hour)
 		must(t, err)
-		if entries, _ := st.inbox(ctx, "joiner", 50); len(entries) != 0 || n == 0 {
+		if entries, _, _ := st.inbox(ctx, "joiner", 0, 50, 4<<20); len(entries) != 0 || n == 0 {
 			t.Fatalf("after the sweep: %d entries left, %d rows swept", len(entries), n)
 		}
 		if _, claims, _ := st.stock(ctx, "joiner", 100); len(claims) != 0 {
 			t.Fatalf("after the sweep: %d claims left", len(claims))
 		}
 		wantErr(t, st.deliver(ctx, "late", claimID, "owner", "", []byte("w"), t0), errNotFound)
+	})
+}
+
+// TestContractInboxBytes: one sender holds at most MaxInboxSenderBytes of
+// an inbox, and an inbox at most MaxInboxBytes, whatever the senders.
+func TestContractInboxBytes(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		senders := []string{"owner"}
+		for i := range MaxInboxBytes / MaxInboxSenderBytes {
+			id := fmt.Sprint("s", i)
+			must(t, st.createAccount(ctx, id, id+"@initech.example", "initech", nil, true, hashSecret("k-"+id), t0))
+			must(t, st.addMemberByOwner(ctx, ch, "owner", id, t0))
+			senders = append(senders, id)
+		}
+		stockFixture(t, st, senders[1:]...)
+		mustPut(t, st, "joiner", "phone", nil, []byte("lr phone"), t0)
+		n := 0
+		deliverNew := func(sender string, size int) error {
+			t.Helper()
+			n++
+			got, err := st.claimStock(ctx, sender, "joiner", ch, nil, seqIDs(fmt.Sprint("b", n)), t0)
+			must(t, err)
+			return st.deliver(ctx, fmt.Sprint("e", n), got[0].id, sender, "", make([]byte, size), t0)
+		}
+		big := MaxInboxSenderBytes / 2
+		must(t, deliverNew("owner", big))
+		must(t, deliverNew("owner", big))
+		wantErr(t, deliverNew("owner", 1), errSenderQuota)
+		for _, s := range senders[1 : len(senders)-1] {
+			must(t, deliverNew(s, big))
+			must(t, deliverNew(s, big))
+		}
+		// The inbox is full now (8 senders' full shares): the last sender
+		// is refused for the inbox, not for its share.
+		wantErr(t, deliverNew(senders[len(senders)-1], 1), errInboxFull)
+		page, more, err := st.inbox(ctx, "joiner", 0, 50, 4<<20)
+		if err != nil || len(page) != 4 || !more {
+			t.Fatalf("a page of 1 MiB Welcomes: %d entries, more %v, %v", len(page), more, err)
+		}
 	})
 }
 

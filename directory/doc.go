@@ -183,14 +183,21 @@
 //
 // Welcome inbox. POST /v1/inbox {claim_id, welcome}, by the account that
 // made the claim and is still in the channel, stores the Welcome for the
-// claimed account and makes it a channel member (a member_added event),
-// once per claim (409 already_delivered; the claim is marked by one
-// conditional UPDATE); 201 {"id"}. GET /v1/inbox answers the caller's
-// entries {"id", "channel", "device", "from", "welcome", "at"}, oldest
-// first, at most 50; DELETE /v1/inbox/{id} deletes one (204). An inbox
-// holds at most [MaxInbox] entries (409 inbox_full): last-resort key
-// packages can be claimed again and again, so without the cap a member
-// could fill another account's inbox without bound.
+// claimed account, once per claim (409 already_delivered; the claim is
+// marked by one conditional UPDATE); 201 {"id"}. It makes nobody a member:
+// POST /v1/inbox/{id}/accept, by the person (their seat, once it joined
+// from the Welcome), makes them a member of the entry's channel (a
+// member_added event) and drops the entry; until then the entry's account
+// may read the channel's ratchet tree, which the join needs. GET
+// /v1/inbox?after=<cursor> answers the caller's entries {"id", "channel",
+// "device", "from", "welcome", "at"}, oldest first, a page of at most 50
+// entries and 4 MiB of Welcomes, with has_more and next (the cursor);
+// DELETE /v1/inbox/{id} declines one (204; the sender learns nothing).
+// One sender holds at most [MaxInboxPerSender] entries and
+// [MaxInboxSenderBytes] in one inbox (429 quota_exceeded), an inbox at
+// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full):
+// last-resort key packages can be claimed again and again, so without the
+// caps a related account could fill another's inbox without bound.
 //
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,

@@ -264,6 +264,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/inbox", s.limited(limitMember, s.handleDeliver))
 	m.HandleFunc("GET /v1/inbox", s.authed(s.handleInbox))
 	m.HandleFunc("DELETE /v1/inbox/{id}", s.authed(s.handleDropInbox))
+	m.HandleFunc("POST /v1/inbox/{id}/accept", s.limited(limitMember, s.handleAcceptInbox))
 	m.HandleFunc("POST /v1/contacts/tokens", s.limited(limitInvite, s.handleCreateAddToken))
 	m.HandleFunc("GET /v1/contacts/tokens", s.authed(s.handleListAddTokens))
 	m.HandleFunc("DELETE /v1/contacts/tokens/{id}", s.authed(s.handleRevokeAddToken))

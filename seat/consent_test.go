@@ -125,3 +125,59 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 		t.Fatalf("the honest add: %+v %v", added, err)
 	}
 }
+
+// TestRoomPendingAndDecline: being added to two rooms makes dave a member
+// of neither until his seat accepts; he lists both as pending, declines
+// one (the adder sees nothing of it), and his next arrivals join the other
+// only, which makes him a member of it.
+func TestRoomPendingAndDecline(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice := newMember(t, st, "acme")
+	dave := newMember(t, st, "daveco")
+	tok, err := dave.ContactToken(ctx, time.Hour, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rooms []string
+	for _, name := range []string{"ops", "noise"} {
+		room, err := alice.RoomCreate(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if added, err := alice.RoomAddWith(ctx, room, dave.acct.AccountID, tok.Token); err != nil || len(added) != 1 {
+			t.Fatalf("adding dave to %s: %+v %v", name, added, err)
+		}
+		rooms = append(rooms, room)
+	}
+	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: dave.acct.APIKey}
+	for _, r := range rooms {
+		if _, err := dc.Members(ctx, r); !errors.Is(err, seat.ErrNotMember) {
+			t.Fatalf("dave is a member of %s before accepting: %v", r, err)
+		}
+	}
+	pending, err := dave.PendingRooms(ctx)
+	if err != nil || len(pending) != 2 || pending[0].Channel != rooms[0] || pending[1].Channel != rooms[1] || pending[0].From != alice.acct.AccountID {
+		t.Fatalf("pending: %+v %v", pending, err)
+	}
+	if n, err := dave.RoomDecline(ctx, rooms[1]); err != nil || n != 1 {
+		t.Fatalf("decline: %d %v", n, err)
+	}
+	if _, err := dave.RoomDecline(ctx, rooms[1]); !errors.Is(err, seat.ErrNotPending) {
+		t.Fatalf("declining again: %v", err)
+	}
+	if joined := dave.Arrivals(ctx); len(joined) != 1 || joined[0] != rooms[0] {
+		t.Fatalf("arrivals: %v", joined)
+	}
+	if _, err := dc.Members(ctx, rooms[0]); err != nil {
+		t.Fatalf("dave after joining %s: %v", rooms[0], err)
+	}
+	if _, err := dc.Members(ctx, rooms[1]); !errors.Is(err, seat.ErrNotMember) {
+		t.Fatalf("dave is a member of the room he declined: %v", err)
+	}
+	sendTo(t, alice, rooms[0], "hello, dave")
+	expect(t, "dave", received(t, dave, rooms[0]), "hello, dave")
+	if p, err := dave.PendingRooms(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("pending after: %+v %v", p, err)
+	}
+}

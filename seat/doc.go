@@ -74,10 +74,13 @@
 // holder joins by external Commit at once, with a ticket only the token's
 // holder can make, which every member's engine checks against the room's
 // invites extension ([InvitesExtensionType]); nothing else from outside is
-// admitted (autojoin.go). An admin adds a person who is offline from the
-// join offers its devices keep at the directory ([Seat.RoomAdd],
-// [Seat.Restock]); the Welcomes wait in the person's inbox until its next
-// command or watch ([Seat.ProcessInbox]).
+// admitted (autojoin.go). An admin adds a person who is offline, and who
+// agreed to be added by them (a shared room or org, or an add-token the
+// person made, [Seat.ContactToken]), from the join offers its devices keep
+// at the directory ([Seat.RoomAdd], [Seat.Restock]); the Welcomes wait in
+// the person's inbox until its next command or watch joins and accepts
+// them ([Seat.ProcessInbox]), which is when the person becomes a member of
+// the channel; a Welcome can be declined before ([Seat.RoomDecline]).
 //
 // # Rejoining instead of dying
 //

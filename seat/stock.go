@@ -18,16 +18,22 @@ import (
 //
 // Each device keeps a stock of one-time join offers (a KeyPackage of each
 // room suite, suites.go) and one last-resort offer at the directory
-// ([Seat.Restock]); their private keys stay in the home, sealed. An owner or
-// admin adds a person by account ([Seat.RoomAdd]): the directory hands out
-// one offer per device of that person (the last-resort one, reused, when a
-// device's one-time stock is empty), the admin commits the adds and leaves
-// each Welcome in the person's directory inbox, and the directory makes the
-// person's account a member of the room's channel. The person's next
-// command or running watch joins from the inbox ([Seat.ProcessInbox]).
-// The directory tells the stock's owner which offers were claimed; a
-// claimed last-resort offer is replaced at the next restock (its private
-// keys are kept for the Welcomes still to come from it).
+// ([Seat.Restock]), under this seat's registered identity; their private
+// keys stay in the home, sealed. An owner or admin adds a person
+// ([Seat.RoomAdd]) who agreed to it: they share a room or an org, or the
+// person gave the adder an add-token ([Seat.ContactToken]). The directory
+// hands out one offer per device of that person (the last-resort one,
+// reused, when a device's one-time stock is empty or the hourly limits are
+// reached), the admin checks that every offer is the person's
+// ([ErrNotThePerson]), commits the adds and leaves each Welcome in the
+// person's directory inbox. The person's next command or running watch
+// joins from the inbox and accepts the Welcome, which makes their account
+// a member of the room's channel ([Seat.ProcessInbox]); until then they
+// can list it ([Seat.PendingRooms]) and decline it ([Seat.RoomDecline]).
+// The directory tells the stock's owner which offers were claimed, by
+// whom, for which channel ([Seat.ContactClaims]); a claimed last-resort
+// offer is replaced at the next restock (its private keys are kept for the
+// Welcomes still to come from it).
 
 // Stock levels of one device: restocked below stockLow, up to stockFill.
 const (
@@ -142,18 +148,74 @@ func (c *DirectoryClient) Deliver(ctx context.Context, claimID string, welcome [
 	return c.call(ctx, "POST", "/v1/inbox", map[string]any{"claim_id": claimID, "welcome": welcome}, nil)
 }
 
-// Inbox lists the Welcomes waiting for the caller.
-func (c *DirectoryClient) Inbox(ctx context.Context) ([]InboxEntry, error) {
+// InboxPage lists a page of the Welcomes waiting for the caller, after
+// the cursor after ("" for the first page): at most 50 entries and 4 MiB
+// of Welcomes. next is the cursor of the page after, "" when there is
+// none.
+func (c *DirectoryClient) InboxPage(ctx context.Context, after string) (entries []InboxEntry, next string, err error) {
 	var out struct {
 		Entries []InboxEntry `json:"entries"`
+		HasMore bool         `json:"has_more"`
+		Next    string       `json:"next"`
 	}
-	err := c.call(ctx, "GET", "/v1/inbox", nil, &out)
-	return out.Entries, err
+	path := "/v1/inbox"
+	if after != "" {
+		path += "?after=" + url.QueryEscape(after)
+	}
+	if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+		return nil, "", err
+	}
+	if !out.HasMore {
+		return out.Entries, "", nil
+	}
+	if out.Next == "" || out.Next == after {
+		return nil, "", errors.New("seat: the directory's inbox page has no cursor to go on from")
+	}
+	return out.Entries, out.Next, nil
 }
 
-// AckInbox drops an inbox entry.
+// maxInboxPages bounds the pages Inbox follows: the directory's inbox
+// holds at most 200 entries, at least one a page.
+const maxInboxPages = 200
+
+// Inbox lists the Welcomes waiting for the caller, following the pages.
+func (c *DirectoryClient) Inbox(ctx context.Context) ([]InboxEntry, error) {
+	var all []InboxEntry
+	err := c.eachInboxPage(ctx, func(page []InboxEntry) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
+}
+
+// eachInboxPage calls f with each page of the caller's inbox in turn.
+func (c *DirectoryClient) eachInboxPage(ctx context.Context, f func([]InboxEntry) error) error {
+	after := ""
+	for range maxInboxPages {
+		page, next, err := c.InboxPage(ctx, after)
+		if err != nil {
+			return err
+		}
+		if err := f(page); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
+	return errors.New("seat: the directory's inbox pages do not end")
+}
+
+// AckInbox drops (declines) an inbox entry; the sender learns nothing.
 func (c *DirectoryClient) AckInbox(ctx context.Context, id string) error {
 	return c.call(ctx, "DELETE", "/v1/inbox/"+url.PathEscape(id), nil, nil)
+}
+
+// AcceptInbox accepts an inbox entry: the caller becomes a member of its
+// channel, and the entry is dropped.
+func (c *DirectoryClient) AcceptInbox(ctx context.Context, id string) error {
+	return c.call(ctx, "POST", "/v1/inbox/"+url.PathEscape(id)+"/accept", nil, nil)
 }
 
 // newOffer makes a join offer of this device and stores its private keys
@@ -427,9 +489,12 @@ func checkClaims(asked string, claims []Claim) error {
 }
 
 // ProcessInbox joins the rooms whose Welcomes wait in this account's
-// inbox for this device, and returns their channels; each Welcome is
-// dropped once joined, or once it turns out not to open with any of this
-// device's offers.
+// inbox for this device, and returns their channels. Each Welcome it
+// joins from is accepted (the directory makes this account a member of
+// the room's channel only then; the relay, which learns members from the
+// directory, looks again when it meets a member it does not know yet);
+// one that turns out not to open with any of this device's offers is
+// dropped.
 func (s *Seat) ProcessInbox(ctx context.Context) ([]string, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
@@ -446,35 +511,125 @@ func (s *Seat) ProcessInbox(ctx context.Context) ([]string, error) {
 
 // processInbox is ProcessInbox for a caller that holds the room lock.
 func (s *Seat) processInbox(ctx context.Context, dir *DirectoryClient, device string) ([]string, error) {
-	entries, err := dir.Inbox(ctx)
-	if err != nil || len(entries) == 0 {
+	var joined []string
+	err := dir.eachInboxPage(ctx, func(entries []InboxEntry) error {
+		for _, e := range entries {
+			if e.Device != device {
+				continue // for another device of this account
+			}
+			if _, err := s.loadRoom(ctx, e.Channel); err == nil {
+				// In the room already (joined, and the accept did not
+				// reach the directory): accept now.
+				if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				continue
+			}
+			ok, err := s.joinFromStock(ctx, e, func() error {
+				if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := dir.AckInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				continue
+			}
+			joined = append(joined, e.Channel)
+			if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	return joined, err
+}
+
+// isNotFound reports a 404 answer: an entry dropped or accepted already.
+func isNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == 404
+}
+
+// PendingRoom is a Welcome waiting in this account's inbox for this
+// device: a room someone added this person to.
+type PendingRoom struct {
+	ID      string    `json:"id"`
+	Channel string    `json:"channel"`
+	From    string    `json:"from"`
+	At      time.Time `json:"at"`
+}
+
+// PendingRooms lists the rooms waiting in this account's inbox for this
+// device, without joining them (the next command that looks for arrivals
+// does).
+func (s *Seat) PendingRooms(ctx context.Context) ([]PendingRoom, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
 		return nil, err
 	}
-	var joined []string
-	for _, e := range entries {
-		if e.Device != device {
-			continue // for another device of this account
-		}
-		ok, err := s.joinFromStock(ctx, e)
-		if err != nil {
-			return joined, err
-		}
-		if ok {
-			joined = append(joined, e.Channel)
-		}
-		if err := dir.AckInbox(ctx, e.ID); err != nil {
-			return joined, err
-		}
+	_, device, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return joined, nil
+	out := []PendingRoom{}
+	err = s.directory(key).eachInboxPage(ctx, func(entries []InboxEntry) error {
+		for _, e := range entries {
+			if e.Device == device {
+				out = append(out, PendingRoom{ID: e.ID, Channel: e.Channel, From: e.From, At: e.At})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ErrNotPending: no Welcome to that room waits in the inbox.
+var ErrNotPending = errors.New("seat: nobody's Welcome to that room waits in the inbox")
+
+// RoomDecline drops every Welcome to the room on channel ch waiting in
+// this account's inbox (for any of its devices), so this person does not
+// join it; the adder is told nothing, as when a Welcome expires unread.
+// It returns how many were dropped, or ErrNotPending.
+func (s *Seat) RoomDecline(ctx context.Context, ch string) (int, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	dir := s.directory(key)
+	entries, err := dir.Inbox(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Channel != ch {
+			continue
+		}
+		if err := dir.AckInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+			return n, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, ErrNotPending
+	}
+	return n, nil
 }
 
 // joinFromStock joins the room of e with the stock offer its Welcome is
 // for; the caller holds the room lock.
-func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
-	if _, err := s.loadRoom(ctx, e.Channel); err == nil {
-		return false, nil // in the room already
-	}
+//
+// accept accepts the entry at the directory; it is called before a join
+// that needs the membership (the external Commit that takes the place
+// the Welcome gave, when the room moved on), else the caller accepts once
+// joined.
+func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry, accept func() error) (bool, error) {
 	l, err := s.sealer()
 	if err != nil {
 		return false, err
@@ -517,8 +672,10 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 				// The Welcome is this offer's (its tree was asked for
 				// only once it opened), but the room moved on.
 				var r *room
-				if r, err = s.joinInPlace(ctx, e.Channel); err == nil {
-					g, lastSeq = r.g, r.lastSeq
+				if err = accept(); err == nil {
+					if r, err = s.joinInPlace(ctx, e.Channel); err == nil {
+						g, lastSeq = r.g, r.lastSeq
+					}
 				}
 			}
 			if treeTrouble(err) {
