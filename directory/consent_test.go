@@ -398,3 +398,20 @@ func FuzzCheckDeviceName(f *testing.F) {
 		}
 	})
 }
+
+// TestConsentEndsWithTheRelationship: an account allowed to claim because
+// it shared a channel with the person may not claim once the person
+// removed it from that channel.
+func TestConsentEndsWithTheRelationship(t *testing.T) {
+	e := newEnv(t, nil)
+	targetID, target := e.account("globex")
+	claimerID, claimer := e.account("hooli")
+	const ch = "hooli/pay/agent"
+	e.channel(claimer, ch)
+	e.channel(target, "globex/shared/room")
+	want(t, e.do("POST", "/v1/channels/members", target, map[string]string{"channel": "globex/shared/room", "account_id": claimerID}), 200, "")
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 5, true)), 201, "")
+	want(t, e.do("POST", "/v1/keypackages/claim", claimer, map[string]string{"account_id": targetID, "channel": ch}), 200, "")
+	want(t, e.do("DELETE", "/v1/channels/members?channel=globex/shared/room&account_id="+claimerID, target, nil), 200, "")
+	want(t, e.do("POST", "/v1/keypackages/claim", claimer, map[string]string{"account_id": targetID, "channel": ch}), 403, "not_allowed")
+}

@@ -345,10 +345,13 @@ func (s *Server) handleInbox(w http.ResponseWriter, r *http.Request, p principal
 
 // POST /v1/inbox/{id}/accept → 200 {channel}
 //
-// The person accepts a Welcome of their own inbox (their seat joined the
-// room from it): they become a member of its channel and the entry is
-// dropped, once (then 404). Account-wide credentials only; anyone else's
-// entry is 404.
+// Who may call: the person whose inbox holds the entry, with an
+// account-wide credential; anyone else, the sender included, gets 404, as
+// for an entry that does not exist. On whom it acts: the caller only, who
+// becomes a member of the entry's channel (their seat joined the room from
+// the Welcome); the entry is dropped, once (then 404). It stores one
+// membership row and answers the channel name. A crowd can accept nothing
+// for someone else.
 func (s *Server) handleAcceptInbox(w http.ResponseWriter, r *http.Request, p principal) {
 	if p.channel != "" {
 		forbidScoped(w)
