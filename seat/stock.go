@@ -283,8 +283,10 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	// home that never connected registers its seat first. A registration
 	// refused because the identity is registered already (by another
 	// device of this person) leaves the upload to tell.
-	if _, err := s.Connect(ctx); err != nil && !errors.Is(err, ErrSeatExists) {
-		return 0, err
+	if _, err := s.st.meta(ctx, "seat_credential"); err != nil {
+		if _, err := s.Connect(ctx); err != nil && !errors.Is(err, ErrSeatExists) {
+			return 0, err
+		}
 	}
 	var deviceKey []byte
 	if PersonOf(device) != device {
