@@ -415,3 +415,50 @@ func TestConsentEndsWithTheRelationship(t *testing.T) {
 	want(t, e.do("DELETE", "/v1/channels/members?channel=globex/shared/room&account_id="+claimerID, target, nil), 200, "")
 	want(t, e.do("POST", "/v1/keypackages/claim", claimer, map[string]string{"account_id": targetID, "channel": ch}), 403, "not_allowed")
 }
+
+// TestPendingPaged: 120 pending requests with the largest key packages are
+// read in pages of at most 50 (3.2 MiB of key packages), each with
+// has_more and the cursor of the next, all of them once and in order.
+func TestPendingPaged(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *env) {
+		_, owner := e.account("acme")
+		_, joiner := e.account("globex")
+		const ch = "acme/pay/agent"
+		e.channel(owner, ch)
+		kp := make([]byte, MaxKeyPackage)
+		var ids []string
+		var invs []string
+		for range 2 {
+			invs = append(invs, e.invite(owner, ch, 100))
+		}
+		for i := range 120 {
+			r := e.join(joiner, ch, invs[i/100], fmt.Sprint("did:web:j", i), kp)
+			want(t, r, 201, "")
+			ids = append(ids, r.str("request_id"))
+		}
+		var got []string
+		after := ""
+		for pages := 0; ; pages++ {
+			r := e.do("GET", "/v1/channels/pending?channel="+ch+"&after="+after, owner, nil)
+			want(t, r, 200, "")
+			reqs := r.body["requests"].([]any)
+			if len(reqs) == 0 || len(reqs) > maxPendingListed {
+				t.Fatalf("page %d: %d requests", pages, len(reqs))
+			}
+			for _, q := range reqs {
+				got = append(got, q.(map[string]any)["id"].(string))
+			}
+			if r.body["has_more"] != true {
+				break
+			}
+			after = r.str("next")
+			if pages > 10 {
+				t.Fatal("the pages do not end")
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Fatalf("read %d requests, want the %d in order", len(got), len(ids))
+		}
+		want(t, e.do("GET", "/v1/channels/pending?channel="+ch+"&after=x", owner, nil), 400, "invalid_request")
+	})
+}

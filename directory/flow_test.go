@@ -214,7 +214,7 @@ func TestOwnerAndJoinerFlows(t *testing.T) {
 	// Empty queue is an object with an empty array.
 	r := e.do("GET", "/v1/channels/pending?channel=acme%2Fpayments%2Fagent-v1", owner, nil)
 	want(t, r, 200, "")
-	if string(bytes.TrimSpace(r.raw)) != `{"requests":[]}` {
+	if string(bytes.TrimSpace(r.raw)) != `{"requests":[],"has_more":false}` {
 		t.Fatalf("empty queue = %s", r.raw)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -251,13 +252,40 @@ type JoinRequest struct {
 }
 
 // Pending lists the channel's pending join requests, oldest first.
+//
+// It follows the directory's pages (at most 50 requests each) up to the
+// 1000 a channel holds.
 func (c *DirectoryClient) Pending(ctx context.Context, channel string) ([]JoinRequest, error) {
-	var out struct {
-		Requests []JoinRequest `json:"requests"`
+	var all []JoinRequest
+	after := ""
+	for range maxPendingPages {
+		var out struct {
+			Requests []JoinRequest `json:"requests"`
+			HasMore  bool          `json:"has_more"`
+			Next     string        `json:"next"`
+		}
+		path := "/v1/channels/pending?channel=" + url.QueryEscape(channel)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+			return all, err
+		}
+		all = append(all, out.Requests...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's pending page has no cursor to go on from")
+		}
+		after = out.Next
 	}
-	err := c.call(ctx, "GET", "/v1/channels/pending?channel="+url.QueryEscape(channel), nil, &out)
-	return out.Requests, err
+	return all, errors.New("seat: the directory's pending pages do not end")
 }
+
+// maxPendingPages bounds the pages Pending follows: a channel holds at
+// most 1000 requests, at least one a page.
+const maxPendingPages = 1000
 
 // PublishWelcome hands the Welcome for a request to the joiner.
 func (c *DirectoryClient) PublishWelcome(ctx context.Context, requestID string, welcome []byte) error {
