@@ -165,7 +165,8 @@
 // package, consumed, or, when there is none or the hourly limits
 // ([ClaimsPerClaimer], [ClaimsPerDevice]) are reached, the device's
 // last-resort key package, which stays; 200
-// {"claims": [{"claim_id", "device", "key_package", "last_resort"}]}, or
+// {"claims": [{"account_id", "claim_id", "device", "key_package",
+// "last_resort"}]}, or
 // 404 no_key_packages. Uploads and claims of one account take a lock on
 // its stock (an advisory lock on PostgreSQL), so two claims never take the
 // same key package and concurrent uploads never pass a cap. Each claim is

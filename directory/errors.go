@@ -83,7 +83,6 @@ var errorTable = []struct {
 	{errStockFull, http.StatusConflict, "stock_full", "the key-package stock is full: at most 100 one-time key packages per device and 10 devices per account"},
 	{errNoKeyPackages, http.StatusNotFound, "no_key_packages", "the account has no key packages in stock"},
 	{errSelfClaim, http.StatusBadRequest, "invalid_request", "an account cannot claim its own key packages"},
-	{errAmbiguousIdentity, http.StatusConflict, "ambiguous_identity", "several accounts hold key packages for that identity; name the account"},
 	{errAlreadyDelivered, http.StatusConflict, "already_delivered", "a Welcome was already delivered for this claim"},
 	{errInboxFull, http.StatusConflict, "inbox_full", "the account's inbox is full until it reads and deletes entries"},
 	{errIdentityNotYours, http.StatusForbidden, "identity_not_yours", "a device name must be the caller's registered seat identity, or a device identity certified by that identity's key (with device_key)"},

@@ -511,6 +511,10 @@ type claimRequest struct {
 }
 
 type claimAnswer struct {
+	// AccountID is the person's account, which a caller that named them
+	// by identity or add-token needs to end their channel membership when
+	// it removes them.
+	AccountID  string `json:"account_id"`
 	ClaimID    string `json:"claim_id"`
 	Device     string `json:"device"`
 	KeyPackage string `json:"key_package"`
@@ -581,7 +585,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p principal
 	}
 	out := make([]claimAnswer, len(claims))
 	for i, c := range claims {
-		out[i] = claimAnswer{ClaimID: c.id, Device: c.device, KeyPackage: base64.StdEncoding.EncodeToString(c.keyPackage), LastResort: c.lastResort}
+		out[i] = claimAnswer{AccountID: req.AccountID, ClaimID: c.id, Device: c.device, KeyPackage: base64.StdEncoding.EncodeToString(c.keyPackage), LastResort: c.lastResort}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Claims []claimAnswer `json:"claims"`

@@ -34,7 +34,6 @@ var (
 	errStockFull          = errors.New("directory: the key-package stock is full")
 	errNoKeyPackages      = errors.New("directory: the account has no key packages")
 	errSelfClaim          = errors.New("directory: an account cannot claim its own key packages")
-	errAmbiguousIdentity  = errors.New("directory: several accounts hold key packages for that identity; name the account")
 	errAlreadyDelivered   = errors.New("directory: a Welcome was already delivered for this claim")
 	errInboxFull          = errors.New("directory: the account's inbox is full")
 	errNotAllowed         = errors.New("directory: the caller may not add that person")

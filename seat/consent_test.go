@@ -124,6 +124,15 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 	if err != nil || len(added) != 1 || added[0].Identity != dave.did {
 		t.Fatalf("the honest add: %+v %v", added, err)
 	}
+	// Added by did:key with his token, dave's account is still known to
+	// alice's seat: removing him ends his channel membership.
+	if joined, err := dave.ProcessInbox(ctx); err != nil || len(joined) != 1 {
+		t.Fatalf("dave's inbox: %v %v", joined, err)
+	}
+	rm, err := alice.RoomRemoveMember(ctx, room, dave.did)
+	if err != nil || rm.AccountID != dave.acct.AccountID || !rm.MembershipEnded {
+		t.Fatalf("removing dave: %+v %v", rm, err)
+	}
 }
 
 // TestRoomPendingAndDecline: being added to two rooms makes dave a member

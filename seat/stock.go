@@ -68,6 +68,8 @@ type StockClaim struct {
 
 // Claim is one offer handed out by POST /v1/keypackages/claim.
 type Claim struct {
+	// AccountID is the claimed person's account.
+	AccountID  string `json:"account_id"`
 	ClaimID    string `json:"claim_id"`
 	Device     string `json:"device"`
 	KeyPackage []byte `json:"key_package"`
@@ -439,9 +441,16 @@ func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) (
 			if err := dir.Deliver(ctx, c.ClaimID, res.Welcome); err != nil {
 				return fmt.Errorf("seat: %s is in the room, but its Welcome could not be delivered: %w", c.Device, err)
 			}
-			if person != "" && !strings.HasPrefix(person, "did:") {
+			// The account behind the new leaf, so that removing it ends
+			// the account's channel membership too: the one asked for, or
+			// (asked by did:key or add-token) the one the directory names.
+			account := person
+			if person == "" || strings.HasPrefix(person, "did:") {
+				account = c.AccountID
+			}
+			if account != "" {
 				s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
-					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, person)
+					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
 			}
 			out = append(out, Added{Identity: c.Device, LastResort: c.LastResort})
 		}
