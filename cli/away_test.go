@@ -52,7 +52,19 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 	if out := mustTally(t, append(dave, "whoami")...); !strings.Contains(out, "account    "+daveAccount+"\n") {
 		t.Fatalf("whoami: %q", out)
 	}
-	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount)...); !strings.Contains(out, "added 1 device") {
+	// Alice and dave share no room or org: without his add-token she
+	// cannot add him; he hands her one.
+	if _, err := tally(t, "", append(alice, "room", "add", "ops", daveAccount)...); err == nil || !strings.Contains(err.Error(), "add-token") {
+		t.Fatalf("room add without dave's consent: %v", err)
+	}
+	daveTok := strings.TrimSpace(mustTally(t, append(dave, "contact", "token", "--uses", "2")...))
+	if !strings.HasPrefix(daveTok, "skt_add_") {
+		t.Fatalf("contact token: %q", daveTok)
+	}
+	if out := mustTally(t, append(dave, "contact", "tokens")...); !strings.Contains(out, "used 0 of 2") || strings.Contains(out, daveTok) {
+		t.Fatalf("contact tokens: %q", out)
+	}
+	if out := mustTally(t, append(alice, "room", "add", "ops", daveAccount, "--token", daveTok)...); !strings.Contains(out, "added 1 device") {
 		t.Fatalf("room add: %q", out)
 	}
 	if _, err := tally(t, "", append(alice, "room", "add", "ops", "did:key:z6Mkabc")...); err == nil {
@@ -76,8 +88,20 @@ func TestCLIRoomsWithoutTheOwner(t *testing.T) {
 		Identity string `json:"identity"`
 	}
 	json.Unmarshal([]byte(mustTally(t, append(erin, "--json", "whoami")...)), &who)
-	if out := mustTally(t, append(alice, "room", "add", "ops", who.Identity)...); !strings.Contains(out, "added 1 device") {
+	erinTok := strings.TrimSpace(mustTally(t, append(erin, "contact", "token")...))
+	if out := mustTally(t, append(alice, "room", "add", "ops", who.Identity, "--token", erinTok)...); !strings.Contains(out, "added 1 device") {
 		t.Fatalf("room add by did: %q", out)
+	}
+	// Erin sees who claimed her offer, for which room.
+	var claims struct {
+		Claims []struct {
+			ClaimedBy string `json:"claimed_by"`
+			Channel   string `json:"channel"`
+		} `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(mustTally(t, append(erin, "--json", "contact", "claims")...)), &claims); err != nil ||
+		len(claims.Claims) != 1 || claims.Claims[0].Channel != "acme/rooms/ops" || claims.Claims[0].ClaimedBy == "" {
+		t.Fatalf("erin's claims: %+v %v", claims, err)
 	}
 	mustTally(t, append(alice, "msg", "ops", "welcome, erin")...)
 	if out := mustTally(t, append(erin, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome, erin") {
@@ -181,5 +205,45 @@ func TestCLIEveryDeviceAndRejoin(t *testing.T) {
 	mustTally(t, append(alice, "msg", "ops", "welcome back")...)
 	if out := mustTally(t, append(bob, "history", "acme/rooms/ops")...); !strings.Contains(out, "welcome back") {
 		t.Fatalf("bob after rejoining: %q", out)
+	}
+}
+
+// TestCLIPendingAndDecline: a person added to two rooms lists them as
+// pending without joining, declines one, and the next room list joins the
+// other only.
+func TestCLIPendingAndDecline(t *testing.T) {
+	st := skytaletest.NewStack(t)
+	home := func(name string) []string {
+		h := []string{"--home", t.TempDir()}
+		mustTally(t, append(h, "config", "set", "api_url", st.APIURL)...)
+		mustTally(t, append(h, "config", "set", "relay_url", st.RelayURL)...)
+		mustTally(t, append(h, "init", "--name", name)...)
+		return h
+	}
+	alice, dave := home("Alice"), home("Dave")
+	mustTally(t, append(alice, "signin", "--org", "acme")...)
+	mustTally(t, append(dave, "signin", "--org", "daveco")...)
+	tok := strings.TrimSpace(mustTally(t, append(dave, "contact", "token", "--uses", "2")...))
+	for _, r := range []string{"ops", "noise"} {
+		mustTally(t, append(alice, "room", "create", r)...)
+		mustTally(t, append(alice, "room", "add", r, tok)...)
+	}
+	var p struct {
+		Pending []struct {
+			Room string `json:"room"`
+		} `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(mustTally(t, append(dave, "--json", "room", "list", "--pending")...)), &p); err != nil ||
+		len(p.Pending) != 2 || p.Pending[0].Room != "acme/rooms/ops" {
+		t.Fatalf("pending: %+v %v", p, err)
+	}
+	if out := mustTally(t, append(dave, "room", "decline", "noise")...); !strings.Contains(out, "declined acme/rooms/noise") {
+		t.Fatalf("decline: %q", out)
+	}
+	if _, err := tally(t, "", append(dave, "room", "decline", "noise")...); err == nil {
+		t.Fatal("declined twice")
+	}
+	if out := mustTally(t, append(dave, "room", "list")...); !strings.Contains(out, "ops") || strings.Contains(out, "noise") {
+		t.Fatalf("room list after the decline: %q", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,10 +35,14 @@ func roomCommands() []*ucli.Command {
 				"Members in other orgs use the full name the owner's invite prints.",
 			Subcommands: []*ucli.Command{
 				{
-					Name: "list", Usage: "list this home's rooms",
+					Name: "list", Usage: "list this home's rooms (--pending: the rooms someone added you to, not joined yet)",
+					Flags: []ucli.Flag{&ucli.BoolFlag{Name: "pending", Usage: "list the Welcomes waiting in your inbox instead, without joining them"}},
 					Action: withSeat(func(e *env, s *seat.Seat) error {
 						if len(e.args) != 0 {
-							return &usageError{"tally room list takes no arguments", ""}
+							return &usageError{"tally room list takes no arguments", "tally room list [--pending]"}
+						}
+						if e.c.Bool("pending") {
+							return listPending(e, s)
 						}
 						// Rooms someone added this seat to while it was away.
 						s.Arrivals(e.c.Context)
@@ -277,11 +282,49 @@ func roomCommands() []*ucli.Command {
 					}),
 				},
 				{
+					Name: "decline", Usage: "decline a room someone added you to (see `tally room list --pending`); the adder is told nothing", ArgsUsage: "NAME",
+					Action: withSeat(func(e *env, s *seat.Seat) error {
+						if len(e.args) != 1 {
+							return &usageError{"wrong arguments", "usage: tally room decline NAME"}
+						}
+						ch, err := pendingChannel(e, s, e.args[0])
+						if err != nil {
+							return err
+						}
+						n, err := s.RoomDecline(e.c.Context, ch)
+						if errors.Is(err, seat.ErrNotPending) {
+							return &usageError{"no Welcome to " + ch + " waits for you", "see `tally room list --pending`"}
+						}
+						if err != nil {
+							return err
+						}
+						e.out(map[string]any{"room": ch, "declined": n}, "declined %s: you will not join it", ch)
+						return nil
+					}),
+				},
+				{
 					Name: "add", Usage: "add a person, even one who is offline, from the join offers their devices left (owner or admin)", ArgsUsage: "NAME WHO",
-					Description: "WHO is the person's account id or did:key (`tally whoami` shows both).",
+					Description: "WHO is the person's account id or did:key (`tally whoami` shows both), or an add-token\n" +
+						"they gave you (`tally contact token`). You may add a person who shares a room or an org with\n" +
+						"you; anyone else only with their add-token (WHO, or --token with their id).",
+					Flags: []ucli.Flag{&ucli.StringFlag{Name: "token", Usage: "the person's add-token (skt_add_…), if you share no room or org with them"}},
 					Action: roomAction(2, "tally room add NAME WHO", func(e *env, s *seat.Seat, ch string, args []string) error {
 						who := args[0]
-						added, err := s.RoomAdd(e.c.Context, ch, who)
+						var added []seat.Added
+						var err error
+						if strings.HasPrefix(who, "skt_add_") {
+							added, err = s.RoomAdd(e.c.Context, ch, who)
+							who = "the token's maker"
+						} else {
+							added, err = s.RoomAddWith(e.c.Context, ch, who, e.c.String("token"))
+						}
+						if errors.Is(err, seat.ErrNotAllowed) {
+							return &usageError{who + " has not agreed to be added by you: you share no room or org",
+								"ask them for an add-token (`tally contact token`) and run `tally room add " + shortRoom(e, s, ch) + " TOKEN`"}
+						}
+						if errors.Is(err, seat.ErrInvalidAddToken) {
+							return &usageError{"the add-token is invalid, expired, used up or revoked", "ask the person for a new one (`tally contact token`)"}
+						}
 						if err != nil {
 							return err
 						}
@@ -718,4 +761,55 @@ func roomSuite(e *env, s *seat.Seat, ch string) string {
 		return ""
 	}
 	return seat.SuiteName(cs)
+}
+
+// listPending is `tally room list --pending`: the Welcomes waiting in the
+// inbox for this device, not joined.
+func listPending(e *env, s *seat.Seat) error {
+	pending, err := s.PendingRooms(e.c.Context)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		list := []map[string]any{}
+		for _, p := range pending {
+			list = append(list, map[string]any{"room": p.Channel, "from": p.From, "at": p.At})
+		}
+		e.out(map[string]any{"pending": list}, "")
+		return nil
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(e.c.App.ErrWriter, "no rooms wait for you")
+		return nil
+	}
+	for _, p := range pending {
+		fmt.Fprintf(e.c.App.Writer, "%-24s added by account %s  %s\n", p.Channel, p.From, p.At.Local().Format("2006-01-02 15:04"))
+	}
+	fmt.Fprintln(e.c.App.ErrWriter, "your next `tally room list` joins them; `tally room decline NAME` declines one")
+	return nil
+}
+
+// pendingChannel resolves NAME for decline: a full channel name, or the
+// one pending room whose name ends in /NAME.
+func pendingChannel(e *env, s *seat.Seat, name string) (string, error) {
+	if strings.Count(name, "/") == 2 {
+		return name, nil
+	}
+	pending, err := s.PendingRooms(e.c.Context)
+	if err != nil {
+		return "", err
+	}
+	var match []string
+	for _, p := range pending {
+		if strings.HasSuffix(p.Channel, "/"+name) && !slices.Contains(match, p.Channel) {
+			match = append(match, p.Channel)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return "", &usageError{"no Welcome to a room called " + name + " waits for you", "see `tally room list --pending`"}
+	}
+	return "", &usageError{name + " names several pending rooms: " + strings.Join(match, ", "), "give the full name"}
 }

@@ -499,6 +499,7 @@ func seatCommands() []*ucli.Command {
 		configCommand(),
 		devicesCommand(),
 		orgCommand(),
+		contactCommand(),
 	}
 }
 

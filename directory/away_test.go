@@ -81,14 +81,15 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
 	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
-	want(t, e.do("POST", "/v1/keypackages", target, stockUpload("laptop", 3, true)), 201, "")
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 3, true)), 201, "")
 	claimA := e.claim(owner, targetID, ch)[0]
 	claimB := e.claim(owner, targetID, ch)[0]
 	r := e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": claimB, "welcome": b64("welcome")})
 	want(t, r, 201, "")
 	entry := r.str("id")
 	want(t, e.do("PUT", "/v1/channels/groupinfo", member, map[string]any{"channel": ch, "epoch": 3, "group_info": b64("gi 3")}), 200, "")
-	r = e.do("POST", "/v1/seats", target, map[string]string{"identity": "did:key:z6MkTarget", "channel": "initech/seat/home"})
+	r = e.do("POST", "/v1/seats", target, e.seatBody(target, "z6MkTarget", "initech/seat/home"))
 	want(t, r, 201, "")
 	scoped := r.str("credential")
 	manual := e.invite(owner, ch, 1)
@@ -108,12 +109,14 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 		{"claim/self", "POST", "/v1/keypackages/claim", owner, claimOf(mustID(t, e, owner)), 400, "invalid_request"},
 		{"claim/no account", "POST", "/v1/keypackages/claim", owner, claimOf(""), 400, "invalid_request"},
 		{"claim/long account", "POST", "/v1/keypackages/claim", owner, claimOf(strings.Repeat("a", 65)), 400, "invalid_request"},
-		{"claim/ghost account", "POST", "/v1/keypackages/claim", owner, claimOf("ghost"), 404, "account_not_found"},
-		{"claim/no stock", "POST", "/v1/keypackages/claim", owner, claimOf(strangerID), 404, "no_key_packages"},
+		{"claim/ghost account", "POST", "/v1/keypackages/claim", owner, claimOf("ghost"), 403, "not_allowed"},
+		{"claim/unrelated account", "POST", "/v1/keypackages/claim", owner, claimOf(strangerID), 403, "not_allowed"},
+		{"claim/member unrelated to the target", "POST", "/v1/keypackages/claim", member, claimOf(targetID), 403, "not_allowed"},
+		{"claim/no stock", "POST", "/v1/keypackages/claim", owner, claimOf(memberID), 404, "no_key_packages"},
 		{"claim/account and identity", "POST", "/v1/keypackages/claim", owner, map[string]string{"account_id": targetID, "identity": "did:key:zX", "channel": ch}, 400, "invalid_request"},
 		{"claim/long identity", "POST", "/v1/keypackages/claim", owner, map[string]string{"identity": strings.Repeat("d", 257), "channel": ch}, 400, "invalid_request"},
 		{"claim/NUL identity", "POST", "/v1/keypackages/claim", owner, map[string]string{"identity": "did:key:z\x00", "channel": ch}, 400, "invalid_request"},
-		{"claim/unknown identity", "POST", "/v1/keypackages/claim", owner, map[string]string{"identity": "did:key:zNobody", "channel": ch}, 404, "no_key_packages"},
+		{"claim/unknown identity", "POST", "/v1/keypackages/claim", owner, map[string]string{"identity": "did:key:zNobody", "channel": ch}, 403, "not_allowed"},
 		{"claim/stranger by identity", "POST", "/v1/keypackages/claim", stranger, map[string]string{"identity": "did:key:zNobody", "channel": ch}, 403, "not_a_member"},
 		{"claim/scoped elsewhere", "POST", "/v1/keypackages/claim", scoped, claimOf(memberID), 403, "forbidden"},
 		{"inbox/stranger", "POST", "/v1/inbox", stranger, map[string]string{"claim_id": claimA, "welcome": kp}, 404, "not_found"},
@@ -135,8 +138,8 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 		{"ack/scoped", "DELETE", "/v1/keypackages/claims?through=" + claimA, scoped, nil, 403, "forbidden"},
 		{"stock/list scoped", "GET", "/v1/keypackages", scoped, nil, 403, "forbidden"},
 		{"stock/scoped", "POST", "/v1/keypackages", scoped, stockUpload("laptop", 1, false), 403, "forbidden"},
-		{"stock/past the device cap", "POST", "/v1/keypackages", target, stockUpload("laptop", MaxStockPerDevice, false), 409, "stock_full"},
-		{"stock/over 100 at once", "POST", "/v1/keypackages", stranger, stockUpload("new", MaxStockPerDevice+1, false), 409, "stock_full"},
+		{"stock/past the device cap", "POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", MaxStockPerDevice, false), 409, "stock_full"},
+		{"stock/over 100 at once", "POST", "/v1/keypackages", stranger, e.stockUpload(stranger, "new", MaxStockPerDevice+1, false), 409, "stock_full"},
 		{"stock/no device", "POST", "/v1/keypackages", target, stockUpload("", 1, false), 400, "invalid_request"},
 		{"stock/long device", "POST", "/v1/keypackages", target, stockUpload(strings.Repeat("d", MaxDevice+1), 1, false), 400, "invalid_request"},
 		{"stock/NUL device", "POST", "/v1/keypackages", target, stockUpload("a\x00b", 1, false), 400, "invalid_request"},
@@ -189,16 +192,18 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 	}
 	r = e.do("GET", "/v1/inbox", stranger, nil)
 	want(t, r, 200, "")
-	if fmt.Sprint(r.body) != "map[entries:[]]" {
+	if fmt.Sprint(r.body) != "map[entries:[] has_more:false]" {
 		t.Fatalf("a stranger's inbox: %s", r)
 	}
 }
 
 // mustID returns the account id of an API key's account.
-func mustID(t *testing.T, e *env, key string) string {
+func mustID(t testing.TB, e *env, key string) string {
 	t.Helper()
 	p, _, err := e.s.store.lookupKey(t.Context(), hashSecret(key))
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return p.account
 }
 
@@ -212,19 +217,24 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 	personID, person := e.account("globex")
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
-	r := e.do("POST", "/v1/keypackages", person, stockUpload("did:key:zLaptop", 2, true))
+	e.relate(person, owner)
+	laptop, phone := e.dev(person, "laptop"), e.dev(person, "phone")
+	r := e.do("POST", "/v1/keypackages", person, e.stockUpload(person, "laptop", 2, true))
 	want(t, r, 201, "")
 	if r.body["one_time"] != float64(2) || r.body["last_resort"] != true {
 		t.Fatalf("upload answer %s", r)
 	}
-	want(t, e.do("POST", "/v1/keypackages", person, stockUpload("did:key:zPhone", 0, true)), 201, "")
+	want(t, e.do("POST", "/v1/keypackages", person, e.stockUpload(person, "phone", 0, true)), 201, "")
 	// A JWT works as well as the API key.
 	jwt := e.jwt(person, nil)
 	r = e.do("GET", "/v1/keypackages", jwt, nil)
 	want(t, r, 200, "")
 	wantDevices := []any{
-		map[string]any{"device": "did:key:zLaptop", "one_time": float64(2), "last_resort": true},
-		map[string]any{"device": "did:key:zPhone", "one_time": float64(0), "last_resort": true},
+		map[string]any{"device": laptop, "one_time": float64(2), "last_resort": true},
+		map[string]any{"device": phone, "one_time": float64(0), "last_resort": true},
+	}
+	if phone < laptop {
+		wantDevices[0], wantDevices[1] = wantDevices[1], wantDevices[0]
 	}
 	if !reflect.DeepEqual(r.body["devices"], wantDevices) || len(r.body["claims"].([]any)) != 0 {
 		t.Fatalf("stock %s", r)
@@ -239,7 +249,7 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 	for _, c := range claims {
 		c := c.(map[string]any)
 		kp, _ := base64.StdEncoding.DecodeString(c["key_package"].(string))
-		wantLR := c["device"] == "did:key:zPhone"
+		wantLR := c["device"] == phone
 		if c["last_resort"] != wantLR || !strings.HasPrefix(string(kp), map[bool]string{true: "lr ", false: "kp "}[wantLR]+c["device"].(string)) {
 			t.Fatalf("claim %v (key package %q)", c, kp)
 		}
@@ -267,7 +277,11 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 	r = e.do("GET", "/v1/keypackages", person, nil)
 	want(t, r, 200, "")
 	seen := r.body["claims"].([]any)
-	if len(seen) != 2 || r.body["devices"].([]any)[0].(map[string]any)["one_time"] != float64(1) {
+	oneTime := map[string]any{}
+	for _, d := range r.body["devices"].([]any) {
+		oneTime[d.(map[string]any)["device"].(string)] = d.(map[string]any)["one_time"]
+	}
+	if len(seen) != 2 || oneTime[laptop] != float64(1) {
 		t.Fatalf("stock after the claims %s", r)
 	}
 	for _, c := range seen {
@@ -275,6 +289,11 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 		if c["channel"] != ch || c["claimed_by"] != ownerID || c["at"] == "" || c["id"] == "" {
 			t.Fatalf("claim seen by the person %v", c)
 		}
+	}
+	// The deliveries made nobody a member; the person's accepts do.
+	want(t, e.do("GET", "/v1/channels/members?channel="+ch, person, nil), 403, "not_member")
+	for _, en := range entries {
+		want(t, e.do("POST", "/v1/inbox/"+en.(map[string]any)["id"].(string)+"/accept", person, nil), 200, "")
 	}
 	r = e.do("GET", "/v1/channels/members?channel="+ch, person, nil)
 	want(t, r, 200, "")
@@ -285,7 +304,7 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 	must(t, err)
 	added := 0
 	for _, ev := range evs {
-		if ev.Account == personID && ev.Kind == "member_added" {
+		if ev.Account == personID && ev.Kind == "member_added" && ev.Channel == ch {
 			added++
 		}
 	}
@@ -299,9 +318,6 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 	r = e.do("GET", "/v1/keypackages", person, nil)
 	if len(r.body["claims"].([]any)) != 0 {
 		t.Fatalf("claims after the ack %s", r)
-	}
-	for _, en := range entries {
-		want(t, e.do("DELETE", "/v1/inbox/"+en.(map[string]any)["id"].(string), person, nil), 204, "")
 	}
 	r = e.do("GET", "/v1/inbox", person, nil)
 	if len(r.body["entries"].([]any)) != 0 {
@@ -369,7 +385,8 @@ func TestAwayClaimRateLimit(t *testing.T) {
 	targetID, target := e.account("globex")
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
-	want(t, e.do("POST", "/v1/keypackages", target, stockUpload("laptop", 0, true)), 201, "")
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 0, true)), 201, "")
 	for i := range DefaultLimits.Claim.PerAccount.Burst {
 		r := e.do("POST", "/v1/keypackages/claim", owner, map[string]string{"account_id": targetID, "channel": ch})
 		if r.status != 200 {
@@ -420,7 +437,8 @@ func TestAwaySweep(t *testing.T) {
 	targetID, target := e.account("globex")
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
-	want(t, e.do("POST", "/v1/keypackages", target, stockUpload("laptop", 1, true)), 201, "")
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 1, true)), 201, "")
 	claimID := e.claim(owner, targetID, ch)[0]
 	want(t, e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": claimID, "welcome": b64("w")}), 201, "")
 	count := func() (entries, claims int) {
@@ -443,7 +461,7 @@ func TestAwaySweep(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	r := e.do("GET", "/v1/keypackages", target, nil)
-	if fmt.Sprint(r.body["devices"]) != "[map[device:laptop last_resort:true one_time:0]]" {
+	if fmt.Sprint(r.body["devices"]) != "[map[device:"+e.dev(target, "laptop")+" last_resort:true one_time:0]]" {
 		t.Fatalf("stock after the sweep %s", r)
 	}
 }

@@ -183,20 +183,21 @@ func benchAddOffline(b *testing.B, database string) {
 	n := 0
 	b.ResetTimer()
 	for b.Loop() {
-		if n%MaxInbox == 0 {
-			// A fresh person every MaxInbox adds, so the inbox never
-			// fills; with a full stock of one-time key packages.
+		if n%MaxInboxPerSender == 0 {
+			// A fresh person every MaxInboxPerSender adds (one sender's
+			// share of an inbox, and no more than its share of a device's
+			// one-time key packages an hour), who shares a room with the
+			// adder, with that many one-time key packages.
 			b.StopTimer()
 			targetID, target = e.account(fmt.Sprint("person", n))
-			b.StartTimer()
-		}
-		if n%MaxStockPerDevice == 0 {
-			b.StopTimer()
-			kps := make([]string, MaxStockPerDevice)
+			e.relate(target, owner)
+			kps := make([]string, MaxInboxPerSender)
 			for i := range kps {
 				kps[i] = kp
 			}
-			if r := e.do("POST", "/v1/keypackages", target, map[string]any{"device": "laptop", "key_packages": kps}); r.status != 201 {
+			body := e.stockUpload(target, "laptop", 0, false)
+			body["key_packages"] = kps
+			if r := e.do("POST", "/v1/keypackages", target, body); r.status != 201 {
 				b.Fatal(r)
 			}
 			b.StartTimer()

@@ -302,13 +302,17 @@ type pendingEntry struct {
 	CreatedAt  string `json:"created_at"`
 }
 
-// GET /v1/channels/pending?channel=… → 200 {requests: [...]}, oldest first.
+// GET /v1/channels/pending?channel=…&after=… → 200 {requests: [...], has_more, next?}, oldest first.
+//
+// A page of at most maxPendingListed requests (pending.go); with has_more,
+// next is the after of the page after.
 func (s *Server) handlePending(w http.ResponseWriter, r *http.Request, p principal) {
 	name := r.URL.Query().Get("channel")
-	if !checkChannel(w, p, name) {
+	after, ok := pendingAfter(w, r)
+	if !ok || !checkChannel(w, p, name) {
 		return
 	}
-	reqs, err := s.store.pending(r.Context(), name, p.account)
+	reqs, next, err := s.store.pendingPage(r.Context(), name, p.account, after, maxPendingListed)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -323,9 +327,15 @@ func (s *Server) handlePending(w http.ResponseWriter, r *http.Request, p princip
 			CreatedAt:  rfc3339(q.createdAt),
 		}
 	}
-	writeJSON(w, http.StatusOK, struct {
+	ans := struct {
 		Requests []pendingEntry `json:"requests"`
-	}{out})
+		HasMore  bool           `json:"has_more"`
+		Next     string         `json:"next,omitempty"`
+	}{Requests: out, HasMore: next != nil}
+	if next != nil {
+		ans.Next = next.String()
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 type publishWelcomeRequest struct {

@@ -579,38 +579,39 @@ func TestContractKeyPackageStock(t *testing.T) {
 		st, ctx := fixture(t, b)
 		const ch = "acme/a/b"
 		must(t, st.createAccount(ctx, "stranger", "s@initech.example", "initech", nil, false, hashSecret("k-s"), t0))
+		stockFixture(t, st, "stranger")
 
 		// Hostile first: claims by an account that is not in the channel,
 		// on a channel that does not exist, of oneself, of nobody, and of
 		// an account with no stock.
-		_, err := st.claimStock(ctx, "stranger", "joiner", ch, seqIDs("c"), t0)
+		_, err := st.claimStock(ctx, "stranger", "joiner", ch, nil, seqIDs("c"), t0)
 		wantErr(t, err, errNotAMember)
-		_, err = st.claimStock(ctx, "owner", "joiner", "acme/no/such", seqIDs("c"), t0)
+		_, err = st.claimStock(ctx, "owner", "joiner", "acme/no/such", nil, seqIDs("c"), t0)
 		wantErr(t, err, errChannelNotFound)
-		_, err = st.claimStock(ctx, "owner", "owner", ch, seqIDs("c"), t0)
+		_, err = st.claimStock(ctx, "owner", "owner", ch, nil, seqIDs("c"), t0)
 		wantErr(t, err, errSelfClaim)
-		_, err = st.claimStock(ctx, "owner", "ghost", ch, seqIDs("c"), t0)
-		wantErr(t, err, errAccountNotFound)
-		_, err = st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c"), t0)
+		_, err = st.claimStock(ctx, "owner", "ghost", ch, nil, seqIDs("c"), t0)
+		wantErr(t, err, errNotAllowed)
+		_, err = st.claimStock(ctx, "owner", "joiner", ch, nil, seqIDs("c"), t0)
 		wantErr(t, err, errNoKeyPackages)
 
-		sc, err := st.putStock(ctx, "joiner", "laptop", kps("laptop", 3), []byte("lr laptop"), t0)
+		sc, err := st.putStock(ctx, "joiner", "laptop", personOf("joiner"), kps("laptop", 3), []byte("lr laptop"), t0)
 		if err != nil || sc != (stockCount{"laptop", 3, true}) {
 			t.Fatalf("put = %+v, %v", sc, err)
 		}
 		// Past the per-device cap: refused whole.
-		_, err = st.putStock(ctx, "joiner", "laptop", kps("more", MaxStockPerDevice-2), nil, t0)
+		_, err = st.putStock(ctx, "joiner", "laptop", personOf("joiner"), kps("more", MaxStockPerDevice-2), nil, t0)
 		wantErr(t, err, errStockFull)
-		sc, err = st.putStock(ctx, "joiner", "laptop", kps("fill", MaxStockPerDevice-3), nil, t0)
+		sc, err = st.putStock(ctx, "joiner", "laptop", personOf("joiner"), kps("fill", MaxStockPerDevice-3), nil, t0)
 		if err != nil || sc.oneTime != MaxStockPerDevice {
 			t.Fatalf("filling to the cap = %+v, %v", sc, err)
 		}
-		_, err = st.putStock(ctx, "joiner", "laptop", kps("one more", 1), nil, t0)
+		_, err = st.putStock(ctx, "joiner", "laptop", personOf("joiner"), kps("one more", 1), nil, t0)
 		wantErr(t, err, errStockFull)
 		// A full device still takes a new last-resort key package, which
 		// replaces the old one; an empty upload reports the stock.
 		mustPut(t, st, "joiner", "laptop", nil, []byte("lr laptop 2"), t0)
-		sc, err = st.putStock(ctx, "joiner", "laptop", nil, nil, t0)
+		sc, err = st.putStock(ctx, "joiner", "laptop", personOf("joiner"), nil, nil, t0)
 		if err != nil || sc != (stockCount{"laptop", MaxStockPerDevice, true}) {
 			t.Fatalf("empty put = %+v, %v", sc, err)
 		}
@@ -618,13 +619,13 @@ func TestContractKeyPackageStock(t *testing.T) {
 		for i := 1; i < MaxStockDevices; i++ {
 			mustPut(t, st, "joiner", fmt.Sprint("dev", i), nil, []byte("lr"), t0)
 		}
-		_, err = st.putStock(ctx, "joiner", "one too many", kps("x", 1), nil, t0)
+		_, err = st.putStock(ctx, "joiner", "one too many", personOf("joiner"), kps("x", 1), nil, t0)
 		wantErr(t, err, errStockFull)
-		_, err = st.putStock(ctx, "joiner", "one too many", nil, []byte("lr"), t0)
+		_, err = st.putStock(ctx, "joiner", "one too many", personOf("joiner"), nil, []byte("lr"), t0)
 		wantErr(t, err, errStockFull)
 		mustPut(t, st, "joiner", "dev1", kps("dev1", 1), nil, t0)
 		// Another account's stock is its own.
-		sc, err = st.putStock(ctx, "owner", "laptop", kps("owner", 1), nil, t0)
+		sc, err = st.putStock(ctx, "owner", "laptop", personOf("owner"), kps("owner", 1), nil, t0)
 		if err != nil || sc != (stockCount{"laptop", 1, false}) {
 			t.Fatalf("owner's stock = %+v, %v", sc, err)
 		}
@@ -640,7 +641,7 @@ func TestContractKeyPackageStock(t *testing.T) {
 
 		// The owner claims: one key package per device, the oldest
 		// one-time one where there is one, else the last-resort one.
-		got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c1"), t0)
+		got, err := st.claimStock(ctx, "owner", "joiner", ch, nil, seqIDs("c1"), t0)
 		must(t, err)
 		if len(got) != MaxStockDevices {
 			t.Fatalf("%d claims, want one per device", len(got))
@@ -662,7 +663,7 @@ func TestContractKeyPackageStock(t *testing.T) {
 		// dev1's last-resort key package, which stays.
 		must(t, st.addMemberByOwner(ctx, ch, "owner", "stranger", t0))
 		for i := range 2 {
-			got, err = st.claimStock(ctx, "stranger", "joiner", ch, seqIDs(fmt.Sprint("c", i+2)), t0.Add(time.Second))
+			got, err = st.claimStock(ctx, "stranger", "joiner", ch, nil, seqIDs(fmt.Sprint("c", i+2)), t0.Add(time.Second))
 			must(t, err)
 			for _, c := range got {
 				if c.device == "dev1" && (string(c.keyPackage) != "lr" || !c.lastResort) {
@@ -711,10 +712,36 @@ func TestContractKeyPackageStock(t *testing.T) {
 	})
 }
 
+// personOf is the seat identity stockFixture registers for a test
+// account.
+func personOf(account string) string { return "did:key:z" + account }
+
+// stockFixture registers a seat identity (personOf) for each account, so
+// that it may upload stock, and lets the owner and the other accounts
+// claim the joiner's (a channel of the joiner's that they are members
+// of).
+func stockFixture(t *testing.T, st *store, accounts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.registerChannel(ctx, "ch-rel", "globex/rel/x", "joiner", t0); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range append([]string{"owner", "joiner"}, accounts...) {
+		org := map[string]string{"owner": "acme", "joiner": "globex"}[a]
+		if org == "" {
+			org = "initech"
+		}
+		must(t, st.registerSeat(ctx, fmt.Sprint("seat-", i), fmt.Sprint("ch-seat-", i), personOf(a), a, org+"/tally/"+a, hashSecret("sk-"+a), t0))
+		if a != "joiner" {
+			must(t, st.addMemberByOwner(ctx, "globex/rel/x", "joiner", a, t0))
+		}
+	}
+}
+
 // mustPut is putStock that must succeed.
 func mustPut(t *testing.T, st *store, account, device string, oneTime [][]byte, lastResort []byte, now time.Time) {
 	t.Helper()
-	_, err := st.putStock(context.Background(), account, device, oneTime, lastResort, now)
+	_, err := st.putStock(context.Background(), account, device, personOf(account), oneTime, lastResort, now)
 	must(t, err)
 }
 
@@ -725,8 +752,9 @@ func TestContractInbox(t *testing.T) {
 		must(t, st.createAccount(ctx, "stranger", "s@initech.example", "initech", nil, false, hashSecret("k-s"), t0))
 		must(t, st.createAccount(ctx, "member", "m@initech.example", "initech", nil, true, hashSecret("k-m"), t0))
 		must(t, st.addMemberByOwner(ctx, ch, "owner", "member", t0))
+		stockFixture(t, st, "member")
 		mustPut(t, st, "joiner", "phone", nil, []byte("lr phone"), t0)
-		got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs("c"), t0)
+		got, err := st.claimStock(ctx, "owner", "joiner", ch, nil, seqIDs("c"), t0)
 		must(t, err)
 		claimID := got[0].id
 		feedBefore, _, err := st.channelEventsSince(ctx, 0, 100)
@@ -740,57 +768,84 @@ func TestContractInbox(t *testing.T) {
 		wantErr(t, st.deliver(ctx, "i0", "no such claim", "owner", "", []byte("w"), t0), errNotFound)
 		wantErr(t, st.deliver(ctx, "i0", "\xff", "owner", "", []byte("w"), t0), errNotFound)
 		wantErr(t, st.deliver(ctx, "i0", claimID, "owner", "acme/other/x", []byte("w"), t0), errNotFound)
-		if _, _, err := st.members(ctx, ch, "joiner"); !errors.Is(err, errNotMember) {
-			t.Fatalf("a refused delivery made the target a member: %v", err)
-		}
 
 		must(t, st.deliver(ctx, "i1", claimID, "owner", ch, []byte("welcome 1"), t0.Add(time.Second)))
 		// Replayed: refused, also once the target has deleted the entry.
 		wantErr(t, st.deliver(ctx, "i2", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
-		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 3 {
-			t.Fatalf("members after the delivery: %+v, %v", ms, err)
+		// A delivery makes nobody a member.
+		if _, _, err := st.members(ctx, ch, "joiner"); !errors.Is(err, errNotMember) {
+			t.Fatalf("a delivery made the target a member: %v", err)
 		}
-		evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100)
-		if err != nil || len(evs) != 1 || evs[0].Kind != feed.MemberAdded || evs[0].Account != "joiner" || evs[0].Channel != ch {
+		if evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100); err != nil || len(evs) != 0 {
 			t.Fatalf("feed after the delivery: %+v, %v", evs, err)
 		}
 
-		entries, err := st.inbox(ctx, "joiner", 50)
+		entries, more, err := st.inbox(ctx, "joiner", 0, 50, 4<<20)
 		must(t, err)
-		want := inboxEntry{id: "i1", channel: ch, device: "phone", from: "owner", welcome: []byte("welcome 1"), at: t0.Add(time.Second)}
-		if len(entries) != 1 || !reflect.DeepEqual(entries[0], want) {
+		want := inboxEntry{seq: entries[0].seq, id: "i1", channel: ch, device: "phone", from: "owner", welcome: []byte("welcome 1"), at: t0.Add(time.Second)}
+		if len(entries) != 1 || more || !reflect.DeepEqual(entries[0], want) {
 			t.Fatalf("inbox %+v, want %+v", entries, want)
 		}
-		if others, err := st.inbox(ctx, "owner", 50); err != nil || len(others) != 0 {
+		if others, _, err := st.inbox(ctx, "owner", 0, 50, 4<<20); err != nil || len(others) != 0 {
 			t.Fatalf("the claimer's inbox: %+v, %v", others, err)
 		}
-		wantErr(t, st.dropInboxEntry(ctx, "owner", "i1"), errNotFound)
-		wantErr(t, st.dropInboxEntry(ctx, "joiner", "\xff"), errNotFound)
-		must(t, st.dropInboxEntry(ctx, "joiner", "i1"))
+		// Accepting: the person's own entry only, once; it makes them a
+		// member (one member_added event) and drops the entry.
+		_, err = st.acceptInbox(ctx, "owner", "i1", t0)
+		wantErr(t, err, errNotFound)
+		_, err = st.acceptInbox(ctx, "joiner", "\xff", t0)
+		wantErr(t, err, errNotFound)
+		if c, err := st.acceptInbox(ctx, "joiner", "i1", t0); err != nil || c != ch {
+			t.Fatalf("accept = %q, %v", c, err)
+		}
+		_, err = st.acceptInbox(ctx, "joiner", "i1", t0)
+		wantErr(t, err, errNotFound)
+		if _, ms, err := st.members(ctx, ch, "joiner"); err != nil || len(ms) != 3 {
+			t.Fatalf("members after the accept: %+v, %v", ms, err)
+		}
+		evs, _, err := st.channelEventsSince(ctx, int64(len(feedBefore)), 100)
+		if err != nil || len(evs) != 1 || evs[0].Kind != feed.MemberAdded || evs[0].Account != "joiner" || evs[0].Channel != ch {
+			t.Fatalf("feed after the accept: %+v, %v", evs, err)
+		}
 		wantErr(t, st.dropInboxEntry(ctx, "joiner", "i1"), errNotFound)
 		wantErr(t, st.deliver(ctx, "i3", claimID, "owner", "", []byte("again"), t0), errAlreadyDelivered)
+		must(t, st.dropMember(ctx, ch, "owner", "joiner", t0))
 
 		// A claimer that left the channel since cannot deliver.
-		got, err = st.claimStock(ctx, "member", "joiner", ch, seqIDs("m"), t0)
+		got, err = st.claimStock(ctx, "member", "joiner", ch, nil, seqIDs("m"), t0)
 		must(t, err)
 		must(t, st.dropMember(ctx, ch, "member", "member", t0))
 		wantErr(t, st.deliver(ctx, "i4", got[0].id, "member", "", []byte("w"), t0), errNotAMember)
 
-		// The inbox holds MaxInbox entries; then deliveries wait.
-		for i := range MaxInbox {
-			got, err := st.claimStock(ctx, "owner", "joiner", ch, seqIDs(fmt.Sprint("f", i)), t0)
+		// One sender's share: MaxInboxPerSender entries, then it waits;
+		// declining (dropping) one makes room.
+		k := 0
+		deliverNew := func(sender, id string, welcome []byte) error {
+			t.Helper()
+			k++
+			got, err := st.claimStock(ctx, sender, "joiner", ch, nil, seqIDs(fmt.Sprint("q", k)), t0)
 			must(t, err)
-			must(t, st.deliver(ctx, fmt.Sprint("fill-", i), got[0].id, "owner", "", []byte("w"), t0))
+			return st.deliver(ctx, id, got[0].id, sender, "", welcome, t0)
 		}
-		got, err = st.claimStock(ctx, "owner", "joiner", ch, seqIDs("over"), t0)
-		must(t, err)
-		wantErr(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0), errInboxFull)
-		if entries, err := st.inbox(ctx, "joiner", 50); err != nil || len(entries) != 50 || entries[0].id != "fill-0" {
-			t.Fatalf("a page of the inbox: %d entries, %v", len(entries), err)
+		for i := range MaxInboxPerSender {
+			must(t, deliverNew("owner", fmt.Sprint("fill-", i), []byte("w")))
 		}
-		// Deleting one makes room, and the refused claim can be delivered.
+		wantErr(t, deliverNew("owner", "over", []byte("w")), errSenderQuota)
 		must(t, st.dropInboxEntry(ctx, "joiner", "fill-0"))
-		must(t, st.deliver(ctx, "over", got[0].id, "owner", "", []byte("w"), t0))
+		must(t, deliverNew("owner", "over", []byte("w")))
+
+		// Paging: by entries, and by bytes (a page holds one entry at least).
+		page, more, err := st.inbox(ctx, "joiner", 0, 4, 4<<20)
+		if err != nil || len(page) != 4 || !more || page[0].id != "fill-1" {
+			t.Fatalf("a page of 4: %d entries, more %v, %v", len(page), more, err)
+		}
+		rest, more, err := st.inbox(ctx, "joiner", page[3].seq, 50, 4<<20)
+		if err != nil || len(rest) != MaxInboxPerSender-4 || more || rest[len(rest)-1].id != "over" {
+			t.Fatalf("the page after: %d entries, more %v, %v", len(rest), more, err)
+		}
+		if one, more, err := st.inbox(ctx, "joiner", 0, 50, 0); err != nil || len(one) != 1 || !more {
+			t.Fatalf("a page of no bytes: %d entries, more %v, %v", len(one), more, err)
+		}
 
 		// The sweep deletes entries and claims past the inbox retention.
 		n, err := st.sweepInbox(ctx, t0.Add(30*24*time.Hour), 30*24*time.Hour)
@@ -799,13 +854,54 @@ func TestContractInbox(t *testing.T) {
 		}
 		n, err = st.sweepInbox(ctx, t0.Add(30*24*time.Hour+2*time.Second), 30*24*time.Hour)
 		must(t, err)
-		if entries, _ := st.inbox(ctx, "joiner", 50); len(entries) != 0 || n == 0 {
+		if entries, _, _ := st.inbox(ctx, "joiner", 0, 50, 4<<20); len(entries) != 0 || n == 0 {
 			t.Fatalf("after the sweep: %d entries left, %d rows swept", len(entries), n)
 		}
 		if _, claims, _ := st.stock(ctx, "joiner", 100); len(claims) != 0 {
 			t.Fatalf("after the sweep: %d claims left", len(claims))
 		}
 		wantErr(t, st.deliver(ctx, "late", claimID, "owner", "", []byte("w"), t0), errNotFound)
+	})
+}
+
+// TestContractInboxBytes: one sender holds at most MaxInboxSenderBytes of
+// an inbox, and an inbox at most MaxInboxBytes, whatever the senders.
+func TestContractInboxBytes(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		st, ctx := fixture(t, b)
+		const ch = "acme/a/b"
+		senders := []string{"owner"}
+		for i := range MaxInboxBytes / MaxInboxSenderBytes {
+			id := fmt.Sprint("s", i)
+			must(t, st.createAccount(ctx, id, id+"@initech.example", "initech", nil, true, hashSecret("k-"+id), t0))
+			must(t, st.addMemberByOwner(ctx, ch, "owner", id, t0))
+			senders = append(senders, id)
+		}
+		stockFixture(t, st, senders[1:]...)
+		mustPut(t, st, "joiner", "phone", nil, []byte("lr phone"), t0)
+		n := 0
+		deliverNew := func(sender string, size int) error {
+			t.Helper()
+			n++
+			got, err := st.claimStock(ctx, sender, "joiner", ch, nil, seqIDs(fmt.Sprint("b", n)), t0)
+			must(t, err)
+			return st.deliver(ctx, fmt.Sprint("e", n), got[0].id, sender, "", make([]byte, size), t0)
+		}
+		big := MaxInboxSenderBytes / 2
+		must(t, deliverNew("owner", big))
+		must(t, deliverNew("owner", big))
+		wantErr(t, deliverNew("owner", 1), errSenderQuota)
+		for _, s := range senders[1 : len(senders)-1] {
+			must(t, deliverNew(s, big))
+			must(t, deliverNew(s, big))
+		}
+		// The inbox is full now (8 senders' full shares): the last sender
+		// is refused for the inbox, not for its share.
+		wantErr(t, deliverNew(senders[len(senders)-1], 1), errInboxFull)
+		page, more, err := st.inbox(ctx, "joiner", 0, 50, 4<<20)
+		if err != nil || len(page) != 4 || !more {
+			t.Fatalf("a page of 1 MiB Welcomes: %d entries, more %v, %v", len(page), more, err)
+		}
 	})
 }
 
@@ -914,39 +1010,33 @@ func TestContractAutoInvites(t *testing.T) {
 	})
 }
 
-// TestContractStockAccount: the account whose stock holds a device
-// identity, found by the identity or by the person's prefix of it; none,
-// or several, is an error.
+// TestContractStockAccount: a claim by identity names the account whose
+// seat registered the person's did:key (the identity, or its part before
+// "#"); an identity no seat registered is answered as a stranger is, and
+// stock uploaded by anyone else under it changes nothing.
 func TestContractStockAccount(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
 		st, ctx := fixture(t, b)
-		_, err := st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPerson")
-		wantErr(t, err, errNoKeyPackages)
-		// A stranger to the channel learns nothing, stock or none.
-		_, err = st.stockAccount(ctx, "stranger", "acme/a/b", "did:key:zPerson")
+		must(t, st.createAccount(ctx, "stranger", "s@initech.example", "initech", nil, false, hashSecret("k-s"), t0))
+		_, err := st.stockAccount(ctx, "owner", "acme/a/b", personOf("joiner"))
+		wantErr(t, err, errNotAllowed)
+		stockFixture(t, st)
+		// A stranger to the channel learns nothing.
+		_, err = st.stockAccount(ctx, "stranger", "acme/a/b", personOf("joiner"))
 		wantErr(t, err, errNotAMember)
-		if _, err := st.putStock(ctx, "joiner", "did:key:zPerson", kps("a", 1), nil, t0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.putStock(ctx, "joiner", "did:key:zPerson#dev:zSig", kps("b", 1), nil, t0); err != nil {
-			t.Fatal(err)
-		}
-		_, err = st.stockAccount(ctx, "stranger", "acme/a/b", "did:key:zPerson")
-		wantErr(t, err, errNotAMember)
-		for _, id := range []string{"did:key:zPerson", "did:key:zPerson#dev:zSig"} {
+		for _, id := range []string{personOf("joiner"), personOf("joiner") + "#dev:zSig"} {
 			if a, err := st.stockAccount(ctx, "owner", "acme/a/b", id); err != nil || a != "joiner" {
 				t.Fatalf("%s: %q %v", id, a, err)
 			}
 		}
 		// A prefix that is not a person's whole did names nobody.
-		_, err = st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPers")
-		wantErr(t, err, errNoKeyPackages)
-		// Another account that claims the same identity makes it
-		// ambiguous (the directory never checks identities).
-		if _, err := st.putStock(ctx, "owner", "did:key:zPerson#dev:zOther", kps("c", 1), nil, t0); err != nil {
-			t.Fatal(err)
+		_, err = st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zjoin")
+		wantErr(t, err, errNotAllowed)
+		// Stock under another account's identity is refused.
+		_, err = st.putStock(ctx, "owner", personOf("joiner")+"#dev:zOther", personOf("joiner"), kps("c", 1), nil, t0)
+		wantErr(t, err, errIdentityNotYours)
+		if a, err := st.stockAccount(ctx, "owner", "acme/a/b", personOf("joiner")); err != nil || a != "joiner" {
+			t.Fatalf("after the refused upload: %q %v", a, err)
 		}
-		_, err = st.stockAccount(ctx, "owner", "acme/a/b", "did:key:zPerson")
-		wantErr(t, err, errAmbiguousIdentity)
 	})
 }

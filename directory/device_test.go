@@ -269,6 +269,6 @@ func TestDeviceGrantSealedSeat(t *testing.T) {
 	// A channel-scoped key may neither look up nor approve.
 	_, pub2 := newDevice(t)
 	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": pub2})
-	scoped := e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z6MkExample", "channel": "acme/seats/home"}).str("credential")
+	scoped := e.do("POST", "/v1/seats", key, e.seatBody(key, "z6MkExample", "acme/seats/home")).str("credential")
 	want(t, e.do("POST", "/v1/device/grants/lookup", scoped, map[string]string{"user_code": r.str("user_code")}), 403, "forbidden")
 }

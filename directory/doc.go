@@ -60,7 +60,11 @@
 //   - forbidden (403), revoked (403), not_owner (403), not_member (403),
 //     not_a_member (403, the stock, inbox and GroupInfo endpoints),
 //     wrong_org (403), invalid_invite (403), invalid_federation_token
-//     (403), org_taken (403), invalid_org_invite (403).
+//     (403), org_taken (403), invalid_org_invite (403), not_allowed (403,
+//     a claim or delivery by an account the person has not agreed to),
+//     invalid_add_token (403), identity_not_yours (403, stock under an
+//     identity the uploader did not register), invalid_proof (403, a seat
+//     registration without proof of the identity's key).
 //   - not_found, channel_not_found, account_not_found, no_key_packages
 //     (404); method_not_allowed (405).
 //   - channel_taken, seat_exists, already_approved, owner_cannot_leave,
@@ -68,6 +72,7 @@
 //     stale_epoch answer also carries "epoch", the epoch kept).
 //   - too_many_pending (429): a channel already holds 1000 pending join
 //     requests; the owner must admit or the requests must expire first.
+//     too_many_add_tokens (429): the account holds 100 live add-tokens.
 //   - rate_limited (429): the address or account is over a rate limit
 //     (see Limits below); too_many_grants (429): the address already has
 //     its share of open device grants. Both carry a Retry-After header in
@@ -168,17 +173,28 @@
 // are opaque bytes to it.
 //
 // Key-package stock. POST /v1/keypackages {device, key_packages,
-// last_resort?} adds one-time key packages (each at most 65,536 bytes) to
-// the stock of the caller's account and device (the member identity, 1 to
-// 256 bytes, no NUL), and with last_resort replaces that device's one
-// last-resort key package; 201 {"one_time": n, "last_resort": bool}. At
+// last_resort?, device_key?} adds one-time key packages (each at most
+// 65,536 bytes) to the stock of the caller's account and device (the
+// member identity, 1 to 256 bytes, no NUL), and with last_resort replaces
+// that device's one last-resort key package; 201 {"one_time": n,
+// "last_resort": bool}. An offer is bound to its uploader: device is a seat
+// identity the account registered (POST /v1/seats {identity, channel,
+// proof}, where proof is the identity key's signature over [SeatProof]),
+// or a device of it, "<did:key>#dev:z<sig>" with device_key, sig being the
+// did:key's signature over [DeviceKeyLabel] and device_key; else 403
+// identity_not_yours. At
 // most [MaxStockPerDevice] one-time key packages per device and
 // [MaxStockDevices] devices per account; over a cap nothing is stored (409
-// stock_full). POST /v1/keypackages/claim {account_id, channel}, by the
-// owner or a member of channel, takes one key package of each of the
-// account's devices that has stock: the oldest one-time key package,
-// consumed, or the device's last-resort key package, which stays; 200
-// {"claims": [{"claim_id", "device", "key_package", "last_resort"}]}, or
+// stock_full). POST /v1/keypackages/claim {account_id | identity |
+// add_token, channel, add_token?}, by the owner or a member of channel who
+// may add the person (contacts.go: a shared channel, a shared org, or the
+// person's add-token, else 403 not_allowed), takes one key package of each
+// of the account's devices that has stock: the oldest one-time key
+// package, consumed, or, when there is none or the hourly limits
+// ([ClaimsPerClaimer], [ClaimsPerDevice]) are reached, the device's
+// last-resort key package, which stays; 200
+// {"claims": [{"account_id", "claim_id", "device", "key_package",
+// "last_resort"}]}, or
 // 404 no_key_packages. Uploads and claims of one account take a lock on
 // its stock (an advisory lock on PostgreSQL), so two claims never take the
 // same key package and concurrent uploads never pass a cap. Each claim is
@@ -187,16 +203,30 @@
 // /v1/keypackages/claims?through=<claim id> acknowledges them up to that
 // one (204).
 //
+// Add-tokens. POST /v1/contacts/tokens {max_uses?, ttl_seconds?} → 201
+// {id, token: "skt_add_…", max_uses, uses, expires_at, created_at} makes
+// a token whose holder may claim the caller's key packages as if they
+// shared a room (stored as its hash; at most [MaxAddTokens] live per
+// account); GET /v1/contacts/tokens lists the caller's own without
+// secrets; DELETE /v1/contacts/tokens/{id} revokes one (204).
+//
 // Welcome inbox. POST /v1/inbox {claim_id, welcome}, by the account that
 // made the claim and is still in the channel, stores the Welcome for the
-// claimed account and makes it a channel member (a member_added event),
-// once per claim (409 already_delivered; the claim is marked by one
-// conditional UPDATE); 201 {"id"}. GET /v1/inbox answers the caller's
-// entries {"id", "channel", "device", "from", "welcome", "at"}, oldest
-// first, at most 50; DELETE /v1/inbox/{id} deletes one (204). An inbox
-// holds at most [MaxInbox] entries (409 inbox_full): last-resort key
-// packages can be claimed again and again, so without the cap a member
-// could fill another account's inbox without bound.
+// claimed account, once per claim (409 already_delivered; the claim is
+// marked by one conditional UPDATE); 201 {"id"}. It makes nobody a member:
+// POST /v1/inbox/{id}/accept, by the person (their seat, once it joined
+// from the Welcome), makes them a member of the entry's channel (a
+// member_added event) and drops the entry; until then the entry's account
+// may read the channel's ratchet tree, which the join needs. GET
+// /v1/inbox?after=<cursor> answers the caller's entries {"id", "channel",
+// "device", "from", "welcome", "at"}, oldest first, a page of at most 50
+// entries and 4 MiB of Welcomes, with has_more and next (the cursor);
+// DELETE /v1/inbox/{id} declines one (204; the sender learns nothing).
+// One sender holds at most [MaxInboxPerSender] entries and
+// [MaxInboxSenderBytes] in one inbox (429 quota_exceeded), an inbox at
+// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full):
+// last-resort key packages can be claimed again and again, so without the
+// caps a related account could fill another's inbox without bound.
 //
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,

@@ -85,9 +85,14 @@ var errorTable = []struct {
 	{errStockFull, http.StatusConflict, "stock_full", "the key-package stock is full: at most 100 one-time key packages per device and 10 devices per account"},
 	{errNoKeyPackages, http.StatusNotFound, "no_key_packages", "the account has no key packages in stock"},
 	{errSelfClaim, http.StatusBadRequest, "invalid_request", "an account cannot claim its own key packages"},
-	{errAmbiguousIdentity, http.StatusConflict, "ambiguous_identity", "several accounts hold key packages for that identity; name the account"},
 	{errAlreadyDelivered, http.StatusConflict, "already_delivered", "a Welcome was already delivered for this claim"},
 	{errInboxFull, http.StatusConflict, "inbox_full", "the account's inbox is full until it reads and deletes entries"},
+	{errIdentityNotYours, http.StatusForbidden, "identity_not_yours", "a device name must be the caller's registered seat identity, or a device identity certified by that identity's key (with device_key)"},
+	{errNotAllowed, http.StatusForbidden, "not_allowed", "the caller shares no room or org with that person and presents no add-token of theirs"},
+	{errAddTokenInvalid, http.StatusForbidden, "invalid_add_token", "add-token is invalid, expired, used up or revoked"},
+	{errTooManyAddTokens, http.StatusTooManyRequests, "too_many_add_tokens", "the account already holds 100 live add-tokens; revoke some or let them expire"},
+	{errOffersRationed, http.StatusTooManyRequests, "rate_limited", "the person's one-time join offers for this hour are used up and the device has no last-resort offer"},
+	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up (10 Welcomes and 2 MiB per sender) until the person reads or declines them"},
 }
 
 func badRequest(w http.ResponseWriter, msg string) {

@@ -214,7 +214,7 @@ func TestOwnerAndJoinerFlows(t *testing.T) {
 	// Empty queue is an object with an empty array.
 	r := e.do("GET", "/v1/channels/pending?channel=acme%2Fpayments%2Fagent-v1", owner, nil)
 	want(t, r, 200, "")
-	if string(bytes.TrimSpace(r.raw)) != `{"requests":[]}` {
+	if string(bytes.TrimSpace(r.raw)) != `{"requests":[],"has_more":false}` {
 		t.Fatalf("empty queue = %s", r.raw)
 	}
 
@@ -451,28 +451,44 @@ func TestSeats(t *testing.T) {
 	e := newEnv(t, nil)
 	acct, key := e.account("acme")
 	_, other := e.account("acme")
-	body := map[string]string{"identity": "did:key:z6MkExample", "channel": "acme/seats/home"}
+	body := e.seatBody(key, "z6MkExample", "acme/seats/home")
+	// Registering proves possession of the identity key, for this
+	// account and channel: no proof, another's, or a proof for another
+	// account or channel is refused and changes nothing.
+	before := e.snapshot()
+	noProof := map[string]string{"identity": body["identity"], "channel": body["channel"]}
+	badProof := map[string]string{"identity": body["identity"], "channel": body["channel"], "proof": e.seatBody(key, "z6MkOther", "acme/seats/home")["proof"]}
+	wrongChannel := map[string]string{"identity": body["identity"], "channel": "acme/seats/other", "proof": body["proof"]}
+	for _, b := range []map[string]string{noProof, badProof, wrongChannel} {
+		want(t, e.do("POST", "/v1/seats", key, b), 403, "invalid_proof")
+	}
+	want(t, e.do("POST", "/v1/seats", other, body), 403, "invalid_proof")
+	if e.snapshot() != before {
+		t.Fatal("a refused proof changed the store")
+	}
 	r := e.do("POST", "/v1/seats", key, body)
 	want(t, r, 201, "")
 	cred := r.str("credential")
 	if !strings.HasPrefix(cred, "sk_chan_") || len(r.str("seat_id")) != 36 {
 		t.Fatalf("seat = %s", r)
 	}
-	// The uniqueness guard: byte-identical again is still 409, so is another account.
-	before := e.snapshot()
+	// The uniqueness guard: byte-identical again is still 409, so is
+	// another account, with a proof of its own.
+	before = e.snapshot()
 	want(t, e.do("POST", "/v1/seats", key, body), 409, "seat_exists")
-	want(t, e.do("POST", "/v1/seats", other, body), 409, "seat_exists")
+	want(t, e.do("POST", "/v1/seats", other, e.seatBody(other, "z6MkExample", "acme/seats/home")), 409, "seat_exists")
 	if e.snapshot() != before {
 		t.Fatal("refused seat changed the store")
 	}
 	// The channel was registered for the account; another account cannot take it.
-	want(t, e.do("POST", "/v1/seats", other, map[string]string{"identity": "did:key:z6MkOther", "channel": "acme/seats/home"}), 409, "channel_taken")
-	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z6MkB", "channel": "globex/seats/home"}), 403, "wrong_org")
+	want(t, e.do("POST", "/v1/seats", other, e.seatBody(other, "z6MkOther", "acme/seats/home")), 409, "channel_taken")
+	want(t, e.do("POST", "/v1/seats", key, e.seatBody(key, "z6MkB", "globex/seats/home")), 403, "wrong_org")
 	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:web:x", "channel": "acme/seats/b"}), 400, "invalid_request")
 	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:", "channel": "acme/seats/b"}), 400, "invalid_request")
 	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z", "channel": "acme/seats"}), 400, "invalid_channel")
+	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z6MkNotAKey", "channel": "acme/seats/b"}), 400, "invalid_request")
 	// A second seat on the same (owned) channel is fine.
-	want(t, e.do("POST", "/v1/seats", key, map[string]string{"identity": "did:key:z6MkSecond", "channel": "acme/seats/home"}), 201, "")
+	want(t, e.do("POST", "/v1/seats", key, e.seatBody(key, "z6MkSecond", "acme/seats/home")), 201, "")
 
 	// The credential mints only channel-scoped tokens.
 	r = e.do("POST", "/v1/tokens", cred, map[string]string{"audience": "skytale-relay"})
@@ -490,7 +506,7 @@ func TestSeats(t *testing.T) {
 		want(t, e.do("GET", "/v1/channels/pending?channel=acme/seats/elsewhere", tok, nil), 403, "forbidden")
 		want(t, e.do("POST", "/v1/channels/invites", tok, map[string]string{"channel": "acme/seats/elsewhere"}), 403, "forbidden")
 		want(t, e.do("POST", "/v1/channels", tok, map[string]string{"name": "acme/seats/new"}), 403, "forbidden")
-		want(t, e.do("POST", "/v1/seats", tok, map[string]string{"identity": "did:key:z6MkC", "channel": "acme/seats/home"}), 403, "forbidden")
+		want(t, e.do("POST", "/v1/seats", tok, e.seatBody(tok, "z6MkC", "acme/seats/home")), 403, "forbidden")
 		want(t, e.do("POST", "/v1/device/grants/approve", tok, map[string]string{"user_code": "BCDF-GHJK"}), 403, "forbidden")
 	}
 	// A scoped joiner sees only requests on its channel.

@@ -165,7 +165,7 @@ func limitedRequests(t *testing.T, e *env, ownerID string) map[string]func(c *ht
 			return e.doVia(c, "POST", "/v1/channels", key, map[string]string{"name": fmt.Sprintf("acme/limits/c%d", next())})
 		},
 		"seat": func(c *http.Client, key string) reply {
-			return e.doVia(c, "POST", "/v1/seats", key, map[string]string{"identity": fmt.Sprintf("did:key:z%d", next()), "channel": fmt.Sprintf("acme/limits/s%d", next())})
+			return e.doVia(c, "POST", "/v1/seats", key, e.seatBody(key, fmt.Sprint(next()), fmt.Sprintf("acme/limits/s%d", next())))
 		},
 		"invite": func(c *http.Client, key string) reply {
 			return e.doVia(c, "POST", "/v1/channels/invites", key, map[string]string{"channel": ownChannel(key)})

@@ -69,7 +69,7 @@ func TestMembersHostile(t *testing.T) {
 	e.channel(owner, ch)
 	e.channel(owner, other)
 	want(t, e.addMember(owner, ch, memberID), 200, "")
-	seat := e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6MkScoped", "channel": other})
+	seat := e.do("POST", "/v1/seats", owner, e.seatBody(owner, "z6MkScoped", other))
 	want(t, seat, 201, "")
 	scoped := seat.str("credential")
 	scopedJWT := e.jwt(scoped, nil)
@@ -224,7 +224,7 @@ func TestMembersFromJoins(t *testing.T) {
 	id2 := e.join(joiner, ch, e.invite(owner, ch, 1), "did:web:j2", []byte("kp")).str("request_id")
 	want(t, e.do("POST", "/v1/channels/welcome", owner, map[string]string{"request_id": id2, "welcome": "AA=="}), 200, "")
 
-	want(t, e.do("POST", "/v1/seats", joiner, map[string]string{"identity": "did:key:z6MkJ", "channel": "globex/seat/home"}), 201, "")
+	want(t, e.do("POST", "/v1/seats", joiner, e.seatBody(joiner, "z6MkJ", "globex/seat/home")), 201, "")
 
 	wantFeed := fmt.Sprintf("member_added %[1]s %[2]s 0\nmember_added %[1]s %[3]s 0\nmember_added %[1]s %[4]s 0\nmember_added globex/seat/home %[3]s 0\n", ch, ownerID, joinerID, partnerID)
 	if got := feedString(e.events()); got != wantFeed {
@@ -241,7 +241,7 @@ func TestFenceReset(t *testing.T) {
 	e.channel(owner, ch)
 	e.channel(owner, "acme/rooms/other")
 	want(t, e.addMember(owner, ch, jammerID), 200, "")
-	scoped := e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6MkF", "channel": "acme/rooms/other"}).str("credential")
+	scoped := e.do("POST", "/v1/seats", owner, e.seatBody(owner, "z6MkF", "acme/rooms/other")).str("credential")
 
 	fence := func(key string, body any) reply { return e.do("POST", "/v1/channels/fence", key, body) }
 	before := e.snapshot()

@@ -31,7 +31,7 @@ func TestOrgInvites(t *testing.T) {
 	e := newEnv(t, nil)
 	_, acme := e.account("acme")
 	_, globex := e.account("globex")
-	seat := e.do("POST", "/v1/seats", acme, map[string]string{"identity": "did:key:z6MkOrg", "channel": "acme/seat/home"})
+	seat := e.do("POST", "/v1/seats", acme, e.seatBody(acme, "z6MkOrg", "acme/seat/home"))
 	want(t, seat, 201, "")
 	scoped := seat.str("credential")
 

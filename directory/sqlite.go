@@ -250,6 +250,26 @@ CREATE TABLE channel_removals (
 	PRIMARY KEY (channel_id, account_id)
 );
 `,
+	// Consent (contacts.go): the add-tokens a person makes for accounts
+	// that share no room or org with them (hash only), an index for the
+	// hourly claim limits, and each inbox entry's size, for the per-sender
+	// and per-inbox byte bounds.
+	`
+CREATE TABLE add_tokens (
+	id         TEXT PRIMARY KEY,
+	hash       BLOB NOT NULL UNIQUE,
+	account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	max_uses   INTEGER NOT NULL,
+	uses       INTEGER NOT NULL DEFAULT 0,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX add_tokens_account ON add_tokens(account_id, created_at);
+CREATE INDEX key_package_claims_rate ON key_package_claims(account_id, device, created_at);
+ALTER TABLE inbox ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+UPDATE inbox SET size = length(welcome);
+CREATE INDEX inbox_sender ON inbox(account_id, from_id);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

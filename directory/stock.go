@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,21 @@ const (
 	MaxStockDevices   = 10  // devices with stock per account
 	MaxDevice         = 256 // bytes of a device name
 	maxClaimsListed   = 100 // unacknowledged claims per GET /v1/keypackages
+)
+
+// Claim limits: how many one-time offers of one device claims take per
+// hour (claimWindow). One claimer takes at most ClaimsPerClaimer of a
+// device's one-time offers an hour, a few rooms' worth, and all claimers
+// together at most ClaimsPerDevice, a third of a full stock (the seat
+// keeps 30 up and restocks on each sync), so no crowd of accounts, however
+// related, can use up a person's one-time offers faster than they come
+// back. Past either limit a claim is answered with the device's
+// last-resort offer, which keeps working: the add goes through, with an
+// offer that is reused until the device replaces it (RFC 9420 §16.8).
+const (
+	ClaimsPerClaimer = 10
+	ClaimsPerDevice  = 30
+	claimWindow      = time.Hour
 )
 
 // stockBody caps POST /v1/keypackages: a full batch of maximum-size key
@@ -58,11 +74,23 @@ type stockCount struct {
 // putStock adds oneTime key packages to the stock of account's device and,
 // if lastResort is not nil, makes it the device's last-resort key package
 // (replacing the one before). Over a cap nothing is stored.
-func (s *store) putStock(ctx context.Context, account, device string, oneTime [][]byte, lastResort []byte, now time.Time) (sc stockCount, err error) {
+//
+// The device must be account's: person, the did:key the device name
+// belongs to (checkDeviceName), must be a seat identity account
+// registered, else errIdentityNotYours.
+func (s *store) putStock(ctx context.Context, account, device, person string, oneTime [][]byte, lastResort []byte, now time.Time) (sc stockCount, err error) {
 	if !storable(device) {
 		return sc, errNotFound
 	}
 	err = s.write(ctx, func(tx txn) error {
+		var mine bool
+		if err := tx.queryRow(ctx,
+			`SELECT EXISTS (SELECT 1 FROM seats WHERE identity = ? AND account_id = ?)`, person, account).Scan(&mine); err != nil {
+			return err
+		}
+		if !mine {
+			return errIdentityNotYours
+		}
 		if err := tx.b.lockKey(ctx, tx.tx, stockLock(account)); err != nil {
 			return err
 		}
@@ -123,46 +151,35 @@ type claim struct {
 	lastResort bool
 }
 
-// claimStock takes, for the caller (an owner or member of channel), one
-// key package of each of target's devices: the oldest one-time key
-// package, consumed, or when the device has none left its last-resort
-// one, which stays. Each is recorded as a claim for target to see.
-// stockAccount returns the one account whose stock holds a device
-// identity that is identity or starts with identity and "#", for caller,
-// a member of channel: anyone else learns nothing of whose stock holds
-// what (errNotAMember first, as a claim would answer).
+// stockAccount returns the account whose registered seat identity is
+// the person identity names (identity itself, or the did:key before its
+// "#" for a device identity), for caller, a member of channel. An identity
+// no seat registered is errNotAllowed, the answer a stranger gets for one
+// that is registered (claimStock), so nobody learns from a claim whose
+// identity is whose.
 func (s *store) stockAccount(ctx context.Context, caller, channel, identity string) (string, error) {
 	if _, err := memberChannel(ctx, s, channel, caller); err != nil {
 		return "", err
 	}
-	rows, err := s.query(ctx,
-		`SELECT DISTINCT account_id FROM key_packages WHERE device = ? OR substr(device, 1, ?) = ? LIMIT 2`,
-		identity, len(identity)+1, identity+"#")
-	if err != nil {
-		return "", err
+	person, _, _ := strings.Cut(identity, "#")
+	var account string
+	err := s.queryRow(ctx, `SELECT account_id FROM seats WHERE identity = ?`, person).Scan(&account)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNotAllowed
 	}
-	defer rows.Close()
-	var accounts []string
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			return "", err
-		}
-		accounts = append(accounts, a)
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	switch len(accounts) {
-	case 0:
-		return "", errNoKeyPackages
-	case 1:
-		return accounts[0], nil
-	}
-	return "", errAmbiguousIdentity
+	return account, err
 }
 
-func (s *store) claimStock(ctx context.Context, caller, target, channel string, newID func() (string, error), now time.Time) (claims []claim, err error) {
+// claimStock takes, for the caller (an owner or member of channel) who may
+// add target (allowAdd: a shared channel or org, or else the add-token
+// whose hash is tokenHash, which then uses one use), one key package of
+// each of target's devices: the oldest one-time key package, consumed,
+// or, when the device has none left or the claim limits (ClaimsPerClaimer,
+// ClaimsPerDevice) are reached, its last-resort one, which stays. Each is
+// recorded as a claim for target to see. A device past the limits with no
+// last-resort offer gives nothing; if no device gives anything the claim
+// is errOffersRationed.
+func (s *store) claimStock(ctx context.Context, caller, target, channel string, tokenHash []byte, newID func() (string, error), now time.Time) (claims []claim, err error) {
 	if caller == target {
 		return nil, errSelfClaim
 	}
@@ -172,7 +189,7 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 		if err != nil {
 			return err
 		}
-		if err := accountExists(ctx, tx, target); err != nil {
+		if err := allowAdd(ctx, tx, caller, target, tokenHash, now); err != nil {
 			return err
 		}
 		if err := tx.b.lockKey(ctx, tx.tx, stockLock(target)); err != nil {
@@ -199,18 +216,29 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 		if len(devices) == 0 {
 			return errNoKeyPackages
 		}
+		rationed := false
 		for _, d := range devices {
 			c := claim{device: d}
 			var kpID int64
-			err := tx.queryRow(ctx,
-				`SELECT id, key_package FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 0
-				 ORDER BY id LIMIT 1`, target, d).Scan(&kpID, &c.keyPackage)
+			limited, err := claimLimited(ctx, tx, caller, target, d, now)
+			if err != nil {
+				return err
+			}
+			if !limited {
+				err = tx.queryRow(ctx,
+					`SELECT id, key_package FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 0
+					 ORDER BY id LIMIT 1`, target, d).Scan(&kpID, &c.keyPackage)
+			}
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
+			case limited || errors.Is(err, sql.ErrNoRows):
 				c.lastResort = true
 				err = tx.queryRow(ctx,
 					`SELECT key_package FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 1`,
 					target, d).Scan(&c.keyPackage)
+				if limited && errors.Is(err, sql.ErrNoRows) {
+					rationed = true
+					continue
+				}
 			case err == nil:
 				var n int64
 				n, err = tx.execN(ctx, `DELETE FROM key_packages WHERE id = ?`, kpID)
@@ -232,9 +260,26 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 			}
 			claims = append(claims, c)
 		}
+		if len(claims) == 0 && rationed {
+			return errOffersRationed
+		}
 		return nil
 	})
 	return claims, err
+}
+
+// claimLimited reports whether caller's claim on target's device d must
+// take the last-resort offer: in the last claimWindow caller took
+// ClaimsPerClaimer of d's one-time offers, or all claimers together took
+// ClaimsPerDevice. The caller holds target's stock lock, so the counts
+// cannot move under it.
+func claimLimited(ctx context.Context, tx txn, caller, target, d string, now time.Time) (bool, error) {
+	var all, mine int
+	err := tx.queryRow(ctx,
+		`SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_by = ? THEN 1 ELSE 0 END), 0) FROM key_package_claims
+		 WHERE account_id = ? AND device = ? AND last_resort = 0 AND created_at > ?`,
+		caller, target, d, now.Add(-claimWindow).UnixNano()).Scan(&all, &mine)
+	return all >= ClaimsPerDevice || mine >= ClaimsPerClaimer, err
 }
 
 // claimRecord is a claim as the stock's owner sees it.
@@ -326,6 +371,9 @@ type putStockRequest struct {
 	Device      string   `json:"device"`
 	KeyPackages []string `json:"key_packages"`
 	LastResort  string   `json:"last_resort"`
+	// DeviceKey is the device's Ed25519 public key (standard base64),
+	// required when Device is a device identity "<did:key>#dev:z<sig>".
+	DeviceKey string `json:"device_key"`
 }
 
 type stockResponse struct {
@@ -333,9 +381,15 @@ type stockResponse struct {
 	LastResort bool `json:"last_resort"`
 }
 
-// POST /v1/keypackages {device, key_packages, last_resort?} → 201 {one_time, last_resort}
+// POST /v1/keypackages {device, key_packages, last_resort?, device_key?} → 201 {one_time, last_resort}
 //
-// Account-wide credentials only: the stock is the account's.
+// Account-wide credentials only: the stock is the account's. An offer is
+// bound to its uploader: device must be a seat identity the caller
+// registered (POST /v1/seats), or a device of it, "<did:key>#dev:z<sig>"
+// with device_key, where sig is that did:key's signature over
+// DeviceKeyLabel and device_key. Anything else, such as another person's
+// did:key or a made-up device of it, is 403 identity_not_yours, so
+// nobody publishes offers under someone else's identity.
 func (s *Server) handlePutStock(w http.ResponseWriter, r *http.Request, p principal) {
 	if p.channel != "" {
 		forbidScoped(w)
@@ -364,7 +418,20 @@ func (s *Server) handlePutStock(w http.ResponseWriter, r *http.Request, p princi
 			return
 		}
 	}
-	sc, err := s.store.putStock(r.Context(), p.account, req.Device, kps, lastResort, s.cfg.Now())
+	var deviceKey []byte
+	if req.DeviceKey != "" {
+		var err error
+		if deviceKey, err = base64.StdEncoding.DecodeString(req.DeviceKey); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_base64", "device_key is not standard base64")
+			return
+		}
+	}
+	person, err := checkDeviceName(req.Device, deviceKey)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sc, err := s.store.putStock(r.Context(), p.account, req.Device, person, kps, lastResort, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -437,25 +504,65 @@ type claimRequest struct {
 	// them).
 	Identity string `json:"identity"`
 	Channel  string `json:"channel"`
+	// AddToken is an add-token of the person (skt_add_…): with it a
+	// caller who shares no room or org with them may claim, using one of
+	// its uses. Given alone, it names the person too.
+	AddToken string `json:"add_token"`
 }
 
 type claimAnswer struct {
+	// AccountID is the person's account, which a caller that named them
+	// by identity or add-token needs to end their channel membership when
+	// it removes them.
+	AccountID  string `json:"account_id"`
 	ClaimID    string `json:"claim_id"`
 	Device     string `json:"device"`
 	KeyPackage string `json:"key_package"`
 	LastResort bool   `json:"last_resort"`
 }
 
-// POST /v1/keypackages/claim {account_id, channel} → 200 {claims: [...]}
+// POST /v1/keypackages/claim {account_id | identity | add_token, channel, add_token?} → 200 {claims: [...]}
+//
+// Who may call: an owner or member of channel (else 403 not_a_member)
+// who may add the person (contacts.go: a shared channel or org, or their
+// add-token; else 403 not_allowed, also for an identity nobody
+// registered). On whom it acts: the person named, whose one-time offers
+// it takes within the hourly limits (ClaimsPerClaimer, ClaimsPerDevice;
+// past them the last-resort offer answers), each recorded as a claim the
+// person sees (GET /v1/keypackages). It returns at most one offer per
+// device, MaxStockDevices in all. A crowd of accounts gets, together, no
+// more than ClaimsPerDevice one-time offers of a device an hour.
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p principal) {
 	var req claimRequest
 	if !decode(w, r, smallBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
+	var tokenHash []byte
+	if req.AddToken != "" {
+		if !validAddToken(req.AddToken) {
+			badRequest(w, "add_token must be an add-token (skt_add_…)")
+			return
+		}
+		tokenHash = hashSecret(req.AddToken)
+	}
 	switch {
 	case req.Identity != "" && req.AccountID != "":
 		badRequest(w, "give account_id or identity, not both")
 		return
+	case req.Identity == "" && req.AccountID == "" && tokenHash != nil:
+		// The add-token names its maker. A caller may claim only for a
+		// channel it is in, checked (as for every claim) before anything
+		// about the token is answered.
+		if _, err := memberChannel(r.Context(), s.store, req.Channel, p.account); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		account, err := addTokenOwner(r.Context(), s.store, tokenHash, s.cfg.Now())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		req.AccountID = account
 	case req.Identity != "":
 		if len(req.Identity) > MaxDevice || !storable(req.Identity) {
 			badRequest(w, "identity must be 1 to 256 bytes of text")
@@ -471,14 +578,14 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p principal
 		badRequest(w, accountIDErrMsg)
 		return
 	}
-	claims, err := s.store.claimStock(r.Context(), p.account, req.AccountID, req.Channel, s.newID, s.cfg.Now())
+	claims, err := s.store.claimStock(r.Context(), p.account, req.AccountID, req.Channel, tokenHash, s.newID, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	out := make([]claimAnswer, len(claims))
 	for i, c := range claims {
-		out[i] = claimAnswer{ClaimID: c.id, Device: c.device, KeyPackage: base64.StdEncoding.EncodeToString(c.keyPackage), LastResort: c.lastResort}
+		out[i] = claimAnswer{AccountID: req.AccountID, ClaimID: c.id, Device: c.device, KeyPackage: base64.StdEncoding.EncodeToString(c.keyPackage), LastResort: c.lastResort}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Claims []claimAnswer `json:"claims"`

@@ -152,7 +152,7 @@ func testPersistenceAcrossReopen(t *testing.T, database string) {
 	chID := e.channel(owner, ch)
 	inv := e.invite(owner, ch, 2)
 	id := e.join(joiner, ch, inv, "did:web:a", []byte("persisted kp")).str("request_id")
-	seat := e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6Mk1", "channel": "acme/seat/home"})
+	seat := e.do("POST", "/v1/seats", owner, e.seatBody(owner, "z6Mk1", "acme/seat/home"))
 	want(t, seat, 201, "")
 	want(t, e.do("POST", "/v1/revocations", testInternalSecret, map[string]string{"did": "did:skytale:gone"}), 200, "")
 	e.close()
@@ -170,7 +170,7 @@ func testPersistenceAcrossReopen(t *testing.T, database string) {
 	want(t, e.join(joiner, ch, inv, "did:web:b", []byte("kp")), 201, "")
 	want(t, e.join(joiner, ch, inv, "did:web:c", []byte("kp")), 403, "invalid_invite")
 	// The seat guard and the seat credential survive.
-	want(t, e.do("POST", "/v1/seats", owner, map[string]string{"identity": "did:key:z6Mk1", "channel": "acme/seat/home"}), 409, "seat_exists")
+	want(t, e.do("POST", "/v1/seats", owner, e.seatBody(owner, "z6Mk1", "acme/seat/home")), 409, "seat_exists")
 	e.jwt(seat.str("credential"), nil)
 	if subs, next, err := e.s.RevokedSince(t.Context(), 0); err != nil || len(subs) != 1 || subs[0] != "gone" || next != 1 {
 		t.Fatalf("revocations after reopen: %v %d %v", subs, next, err)

@@ -197,7 +197,7 @@ func deleteTree(ctx context.Context, tx txn, seq int64) error {
 // treeInfo returns the state of the tree id of channel for its owner or a
 // member.
 func (s *store) treeInfo(ctx context.Context, channel, caller, id string) (treeState, error) {
-	chID, err := memberChannel(ctx, s, channel, caller)
+	chID, err := memberOrInvitedChannel(ctx, s, channel, caller)
 	if err != nil {
 		return treeState{}, err
 	}
@@ -209,7 +209,7 @@ func (s *store) treeInfo(ctx context.Context, channel, caller, id string) (treeS
 // or a member; a tree not complete yet is errNotFound, as one that does
 // not exist.
 func (s *store) treePart(ctx context.Context, channel, caller, id string, part int) (treeState, []byte, error) {
-	chID, err := memberChannel(ctx, s, channel, caller)
+	chID, err := memberOrInvitedChannel(ctx, s, channel, caller)
 	if err != nil {
 		return treeState{}, nil, err
 	}

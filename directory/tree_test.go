@@ -200,7 +200,7 @@ func TestTreeStrangersChangeNothing(t *testing.T) {
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
 	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
-	r := e.do("POST", "/v1/seats", stranger, map[string]string{"identity": "did:key:z6MkStranger", "channel": "hooli/seat/home"})
+	r := e.do("POST", "/v1/seats", stranger, e.seatBody(stranger, "z6MkStranger", "hooli/seat/home"))
 	want(t, r, 201, "")
 	scoped := r.str("credential")
 	want(t, e.do("PUT", "/v1/channels/tree", owner, treePut(ch, "done", 0, 1, []byte("tree"))), 200, "")

@@ -138,10 +138,11 @@ func TestDeviceGrantSecondHome(t *testing.T) {
 	if got := texts(t, a); !slices.Contains(got, "sent from the second home") {
 		t.Fatalf("first home log %q", got)
 	}
-	// The second home's own connect is refused (the identity is taken),
-	// which is exactly why the credential had to travel.
-	if _, err := b.Connect(ctx); err == nil {
-		t.Fatal("second connect of the same identity succeeded")
+	// The second home holds the credential that travelled, so it is
+	// connected: its own registration of the identity (which is taken)
+	// is never needed, which is exactly why the credential had to travel.
+	if _, err := b.Connect(ctx); err != nil {
+		t.Fatalf("the second home, connected by the approval: %v", err)
 	}
 	// The user code is spent.
 	if _, err := a.ApproveDevice(ctx, approval.GrantID[:8], approval.Fingerprint); err == nil {
@@ -201,8 +202,10 @@ func TestDeviceGrantOtherSeed(t *testing.T) {
 	}
 }
 
-// TestDeviceGrantUnconnectedApprover: an approver that never connected
-// sends the account only; the new device still signs in.
+// TestDeviceGrantUnconnectedApprover: an approver that never ran connect
+// registered its seat when it signed in (so that its join offers are
+// bound to its identity), and shares the seat credential; the new device
+// is connected.
 func TestDeviceGrantUnconnectedApprover(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
@@ -217,7 +220,7 @@ func TestDeviceGrantUnconnectedApprover(t *testing.T) {
 		t.Fatal(err)
 	}
 	approval, res := approveFrom(t, a, b)
-	if approval.SharedSeat || res.Connected || res.Org != "acme" {
+	if !approval.SharedSeat || !res.Connected || res.Org != "acme" {
 		t.Fatalf("approval %+v, result %+v", approval, res)
 	}
 	if _, err := b.Connect(ctx); err != nil {

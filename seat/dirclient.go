@@ -3,7 +3,9 @@ package seat
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,6 +47,9 @@ var codeSentinels = map[string]error{
 	"not_member":         ErrNotMember, // the directory's member list
 	"stale_epoch":        ErrStaleEpoch,
 	"removed":            ErrRemovedRoom, // the directory: removed from the channel
+	"seat_exists":        ErrSeatExists,
+	"not_allowed":        ErrNotAllowed,
+	"invalid_add_token":  ErrInvalidAddToken,
 }
 
 func (e *APIError) Error() string {
@@ -256,13 +261,40 @@ type JoinRequest struct {
 }
 
 // Pending lists the channel's pending join requests, oldest first.
+//
+// It follows the directory's pages (at most 50 requests each) up to the
+// 1000 a channel holds.
 func (c *DirectoryClient) Pending(ctx context.Context, channel string) ([]JoinRequest, error) {
-	var out struct {
-		Requests []JoinRequest `json:"requests"`
+	var all []JoinRequest
+	after := ""
+	for range maxPendingPages {
+		var out struct {
+			Requests []JoinRequest `json:"requests"`
+			HasMore  bool          `json:"has_more"`
+			Next     string        `json:"next"`
+		}
+		path := "/v1/channels/pending?channel=" + url.QueryEscape(channel)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+			return all, err
+		}
+		all = append(all, out.Requests...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's pending page has no cursor to go on from")
+		}
+		after = out.Next
 	}
-	err := c.call(ctx, "GET", "/v1/channels/pending?channel="+url.QueryEscape(channel), nil, &out)
-	return out.Requests, err
+	return all, errors.New("seat: the directory's pending pages do not end")
 }
+
+// maxPendingPages bounds the pages Pending follows: a channel holds at
+// most 1000 requests, at least one a page.
+const maxPendingPages = 1000
 
 // PublishWelcome hands the Welcome for a request to the joiner.
 func (c *DirectoryClient) PublishWelcome(ctx context.Context, requestID string, welcome []byte) error {
@@ -290,14 +322,26 @@ func (c *DirectoryClient) AckWelcome(ctx context.Context, requestID string) erro
 	return c.call(ctx, "POST", "/v1/channels/welcome/"+url.PathEscape(requestID)+"/ack", nil, nil)
 }
 
-// RegisterSeat registers the seat identity with its sync channel and
-// returns the seat id and its channel-scoped credential.
-func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel string) (seatID, credential string, err error) {
+// seatProofLabel starts what a seat's identity key signs to register the
+// identity (the directory's SeatProofLabel): the label, the account id, a
+// NUL and the sync channel.
+const seatProofLabel = "skytale seat registration v1\x00"
+
+// SeatProof signs the registration of person's identity for account with
+// its sync channel, the proof [DirectoryClient.RegisterSeat] carries.
+func SeatProof(person *Identity, account, channel string) []byte {
+	return ed25519.Sign(person.PrivateKey(), []byte(seatProofLabel+account+"\x00"+channel))
+}
+
+// RegisterSeat registers the seat identity with its sync channel, proving
+// possession of the identity's key with proof ([SeatProof]), and returns
+// the seat id and its channel-scoped credential.
+func (c *DirectoryClient) RegisterSeat(ctx context.Context, identity, channel string, proof []byte) (seatID, credential string, err error) {
 	var out struct {
 		SeatID     string `json:"seat_id"`
 		Credential string `json:"credential"`
 	}
-	err = c.call(ctx, "POST", "/v1/seats", map[string]string{"identity": identity, "channel": channel}, &out)
+	err = c.call(ctx, "POST", "/v1/seats", map[string]any{"identity": identity, "channel": channel, "proof": proof}, &out)
 	return out.SeatID, out.Credential, err
 }
 

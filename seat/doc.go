@@ -84,10 +84,14 @@
 // use by a person removed since the invite was made (the removing Commit
 // bars it from every invite then listed); the token is made by the
 // inviting seat, and the directory sees only a credential derived from it
-// (invites.go). Nothing else from outside is admitted (autojoin.go). An admin adds a person who is offline from the
-// join offers its devices keep at the directory ([Seat.RoomAdd],
-// [Seat.Restock]); the Welcomes wait in the person's inbox until its next
-// command or watch ([Seat.ProcessInbox]).
+// (invites.go). Nothing else from outside is admitted (autojoin.go). An
+// admin adds a person who is offline, and who agreed to be added by them
+// (a shared room or org, or an add-token the person made,
+// [Seat.ContactToken]), from the join offers its devices keep at the
+// directory ([Seat.RoomAdd], [Seat.Restock]); the Welcomes wait in the
+// person's inbox until its next command or watch joins and accepts them
+// ([Seat.ProcessInbox]), which is when the person becomes a member of the
+// channel; a Welcome can be declined before ([Seat.RoomDecline]).
 //
 // # Rejoining instead of dying
 //

@@ -376,7 +376,9 @@ func (s *Seat) SyncChannel(ctx context.Context) (string, error) {
 }
 
 // Connect registers the seat identity and its sync channel with the
-// directory and keeps the channel-scoped transport credential.
+// directory and keeps the channel-scoped transport credential. A home
+// that holds one already (it connected, or [Seat.Restock] registered it
+// so that its join offers are bound to its identity) is connected.
 func (s *Seat) Connect(ctx context.Context) (string, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
@@ -386,8 +388,23 @@ func (s *Seat) Connect(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id, _ := s.Identity()
-	seatID, cred, err := s.directory(key).RegisterSeat(ctx, id, ch)
+	if _, err := s.st.meta(ctx, "seat_credential"); err == nil {
+		// Connected; the account must still be good.
+		if _, _, err := s.directory(key).Token(ctx); err != nil {
+			return "", err
+		}
+		return ch, nil
+	}
+	seed, err := s.getSeed()
+	if err != nil {
+		return "", err
+	}
+	account, err := s.st.meta(ctx, "account_id")
+	if err != nil {
+		return "", err
+	}
+	person := seed.Identity()
+	seatID, cred, err := s.directory(key).RegisterSeat(ctx, person.DID(), ch, SeatProof(person, account, ch))
 	if err != nil {
 		return "", err
 	}

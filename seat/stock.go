@@ -2,6 +2,7 @@ package seat
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,16 +18,22 @@ import (
 //
 // Each device keeps a stock of one-time join offers (a KeyPackage of each
 // room suite, suites.go) and one last-resort offer at the directory
-// ([Seat.Restock]); their private keys stay in the home, sealed. An owner or
-// admin adds a person by account ([Seat.RoomAdd]): the directory hands out
-// one offer per device of that person (the last-resort one, reused, when a
-// device's one-time stock is empty), the admin commits the adds and leaves
-// each Welcome in the person's directory inbox, and the directory makes the
-// person's account a member of the room's channel. The person's next
-// command or running watch joins from the inbox ([Seat.ProcessInbox]).
-// The directory tells the stock's owner which offers were claimed; a
-// claimed last-resort offer is replaced at the next restock (its private
-// keys are kept for the Welcomes still to come from it).
+// ([Seat.Restock]), under this seat's registered identity; their private
+// keys stay in the home, sealed. An owner or admin adds a person
+// ([Seat.RoomAdd]) who agreed to it: they share a room or an org, or the
+// person gave the adder an add-token ([Seat.ContactToken]). The directory
+// hands out one offer per device of that person (the last-resort one,
+// reused, when a device's one-time stock is empty or the hourly limits are
+// reached), the admin checks that every offer is the person's
+// ([ErrNotThePerson]), commits the adds and leaves each Welcome in the
+// person's directory inbox. The person's next command or running watch
+// joins from the inbox and accepts the Welcome, which makes their account
+// a member of the room's channel ([Seat.ProcessInbox]); until then they
+// can list it ([Seat.PendingRooms]) and decline it ([Seat.RoomDecline]).
+// The directory tells the stock's owner which offers were claimed, by
+// whom, for which channel ([Seat.ContactClaims]); a claimed last-resort
+// offer is replaced at the next restock (its private keys are kept for the
+// Welcomes still to come from it).
 
 // Stock levels of one device: restocked below stockLow, up to stockFill.
 const (
@@ -61,6 +68,8 @@ type StockClaim struct {
 
 // Claim is one offer handed out by POST /v1/keypackages/claim.
 type Claim struct {
+	// AccountID is the claimed person's account.
+	AccountID  string `json:"account_id"`
 	ClaimID    string `json:"claim_id"`
 	Device     string `json:"device"`
 	KeyPackage []byte `json:"key_package"`
@@ -78,8 +87,14 @@ type InboxEntry struct {
 }
 
 // PublishStock uploads join offers of device to the caller's stock.
-func (c *DirectoryClient) PublishStock(ctx context.Context, device string, offers [][]byte, lastResort []byte) error {
+// device is the seat's identity, or a device identity of it whose device
+// key is deviceKey (nil for the seat's own identity), which the directory
+// checks against the identity's signature in the name.
+func (c *DirectoryClient) PublishStock(ctx context.Context, device string, deviceKey []byte, offers [][]byte, lastResort []byte) error {
 	in := map[string]any{"device": device, "key_packages": offers}
+	if deviceKey != nil {
+		in["device_key"] = deviceKey
+	}
 	if offers == nil {
 		in["key_packages"] = [][]byte{}
 	}
@@ -102,15 +117,28 @@ func (c *DirectoryClient) AckClaims(ctx context.Context, through string) error {
 }
 
 // ClaimKeyPackages claims one offer per device of account, for channel.
-// An account given as a did: is the account whose stock holds that
-// person's devices.
+// An account given as a did: is the account whose seat registered that
+// person's identity.
 func (c *DirectoryClient) ClaimKeyPackages(ctx context.Context, account, channel string) ([]Claim, error) {
+	return c.ClaimKeyPackagesWith(ctx, account, channel, "")
+}
+
+// ClaimKeyPackagesWith is ClaimKeyPackages with an add-token of the
+// person (skipped when ""); with an add-token, account may be "" to claim
+// the offers of the token's maker.
+func (c *DirectoryClient) ClaimKeyPackagesWith(ctx context.Context, account, channel, addToken string) ([]Claim, error) {
 	var out struct {
 		Claims []Claim `json:"claims"`
 	}
-	in := map[string]string{"account_id": account, "channel": channel}
-	if strings.HasPrefix(account, "did:") {
-		in = map[string]string{"identity": account, "channel": channel}
+	in := map[string]string{"channel": channel}
+	switch {
+	case strings.HasPrefix(account, "did:"):
+		in["identity"] = account
+	case account != "":
+		in["account_id"] = account
+	}
+	if addToken != "" {
+		in["add_token"] = addToken
 	}
 	err := c.call(ctx, "POST", "/v1/keypackages/claim", in, &out)
 	return out.Claims, err
@@ -122,18 +150,74 @@ func (c *DirectoryClient) Deliver(ctx context.Context, claimID string, welcome [
 	return c.call(ctx, "POST", "/v1/inbox", map[string]any{"claim_id": claimID, "welcome": welcome}, nil)
 }
 
-// Inbox lists the Welcomes waiting for the caller.
-func (c *DirectoryClient) Inbox(ctx context.Context) ([]InboxEntry, error) {
+// InboxPage lists a page of the Welcomes waiting for the caller, after
+// the cursor after ("" for the first page): at most 50 entries and 4 MiB
+// of Welcomes. next is the cursor of the page after, "" when there is
+// none.
+func (c *DirectoryClient) InboxPage(ctx context.Context, after string) (entries []InboxEntry, next string, err error) {
 	var out struct {
 		Entries []InboxEntry `json:"entries"`
+		HasMore bool         `json:"has_more"`
+		Next    string       `json:"next"`
 	}
-	err := c.call(ctx, "GET", "/v1/inbox", nil, &out)
-	return out.Entries, err
+	path := "/v1/inbox"
+	if after != "" {
+		path += "?after=" + url.QueryEscape(after)
+	}
+	if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+		return nil, "", err
+	}
+	if !out.HasMore {
+		return out.Entries, "", nil
+	}
+	if out.Next == "" || out.Next == after {
+		return nil, "", errors.New("seat: the directory's inbox page has no cursor to go on from")
+	}
+	return out.Entries, out.Next, nil
 }
 
-// AckInbox drops an inbox entry.
+// maxInboxPages bounds the pages Inbox follows: the directory's inbox
+// holds at most 200 entries, at least one a page.
+const maxInboxPages = 200
+
+// Inbox lists the Welcomes waiting for the caller, following the pages.
+func (c *DirectoryClient) Inbox(ctx context.Context) ([]InboxEntry, error) {
+	var all []InboxEntry
+	err := c.eachInboxPage(ctx, func(page []InboxEntry) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
+}
+
+// eachInboxPage calls f with each page of the caller's inbox in turn.
+func (c *DirectoryClient) eachInboxPage(ctx context.Context, f func([]InboxEntry) error) error {
+	after := ""
+	for range maxInboxPages {
+		page, next, err := c.InboxPage(ctx, after)
+		if err != nil {
+			return err
+		}
+		if err := f(page); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
+	return errors.New("seat: the directory's inbox pages do not end")
+}
+
+// AckInbox drops (declines) an inbox entry; the sender learns nothing.
 func (c *DirectoryClient) AckInbox(ctx context.Context, id string) error {
 	return c.call(ctx, "DELETE", "/v1/inbox/"+url.PathEscape(id), nil, nil)
+}
+
+// AcceptInbox accepts an inbox entry: the caller becomes a member of its
+// channel, and the entry is dropped.
+func (c *DirectoryClient) AcceptInbox(ctx context.Context, id string) error {
+	return c.call(ctx, "POST", "/v1/inbox/"+url.PathEscape(id)+"/accept", nil, nil)
 }
 
 // newOffer makes a join offer of this device and stores its private keys
@@ -193,9 +277,22 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, device, err := s.memberKey(ctx)
+	sig, device, err := s.memberKey(ctx)
 	if err != nil {
 		return 0, err
+	}
+	// Offers are taken only under an identity the account registered: a
+	// home that never connected registers its seat first. A registration
+	// refused because the identity is registered already (by another
+	// device of this person) leaves the upload to tell.
+	if _, err := s.st.meta(ctx, "seat_credential"); err != nil {
+		if _, err := s.Connect(ctx); err != nil && !errors.Is(err, ErrSeatExists) {
+			return 0, err
+		}
+	}
+	var deviceKey []byte
+	if PersonOf(device) != device {
+		deviceKey = ed25519.NewKeyFromSeed(sig).Public().(ed25519.PublicKey)
 	}
 	dir := s.directory(key)
 	st, err := dir.Stock(ctx)
@@ -233,10 +330,13 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 				return sent, err
 			}
 		}
-		if err := dir.PublishStock(ctx, device, offers, lr); err != nil {
+		if err := dir.PublishStock(ctx, device, deviceKey, offers, lr); err != nil {
 			return sent, fmt.Errorf("seat: uploading join offers: %w", err)
 		}
 		need, sent, lastResort = need-n, sent+n, true
+	}
+	if err := s.recordClaims(ctx, st.Claims); err != nil {
+		return sent, err
 	}
 	if n := len(st.Claims); n > 0 {
 		if err := dir.AckClaims(ctx, st.Claims[n-1].ID); err != nil {
@@ -245,6 +345,19 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	}
 	return sent, nil
 }
+
+// Errors of consent (the directory's contacts rules).
+var (
+	// ErrSeatExists: the seat identity is registered already (by another
+	// device of this person, or another home restored from its phrase).
+	ErrSeatExists = errors.New("seat: the seat identity is already registered")
+	// ErrNotAllowed: this account shares no room or org with the person
+	// and gave no add-token of theirs, so it may not add them.
+	ErrNotAllowed = errors.New("seat: that person has not agreed to be added by this account (no shared room or org, no add-token of theirs)")
+	// ErrInvalidAddToken: the add-token is invalid, expired, used up or
+	// revoked.
+	ErrInvalidAddToken = errors.New("seat: the add-token is invalid, expired, used up or revoked")
+)
 
 // ErrNoStock: the person has no join offers at the directory (no device
 // of theirs has signed in since stocks began, or all are used up).
@@ -257,12 +370,39 @@ type Added struct {
 	LastResort bool
 }
 
-// RoomAdd adds the person whose account is account (an account id, or the
-// person's did:key) to a room this seat owns or administers, from the offers its devices left at the directory,
-// whether or not the person is online: one leaf per device, and each
-// Welcome left in the person's inbox. Offers that fail to validate are
+// ErrNotThePerson: a join offer the directory handed out for a person is
+// not theirs: its KeyPackage's credential fails the seat's check
+// (validateCredential), names another device than the claim says, or
+// another person than the one asked for (or, asked by account, not one
+// and the same person for all of them). The add adds nobody: a directory
+// that answers with someone else's offer cannot get them into the room.
+var ErrNotThePerson = errors.New("seat: a join offer from the directory is not the person asked for")
+
+// RoomAdd adds a person to a room this seat owns or administers, from the
+// offers their devices left at the directory, whether or not they are
+// online: one leaf per device, and each Welcome left in the person's
+// inbox, for their seat to accept. person is an account id, the person's
+// did:key, or an add-token the person made (skt_add_…, see
+// [Seat.ContactToken]), which names them. The directory hands out offers
+// only to an account that shares a room or an org with the person, or
+// holds their add-token ([Seat.RoomAddWith]); else the add fails with
+// [ErrNotAllowed]. Every offer must be the person's ([ErrNotThePerson]);
+// offers the room's engine refuses (a device in the room already) are
 // skipped.
-func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, error) {
+func (s *Seat) RoomAdd(ctx context.Context, name, person string) ([]Added, error) {
+	if strings.HasPrefix(person, addTokenPrefix) {
+		return s.RoomAddWith(ctx, name, "", person)
+	}
+	return s.RoomAddWith(ctx, name, person, "")
+}
+
+// addTokenPrefix starts every add-token.
+const addTokenPrefix = "skt_add_"
+
+// RoomAddWith is [Seat.RoomAdd] with an add-token of the person, for an
+// account that shares no room or org with them; the claim uses one of its
+// uses. person may be "" to add the token's maker.
+func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) ([]Added, error) {
 	var out []Added
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUpSettled(ctx, r, nil); err != nil {
@@ -279,26 +419,36 @@ func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, erro
 			return err
 		}
 		dir := s.directory(key)
-		claims, err := dir.ClaimKeyPackages(ctx, account, r.channel)
+		claims, err := dir.ClaimKeyPackagesWith(ctx, person, r.channel, addToken)
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Code == "no_key_packages" {
-			return fmt.Errorf("%w (%s)", ErrNoStock, account)
+			return fmt.Errorf("%w (%s)", ErrNoStock, person)
 		}
 		if err != nil {
+			return err
+		}
+		if err := checkClaims(person, claims); err != nil {
 			return err
 		}
 		for _, c := range claims {
 			res, err := s.admitOffer(ctx, r, c.KeyPackage)
 			if err != nil {
 				if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) || errors.Is(err, errBadOffer) {
-					continue // a bad offer, or a device in the room already
+					continue // a device in the room already
 				}
 				return err
 			}
 			if err := dir.Deliver(ctx, c.ClaimID, res.Welcome); err != nil {
 				return fmt.Errorf("seat: %s is in the room, but its Welcome could not be delivered: %w", c.Device, err)
 			}
-			if !strings.HasPrefix(account, "did:") {
+			// The account behind the new leaf, so that removing it ends
+			// the account's channel membership too: the one asked for, or
+			// (asked by did:key or add-token) the one the directory names.
+			account := person
+			if person == "" || strings.HasPrefix(person, "did:") {
+				account = c.AccountID
+			}
+			if account != "" {
 				s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
 					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
 			}
@@ -309,10 +459,53 @@ func (s *Seat) RoomAdd(ctx context.Context, name, account string) ([]Added, erro
 	return out, err
 }
 
+// checkClaims checks, before anyone is added, that every KeyPackage of
+// every claimed offer names the person asked for: its leaf's credential
+// passes the seat's Authentication Service (validateCredential, RFC 9420
+// §5.3.1) with the leaf's own signature key (the KeyPackage's signatures
+// checked under it, §10.1), its identity is the device the claim names,
+// and its person is the did:key asked for, or, asked by account or
+// add-token, one and the same person for all of them. The directory is
+// not trusted to have checked any of it.
+func checkClaims(asked string, claims []Claim) error {
+	want := ""
+	if strings.HasPrefix(asked, "did:") {
+		want = PersonOf(asked)
+	}
+	for _, c := range claims {
+		kps, err := decodeOffer(c.KeyPackage)
+		if err != nil {
+			return fmt.Errorf("%w: the offer for %s is malformed", ErrNotThePerson, c.Device)
+		}
+		for _, kp := range kps {
+			cred, sigKey, err := mls.KeyPackageLeaf(kp)
+			if err != nil {
+				return fmt.Errorf("%w: the offer for %s: %v", ErrNotThePerson, c.Device, err)
+			}
+			if err := validateCredential(cred, sigKey); err != nil {
+				return fmt.Errorf("%w: the offer for %s: %v", ErrNotThePerson, c.Device, err)
+			}
+			id := string(cred.Identity)
+			if id != c.Device {
+				return fmt.Errorf("%w: the offer said to be %s names %s", ErrNotThePerson, c.Device, PersonOf(id))
+			}
+			if want == "" {
+				want = PersonOf(id)
+			} else if PersonOf(id) != want {
+				return fmt.Errorf("%w: an offer names %s, not %s", ErrNotThePerson, PersonOf(id), want)
+			}
+		}
+	}
+	return nil
+}
+
 // ProcessInbox joins the rooms whose Welcomes wait in this account's
-// inbox for this device, and returns their channels; each Welcome is
-// dropped once joined, or once it turns out not to open with any of this
-// device's offers.
+// inbox for this device, and returns their channels. Each Welcome it
+// joins from is accepted (the directory makes this account a member of
+// the room's channel only then; the relay, which learns members from the
+// directory, looks again when it meets a member it does not know yet);
+// one that turns out not to open with any of this device's offers is
+// dropped.
 func (s *Seat) ProcessInbox(ctx context.Context) ([]string, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
@@ -329,35 +522,125 @@ func (s *Seat) ProcessInbox(ctx context.Context) ([]string, error) {
 
 // processInbox is ProcessInbox for a caller that holds the room lock.
 func (s *Seat) processInbox(ctx context.Context, dir *DirectoryClient, device string) ([]string, error) {
-	entries, err := dir.Inbox(ctx)
-	if err != nil || len(entries) == 0 {
+	var joined []string
+	err := dir.eachInboxPage(ctx, func(entries []InboxEntry) error {
+		for _, e := range entries {
+			if e.Device != device {
+				continue // for another device of this account
+			}
+			if _, err := s.loadRoom(ctx, e.Channel); err == nil {
+				// In the room already (joined, and the accept did not
+				// reach the directory): accept now.
+				if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				continue
+			}
+			ok, err := s.joinFromStock(ctx, e, func() error {
+				if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := dir.AckInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+					return err
+				}
+				continue
+			}
+			joined = append(joined, e.Channel)
+			if err := dir.AcceptInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	return joined, err
+}
+
+// isNotFound reports a 404 answer: an entry dropped or accepted already.
+func isNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == 404
+}
+
+// PendingRoom is a Welcome waiting in this account's inbox for this
+// device: a room someone added this person to.
+type PendingRoom struct {
+	ID      string    `json:"id"`
+	Channel string    `json:"channel"`
+	From    string    `json:"from"`
+	At      time.Time `json:"at"`
+}
+
+// PendingRooms lists the rooms waiting in this account's inbox for this
+// device, without joining them (the next command that looks for arrivals
+// does).
+func (s *Seat) PendingRooms(ctx context.Context) ([]PendingRoom, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
 		return nil, err
 	}
-	var joined []string
-	for _, e := range entries {
-		if e.Device != device {
-			continue // for another device of this account
-		}
-		ok, err := s.joinFromStock(ctx, e)
-		if err != nil {
-			return joined, err
-		}
-		if ok {
-			joined = append(joined, e.Channel)
-		}
-		if err := dir.AckInbox(ctx, e.ID); err != nil {
-			return joined, err
-		}
+	_, device, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return joined, nil
+	out := []PendingRoom{}
+	err = s.directory(key).eachInboxPage(ctx, func(entries []InboxEntry) error {
+		for _, e := range entries {
+			if e.Device == device {
+				out = append(out, PendingRoom{ID: e.ID, Channel: e.Channel, From: e.From, At: e.At})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ErrNotPending: no Welcome to that room waits in the inbox.
+var ErrNotPending = errors.New("seat: nobody's Welcome to that room waits in the inbox")
+
+// RoomDecline drops every Welcome to the room on channel ch waiting in
+// this account's inbox (for any of its devices), so this person does not
+// join it; the adder is told nothing, as when a Welcome expires unread.
+// It returns how many were dropped, or ErrNotPending.
+func (s *Seat) RoomDecline(ctx context.Context, ch string) (int, error) {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	dir := s.directory(key)
+	entries, err := dir.Inbox(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Channel != ch {
+			continue
+		}
+		if err := dir.AckInbox(ctx, e.ID); err != nil && !isNotFound(err) {
+			return n, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, ErrNotPending
+	}
+	return n, nil
 }
 
 // joinFromStock joins the room of e with the stock offer its Welcome is
 // for; the caller holds the room lock.
-func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
-	if _, err := s.loadRoom(ctx, e.Channel); err == nil {
-		return false, nil // in the room already
-	}
+//
+// accept accepts the entry at the directory; it is called before a join
+// that needs the membership (the external Commit that takes the place
+// the Welcome gave, when the room moved on), else the caller accepts once
+// joined.
+func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry, accept func() error) (bool, error) {
 	l, err := s.sealer()
 	if err != nil {
 		return false, err
@@ -400,8 +683,10 @@ func (s *Seat) joinFromStock(ctx context.Context, e InboxEntry) (bool, error) {
 				// The Welcome is this offer's (its tree was asked for
 				// only once it opened), but the room moved on.
 				var r *room
-				if r, err = s.joinInPlace(ctx, e.Channel); err == nil {
-					g, lastSeq = r.g, r.lastSeq
+				if err = accept(); err == nil {
+					if r, err = s.joinInPlace(ctx, e.Channel); err == nil {
+						g, lastSeq = r.g, r.lastSeq
+					}
 				}
 			}
 			if treeTrouble(err) {

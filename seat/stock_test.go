@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory"
@@ -38,6 +40,11 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 			t.Fatalf("dave's stock for %s: %+v", d.Device, d)
 		}
 	}
+	// Dave and bob share no room or org: dave hands bob an add-token.
+	daveToken, err := dave.ContactToken(ctx, time.Hour, 1)
+	if err != nil || !strings.HasPrefix(daveToken.Token, "skt_add_") {
+		t.Fatalf("dave's add-token: %+v %v", daveToken, err)
+	}
 	alice.Close()
 	dave.Close()
 	phone.Close()
@@ -49,7 +56,10 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 	if _, err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: stranger.acct.APIKey}).ClaimKeyPackages(ctx, dave.acct.AccountID, room); err == nil {
 		t.Fatal("a stranger claimed dave's offers")
 	}
-	added, err := bob.RoomAdd(ctx, room, dave.acct.AccountID)
+	if _, err := bob.RoomAdd(ctx, room, dave.acct.AccountID); !errors.Is(err, seat.ErrNotAllowed) {
+		t.Fatalf("bob adding dave without his token: %v", err)
+	}
+	added, err := bob.RoomAddWith(ctx, room, dave.acct.AccountID, daveToken.Token)
 	if err != nil || len(added) != 2 {
 		t.Fatalf("bob adding dave: %+v %v", added, err)
 	}
@@ -71,9 +81,13 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 
 	// The last-resort offer, once the one-time ones are gone.
 	erin := newMember(t, st, "erinco")
+	erinToken, err := erin.ContactToken(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bob.acct.APIKey}
 	for i := 0; ; i++ {
-		cs, err := dc.ClaimKeyPackages(ctx, erin.acct.AccountID, room)
+		cs, err := dc.ClaimKeyPackagesWith(ctx, erin.acct.AccountID, room, erinToken.Token)
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("claim %d: %+v %v", i, cs, err)
 		}
@@ -84,15 +98,52 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 			t.Fatal("no last-resort offer")
 		}
 	}
-	added, err = bob.RoomAdd(ctx, room, erin.acct.AccountID)
+	// The token alone names erin.
+	added, err = bob.RoomAdd(ctx, room, erinToken.Token)
 	if err != nil || len(added) != 1 || !added[0].LastResort {
 		t.Fatalf("adding erin from her last resort: %+v %v", added, err)
 	}
 	if joined, err := erin.ProcessInbox(ctx); err != nil || !slices.Equal(joined, []string{room}) {
 		t.Fatalf("erin's inbox: %v %v", joined, err)
 	}
-	// Her next restock replaces the claimed last-resort offer and tops up.
-	if n, err := erin.Restock(ctx); err != nil || n == 0 {
-		t.Fatalf("erin's restock: %d %v", n, err)
+	// Bob took no more than the per-claimer share of her one-time
+	// offers in the hour (the rest were answered with the last-resort
+	// one); her next restock replaces the claimed last-resort offer.
+	if _, err := erin.Restock(ctx); err != nil {
+		t.Fatalf("erin's restock: %v", err)
 	}
+	es, err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: erin.acct.APIKey}).Stock(ctx)
+	if err != nil || len(es.Devices) != 1 || !es.Devices[0].LastResort || len(es.Claims) != 0 ||
+		es.Devices[0].OneTime < 30-directory.ClaimsPerClaimer {
+		t.Fatalf("erin's stock after the restock: %+v %v", es, err)
+	}
+	// Erin sees who claimed what, for which channel, in her home.
+	seen, err := erin.ContactClaims(ctx)
+	if err != nil || len(seen) < directory.ClaimsPerClaimer+1 {
+		t.Fatalf("erin's claims: %d %v", len(seen), err)
+	}
+	ch, _ := bob.RoomChannel(ctx, room)
+	lastResort := 0
+	for _, c := range seen {
+		if c.ClaimedBy != bob.acct.AccountID || c.Channel != ch || c.Device != erin.did {
+			t.Fatalf("a claim erin sees: %+v", c)
+		}
+		if c.LastResort {
+			lastResort++
+		}
+	}
+	if lastResort == 0 || len(seen)-lastResort != directory.ClaimsPerClaimer {
+		t.Fatalf("erin sees %d claims, %d of them last-resort", len(seen), lastResort)
+	}
+}
+
+// addToken is a one-use add-token of m's, for an adder who shares no
+// room or org with m.
+func addToken(t *testing.T, m *member) string {
+	t.Helper()
+	tok, err := m.ContactToken(context.Background(), time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Token
 }

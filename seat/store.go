@@ -93,6 +93,18 @@ var storeMigrations = []string{
 	// a log entry (localseal.go); their clear columns stay empty.
 	`ALTER TABLE room_history ADD COLUMN body BLOB;
 	ALTER TABLE log ADD COLUMN body BLOB;`,
+	// The claims on this person's join offers the directory reported
+	// (contacts.go): who claimed which device's offer, for which channel.
+	// The newest maxClaimsKept are kept.
+	`CREATE TABLE offer_claims (
+		id          TEXT PRIMARY KEY,
+		device      TEXT NOT NULL,
+		channel     TEXT NOT NULL,
+		claimed_by  TEXT NOT NULL,
+		last_resort INTEGER NOT NULL,
+		at          INTEGER NOT NULL
+	);
+	CREATE INDEX offer_claims_at ON offer_claims(at);`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {

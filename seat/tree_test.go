@@ -182,7 +182,7 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	proxy, flipped := tamperProxy(t, st.APIURL)
 	m := newMemberAt(t, st, proxy, "daveco")
 	s, did, acct, home := m.Seat, m.did, m.acct, m.home
-	if added, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil || len(added) != 1 {
+	if added, err := alice.RoomAddWith(ctx, room, acct.AccountID, addToken(t, m)); err != nil || len(added) != 1 {
 		t.Fatalf("adding dave: %+v %v", added, err)
 	}
 
@@ -266,7 +266,7 @@ func TestRoomTreeMissing(t *testing.T) {
 
 	m := newMemberAt(t, st, failingProxy(t, st.APIURL), "bobco")
 	s, did, acct, home := m.Seat, m.did, m.acct, m.home
-	if _, err := alice.RoomAdd(ctx, room, acct.AccountID); err != nil {
+	if _, err := alice.RoomAddWith(ctx, room, acct.AccountID, addToken(t, m)); err != nil {
 		t.Fatal(err)
 	}
 	_, welcomeTree, err := seat.RoomTree(alice.Seat, ctx, room)
