@@ -46,8 +46,8 @@ func contactCommand() *ucli.Command {
 						return nil
 					}
 					// The token alone on stdout, so TOKEN=$(tally contact token) works.
-					fmt.Fprintln(e.c.App.Writer, tok.Token)
-					fmt.Fprintf(e.c.App.ErrWriter, "id %s, %s, valid until %s; the adder runs: tally room add ROOM %s\n",
+					showf(e.c.App.Writer, "%s\n", tok.Token)
+					showf(e.c.App.ErrWriter, "id %s, %s, valid until %s; the adder runs: tally room add ROOM %s\n",
 						tok.ID, plural(tok.MaxUses, "use", "uses"), tok.ExpiresAt.Local().Format("2006-01-02 15:04"), tok.Token)
 					return nil
 				}),
@@ -71,7 +71,7 @@ func contactCommand() *ucli.Command {
 						return nil
 					}
 					for _, t := range toks {
-						fmt.Fprintf(e.c.App.Writer, "%s  used %d of %d  valid until %s\n", t.ID, t.Uses, t.MaxUses, t.ExpiresAt.Local().Format("2006-01-02 15:04"))
+						showf(e.c.App.Writer, "%s  used %d of %d  valid until %s\n", t.ID, t.Uses, t.MaxUses, t.ExpiresAt.Local().Format("2006-01-02 15:04"))
 					}
 					return nil
 				}),
@@ -122,7 +122,7 @@ func contactCommand() *ucli.Command {
 						if c.LastResort {
 							lr = "  (last-resort offer)"
 						}
-						fmt.Fprintf(e.c.App.Writer, "%s  account %s  for %s  device %s%s\n",
+						showf(e.c.App.Writer, "%s  account %s  for %s  device %s%s\n",
 							c.At.Local().Format("2006-01-02 15:04"), c.ClaimedBy, c.Channel, seat.DeviceID(c.Device), lr)
 					}
 					return nil

@@ -783,7 +783,7 @@ func listPending(e *env, s *seat.Seat) error {
 		return nil
 	}
 	for _, p := range pending {
-		fmt.Fprintf(e.c.App.Writer, "%-24s added by account %s  %s\n", p.Channel, p.From, p.At.Local().Format("2006-01-02 15:04"))
+		showf(e.c.App.Writer, "%-24s added by account %s  %s\n", p.Channel, p.From, p.At.Local().Format("2006-01-02 15:04"))
 	}
 	fmt.Fprintln(e.c.App.ErrWriter, "your next `tally room list` joins them; `tally room decline NAME` declines one")
 	return nil

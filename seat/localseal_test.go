@@ -421,7 +421,8 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 	}
 	b.Close()
 
-	// The home the old way.
+	// The home the old way: the step that added the sealed columns is
+	// the last of storeMigrations, and is undone here.
 	var version int
 	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
 		t.Fatal(err)

@@ -89,10 +89,6 @@ var storeMigrations = []string{
 	// people gave, found by kind.
 	`ALTER TABLE rooms ADD COLUMN name_sent TEXT NOT NULL DEFAULT '';
 	CREATE INDEX room_history_kind ON room_history(channel, kind, seq);`,
-	// The sealed sender and text of a history row, and the sealed text of
-	// a log entry (localseal.go); their clear columns stay empty.
-	`ALTER TABLE room_history ADD COLUMN body BLOB;
-	ALTER TABLE log ADD COLUMN body BLOB;`,
 	// The claims on this person's join offers the directory reported
 	// (contacts.go): who claimed which device's offer, for which channel.
 	// The newest maxClaimsKept are kept.
@@ -105,6 +101,10 @@ var storeMigrations = []string{
 		at          INTEGER NOT NULL
 	);
 	CREATE INDEX offer_claims_at ON offer_claims(at);`,
+	// The sealed sender and text of a history row, and the sealed text of
+	// a log entry (localseal.go); their clear columns stay empty.
+	`ALTER TABLE room_history ADD COLUMN body BLOB;
+	ALTER TABLE log ADD COLUMN body BLOB;`,
 }
 
 func openStore(ctx context.Context, home string) (*store, error) {
