@@ -213,6 +213,11 @@ CREATE TABLE channel_tree_parts (
 	PRIMARY KEY (tree_seq, part)
 );
 `,
+	// What an account put for rooms is counted against its budget and
+	// cleared when it leaves, by account (groupinfo.go).
+	`
+CREATE INDEX group_infos_account ON group_infos(updated_by);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in

@@ -230,6 +230,11 @@ CREATE TABLE channel_tree_parts (
 	PRIMARY KEY (tree_seq, part)
 );
 `,
+	// What an account put for rooms is counted against its budget and
+	// cleared when it leaves, by account (groupinfo.go).
+	`
+CREATE INDEX group_infos_account ON group_infos(updated_by);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private
