@@ -324,3 +324,30 @@ func TestGroupInfoHTTPFence(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupInfoLegacyJam: a GroupInfo kept at a far epoch before the
+// fence was checked (as the highest-epoch rule let a member do) does not
+// refuse the owner's put at the fence's epoch, which replaces it.
+func TestGroupInfoLegacyJam(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	_, owner := e.account("acme")
+	memberID, _ := e.account("globex")
+	const ch = "acme/pay/agent"
+	chID := e.channel(owner, ch)
+	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
+	e.setFence(owner, ch, 2)
+	err := e.s.store.write(context.Background(), func(tx txn) error {
+		_, err := tx.exec(context.Background(),
+			`INSERT INTO group_infos (channel_id, epoch, group_info, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			chID, int64(math.MaxInt64), []byte("jam"), memberID, int64(1))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, putGI(ch, 1, "old")), 409, "stale_epoch")
+	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, putGI(ch, 2, "gi 2")), 200, "")
+	if gi, epoch := e.getGI(owner, ch); gi != b64("gi 2") || epoch != 2 {
+		t.Fatalf("kept %q at %d, want the owner's of epoch 2", gi, epoch)
+	}
+}

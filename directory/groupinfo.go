@@ -56,7 +56,11 @@ func readGroupInfo(ctx context.Context, q queryer, chID string) (*groupInfo, err
 // charged to the caller, with its trees, against store.treeQuota (one
 // budget for what an account makes the directory keep for rooms); the
 // GroupInfo it replaces is no longer charged to whoever put it.
-func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch uint64, data []byte, now time.Time) error {
+//
+// over, when not negative, is the epoch of a kept GroupInfo the caller has
+// found beyond the fence (kept under the old highest-epoch rule, which let
+// a member jam it): the put replaces that one too.
+func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch uint64, data []byte, over int64, now time.Time) error {
 	if epoch > math.MaxInt64 {
 		return errors.New("directory: epoch out of range")
 	}
@@ -85,8 +89,8 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 			`INSERT INTO group_infos (channel_id, epoch, group_info, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 			 ON CONFLICT (channel_id) DO UPDATE SET epoch = excluded.epoch, group_info = excluded.group_info,
 			   updated_by = excluded.updated_by, updated_at = excluded.updated_at
-			 WHERE group_infos.epoch <= excluded.epoch`,
-			chID, int64(epoch), data, caller, now.UnixNano())
+			 WHERE group_infos.epoch <= excluded.epoch OR group_infos.epoch = ?`,
+			chID, int64(epoch), data, caller, now.UnixNano(), over)
 		if err != nil {
 			return err
 		}
@@ -225,8 +229,23 @@ func (s *Server) handlePutGroupInfo(w http.ResponseWriter, r *http.Request, p pr
 		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; epoch is the one accepted now", fence)
 		return
 	}
-	err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, s.cfg.Now())
+	err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, -1, s.cfg.Now())
 	var se *staleEpochError
+	if errors.As(err, &se) {
+		// A later epoch is kept: a put that raced a commit, or one kept
+		// beyond the fence (before the fence was checked). Which it is,
+		// the fence says now.
+		fence, ferr := s.fenceEpoch(r.Context(), req.Channel)
+		if ferr != nil {
+			s.groupInfoFail(w, r, ferr)
+			return
+		}
+		if fence != *req.Epoch {
+			writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; epoch is the one accepted now", fence)
+			return
+		}
+		err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, int64(se.epoch), s.cfg.Now())
+	}
 	if errors.As(err, &se) {
 		writeEpochError(w, "stale_epoch", "a GroupInfo of a later epoch is kept; epoch is its epoch", se.epoch)
 		return
