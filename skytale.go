@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/relay"
@@ -110,8 +111,10 @@ func NewSeat(cfg SeatConfig) (*Seat, error) { return seat.Open(context.Backgroun
 // JWTSecret and InternalSecret empty; NewStack refuses a different value
 // there rather than pick one. The relay learns revocations and channel
 // membership (members added and removed, owners' fence resets) from the
-// directory in-process, so Relay.Revocations and Relay.Members must be
-// left nil too.
+// directory in-process, and the directory reads the relay's commit fence
+// in-process (it keeps a GroupInfo only for the epoch the fence reached),
+// so Relay.Revocations, Relay.Members and Directory.Fence must be left
+// nil too.
 type StackConfig struct {
 	JWTSecret      []byte
 	InternalSecret []byte
@@ -138,23 +141,42 @@ func NewStack(cfg StackConfig) (*Stack, error) {
 		return nil, errors.New("skytale: set the JWT secret once, in StackConfig.JWTSecret; a sub-config has another")
 	case len(cfg.Directory.InternalSecret) != 0 && !bytes.Equal(cfg.Directory.InternalSecret, cfg.InternalSecret):
 		return nil, errors.New("skytale: set the internal secret once, in StackConfig.InternalSecret; StackConfig.Directory has another")
+	case len(cfg.Relay.InternalSecret) != 0 && !bytes.Equal(cfg.Relay.InternalSecret, cfg.InternalSecret):
+		return nil, errors.New("skytale: set the internal secret once, in StackConfig.InternalSecret; StackConfig.Relay has another")
 	case cfg.Relay.Revocations != nil || cfg.Relay.Members != nil:
 		return nil, errors.New("skytale: a stack's relay learns revocations and members from its directory; leave StackConfig.Relay.Revocations and Members nil")
+	case cfg.Directory.Fence != nil:
+		return nil, errors.New("skytale: a stack's directory reads the commit fence from its relay; leave StackConfig.Directory.Fence nil")
 	}
+	fence := &stackFence{}
 	dc := cfg.Directory
-	dc.JWTSecret, dc.InternalSecret = cfg.JWTSecret, cfg.InternalSecret
+	dc.JWTSecret, dc.InternalSecret, dc.Fence = cfg.JWTSecret, cfg.InternalSecret, fence
 	d, err := directory.New(dc)
 	if err != nil {
 		return nil, err
 	}
 	rc := cfg.Relay
-	rc.JWTSecret, rc.Revocations, rc.Members = cfg.JWTSecret, d, d
+	rc.JWTSecret, rc.InternalSecret, rc.Revocations, rc.Members = cfg.JWTSecret, cfg.InternalSecret, d, d
 	r, err := relay.New(rc)
 	if err != nil {
 		d.Close(context.Background())
 		return nil, err
 	}
+	fence.r.Store(r)
 	return &Stack{Directory: d, Relay: r}, nil
+}
+
+// stackFence is the directory's view of its stack's relay's commit fence.
+// The directory starts first (the relay follows its feeds), so the relay
+// is filled in once it runs; until then the fence cannot be read.
+type stackFence struct{ r atomic.Pointer[relay.Server] }
+
+func (f *stackFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	r := f.r.Load()
+	if r == nil {
+		return 0, false, errors.New("skytale: the stack's relay is not running yet")
+	}
+	return r.NextEpoch(ctx, channel)
 }
 
 // Close closes the relay, then the directory, and waits for both.
@@ -167,4 +189,5 @@ var (
 	_ http.Handler           = (*Directory)(nil)
 	_ relay.RevocationSource = (*Directory)(nil)
 	_ relay.MembershipSource = (*Directory)(nil)
+	_ directory.FenceSource  = (*Relay)(nil)
 )

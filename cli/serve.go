@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -43,6 +44,7 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "relay-addr", Value: defaultRelayAddr, Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
 			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations and channel members from", DefaultText: "http://<api-addr>"},
+			&ucli.StringFlag{Name: "relay-url", Usage: "with --only directory: the relay whose commit fence GroupInfo epochs are checked against", DefaultText: "http://<relay-addr>"},
 			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts; --open-signup=false closes it", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
@@ -86,6 +88,7 @@ func serveCommand() *ucli.Command {
 				RelayAddr:     c.String("relay-addr"),
 				Only:          c.String("only"),
 				DirectoryURL:  c.String("directory-url"),
+				RelayURL:      c.String("relay-url"),
 				Quiet:         c.Bool("quiet"),
 				InsecureHTTP:  c.Bool("insecure-http"),
 				ReadTimeout:   c.Duration("read-timeout"),
@@ -152,6 +155,9 @@ type serveOptions struct {
 	// MetricsAddr, if set, serves the planes' Prometheus metrics at
 	// /metrics on its own listener.
 	MetricsAddr string
+	// RelayURL is, with Only "directory", the relay whose commit fence
+	// the directory reads (default http://<RelayAddr>).
+	RelayURL string
 
 	// listening, if set, is called with each plane's name and URL once
 	// it accepts connections.
@@ -399,6 +405,13 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		closers = append(closers, st.Close)
 		planes[0].h, planes[1].h = st.Directory, st.Relay
 	case runDir:
+		relayURL := o.RelayURL
+		if relayURL == "" {
+			relayURL = "http://" + o.RelayAddr
+		}
+		// A directory apart from its relay reads the commit fence (which
+		// GroupInfo epochs it keeps) from the relay's internal endpoint.
+		dcfg.Fence = directory.NewHTTPFence(relayURL, string(internal), nil)
 		d, err := skytale.NewDirectory(dcfg)
 		if err != nil {
 			return err
@@ -414,6 +427,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		// members by polling the directory's internal feeds.
 		rcfg.Revocations = relay.NewHTTPRevocations(dirURL, string(internal), nil)
 		rcfg.Members = relay.NewHTTPMembers(dirURL, string(internal), nil)
+		rcfg.InternalSecret = internal
 		r, err := skytale.NewRelay(rcfg)
 		if err != nil {
 			return err

@@ -73,7 +73,8 @@ func (r reply) keys() []string {
 // regressions with the exact answer, and the store is unchanged after
 // each refusal.
 func TestAwayStrangersChangeNothing(t *testing.T) {
-	e := newEnv(t, nil)
+	fe := newFencedEnv(t, nil)
+	e := fe.env
 	_, owner := e.account("acme")
 	memberID, member := e.account("globex")
 	targetID, target := e.account("initech")
@@ -82,6 +83,7 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 	e.channel(owner, ch)
 	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
 	e.relate(target, owner)
+	fe.setFence(owner, ch, 3)
 	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 3, true)), 201, "")
 	claimA := e.claim(owner, targetID, ch)[0]
 	claimB := e.claim(owner, targetID, ch)[0]
@@ -178,10 +180,10 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 			before = after
 		}
 	}
-	// The refusal of a regression names the epoch kept.
+	// The refusal of a regression names the epoch the fence is at.
 	r = e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 2, "group_info": kp})
 	if r.body["epoch"] != float64(3) {
-		t.Fatalf("stale_epoch answer %s: want the kept epoch 3", r)
+		t.Fatalf("stale_epoch answer %s: want the fence's epoch 3", r)
 	}
 	// What a stranger reads of its own stock and inbox shows nothing of
 	// anyone else's.
@@ -329,13 +331,15 @@ func TestAwayAddOfflinePerson(t *testing.T) {
 // at once and hands it the GroupInfo once one is put; an invite without
 // the flag answers as it always did.
 func TestAwayAutoInvite(t *testing.T) {
-	e := newEnv(t, nil)
+	fe := newFencedEnv(t, nil)
+	e := fe.env
 	_, owner := e.account("acme")
 	_, j1 := e.account("globex")
 	_, j2 := e.account("initech")
 	_, j3 := e.account("hooli")
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
+	fe.setFence(owner, ch, 7) // the room's commits so far
 	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 5, "auto": true})
 	want(t, r, 201, "")
 	auto := r.str("token")

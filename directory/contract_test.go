@@ -909,19 +909,19 @@ func TestContractGroupInfo(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
 		st, ctx := fixture(t, b)
 		const ch = "acme/a/b"
-		wantErr(t, st.putGroupInfo(ctx, ch, "joiner", 1, []byte("gi"), t0), errNotAMember)
+		wantErr(t, st.putGroupInfo(ctx, ch, "joiner", 1, []byte("gi"), -1, t0), errNotAMember)
 		_, err := st.getGroupInfo(ctx, ch, "joiner")
 		wantErr(t, err, errNotAMember)
-		wantErr(t, st.putGroupInfo(ctx, "acme/no/such", "owner", 1, []byte("gi"), t0), errChannelNotFound)
+		wantErr(t, st.putGroupInfo(ctx, "acme/no/such", "owner", 1, []byte("gi"), -1, t0), errChannelNotFound)
 		_, err = st.getGroupInfo(ctx, ch, "owner")
 		wantErr(t, err, errNotFound)
 
-		must(t, st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), t0))
+		must(t, st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), -1, t0))
 		must(t, st.addMemberByOwner(ctx, ch, "owner", "joiner", t0))
 		// An equal epoch replaces (a retry), a lower one is refused with
 		// the epoch kept, a higher one wins.
-		must(t, st.putGroupInfo(ctx, ch, "joiner", 5, []byte("gi 5 again"), t0))
-		err = st.putGroupInfo(ctx, ch, "joiner", 4, []byte("gi 4"), t0)
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 5, []byte("gi 5 again"), -1, t0))
+		err = st.putGroupInfo(ctx, ch, "joiner", 4, []byte("gi 4"), -1, t0)
 		var se *staleEpochError
 		if !errors.As(err, &se) || se.epoch != 5 || !errors.Is(err, errStaleEpoch) {
 			t.Fatalf("a lower epoch: %v", err)
@@ -930,15 +930,24 @@ func TestContractGroupInfo(t *testing.T) {
 		if err != nil || gi.epoch != 5 || string(gi.data) != "gi 5 again" {
 			t.Fatalf("kept %+v, %v", gi, err)
 		}
-		must(t, st.putGroupInfo(ctx, ch, "owner", 1<<40, []byte("gi big"), t0))
-		err = st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), t0)
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 1<<40, []byte("gi big"), -1, t0))
+		err = st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5"), -1, t0)
 		if !errors.As(err, &se) || se.epoch != 1<<40 {
 			t.Fatalf("after a higher epoch: %v", err)
 		}
-		// A member that left can no longer read it.
+		// One found beyond the fence is replaced when named.
+		must(t, st.putGroupInfo(ctx, ch, "owner", 5, []byte("gi 5 owner"), 1<<40, t0))
+		if gi, err := st.getGroupInfo(ctx, ch, "joiner"); err != nil || gi.epoch != 5 || string(gi.data) != "gi 5 owner" {
+			t.Fatalf("after replacing the one beyond the fence: %+v, %v", gi, err)
+		}
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 6, []byte("gi 6"), -1, t0))
+		// A member that left can no longer read it, and what it put is gone.
 		must(t, st.dropMember(ctx, ch, "joiner", "joiner", t0))
 		_, err = st.getGroupInfo(ctx, ch, "joiner")
 		wantErr(t, err, errNotAMember)
+		_, err = st.getGroupInfo(ctx, ch, "owner")
+		wantErr(t, err, errNotFound)
+		wantErr(t, st.putGroupInfo(ctx, ch, "joiner", 6, []byte("gi 6"), -1, t0), errNotAMember)
 	})
 }
 
@@ -974,7 +983,7 @@ func TestContractAutoInvites(t *testing.T) {
 		if err != nil || status != "completed" || welcome != nil {
 			t.Fatalf("auto request status %q %q, %v", status, welcome, err)
 		}
-		must(t, st.putGroupInfo(ctx, ch, "joiner", 3, []byte("gi 3"), t0))
+		must(t, st.putGroupInfo(ctx, ch, "joiner", 3, []byte("gi 3"), -1, t0))
 		j, err = st.join(ctx, p("r2", "j2", hashSecret("auto"), []byte("kp j2")))
 		if err != nil || !j.auto || j.groupInfo == nil || j.groupInfo.epoch != 3 || string(j.groupInfo.data) != "gi 3" {
 			t.Fatalf("auto join with a GroupInfo = %+v, %v", j, err)

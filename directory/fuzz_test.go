@@ -11,7 +11,7 @@ import (
 // FuzzRequestBodies sends arbitrary bodies to every endpoint that takes one
 // and checks that the answer is JSON, never a 500, and never a panic.
 func FuzzRequestBodies(f *testing.F) {
-	e := newEnv(f, nil)
+	e := newFencedEnv(f, nil).env
 	ownerID, owner := e.account("acme")
 	e.channel(owner, "acme/pay/agent")
 	inv := e.invite(owner, "acme/pay/agent", 100)
@@ -41,6 +41,7 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"account_id":"` + ownerID + `","channel":"acme/pay/agent"}`,
 		`{"claim_id":"x","welcome":"AA=="}`,
 		`{"channel":"acme/pay/agent","epoch":3,"group_info":"AA=="}`,
+		`{"channel":"acme/pay/agent","epoch":0,"group_info":"AA=="}`,
 		`{"channel":"acme/pay/agent","max_uses":5,"auto":true}`,
 		``, `[]`, `{"a":`, "\x00",
 	} {

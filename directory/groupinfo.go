@@ -46,26 +46,51 @@ func readGroupInfo(ctx context.Context, q queryer, chID string) (*groupInfo, err
 	return &gi, nil
 }
 
-// putGroupInfo keeps data as the channel's GroupInfo unless the one kept
-// is of a later epoch (a *staleEpochError); an equal epoch replaces it.
-// The caller must own the channel or be a member. The check is part of
-// the upsert's own statement, which a concurrent put of the channel waits
-// on and then re-checks, so the highest epoch always wins.
-func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch uint64, data []byte, now time.Time) error {
+// putGroupInfo keeps data as the channel's GroupInfo, of epoch, unless
+// the one kept is of a later epoch (a *staleEpochError); an equal epoch
+// replaces it. The caller must own the channel or be a member, checked
+// under the channel's tree lock, which a removal takes too, so a member
+// removed meanwhile stores nothing. The handler has checked epoch against
+// the commit fence, so only the epoch the relay has reached gets here; the
+// later-epoch rule orders two puts that raced a commit. The bytes are
+// charged to the caller, with its trees, against store.treeQuota (one
+// budget for what an account makes the directory keep for rooms); the
+// GroupInfo it replaces is no longer charged to whoever put it.
+//
+// over, when not negative, is the epoch of a kept GroupInfo the caller has
+// found beyond the fence (kept under the old highest-epoch rule, which let
+// a member jam it): the put replaces that one too.
+func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch uint64, data []byte, over int64, now time.Time) error {
 	if epoch > math.MaxInt64 {
 		return errors.New("directory: epoch out of range")
 	}
 	return s.write(ctx, func(tx txn) error {
-		chID, err := memberChannel(ctx, tx, channel, caller)
+		chID, _, err := channelOwner(ctx, tx, channel)
 		if err != nil {
 			return err
+		}
+		if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
+			return err
+		}
+		if _, err := memberChannel(ctx, tx, channel, caller); err != nil {
+			return err
+		}
+		if err := tx.b.lockKey(ctx, tx.tx, treeQuotaPrefix+caller); err != nil {
+			return err
+		}
+		used, err := roomBytes(ctx, tx, caller, chID)
+		if err != nil {
+			return err
+		}
+		if used+int64(len(data)) > s.treeQuota {
+			return errTreeQuota
 		}
 		n, err := tx.execN(ctx,
 			`INSERT INTO group_infos (channel_id, epoch, group_info, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 			 ON CONFLICT (channel_id) DO UPDATE SET epoch = excluded.epoch, group_info = excluded.group_info,
 			   updated_by = excluded.updated_by, updated_at = excluded.updated_at
-			 WHERE group_infos.epoch <= excluded.epoch`,
-			chID, int64(epoch), data, caller, now.UnixNano())
+			 WHERE group_infos.epoch <= excluded.epoch OR group_infos.epoch = ?`,
+			chID, int64(epoch), data, caller, now.UnixNano(), over)
 		if err != nil {
 			return err
 		}
@@ -78,6 +103,61 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 		}
 		return &staleEpochError{gi.epoch}
 	})
+}
+
+// roomBytes returns the bytes account makes the directory keep for rooms:
+// the trees it put and the GroupInfos it put, except the one of the
+// channel except (which the caller is about to replace). The caller holds
+// the account's quota lock.
+func roomBytes(ctx context.Context, q queryer, account, except string) (int64, error) {
+	var trees, infos int64
+	if err := q.queryRow(ctx, `SELECT COALESCE(SUM(size), 0) FROM channel_trees WHERE uploaded_by = ?`, account).Scan(&trees); err != nil {
+		return 0, err
+	}
+	if err := q.queryRow(ctx,
+		`SELECT COALESCE(SUM(LENGTH(group_info)), 0) FROM group_infos WHERE updated_by = ? AND channel_id <> ?`,
+		account, except).Scan(&infos); err != nil {
+		return 0, err
+	}
+	return trees + infos, nil
+}
+
+// clearPutBy deletes the GroupInfo and the trees account put for the
+// channel chID, in tx: what a removed member put must not outlive its
+// membership (a GroupInfo of its choosing would otherwise stay what
+// joiners get). The owner's next put replaces nothing then.
+func clearPutBy(ctx context.Context, tx txn, chID, account string) error {
+	if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx, `DELETE FROM group_infos WHERE channel_id = ? AND updated_by = ?`, chID, account); err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx,
+		`DELETE FROM channel_tree_parts WHERE tree_seq IN (SELECT seq FROM channel_trees WHERE channel_id = ? AND uploaded_by = ?)`,
+		chID, account); err != nil {
+		return err
+	}
+	_, err := tx.exec(ctx, `DELETE FROM channel_trees WHERE channel_id = ? AND uploaded_by = ?`, chID, account)
+	return err
+}
+
+// clearForReset deletes the channel's GroupInfo unless it is of epoch,
+// the epoch a fence reset makes the relay expect, and with it the trees
+// its putter put for the channel, in tx. A GroupInfo of another epoch
+// can never be joined from after the reset, and one far ahead would
+// otherwise refuse every later put as stale.
+func clearForReset(ctx context.Context, tx txn, chID string, epoch uint64) error {
+	var kept int64
+	var by string
+	err := tx.queryRow(ctx, `SELECT epoch, updated_by FROM group_infos WHERE channel_id = ?`, chID).Scan(&kept, &by)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && uint64(kept) == epoch {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return clearPutBy(ctx, tx, chID, by)
 }
 
 // getGroupInfo returns the GroupInfo of channel for its owner or a member.
@@ -101,6 +181,20 @@ type groupInfoAnswer struct {
 }
 
 // PUT /v1/channels/groupinfo {channel, epoch, group_info} → 200 {epoch}
+//
+// Who: the channel's owner or a member (anyone else 403 not_a_member, an
+// unknown channel 404, before anything about the fence is said). On whom:
+// the channel's one GroupInfo, which every joiner by external Commit gets.
+// Only the epoch the relay's commit fence has reached is accepted: the
+// epoch the fence expects next, which is the group's epoch right after
+// the last commit the relay took, or 0 while the channel has had no
+// commit; an earlier epoch is 409 stale_epoch, a later one 409
+// epoch_not_reached, each with the fence's epoch. Without a fence source
+// (Config.Fence) nothing is accepted (503 fence_unavailable), since the
+// directory could not tell a real epoch from a jam. How much: at most
+// MaxGroupInfo bytes, charged with the caller's trees to one per-account
+// budget of MaxTreeBytes (413 quota_exceeded, scope account). A member's
+// removal and a fence reset clear what no longer belongs (members.go).
 func (s *Server) handlePutGroupInfo(w http.ResponseWriter, r *http.Request, p principal) {
 	var req putGroupInfoRequest
 	if !decode(w, r, groupInfoBody, &req) || !checkChannel(w, p, req.Channel) {
@@ -118,23 +212,87 @@ func (s *Server) handlePutGroupInfo(w http.ResponseWriter, r *http.Request, p pr
 	if !ok {
 		return
 	}
-	err := s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, s.cfg.Now())
+	if _, err := memberChannel(r.Context(), s.store, req.Channel, p.account); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fence, err := s.fenceEpoch(r.Context(), req.Channel)
+	if err != nil {
+		s.groupInfoFail(w, r, err)
+		return
+	}
+	switch {
+	case *req.Epoch < fence:
+		writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; epoch is the one accepted now", fence)
+		return
+	case *req.Epoch > fence:
+		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; epoch is the one accepted now", fence)
+		return
+	}
+	err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, -1, s.cfg.Now())
 	var se *staleEpochError
 	if errors.As(err, &se) {
-		writeJSON(w, http.StatusConflict, struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-			Epoch   uint64 `json:"epoch"`
-		}{"stale_epoch", "a GroupInfo of a later epoch is kept; epoch is its epoch", se.epoch})
+		// A later epoch is kept: a put that raced a commit, or one kept
+		// beyond the fence (before the fence was checked). Which it is,
+		// the fence says now.
+		fence, ferr := s.fenceEpoch(r.Context(), req.Channel)
+		if ferr != nil {
+			s.groupInfoFail(w, r, ferr)
+			return
+		}
+		if fence != *req.Epoch {
+			writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; epoch is the one accepted now", fence)
+			return
+		}
+		err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, int64(se.epoch), s.cfg.Now())
+	}
+	if errors.As(err, &se) {
+		writeEpochError(w, "stale_epoch", "a GroupInfo of a later epoch is kept; epoch is its epoch", se.epoch)
 		return
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		s.groupInfoFail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Epoch uint64 `json:"epoch"`
 	}{*req.Epoch})
+}
+
+func writeEpochError(w http.ResponseWriter, code, message string, epoch uint64) {
+	writeJSON(w, http.StatusConflict, struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		Epoch   uint64 `json:"epoch"`
+	}{code, message, epoch})
+}
+
+// writeQuotaExceeded answers a put past the account's budget for rooms.
+func writeQuotaExceeded(w http.ResponseWriter) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		Scope   string `json:"scope"`
+	}{"quota_exceeded",
+		"the GroupInfos and trees this account has put use up its 256 MiB; they are replaced as its channels' newer ones come in, and cleared when it leaves",
+		"account"})
+}
+
+// groupInfoFail answers the fence's and the quota's errors, and the others
+// as fail.
+func (s *Server) groupInfoFail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errNoFence):
+		writeError(w, http.StatusServiceUnavailable, "fence_unavailable",
+			"this directory has no relay commit fence to check GroupInfo epochs against, so it keeps none")
+	case errors.Is(err, errFenceUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "fence_unavailable", "the relay's commit fence cannot be read now; try again")
+	case errors.Is(err, errTreeQuota):
+		writeQuotaExceeded(w)
+	default:
+		s.fail(w, r, err)
+	}
 }
 
 // GET /v1/channels/groupinfo?channel=… → 200 {epoch, group_info}

@@ -31,11 +31,16 @@ func addMember(ctx context.Context, tx txn, chID, chName, account string, now ti
 }
 
 // removeMember ends account's membership of the channel and writes a
-// member_removed event, in tx. It reports whether the account was a member.
+// member_removed event, in tx; the GroupInfo and trees it put for the
+// channel go with it (clearPutBy). It reports whether the account was a
+// member.
 func removeMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
 	n, err := tx.execN(ctx,
 		`DELETE FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, account)
 	if err != nil || n == 0 {
+		return false, err
+	}
+	if err := clearPutBy(ctx, tx, chID, account); err != nil {
 		return false, err
 	}
 	return true, writeEvent(ctx, tx, feed.MemberRemoved, chName, account, 0, now)
@@ -321,7 +326,8 @@ func (s *store) members(ctx context.Context, channel, caller string) (owner stri
 }
 
 // resetFence writes a fence_reset event for a channel the caller owns,
-// after removing remove (if non-empty and a member) with its own event.
+// after removing remove (if non-empty and a member) with its own event,
+// and clears a GroupInfo of another epoch than the reset's (clearForReset).
 func (s *store) resetFence(ctx context.Context, channel, caller, remove string, epoch uint64, now time.Time) error {
 	return s.write(ctx, func(tx txn) error {
 		chID, err := ownedChannel(ctx, tx, channel, caller)
@@ -341,6 +347,9 @@ func (s *store) resetFence(ctx context.Context, channel, caller, remove string, 
 			if err := noteRemoval(ctx, tx, chID, remove, now); err != nil {
 				return err
 			}
+		}
+		if err := clearForReset(ctx, tx, chID, epoch); err != nil {
+			return err
 		}
 		return writeEvent(ctx, tx, feed.FenceReset, channel, "", epoch, now)
 	})

@@ -108,6 +108,13 @@ type Config struct {
 	// addresses. The HTTP connections themselves are bounded by the
 	// listener (see "Connections" in the package documentation).
 	TrustedProxies []netip.Prefix
+	// Fence is where the directory reads the relay's commit fence: a
+	// GroupInfo is kept only for the epoch the fence has reached
+	// (PUT /v1/channels/groupinfo). The relay in the same process
+	// (skytale.NewStack wires it), or NewHTTPFence for a relay elsewhere.
+	// nil refuses every GroupInfo (503 fence_unavailable): without the
+	// fence a far epoch cannot be told from a real one.
+	Fence FenceSource
 
 	// Metrics, if set, receives the directory's Prometheus metrics
 	// (skytale_directory_*: requests by route pattern and status, their

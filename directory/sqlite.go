@@ -270,6 +270,11 @@ ALTER TABLE inbox ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
 UPDATE inbox SET size = length(welcome);
 CREATE INDEX inbox_sender ON inbox(account_id, from_id);
 `,
+	// What an account put for rooms is counted against its budget and
+	// cleared when it leaves, by account (groupinfo.go).
+	`
+CREATE INDEX group_infos_account ON group_infos(updated_by);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

@@ -26,7 +26,7 @@ const (
 	MaxTreeParts       = 64               // parts per tree
 	MaxTree            = MaxTreePart * 64 // 67,108,864 bytes per tree
 	MaxTreesPerChannel = 4                // trees kept per channel
-	MaxTreeBytes       = 4 * MaxTree      // bytes of trees one account has put and the directory keeps
+	MaxTreeBytes       = 4 * MaxTree      // bytes of trees and GroupInfos one account has put and the directory keeps (256 MiB)
 	maxTreeID          = 128              // characters of a tree id
 	treeBody           = 1536 << 10       // a 1 MiB part is 1,398,104 base64 characters
 	treeUploadWindow   = 10 * time.Minute // how long an unfinished tree is safe from eviction
@@ -41,7 +41,7 @@ var (
 	errTreePartSet  = errors.New("directory: that part of the tree is stored with other bytes")
 	errTreeTaken    = errors.New("directory: the tree is being put by another account")
 	errTooManyTrees = errors.New("directory: the channel's trees are all being put")
-	errTreeQuota    = errors.New("directory: the account's trees use up its quota")
+	errTreeQuota    = errors.New("directory: the account's trees and GroupInfos use up its quota")
 )
 
 // treeState is what the directory holds of one tree.
@@ -105,6 +105,11 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, par
 		if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
 			return err
 		}
+		// Again under the lock a removal takes (clearPutBy): a member
+		// removed meanwhile leaves nothing behind.
+		if _, err := memberChannel(ctx, tx, channel, caller); err != nil {
+			return err
+		}
 		seq, cur, owner, err := readTree(ctx, tx, chID, id)
 		switch {
 		case errors.Is(err, errNotFound):
@@ -134,8 +139,8 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, par
 		if err := tx.b.lockKey(ctx, tx.tx, treeQuotaPrefix+caller); err != nil {
 			return err
 		}
-		var used int64
-		if err := tx.queryRow(ctx, `SELECT COALESCE(SUM(size), 0) FROM channel_trees WHERE uploaded_by = ?`, caller).Scan(&used); err != nil {
+		used, err := roomBytes(ctx, tx, caller, "")
+		if err != nil {
 			return err
 		}
 		if used+int64(len(data)) > s.treeQuota {
@@ -367,8 +372,7 @@ func (s *Server) treeFail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusTooManyRequests, "too_many_trees",
 			"the channel already holds 4 trees still being put; finish one or wait for it to expire")
 	case errors.Is(err, errTreeQuota):
-		writeError(w, http.StatusRequestEntityTooLarge, "quota_exceeded",
-			"the trees this account has put use up its 256 MiB; they are replaced as its channels' newer trees come in")
+		writeQuotaExceeded(w)
 	default:
 		s.fail(w, r, err)
 	}

@@ -306,6 +306,14 @@ type archive struct {
 	// out, but never hides one within it.
 	floors sync.Map
 
+	// fences maps a channel name to the commit epoch it expects next
+	// (uint64), as of the last entry or fence reset made durable since
+	// the archive opened; before that, the channels table holds it (an
+	// open replays the log into it). Set in release, before the answer,
+	// so whoever holds an ack reads the fence its commit moved. See
+	// nextEpoch.
+	fences sync.Map
+
 	args []any
 
 	insert, insertN, evict, evictHS, upsert, load    *sql.Stmt
@@ -872,6 +880,9 @@ func (a *archive) release(batch []*pubReq, err error) {
 		for _, r := range batch {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
 				r.st.durable.Store(r.reserved)
+			}
+			if r.dirty && r.st != nil && r.hasEpoch && r.refused == nil && (r.fence || r.hdr.commit) {
+				a.fences.Store(r.channel, r.epoch)
 			}
 		}
 	}
@@ -1852,6 +1863,26 @@ func (e *pageEncoder) finish() error {
 func (e *pageEncoder) release() {
 	e.pb.w.Reset(nil)
 	pageBufs.Put(e.pb)
+}
+
+// nextEpoch returns the commit epoch the channel expects next, and false
+// when it has had no commit (nor fence reset) yet. A fence the sequencer
+// has moved but not yet made durable is not seen: a commit counts once it
+// could be acknowledged.
+func (a *archive) nextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	if v, ok := a.fences.Load(channel); ok {
+		return v.(uint64), true, nil
+	}
+	var reserved int64
+	var epoch sql.NullInt64
+	err := a.load.QueryRowContext(ctx, channel).Scan(&reserved, &epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("relay: reading the commit fence: %w", err)
+	}
+	return uint64(epoch.Int64), epoch.Valid, nil
 }
 
 // resetFence is the owner's recovery of a jammed commit fence: from now on

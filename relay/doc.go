@@ -91,7 +91,10 @@
 // {"type":"error","code":"epoch_out_of_range","max_epoch":…}. A room's
 // owner recovers a channel whose fence a member jammed through the
 // directory (POST /v1/channels/fence), which reaches the relay as a
-// fence_reset event of the channel feed.
+// fence_reset event of the channel feed. The directory reads the fence
+// back (Server.NextEpoch in-process, GET /v1/internal/fence with
+// Config.InternalSecret otherwise) to keep a channel's GroupInfo only for
+// the epoch the fence has reached.
 //
 // # Members
 //

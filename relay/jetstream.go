@@ -793,6 +793,16 @@ func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
 	return errors.New("relay: the channel's handshake subject kept changing")
 }
 
+// nextEpoch reads the fence from the channel's handshake subject itself,
+// not the mirror, so it is the fence every relay of the cluster checks.
+func (a *jsArchive) nextEpoch(_ context.Context, channel string) (uint64, bool, error) {
+	hd, err := a.head(channel, true)
+	if err != nil {
+		return 0, false, fmt.Errorf("relay: reading the commit fence: %w", err)
+	}
+	return hd.epoch, hd.hasEpoch, nil
+}
+
 func (a *jsArchive) resetFence(channel string, epoch uint64, id int64) error {
 	if epoch == math.MaxUint64 {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")

@@ -90,6 +90,10 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
+	// InternalSecret, if set, opens GET /v1/internal/fence to its holder:
+	// a directory that runs apart from the relay reads the commit fence
+	// there (the directory's internal secret). Empty answers 401.
+	InternalSecret []byte
 	// ArchiveCap is how many application entries each channel keeps
 	// (default 10,000); it keeps as many handshake entries (commits,
 	// proposals, Welcomes) besides, so application and cover traffic never
@@ -334,6 +338,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
+	cfg.InternalSecret = append([]byte(nil), cfg.InternalSecret...)
 	// Registered before anything opens, so a refusal leaves nothing to
 	// close; the collectors read the server once it exists.
 	var self atomic.Pointer[Server]
@@ -414,7 +419,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
-	for _, p := range []string{"/health", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}"} {
+	s.mux.HandleFunc("GET /v1/internal/fence", s.handleInternalFence)
+	for _, p := range []string{"/health", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.logRequest(r, http.StatusMethodNotAllowed)
 			w.Header().Set("Allow", "GET")

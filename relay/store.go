@@ -24,6 +24,10 @@ type archiver interface {
 	// of a jammed fence); id is the directory feed event's id, 0 for none.
 	// It returns once the new fence is durable.
 	resetFence(channel string, epoch uint64, id int64) error
+	// nextEpoch returns the commit epoch a channel expects next, as far
+	// as it is durable, and false when the channel has no fence yet (no
+	// commit, no reset). Safe for concurrent use.
+	nextEpoch(ctx context.Context, channel string) (uint64, bool, error)
 	// waitVisible returns once everything pushed to any subscriber before
 	// the call can be read (see commitMark).
 	waitVisible(ctx context.Context) error

@@ -120,6 +120,13 @@ func (s *Seat) joinWelcome(ctx context.Context, ch string, welcome []byte, b *ml
 // directory, so that others can join or rejoin by external Commit; a
 // large room's tree goes out of band, put first (tree.go). It is best
 // effort: a failure costs only the next external joiner a retry.
+//
+// The directory keeps a GroupInfo only for the epoch the relay's commit
+// fence has reached. The caller's commit was acknowledged, so the fence
+// shows it already, unless the directory reads it from afar and behind
+// (epoch_not_reached): that is tried again a few times, briefly. A put
+// refused as stale means someone committed since; their put replaces
+// this one, so it is left to them.
 func (s *Seat) shareGroupInfo(ctx context.Context, r *room) {
 	out, err := s.shareTree(ctx, r.channel, r.g)
 	if err != nil {
@@ -137,8 +144,24 @@ func (s *Seat) shareGroupInfo(ctx context.Context, r *room) {
 	if err != nil {
 		return
 	}
-	s.directory(key).PutGroupInfo(ctx, r.channel, r.g.Epoch(), gi)
+	dir := s.directory(key)
+	for attempt := 1; ; attempt++ {
+		err := dir.PutGroupInfo(ctx, r.channel, r.g.Epoch(), gi)
+		var ae *APIError
+		if attempt == groupInfoAttempts || !errors.As(err, &ae) || ae.Code != "epoch_not_reached" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
 }
+
+// groupInfoAttempts bounds the puts of one GroupInfo the fence has not
+// shown yet (100, 200 ms apart).
+const groupInfoAttempts = 3
 
 // maxGroupInfo is the largest GroupInfo the directory keeps.
 const maxGroupInfo = 1 << 20

@@ -2,9 +2,12 @@ package seat_test
 
 import (
 	"context"
+	"errors"
+	"math"
 	"slices"
 	"testing"
 
+	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
@@ -45,4 +48,32 @@ func TestRoomJoinWithoutOwner(t *testing.T) {
 	if got, want := identities(t, again, room), dids(alice, bob, carol); !slices.Equal(got, want) {
 		t.Fatalf("alice's roster: %v, want %v", got, want)
 	}
+}
+
+// TestRoomJoinAfterGroupInfoJam: a member puts a GroupInfo of epoch
+// 2^63-1 at the directory, which would have refused every later one as
+// stale, so nobody could join by an auto invite again. The directory
+// keeps a GroupInfo only for the epoch the relay's fence has reached: the
+// jam is refused, the owner's next commit shares its GroupInfo, and a
+// newcomer joins with the owner away.
+func TestRoomJoinAfterGroupInfoJam(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	mallory := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: bob.acct.APIKey}
+	err := mallory.PutGroupInfo(ctx, room, math.MaxInt64, []byte("not a GroupInfo"))
+	var ae *seat.APIError
+	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "epoch_not_reached" {
+		t.Fatalf("the far-epoch put: %v, want 409 epoch_not_reached", err)
+	}
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.Close()
+	carol := newMember(t, st, "carolco")
+	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)
+	}
+	converse(t, room, carol, bob, "in despite the jam", "welcome, carol")
 }

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -97,7 +98,8 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	c.dir, err = directory.New(directory.Config{JWTSecret: secret, OpenSignup: true, Database: dirDB})
+	fence := &relayFence{}
+	c.dir, err = directory.New(directory.Config{JWTSecret: secret, OpenSignup: true, Database: dirDB, Fence: fence})
 	if err != nil {
 		c.close()
 		return nil, err
@@ -118,6 +120,7 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 			return nil, err
 		}
 		c.relays = append(c.relays, r)
+		fence.r.CompareAndSwap(nil, r)
 		u, err := c.serve(r)
 		if err != nil {
 			c.close()
@@ -126,6 +129,21 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 		c.RelayURLs = append(c.RelayURLs, u)
 	}
 	return c, nil
+}
+
+// relayFence is where the directory reads a channel's commit fence (it
+// keeps a GroupInfo only for the epoch the relays have reached): the first
+// relay node, since the fence lives in the JetStream stream and every node
+// reads the same. The directory starts first, as the relays follow its
+// feeds, so the node is set once it runs.
+type relayFence struct{ r atomic.Pointer[relay.Server] }
+
+func (f *relayFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	r := f.r.Load()
+	if r == nil {
+		return 0, false, errors.New("cluster: no relay node runs yet")
+	}
+	return r.NextEpoch(ctx, channel)
 }
 
 // serve serves h on a free loopback port and returns its URL.

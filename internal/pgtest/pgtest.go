@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -151,12 +152,30 @@ func Start(opts Options) (*Server, error) {
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = withParentDeath(attr)
-	if err := s.cmd.Start(); err != nil {
+	// The kernel sends the parent-death signal when the thread that
+	// started the child ends, not the process (prctl(2)), and a Go thread
+	// ends whenever a goroutine locked to it does (a relay's committer,
+	// say), which may well be the thread that started postgres. So postgres
+	// is started from a goroutine locked to a thread of its own, which
+	// lives until postgres has exited.
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		started <- nil
+		s.cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		s.cmd = nil
 		return nil, fmt.Errorf("pgtest: start postgres: %v", err)
 	}
-	s.done = make(chan struct{})
-	go func() { s.cmd.Wait(); close(s.done) }()
+	s.done = done
 	s.url = "postgres://skytale@/postgres?host=" + url.QueryEscape(dir) + "&port=5432&sslmode=disable"
 	if err := s.waitReady(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("%v (log in %s)", err, logf.Name())

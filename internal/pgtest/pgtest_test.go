@@ -7,8 +7,10 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStartServesSchemasAndStops starts a cluster, uses two schemas of it
@@ -57,5 +59,38 @@ func TestStartServesSchemasAndStops(t *testing.T) {
 	}
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
 		t.Fatalf("directory left behind: %v", err)
+	}
+}
+
+// The main goroutine keeps the process's first thread, which Go never
+// ends, so that every test here runs on threads that can end.
+func init() { runtime.LockOSThread() }
+
+// TestServerOutlivesLockedThreads: a server started from a goroutine
+// locked to its OS thread keeps running after that goroutine ends without
+// unlocking it, which ends the thread (as a relay's committer ends its
+// thread, which may be the one that started postgres). The kernel kills a
+// child started with Pdeathsig when the thread that started it ends, not
+// the process (prctl(2), PR_SET_PDEATHSIG).
+func TestServerOutlivesLockedThreads(t *testing.T) {
+	var s *Server
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		s, err = Start(Options{})
+	}()
+	<-done
+	if errors.Is(err, ErrUnavailable) && os.Getenv("CI") == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(300 * time.Millisecond) // a kill would come a little later
+	if err := s.admin.PingContext(context.Background()); err != nil {
+		t.Fatalf("the server is gone with the thread that started it: %v", err)
 	}
 }

@@ -1,0 +1,106 @@
+package directory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// FenceSource tells the directory where a channel's commit fence stands:
+// the epoch the relay expects the channel's next commit at (a commit at
+// epoch e is accepted only while the relay expects e, and then it expects
+// e+1), and known false while the channel has had no commit nor fence
+// reset. The directory keeps a channel's GroupInfo only for that epoch
+// (groupinfo.go). A relay embedded in the same process is one
+// (relay.Server.NextEpoch, wired by skytale.NewStack); a relay elsewhere
+// is read with [NewHTTPFence].
+type FenceSource interface {
+	NextEpoch(ctx context.Context, channel string) (epoch uint64, known bool, err error)
+}
+
+// Errors of the fence check, answered by groupInfoFail.
+var (
+	errNoFence          = errors.New("directory: no commit fence is configured (Config.Fence)")
+	errFenceUnavailable = errors.New("directory: the relay's commit fence cannot be read")
+)
+
+// fenceTimeout bounds one read of the fence.
+const fenceTimeout = 5 * time.Second
+
+// fenceEpoch returns the only epoch a GroupInfo of channel may have now:
+// the epoch the fence expects next, which is the epoch the group entered
+// with the last commit the relay accepted (or was reset to). A channel
+// with no fence yet has had no commit, so its group is still at the
+// epoch of its creation, 0 (RFC 9420 §11: a new group starts at epoch 0,
+// and each Commit moves it to the next one).
+func (s *Server) fenceEpoch(ctx context.Context, channel string) (uint64, error) {
+	if s.cfg.Fence == nil {
+		return 0, errNoFence
+	}
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
+	epoch, known, err := s.cfg.Fence.NextEpoch(ctx, channel)
+	if err != nil {
+		s.log.Error("directory: reading the commit fence failed", "err", err)
+		return 0, errFenceUnavailable
+	}
+	if !known {
+		return 0, nil
+	}
+	return epoch, nil
+}
+
+// NewHTTPFence returns a FenceSource that reads a relay's
+// GET /v1/internal/fence with the internal secret (the relay's
+// Config.InternalSecret), for a directory that runs apart from its relay.
+// A nil client means http.DefaultClient.
+func NewHTTPFence(relayURL, internalSecret string, client *http.Client) FenceSource {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return &httpFence{base: strings.TrimRight(relayURL, "/"), secret: internalSecret, client: client}
+}
+
+type httpFence struct {
+	base, secret string
+	client       *http.Client
+}
+
+// maxFenceAnswer bounds the body of a fence answer the directory reads.
+const maxFenceAnswer = 4 << 10
+
+func (f *httpFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	u := f.base + "/v1/internal/fence?" + url.Values{"channel": {channel}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("directory: fence request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.secret)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("directory: fence request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxFenceAnswer))
+		return 0, false, fmt.Errorf("directory: fence request: status %d", resp.StatusCode)
+	}
+	var a struct {
+		Channel string  `json:"channel"`
+		Epoch   *uint64 `json:"epoch"`
+		Known   *bool   `json:"known"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxFenceAnswer)).Decode(&a); err != nil {
+		return 0, false, fmt.Errorf("directory: fence answer: %w", err)
+	}
+	if a.Channel != channel || a.Epoch == nil || a.Known == nil {
+		return 0, false, errors.New("directory: fence answer: not the fence of the channel asked for")
+	}
+	return *a.Epoch, *a.Known, nil
+}
