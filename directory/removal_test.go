@@ -14,7 +14,8 @@ import (
 // invite from before its removal and its GroupInfo fetch answer 403
 // removed and change nothing, while an invite made since readmits it.
 func TestRemovalByIdentity(t *testing.T) {
-	e := newEnv(t, nil)
+	fe := newFencedEnv(t, nil)
+	e := fe.env
 	_, owner := e.account("acme")
 	memberID, member := e.account("globex")
 	joinerID, joiner := e.account("initech")
@@ -27,6 +28,7 @@ func TestRemovalByIdentity(t *testing.T) {
 	for _, j := range []struct{ key, id string }{{member, "did:key:zMember"}, {joiner, "did:key:zJoiner"}} {
 		want(t, e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": old, "identity": j.id}), 201, "")
 	}
+	fe.setFence(owner, ch, 3)
 	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 3, "group_info": b64("gi 3")}), 200, "")
 
 	del := func(key, identity string) reply {
