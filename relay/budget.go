@@ -204,18 +204,16 @@ func quotaFrame(scope string) []byte {
 	default:
 		msg = "the relay's archive is full; older entries must expire or be evicted first"
 	}
-	return scopedErrorFrame("quota_exceeded", scope, msg)
+	b, _ := json.Marshal(scopedError{"error", "quota_exceeded", scope, msg})
+	return b
 }
 
-// scopedErrorFrame is an error frame that names the budget it is about.
-func scopedErrorFrame(code, scope, message string) []byte {
-	b, _ := json.Marshal(struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Scope   string `json:"scope"`
-		Message string `json:"message"`
-	}{"error", code, scope, message})
-	return b
+// scopedError is an error frame that names the budget it is about.
+type scopedError struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Scope   string `json:"scope"`
+	Message string `json:"message"`
 }
 
 // Defaults of the budgets (Config.ServerBudget, OrgBudget, GroupBudget).
