@@ -299,3 +299,33 @@ func TestBudgetMetrics(t *testing.T) {
 		}
 	})
 }
+
+// FuzzPayer: the payer string of any claims splits back into the same
+// account, org and group (claims holding the separator count as absent),
+// and a payer string read back from an archive, whatever it holds, splits
+// without panicking into parts that join back to it.
+func FuzzPayer(f *testing.F) {
+	f.Add("alice", "", "")
+	f.Add("alice", "acme", "g1")
+	f.Add("a\x1fb", "", "")
+	f.Add("a\x1fb\x1fc", "acme", "")
+	f.Add("", "\x1f", "x")
+	f.Fuzz(func(t *testing.T, sub, org, grp string) {
+		p := parsePayer(payerOf(jwt.Claims{Subject: sub, Org: org, Group: grp}))
+		wantOrg, wantGrp := org, grp
+		if strings.IndexByte(org, payerSep) >= 0 {
+			wantOrg = ""
+		}
+		if strings.IndexByte(grp, payerSep) >= 0 {
+			wantGrp = ""
+		}
+		if p.account != sub || p.org != wantOrg || p.group != wantGrp {
+			t.Fatalf("claims %q %q %q split into %+v", sub, org, grp, p)
+		}
+		raw := sub + org + grp
+		q := parsePayer(raw)
+		if q.full != raw || (q.org != "" || q.group != "") && q.account+string(payerSep)+q.org+string(payerSep)+q.group != raw {
+			t.Fatalf("%q split into %+v", raw, q)
+		}
+	})
+}
