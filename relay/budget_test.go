@@ -329,3 +329,12 @@ func FuzzPayer(f *testing.F) {
 		}
 	})
 }
+
+// TestBudgetsInConfig: New fills the budget fields it defaulted, so the
+// relay's Config (and its start's log line) says what binds.
+func TestBudgetsInConfig(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true})
+	if c := tr.cfg; c.ServerBudget != DefaultMemoryBudget || c.OrgBudget != DefaultMemoryBudget/2 || c.GroupBudget != DefaultMemoryBudget/4 || c.AccountQuota != DefaultAccountQuota {
+		t.Fatalf("budgets %d %d %d %d", c.AccountQuota, c.GroupBudget, c.OrgBudget, c.ServerBudget)
+	}
+}

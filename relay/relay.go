@@ -400,6 +400,8 @@ func New(cfg Config) (*Server, error) {
 		db.Close()
 		return nil, err
 	}
+	s.log.Info("relay: archive budgets", "account", s.cfg.AccountQuota, "group", s.cfg.GroupBudget,
+		"org", s.cfg.OrgBudget, "server", s.cfg.ServerBudget)
 	if a, ok := s.arch.(*archive); ok {
 		a.counters = counters // before start: its goroutines read it
 		s.lendFrames = true
