@@ -71,10 +71,11 @@ type Relay = relay.Server
 //   - DBPath: the SQLite file; "" keeps the directory in memory.
 //   - JWTSecret: the HS256 key of the tokens it mints, shared with the
 //     relay. Required; use at least 32 random bytes.
-//   - InternalSecret: authenticates the operator (account creation when
-//     signup is closed, revoking any account, the relay's feeds); empty
-//     turns those calls off.
-//   - OpenSignup: anyone may create an account.
+//   - InternalSecret: authenticates the operator (account creation in any
+//     signup mode, signup tokens, idle accounts, revoking any account, the
+//     relay's feeds); empty turns those calls off.
+//   - Signup: who may create accounts, open, invite or closed
+//     (OpenSignup, the older field, still works when Signup is empty).
 //   - Logger: one line per request, never a credential; nil discards.
 //
 // A zero field means its documented default. A [Stack] sets JWTSecret and

@@ -354,8 +354,10 @@ func seatCommands() []*ucli.Command {
 		},
 		{
 			Name:  "signin",
-			Usage: "mint an account on an open-signup directory, or sign in a new device (--recover)",
+			Usage: "mint an account (open signup, or with an invite or signup token), take one the operator made (--api-key), or sign in a new device (--recover)",
 			Flags: append([]ucli.Flag{
+				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve account create"},
+				&ucli.StringFlag{Name: "signup-token", Usage: "a one-use signup `TOKEN` (skt_sup_…) from the operator (tally serve token), for a directory whose signup is invite"},
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail", DefaultText: "tally@localhost"},
 				&ucli.StringFlag{Name: "org", Usage: "account org; an existing org needs --org-invite", DefaultText: "seat-<the identity's short form>"},
 				&ucli.StringFlag{Name: "org-invite", Usage: "an org invite (`TOKEN`, skt_org_…) that an account of --org made with tally org invite"},
@@ -368,6 +370,17 @@ func seatCommands() []*ucli.Command {
 					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --recover` to bring a seat from another device)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
+				if key := e.c.String("api-key"); key != "" {
+					if invite != "" || org != "" || e.c.String("signup-token") != "" {
+						return &usageError{"--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token"}
+					}
+					a, err := signinAPIKey(e, s, key)
+					if err != nil {
+						return err
+					}
+					e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", safe(a.Org), a.AccountID)
+					return nil
+				}
 				if email == "" {
 					email = "tally@localhost"
 				}
@@ -381,7 +394,14 @@ func seatCommands() []*ucli.Command {
 					}
 					org = "seat-" + did[len(did)-8:]
 				}
-				a, err := s.SignInInvited(e.c.Context, email, org, invite)
+				var a seat.Account
+				var err error
+				if tok := e.c.String("signup-token"); tok != "" {
+					a, err = signinSignupToken(e, s, email, org, tok)
+				} else {
+					a, err = s.SignInInvited(e.c.Context, email, org, invite)
+				}
+				err = signupHint(err)
 				switch {
 				case errors.Is(err, seat.ErrOrgTaken):
 					return &usageError{"the org " + org + " already exists and belongs to its accounts",

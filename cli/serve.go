@@ -38,14 +38,14 @@ func serveCommand() *ucli.Command {
 			"Signup is open when both planes listen on loopback. Put a TLS proxy in front for\n" +
 			"anything beyond one machine. Garbage is collected as with GOGC=400 under a soft\n" +
 			"GOMEMLIMIT of 512MiB unless those variables are set.",
-		Flags: []ucli.Flag{
+		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "folder for the databases and secrets"},
 			&ucli.StringFlag{Name: "api-addr", Value: defaultAPIAddr, Usage: "directory listen address"},
 			&ucli.StringFlag{Name: "relay-addr", Value: defaultRelayAddr, Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
 			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directory to learn revocations and channel members from", DefaultText: "http://<api-addr>"},
 			&ucli.StringFlag{Name: "relay-url", Usage: "with --only directory: the relay whose commit fence GroupInfo epochs are checked against", DefaultText: "http://<relay-addr>"},
-			&ucli.BoolFlag{Name: "open-signup", Usage: "allow anyone to create accounts; --open-signup=false closes it", DefaultText: "on when both planes listen on loopback"},
+			&ucli.BoolFlag{Name: "open-signup", Usage: "the older spelling of --signup open (true) or closed (false)", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log requests"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
 			&ucli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics of both planes at /metrics on this address, apart from the public listeners (off by default)"},
@@ -72,8 +72,8 @@ func serveCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "relay-logins-per-net", Value: relay.DefaultMaxUnauthConnsPerNet, Usage: "WebSockets not yet authenticated per client IPv4 /24 or IPv6 /64"},
 			&ucli.DurationFlag{Name: "relay-ping-interval", Value: relay.DefaultPingInterval, Usage: "how often the relay pings an authenticated WebSocket"},
 			&ucli.DurationFlag{Name: "relay-ping-timeout", Value: relay.DefaultPingTimeout, Usage: "how long a pong may take before the WebSocket is closed"},
-		},
-		Subcommands: []*ucli.Command{backupCommand()},
+		}, budgetFlags()...), // signup and storage budgets: serve_budget.go
+		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 1 && c.Args().First() == "help" {
 				return ucli.ShowSubcommandHelp(c)
@@ -103,6 +103,9 @@ func serveCommand() *ucli.Command {
 				NATSReplicas:  c.Int("relay-nats-replicas"),
 			}
 			if err := opts.admissionFlags(c); err != nil {
+				return err
+			}
+			if err := opts.budgetFlagsInto(c); err != nil {
 				return err
 			}
 			if c.IsSet("open-signup") {
@@ -164,6 +167,7 @@ type serveOptions struct {
 	listening func(plane, url string)
 
 	admissionOptions
+	budgetOptions
 }
 
 // admissionOptions are the client-address, connection and health
@@ -367,7 +371,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	}()
 	dcfg := skytale.DirectoryConfig{
 		DBPath: filepath.Join(o.Data, "directory.db"), JWTSecret: jwtSecret,
-		InternalSecret: internal, OpenSignup: open, Logger: planeLogger(reqLog, "directory"),
+		InternalSecret: internal, Logger: planeLogger(reqLog, "directory"),
 		TrustedProxies: o.TrustedProxies,
 	}
 	if o.DirectoryDB != "" {
@@ -390,6 +394,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		maxConns = max(1, min(maxConns, (n-fdReserve)/nPlanes))
 	}
 	o.relayAdmission(&rcfg, maxConns)
+	o.applyBudgets(&dcfg, &rcfg, open)
 	var reg *prometheus.Registry
 	if o.MetricsAddr != "" {
 		reg = prometheus.NewRegistry()

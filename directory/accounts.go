@@ -19,6 +19,9 @@ type createAccountRequest struct {
 	Email     string `json:"email"`
 	Org       string `json:"org"`
 	OrgInvite string `json:"org_invite"`
+	// SignupToken is a one-use token the operator minted, needed (unless
+	// OrgInvite) when signup is "invite".
+	SignupToken string `json:"signup_token"`
 }
 
 type createAccountResponse struct {
@@ -27,19 +30,26 @@ type createAccountResponse struct {
 	APIKey    string `json:"api_key"`
 }
 
-// POST /v1/accounts {email, org, org_invite?} → 201 {account_id, org, api_key}
+// POST /v1/accounts {email, org, org_invite?, signup_token?} → 201 {account_id, org, api_key}
 //
 // The first account of an org owns it. Another account joins an existing
 // org only with an org invite of that org (403 org_taken without one, 403
 // invalid_org_invite with a bad one); the operator, with the internal
-// secret, may create accounts in any org.
+// secret, may create accounts in any org, whatever Config.Signup says.
+// Others: with signup "closed" 401; with "invite" an org invite or a
+// signup token is needed (403 signup_requires_invite; a bad token 403
+// invalid_signup_token, spending nothing); and every signup takes a token
+// of its address's bucket and of its network's (IPv4 /24, IPv6 /64).
+// The account joins the signup group of that network, which the relay's
+// storage budget counts together (the grp claim); the group id is a keyed
+// hash of the network, never the address.
 func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 	internal := s.isInternal(r)
-	if !s.cfg.OpenSignup && !internal {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "signup is closed: the internal secret is required")
+	if s.cfg.Signup == SignupClosed && !internal {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "signup is closed: the operator creates accounts")
 		return
 	}
-	if !internal && !s.allowAddr(w, r, limitSignup) {
+	if !internal && !s.allowSignup(w, r) {
 		return
 	}
 	var req createAccountRequest
@@ -53,11 +63,21 @@ func (s *Server) handleCreateAccount(w http.ResponseWriter, r *http.Request) {
 	if !checkOrg(w, req.Org) {
 		return
 	}
-	var invite []byte
+	a := newAccount{email: req.Email, org: req.Org, anyOrg: internal}
 	if req.OrgInvite != "" {
-		invite = hashSecret(req.OrgInvite)
+		a.orgInvite = hashSecret(req.OrgInvite)
 	}
-	id, key, err := s.createAccount(r.Context(), req.Email, req.Org, invite, internal)
+	if req.SignupToken != "" {
+		a.signupToken = hashSecret(req.SignupToken)
+	}
+	if !internal {
+		if s.cfg.Signup == SignupInvite && a.orgInvite == nil && a.signupToken == nil {
+			s.fail(w, r, errSignupNeedsInvite)
+			return
+		}
+		a.group = s.signupGroup(r)
+	}
+	id, key, err := s.createAccountWith(r.Context(), a)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -81,17 +101,21 @@ func (s *Server) CreateAccount(ctx context.Context, email, org string) (accountI
 }
 
 func (s *Server) createAccount(ctx context.Context, email, org string, orgInvite []byte, anyOrg bool) (id, key string, err error) {
-	if id, err = s.newID(); err != nil {
+	return s.createAccountWith(ctx, newAccount{email: email, org: org, orgInvite: orgInvite, anyOrg: anyOrg})
+}
+
+func (s *Server) createAccountWith(ctx context.Context, a newAccount) (id, key string, err error) {
+	if a.id, err = s.newID(); err != nil {
 		return "", "", err
 	}
-	key, hash, err := s.newSecret(prefixAPIKey)
+	key, a.keyHash, err = s.newSecret(prefixAPIKey)
 	if err != nil {
 		return "", "", err
 	}
-	if err := s.store.createAccount(ctx, id, email, org, orgInvite, anyOrg, hash, s.cfg.Now()); err != nil {
+	if err := s.store.createAccountAs(ctx, a, s.cfg.Now()); err != nil {
 		return "", "", err
 	}
-	return id, key, nil
+	return a.id, key, nil
 }
 
 func validEmail(e string) bool {
@@ -145,6 +169,10 @@ type tokenResponse struct {
 
 // POST /v1/tokens (Bearer API key) {ttl_seconds?, audience?} → 201 {token, expires_at}
 //
+// The token carries the account's org and signup group (the org and grp
+// claims), which the relay's storage budgets count by, and the sign-in
+// is recorded to the day (for the operator's list of idle accounts).
+//
 // Only an API key can mint: a JWT minting JWTs would let a token outlive
 // its 300 seconds forever.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
@@ -177,12 +205,18 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		}
 		aud = *req.Audience
 	}
+	if err := s.touchSignin(r.Context(), p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	now := s.cfg.Now()
 	exp := now.Add(ttl)
 	token, err := jwt.Mint(s.cfg.JWTSecret, jwt.Claims{
 		Subject:   p.account,
 		Audience:  aud,
 		Channel:   p.channel,
+		Org:       p.org,
+		Group:     p.group,
 		IssuedAt:  now,
 		ExpiresAt: exp,
 	})

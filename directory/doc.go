@@ -41,7 +41,8 @@
 // device grants, mint org invites or revoke. A JWT must carry both iat
 // and exp, with exp at most 300 seconds after iat (see internal/jwt); the
 // directory's own tokens always do. A revoked account's credentials get
-// 403. Account creation (when signup is closed), revoking any sub, and the
+// 403. Account creation (in any signup mode, see [SignupMode]), signup
+// tokens, the list and removal of idle accounts, revoking any sub, and the
 // internal feeds (GET /v1/internal/revocations and
 // GET /v1/internal/channels/events) take the internal secret instead.
 //
@@ -262,7 +263,8 @@
 // Requests that create state or credentials are rate-limited with token
 // buckets, one set per remote address and one per account (see [Limits]
 // for the knobs and [DefaultLimits] for the values): sign-up (per address
-// only), token minting, channel registration (POST /v1/channels and
+// and per IPv4 /24 or IPv6 /64, whose accounts also share one storage
+// budget on the relay), token minting, channel registration (POST /v1/channels and
 // POST /v1/seats), invite creation (channel, federation and org invites
 // together), device grants (creation per address only; approval and
 // lookup), joins, changes to the channel feed (members added or

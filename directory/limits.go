@@ -38,6 +38,11 @@ type Limits struct {
 	// Signup limits POST /v1/accounts (per address only: there is no
 	// account yet).
 	Signup Rate
+	// SignupPerNet limits POST /v1/accounts per network of the address
+	// (an IPv4 /24, an IPv6 /64), so the addresses of one block do not
+	// each get Signup's burst: the accounts of one network also share
+	// one storage budget on the relay (their signup group).
+	SignupPerNet Bucket
 	// Token limits POST /v1/tokens, the sign-in of every client.
 	Token Rate
 	// Channel limits POST /v1/channels and POST /v1/seats (which may
@@ -105,6 +110,7 @@ type Bucket struct {
 // users behind one NAT address stay well inside them.
 var DefaultLimits = Limits{
 	Signup:            Rate{PerAddr: Bucket{Burst: 20, Every: 3 * time.Minute}},
+	SignupPerNet:      Bucket{Burst: 50, Every: 10 * time.Minute},
 	Token:             Rate{PerAddr: Bucket{Burst: 300, Every: 200 * time.Millisecond}, PerAccount: Bucket{Burst: 60, Every: time.Second}},
 	Channel:           Rate{PerAddr: Bucket{Burst: 100, Every: time.Second}, PerAccount: Bucket{Burst: 50, Every: 2 * time.Second}},
 	Invite:            Rate{PerAddr: Bucket{Burst: 100, Every: time.Second}, PerAccount: Bucket{Burst: 50, Every: 2 * time.Second}},
@@ -144,6 +150,8 @@ var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "dev
 type limiters struct {
 	addr    [numLimits]*ratelimit.Keyed
 	account [numLimits]*ratelimit.Keyed
+	// signupNet is Limits.SignupPerNet, keyed by the client's network.
+	signupNet *ratelimit.Keyed
 	// trusted are the reverse proxies whose X-Forwarded-For names the
 	// client (Config.TrustedProxies).
 	trusted []netip.Prefix
@@ -164,6 +172,7 @@ func resolveLimits(l Limits) Limits {
 		r.PerAddr = resolveBucket(r.PerAddr, defs[i].PerAddr)
 		r.PerAccount = resolveBucket(r.PerAccount, defs[i].PerAccount)
 	}
+	l.SignupPerNet = resolveBucket(l.SignupPerNet, d.SignupPerNet)
 	if l.OpenGrantsPerAddr == 0 {
 		l.OpenGrantsPerAddr = d.OpenGrantsPerAddr
 	}
@@ -189,6 +198,7 @@ func newLimiters(l Limits, trusted []netip.Prefix) *limiters {
 		return lim
 	}
 	lim.openGrants = max(l.OpenGrantsPerAddr, 0)
+	lim.signupNet = newKeyed(l.SignupPerNet, l.MaxKeys)
 	for i, r := range l.rates() {
 		lim.addr[i] = newKeyed(r.PerAddr, l.MaxKeys)
 		if limitKind(i) != limitSignup {
@@ -225,6 +235,34 @@ func (s *Server) allowAddr(w http.ResponseWriter, r *http.Request, kind limitKin
 		rateLimited(w, retry, "too many "+limitNames[kind]+" requests from this address")
 	}
 	return ok
+}
+
+// clientNet is the request client's network (IPv4 /24, IPv6 /64), and
+// false when the peer address does not parse.
+func (l *limiters) clientNet(r *http.Request) (netip.Prefix, bool) {
+	a, ok := clientaddr.Of(r, l.trusted)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return clientaddr.Net(a), true
+}
+
+// allowSignup takes a signup token of the request's address, then one of
+// its network. On refusal it writes the 429 and returns false.
+func (s *Server) allowSignup(w http.ResponseWriter, r *http.Request) bool {
+	if !s.allowAddr(w, r, limitSignup) {
+		return false
+	}
+	n, ok := s.limits.clientNet(r)
+	if !ok {
+		return true
+	}
+	allowed, retry := s.limits.signupNet.Allow(n.String(), s.cfg.Now())
+	if !allowed {
+		s.metrics.refusal(limitSignup, "network")
+		rateLimited(w, retry, "too many sign-up requests from this network")
+	}
+	return allowed
 }
 
 // allowAccount takes a token of kind for account. On refusal it writes the

@@ -258,6 +258,21 @@ CREATE INDEX inbox_sender ON inbox(account_id, from_id);
 	`
 CREATE INDEX group_infos_account ON group_infos(updated_by);
 `,
+	// Signup (accounts.go): each account's signup group, the keyed hash
+	// of the IPv4 /24 or IPv6 /64 it signed up from ('' for accounts the
+	// operator made and those made before), never the address; the day
+	// of its last sign-in (Unix days, 0 for never), for the operator's
+	// list of idle accounts; and the operator's one-use signup tokens,
+	// kept as hashes.
+	`
+ALTER TABLE accounts ADD COLUMN signup_group TEXT NOT NULL DEFAULT '';
+ALTER TABLE accounts ADD COLUMN last_signin BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE signup_tokens (
+	hash       BYTEA PRIMARY KEY,
+	expires_at BIGINT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in

@@ -59,12 +59,22 @@ type Config struct {
 	// JWTSecret is the HS256 key shared with the relay. Required.
 	JWTSecret []byte
 
-	// InternalSecret authenticates operator calls: account creation when
-	// OpenSignup is off, revoking any sub, and the internal revocation
-	// feed. Empty disables all of them.
+	// InternalSecret authenticates operator calls: account creation in
+	// any signup mode, signup tokens, the list and removal of idle
+	// accounts, revoking any sub, and the internal feeds. Empty disables
+	// all of them.
 	InternalSecret []byte
 
+	// Signup says who may create an account with POST /v1/accounts
+	// (signup.go): SignupOpen anyone, within the signup limits;
+	// SignupInvite only with an org invite or an operator's signup token;
+	// SignupClosed only the operator. "" follows OpenSignup.
+	Signup SignupMode
+
 	// OpenSignup lets anyone create an account with POST /v1/accounts.
+	//
+	// Deprecated: set Signup. When Signup is "", true means SignupOpen
+	// and false SignupClosed, as before.
 	OpenSignup bool
 
 	// Logger receives one line per request (method, path, status,
@@ -139,6 +149,8 @@ type Server struct {
 	metrics *metrics   // nil without Config.Metrics
 	gate    httpx.Gate // requests in flight
 	limits  *limiters
+	// groupKey keys the signup groups' ids (signup.go).
+	groupKey []byte
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -168,6 +180,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("directory: set DBPath or Database, not both")
 	}
 	cfg.Limits = resolveLimits(cfg.Limits)
+	switch cfg.Signup {
+	case "":
+		cfg.Signup = SignupClosed
+		if cfg.OpenSignup {
+			cfg.Signup = SignupOpen
+		}
+	case SignupOpen, SignupInvite, SignupClosed:
+	default:
+		return nil, fmt.Errorf("directory: Signup %q is not open, invite or closed", cfg.Signup)
+	}
+	cfg.OpenSignup = cfg.Signup == SignupOpen
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("directory: metrics: %w", err)
@@ -182,13 +205,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:     cfg,
-		store:   st,
-		log:     cfg.Logger,
-		started: cfg.Now(),
-		cancel:  cancel,
-		limits:  newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
-		metrics: m,
+		cfg:      cfg,
+		store:    st,
+		log:      cfg.Logger,
+		started:  cfg.Now(),
+		cancel:   cancel,
+		limits:   newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
+		metrics:  m,
+		groupKey: groupKey(cfg.JWTSecret),
 	}
 	s.routes()
 	s.wg.Add(1)
@@ -273,6 +297,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/seats", s.limited(limitChannel, s.handleRegisterSeat))
 	m.HandleFunc("POST /v1/revocations", s.handleRevoke)
 	m.HandleFunc("GET /v1/internal/revocations", s.handleInternalRevocations)
+	m.HandleFunc("POST /v1/internal/signup-tokens", s.handleSignupToken)
+	m.HandleFunc("GET /v1/internal/accounts", s.handleListAccounts)
+	m.HandleFunc("DELETE /v1/internal/accounts/{account_id}", s.handleRemoveAccount)
 	m.HandleFunc("POST /v1/channels/members", s.limited(limitMember, s.handleAddMember))
 	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
 	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))

@@ -45,6 +45,9 @@ var (
 	errSenderQuota        = errors.New("directory: the sender's share of the inbox is used up")
 	errIdentityNotYours   = errors.New("directory: the device name is not the uploader's identity")
 	errStaleEpoch         = errors.New("directory: a GroupInfo of a later epoch is stored")
+	errSignupTokenInvalid = errors.New("directory: signup token is invalid, expired or used")
+	errSignupNeedsInvite  = errors.New("directory: signup needs an org invite or a signup token")
+	errOwnsChannels       = errors.New("directory: the account owns channels")
 )
 
 // sqlBool is a boolean as both backends store it (INTEGER 0 or 1).
@@ -127,7 +130,8 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 	}
 	st := &store{db: db, b: b, treeQuota: MaxTreeBytes}
 	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
-		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id)
+		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id),
+		 a.signup_group, a.last_signin
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("directory: prepare: %w", err)
@@ -215,12 +219,16 @@ type principal struct {
 	account string // account id, the JWT sub
 	org     string
 	channel string // non-empty for channel-scoped credentials
+	// Set by an API key's lookup only: the account's signup group (the
+	// JWT grp claim) and the day of its last sign-in (Unix days).
+	group      string
+	lastSignin int64
 }
 
 // lookupKey resolves an API key hash to its account, and reports whether
 // the account is revoked.
 func (s *store) lookupKey(ctx context.Context, hash []byte) (p principal, revoked bool, err error) {
-	err = s.keyStmt.QueryRowContext(ctx, hash).Scan(&p.account, &p.org, &p.channel, &revoked)
+	err = s.keyStmt.QueryRowContext(ctx, hash).Scan(&p.account, &p.org, &p.channel, &revoked, &p.group, &p.lastSignin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, errNotFound
 	}
@@ -249,7 +257,36 @@ func (s *store) lookupAccount(ctx context.Context, id string) (org string, revok
 // both; without one, the org row is inserted unless it is there, and a
 // signup that loses the race to create an org finds it taken.
 func (s *store) createAccount(ctx context.Context, id, email, org string, orgInvite []byte, anyOrg bool, keyHash []byte, now time.Time) error {
+	return s.createAccountAs(ctx, newAccount{id: id, email: email, org: org, orgInvite: orgInvite, anyOrg: anyOrg, keyHash: keyHash}, now)
+}
+
+// newAccount is an account to create: besides createAccount's arguments,
+// the signup group it joins and the operator's signup token (a hash) it
+// spends, if any.
+type newAccount struct {
+	id, email, org string
+	orgInvite      []byte
+	anyOrg         bool
+	keyHash        []byte
+	group          string
+	signupToken    []byte
+}
+
+// createAccountAs is createAccount for a; a signup token is spent in the
+// same transaction (errSignupTokenInvalid when it is unknown, expired or
+// spent).
+func (s *store) createAccountAs(ctx context.Context, a newAccount, now time.Time) error {
+	id, email, org, orgInvite, anyOrg, keyHash := a.id, a.email, a.org, a.orgInvite, a.anyOrg, a.keyHash
 	return s.write(ctx, func(tx txn) error {
+		if a.signupToken != nil {
+			n, err := tx.execN(ctx, `DELETE FROM signup_tokens WHERE hash = ? AND expires_at > ?`, a.signupToken, now.UnixNano())
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				return errSignupTokenInvalid
+			}
+		}
 		if orgInvite != nil {
 			n, err := tx.execN(ctx,
 				`UPDATE org_invites SET uses = uses + 1
@@ -273,8 +310,8 @@ func (s *store) createAccount(ctx context.Context, id, email, org string, orgInv
 			}
 		}
 		if _, err := tx.exec(ctx,
-			`INSERT INTO accounts (id, email, org, created_at) VALUES (?, ?, ?, ?)`,
-			id, email, org, now.UnixNano()); err != nil {
+			`INSERT INTO accounts (id, email, org, created_at, signup_group, last_signin) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, email, org, now.UnixNano(), a.group, unixDay(now)); err != nil {
 			return err
 		}
 		_, err := tx.exec(ctx,

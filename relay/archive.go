@@ -81,7 +81,7 @@ const (
 
 // archiveDefaults fills and checks the Config fields the archive applies.
 func archiveDefaults(cfg *Config) error {
-	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 {
+	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 || cfg.OrgBudget < 0 || cfg.GroupBudget < 0 || cfg.ServerBudget < 0 {
 		return errors.New("relay: negative limit in Config")
 	}
 	setDefault(&cfg.MaxFirstEpoch, DefaultMaxFirstEpoch)
@@ -110,7 +110,7 @@ const (
 // order after the conn's earlier publishes) queued for the archive.
 type pubReq struct {
 	c       *conn
-	sub     string // the publishing account, charged for the payload
+	sub     string // the payer (budget.go): the publishing account, with its org and group
 	channel string
 	payload []byte // nil once the entry is in the log
 	hdr     header
@@ -265,12 +265,12 @@ type archive struct {
 
 	evictChunk    uint64 // rows the cap eviction deletes at a time, at least
 	maxFirstEpoch uint64
-	quota         int64
+	budget        limits // the archive budgets (budget.go)
 
 	counters *relayCounters // the relay's metrics; nil records nothing
 
-	usageMu sync.Mutex       // guards usage
-	usage   map[string]int64 // payload bytes stored (or being stored) per account
+	usageMu sync.Mutex // guards usage
+	usage   *tally     // payload bytes stored (or being stored) per payer and budget
 	now     func() time.Time
 	log     *slog.Logger
 	reqs    chan *pubReq // to the sequencer
@@ -355,8 +355,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		cap:           uint64(cfg.ArchiveCap),
 		evictChunk:    max(1, uint64(cfg.ArchiveCap)/16),
 		maxFirstEpoch: cfg.MaxFirstEpoch,
-		quota:         cfg.AccountQuota,
-		usage:         make(map[string]int64),
+		usage:         newTally(),
 		loaded:        make(map[string]*chanState),
 		ttl:           cfg.ArchiveTTL,
 		now:           cfg.Now,
@@ -492,10 +491,12 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 	if err := a.loadUsage(ctx); err != nil {
 		return fail(err)
 	}
+	a.budget = budgetLimits(cfg, a.usage.total)
 	return a, nil
 }
 
-// loadUsage restores the bytes each account has stored. Keeping the
+// loadUsage restores the bytes each payer (account, org and group; see
+// budget.go) has stored. Keeping the
 // figures current in the usage table would add a write to every commit,
 // the hot path, so the committer keeps them in memory and saves them at a
 // clean shutdown (finish). A clean start loads that table, one row per
@@ -525,7 +526,7 @@ func (a *archive) loadUsage(ctx context.Context) error {
 		if err := rows.Scan(&sub, &n); err != nil {
 			return err
 		}
-		a.usage[string(sub)] += n
+		a.usage.add(parsePayer(string(sub)), n)
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -536,32 +537,29 @@ func (a *archive) loadUsage(ctx context.Context) error {
 	return err
 }
 
-// charge reserves n bytes of an account's quota for a publish; false
-// when they do not fit. Called by the sequencer.
-func (a *archive) charge(sub string, n int64) bool {
+// charge reserves n bytes of a payer's budgets for a publish; it returns
+// the scope of the budget they would pass, or "" once they are reserved.
+// Called by the sequencer.
+func (a *archive) charge(payerStr string, n int64) string {
+	p := parsePayer(payerStr)
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	u := a.usage[sub]
-	if u+n > a.quota {
-		return false
+	if scope := a.budget.refuse(p, n, a.usage); scope != "" {
+		return scope
 	}
-	a.usage[sub] = u + n
-	return true
+	a.usage.add(p, n)
+	return ""
 }
 
-// credit returns bytes freed by deletes to their accounts.
+// credit returns bytes freed by deletes to their payers' budgets.
 func (a *archive) credit(freed map[string]int64) {
 	if len(freed) == 0 {
 		return
 	}
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	for sub, n := range freed {
-		if u := a.usage[sub] - n; u > 0 {
-			a.usage[sub] = u
-		} else {
-			delete(a.usage, sub)
-		}
+	for p, n := range freed {
+		a.usage.add(parsePayer(p), -n)
 	}
 }
 
@@ -569,22 +567,19 @@ func (a *archive) credit(freed map[string]int64) {
 func (a *archive) used(sub string) int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	return a.usage[sub]
+	return a.usage.account[sub]
 }
 
 func (a *archive) storedBytes() int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	return sumBytes(a.usage)
+	return a.usage.total
 }
 
-// sumBytes is the total of a per-account byte count.
-func sumBytes(usage map[string]int64) int64 {
-	var n int64
-	for _, b := range usage {
-		n += b
-	}
-	return n
+func (a *archive) budgetUse() (budgetUse, limits) {
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	return a.usage.use(), a.budget
 }
 
 // deleteRows adds what the rows a delete will remove hold per account
@@ -729,8 +724,8 @@ func (a *archive) sequence(r *pubReq) []byte {
 		return nil
 	}
 	r.size = int64(len(r.payload))
-	if !a.charge(r.sub, r.size) {
-		r.refused = errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
+	if scope := a.charge(r.sub, r.size); scope != "" {
+		r.refused = quotaFrame(scope)
 		return nil
 	}
 	if r.hdr.commit {
@@ -1458,7 +1453,7 @@ func (a *archive) saveUsage(ctx context.Context) error {
 	}
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	for sub, n := range a.usage {
+	for sub, n := range a.usage.payers {
 		if _, err := a.w.ExecContext(ctx, `INSERT INTO usage (sub, bytes) VALUES (?, ?)`, sub, n); err != nil {
 			return err
 		}

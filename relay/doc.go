@@ -151,7 +151,11 @@
 // MaxConnsPerAccount (64) sockets (too_many_connections, close 1013); a
 // socket's queue holds at most SendQueue frames and MaxQueueBytes (16 MiB);
 // an account may have AccountQuota bytes (256 MiB) of payload stored across
-// all channels (quota_exceeded). Frames with a repeated key or a key in the
+// all channels, and its org, its signup group (the accounts the directory
+// made from one IPv4 /24 or IPv6 /64: the token's grp claim) and the whole
+// relay OrgBudget, GroupBudget and ServerBudget (defaults fitted to the
+// disk; budget.go), each refused with quota_exceeded naming its "scope".
+// Frames with a repeated key or a key in the
 // wrong case are refused (bad_frame).
 //
 // # Large handshakes
@@ -222,11 +226,12 @@
 //     takes effect once, never again after the group committed past it.
 //   - GET /v1/messages and /v1/sync read through a short-lived consumer on
 //     the stream leader, in rounds of at most one page's bytes.
-//   - Quotas: each node mirrors, from the stream, the account and size of
-//     the entries within the caps and the TTL (it replays the stream's
-//     headers at start) and adds the publishes it has in flight. Nodes
-//     admit concurrent publishes of one account each against their own
-//     view, so the cluster may pass a quota by what is in flight at once.
+//   - Quotas and budgets: each node mirrors, from the stream, the payer
+//     (account, org, group) and size of the entries within the caps and
+//     the TTL (it replays the stream's headers at start) and adds the
+//     publishes it has in flight. Nodes admit concurrent publishes each
+//     against their own view, so the cluster may pass a budget by what is
+//     in flight at once.
 //   - Members and revocations come from the directory's feeds, polled by
 //     each node, and DBPath (in memory when empty) keeps what a node
 //     learned of them.

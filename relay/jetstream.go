@@ -133,7 +133,7 @@ type jsArchive struct {
 
 	cap           int
 	ttl           time.Duration
-	quota         int64
+	budget        limits // the archive budgets (budget.go)
 	maxFirstEpoch uint64
 	node          string // this relay's id in origin headers
 	// maxHandshake is the largest handshake payload the NATS servers'
@@ -148,8 +148,8 @@ type jsArchive struct {
 
 	mu      sync.Mutex // guards the following fields
 	chans   map[string]*jsChan
-	usage   map[string]int64 // bytes of the mirrored entries, per account
-	pend    map[string]int64 // bytes charged for publishes not yet mirrored
+	usage   *tally // bytes of the mirrored entries, per payer and budget
+	pend    *tally // bytes charged for publishes not yet mirrored
 	pendSeq map[uint64]subBytes
 	hw      uint64 // the last stream sequence the mirror applied
 	subs    map[string]string
@@ -249,15 +249,15 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	rand.Read(id[:])
 	a := &jsArchive{
 		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now,
-		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, quota: cfg.AccountQuota, maxFirstEpoch: cfg.MaxFirstEpoch,
+		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, maxFirstEpoch: cfg.MaxFirstEpoch,
 		maxHandshake: maxHS,
 		node:         hex.EncodeToString(id[:]),
 		reqs:         make(chan *pubReq, 1024),
 		answers:      make(chan jsAnswer, 4096),
 		inflight:     semaphore.NewWeighted(256 << 20),
 		chans:        make(map[string]*jsChan),
-		usage:        make(map[string]int64),
-		pend:         make(map[string]int64),
+		usage:        newTally(),
+		pend:         newTally(),
 		pendSeq:      make(map[uint64]subBytes),
 		subs:         make(map[string]string),
 	}
@@ -267,6 +267,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err := a.replay(ctx); err != nil {
 		return fail(err)
 	}
+	a.budget = budgetLimits(cfg, a.usage.total)
 	// Live delivery starts where the replay ended; until the relay
 	// serves, there is nobody to deliver to.
 	cctx, cancel = context.WithTimeout(ctx, jsTimeout) // the replay may have taken long
@@ -384,7 +385,7 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 		c.dropped((*list)[0], kind == 'h')
 		*list = (*list)[1:]
 	}
-	a.usage[sub] += n
+	a.usage.add(parsePayer(sub), n)
 	if p, ok := a.pendSeq[seq]; ok {
 		delete(a.pendSeq, seq)
 		a.unpendLocked(p.sub, p.n)
@@ -404,30 +405,24 @@ func (a *jsArchive) creditLocked(e jsEntry) {
 	if e.n == 0 {
 		return
 	}
-	if u := a.usage[e.sub] - e.n; u > 0 {
-		a.usage[e.sub] = u
-	} else {
-		delete(a.usage, e.sub)
-	}
+	a.usage.add(parsePayer(e.sub), -e.n)
 }
 
 func (a *jsArchive) unpendLocked(sub string, n int64) {
-	if u := a.pend[sub] - n; u > 0 {
-		a.pend[sub] = u
-	} else {
-		delete(a.pend, sub)
-	}
+	a.pend.add(parsePayer(sub), -n)
 }
 
-// charge reserves n bytes of an account's quota for a publish.
-func (a *jsArchive) charge(sub string, n int64) bool {
+// charge reserves n bytes of a payer's budgets for a publish; it returns
+// the scope of the budget they would pass, or "" once they are reserved.
+func (a *jsArchive) charge(sub string, n int64) string {
+	p := parsePayer(sub)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.usage[sub]+a.pend[sub]+n > a.quota {
-		return false
+	if scope := a.budget.refuse(p, n, a.usage, a.pend); scope != "" {
+		return scope
 	}
-	a.pend[sub] += n
-	return true
+	a.pend.add(p, n)
+	return ""
 }
 
 // settle ends the charge of a publish: refused or failed, the bytes go
@@ -446,13 +441,19 @@ func (a *jsArchive) settle(sub string, n int64, seq uint64, stored bool) {
 func (a *jsArchive) used(sub string) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.usage[sub] + a.pend[sub]
+	return a.usage.account[sub] + a.pend.account[sub]
 }
 
 func (a *jsArchive) storedBytes() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return sumBytes(a.usage)
+	return a.usage.total
+}
+
+func (a *jsArchive) budgetUse() (budgetUse, limits) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.usage.use(a.pend), a.budget
 }
 
 // replay reads the headers of every message in the stream into the
@@ -629,8 +630,8 @@ func (a *jsArchive) runSender() {
 		case r.fence:
 			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.channel, r.resetTo, r.resetID)}
 		case r.hdr.entryType == EntryApp:
-			if !a.charge(r.sub, int64(len(r.payload))) {
-				r.refused = quotaFrame()
+			if scope := a.charge(r.sub, int64(len(r.payload))); scope != "" {
+				r.refused = quotaFrame(scope)
 				a.answers <- jsAnswer{r: r}
 				continue
 			}
@@ -653,10 +654,6 @@ func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 		m.Header.Set(hdrOrigin, a.node+"."+strconv.FormatUint(r.c.id, 10))
 	}
 	return m
-}
-
-func quotaFrame() []byte {
-	return errorFrame("quota_exceeded", "the account's archive quota is used up; older entries must expire or be evicted first")
 }
 
 // head returns what the relay knows of a channel's handshake subject,
@@ -732,8 +729,8 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 			}
 			next.hasEpoch, next.epoch = true, r.hdr.epoch+1
 		}
-		if !a.charge(r.sub, n) {
-			r.refused = quotaFrame()
+		if scope := a.charge(r.sub, n); scope != "" {
+			r.refused = quotaFrame(scope)
 			return 0, nil
 		}
 		m := a.message(a.hsSubject(r.channel), r)

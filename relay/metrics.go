@@ -25,8 +25,11 @@ type relayCounters struct {
 	revocations atomic.Uint64   // subjects added to the revoked set by the feed
 	refused     atomic.Uint64   // connections refused for the per-account cap
 	published   []atomic.Uint64 // by publishResults index, then "error"
-	sweeps      atomic.Uint64   // runs of the SQLite archive's TTL sweep
-	slow        atomic.Uint64   // connections dropped as slow consumers
+	// quotaRefused counts the quota_exceeded refusals by the budget's
+	// scope (budgetScopes index).
+	quotaRefused [4]atomic.Uint64
+	sweeps       atomic.Uint64 // runs of the SQLite archive's TTL sweep
+	slow         atomic.Uint64 // connections dropped as slow consumers
 	// Connection admission (admission.go): sockets refused before the
 	// upgrade, by the share they were over (refusalShares), and sockets
 	// closed to seat others or for want of a pong.
@@ -90,10 +93,18 @@ func (rc *relayCounters) publishAnswered(f []byte) {
 	if bytes.HasPrefix(f, []byte(`{"type":"ok"`)) {
 		i = 0
 	} else if _, rest, ok := bytes.Cut(f, []byte(`"code":"`)); ok {
-		code, _, _ := bytes.Cut(rest, []byte(`"`))
+		code, rest, _ := bytes.Cut(rest, []byte(`"`))
 		for j, r := range publishResults {
 			if string(code) == r {
 				i = j
+			}
+		}
+		if string(code) == "quota_exceeded" {
+			if _, rest, ok := bytes.Cut(rest, []byte(`"scope":"`)); ok {
+				scope, _, _ := bytes.Cut(rest, []byte(`"`))
+				if k := slices.Index(budgetScopes, string(scope)); k >= 0 {
+					rc.quotaRefused[k].Add(1)
+				}
 			}
 		}
 	}
@@ -195,6 +206,34 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 			return float64(s.arch.storedBytes())
 		}),
 		rc.commits,
+	}
+	budget := func(f func(budgetUse, limits) float64) func() float64 {
+		return func() float64 {
+			s := get()
+			if s.arch == nil {
+				return 0
+			}
+			return f(s.arch.budgetUse())
+		}
+	}
+	for i, scope := range budgetScopes {
+		cs = append(cs,
+			counter("skytale_relay_quota_refusals_total", "Publishes refused with quota_exceeded, by the budget they would have passed.",
+				func(s *Server) *atomic.Uint64 { return &s.counters.quotaRefused[i] }, prometheus.Labels{"scope": scope}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_budget_bytes", Help: "The size of each archive budget: per account, per signup group, per org, and the server's.",
+				ConstLabels: prometheus.Labels{"scope": scope}}, budget(func(_ budgetUse, l limits) float64 {
+				return float64([]int64{l.account, l.group, l.org, l.server}[i])
+			})))
+		if scope == scopeServer {
+			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_budget_used_bytes", Help: "Payload bytes stored or being stored against the server's budget.",
+				ConstLabels: prometheus.Labels{"scope": scope}}, budget(func(u budgetUse, _ limits) float64 { return float64(u.total) })))
+			continue
+		}
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_budget_largest_bytes", Help: "Payload bytes of the largest user of a budget scope (account, group, org): how close the busiest comes to its budget, never who it is.",
+				ConstLabels: prometheus.Labels{"scope": scope}}, budget(func(u budgetUse, _ limits) float64 { return float64(u.largest[i]) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_budget_users", Help: "Accounts, signup groups or orgs with payload bytes stored (accounts that are their own group or org are counted only as accounts).",
+				ConstLabels: prometheus.Labels{"scope": scope}}, budget(func(u budgetUse, _ limits) float64 { return float64(u.users[i]) })))
 	}
 	for i, r := range refusalShares {
 		cs = append(cs, counter("skytale_relay_admission_refusals_total", "WebSocket upgrades refused (429) because the client address or its network (IPv4 /24, IPv6 /64) held its share: of sockets in their login, or of all sockets.",

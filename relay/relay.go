@@ -149,6 +149,23 @@ type Config struct {
 	// in the archive across all channels (default 256 MiB); a publish
 	// past it is refused with quota_exceeded.
 	AccountQuota int64
+	// OrgBudget, GroupBudget and ServerBudget bound the payload bytes
+	// the archive keeps for one org's accounts, for one signup group's
+	// (the accounts the directory made from one IPv4 /24 or IPv6 /64, the
+	// token's grp claim) and for everyone (budget.go). A publish past one
+	// is refused with quota_exceeded and the budget's "scope" ("account",
+	// "group", "org" or "server"). The defaults fit the disk: ServerBudget
+	// is half of what the archive could hold when the relay starts (the
+	// free space of DBPath's file system plus what the archive already
+	// stores), at most DefaultServerBudgetCap, or DefaultMemoryBudget for
+	// an archive in memory (and for JetStream without DBPath: set it to
+	// what the NATS store can give); OrgBudget is half of ServerBudget, so
+	// no one org takes the relay; GroupBudget is DefaultGroupBudget, at
+	// most a quarter of ServerBudget, so minting accounts from one network
+	// buys no disk past it. New logs the figures.
+	OrgBudget    int64
+	GroupBudget  int64
+	ServerBudget int64
 	// MaxPageBytes bounds the body of one GET /v1/messages or /v1/sync
 	// page (default 4 MiB); a page cut by it has has_more set. A page
 	// always carries at least one entry.
@@ -389,6 +406,8 @@ func New(cfg Config) (*Server, error) {
 		db.Close()
 		return nil, err
 	}
+	s.log.Info("relay: archive budgets", "account", s.cfg.AccountQuota, "group", s.cfg.GroupBudget,
+		"org", s.cfg.OrgBudget, "server", s.cfg.ServerBudget)
 	if a, ok := s.arch.(*archive); ok {
 		a.counters = counters // before start: its goroutines read it
 		s.lendFrames = true

@@ -38,6 +38,9 @@ type archiver interface {
 	used(sub string) int64
 	// storedBytes returns the payload bytes stored over all accounts.
 	storedBytes() int64
+	// budgetUse returns the use of the archive budgets, for the metrics,
+	// and their sizes.
+	budgetUse() (budgetUse, limits)
 	// stop closes the input and returns once every request accepted is
 	// answered.
 	stop()

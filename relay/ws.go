@@ -90,6 +90,7 @@ type conn struct {
 	// pushes: the writer then packs queued frames into one message.
 	batch atomic.Bool
 	sub   string // set once at authentication, before the conn is findable by subject
+	payer string // who the archive charges for the conn's publishes (budget.go); set with sub
 	scope string // the token's chan claim, "" for an unscoped token
 
 	// adm is the conn's seat in the relay's admission (admission.go),
@@ -583,6 +584,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 		return false
 	}
 	c.sub = claims.Subject
+	c.payer = payerOf(claims)
 	c.scope = claims.Channel
 	// Register for revocation before checking it, so a concurrent
 	// revocation either sees this conn or is seen here.
@@ -818,7 +820,7 @@ func (c *conn) publish(name, b64 []byte) {
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
 	s.arch.acquire(int64(len(payload)))
-	s.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))})
+	s.arch.submit(&pubReq{c: c, sub: c.payer, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))})
 }
 
 func handshakeTooLarge(max int) string {

@@ -38,15 +38,24 @@ var ErrInvalid = errors.New("jwt: invalid token")
 
 // Claims is what a token says.
 type Claims struct {
-	Subject   string // the account UUID
-	Audience  string
-	Channel   string // the "chan" claim: set for channel-scoped tokens
+	Subject  string // the account UUID
+	Audience string
+	Channel  string // the "chan" claim: set for channel-scoped tokens
+	// Org (the "org" claim) is the account's org, and Group (the "grp"
+	// claim) the opaque id of its signup group: the accounts the
+	// directory made from one IPv4 /24 or IPv6 /64, which share one
+	// storage budget on the relay. Either may be empty (tokens minted
+	// before the claims, accounts the operator made).
+	Org       string
+	Group     string
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 }
 
 type wireClaims struct {
 	Channel string `json:"chan,omitempty"`
+	Org     string `json:"org,omitempty"`
+	Group   string `json:"grp,omitempty"`
 	gojwt.RegisteredClaims
 }
 
@@ -67,6 +76,8 @@ func Mint(secret []byte, c Claims) (string, error) {
 	}
 	wc := wireClaims{
 		Channel: c.Channel,
+		Org:     c.Org,
+		Group:   c.Group,
 		RegisteredClaims: gojwt.RegisteredClaims{
 			Issuer:    Issuer,
 			Subject:   c.Subject,
@@ -119,7 +130,7 @@ func Verify(secret []byte, token string, now time.Time, audiences ...string) (Cl
 	if aud == "" {
 		return Claims{}, fmt.Errorf("%w: wrong audience", ErrInvalid)
 	}
-	return Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, IssuedAt: wc.IssuedAt.Time, ExpiresAt: wc.ExpiresAt.Time}, nil
+	return Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, Org: wc.Org, Group: wc.Group, IssuedAt: wc.IssuedAt.Time, ExpiresAt: wc.ExpiresAt.Time}, nil
 }
 
 // reason maps a parser error to a short fixed phrase, so nothing from the

@@ -29,6 +29,23 @@ func TestRoundTrip(t *testing.T) {
 	if c.Subject != "acct" || c.Channel != "a/b/c" || c.Audience != AudienceAPI || !c.ExpiresAt.Equal(now.Add(MaxTTL)) {
 		t.Fatalf("claims = %+v", c)
 	}
+	if c.Org != "" || c.Group != "" {
+		t.Fatalf("a token without org and grp claims read as %+v", c)
+	}
+}
+
+// TestOrgGroupClaims: the org and grp claims the relay's budgets key on
+// survive the round trip.
+func TestOrgGroupClaims(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tok := mint(t, Claims{Subject: "acct", Audience: AudienceAPI, Org: "acme", Group: "g1", IssuedAt: now, ExpiresAt: now.Add(MaxTTL)})
+	c, err := Verify(secret, tok, now, AudienceAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Org != "acme" || c.Group != "g1" {
+		t.Fatalf("claims = %+v", c)
+	}
 }
 
 func TestMintRefuses(t *testing.T) {

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/relay"
+)
+
+// budgetOptions are tally serve's signup and storage-budget settings.
+type budgetOptions struct {
+	// Signup is open, invite or closed; "" follows OpenSignup, else the
+	// loopback default.
+	Signup string
+	// The relay's archive budgets in bytes (relay.Config); zero means the
+	// relay's default.
+	AccountQuota, OrgBudget, GroupBudget, ServerBudget int64
+	// SignupPerIP and SignupPerNet are the signup bursts per address and
+	// per IPv4 /24 or IPv6 /64 (directory.Limits); zero means the default.
+	SignupPerIP, SignupPerNet int
+}
+
+func budgetFlags() []ucli.Flag {
+	d := directory.DefaultLimits
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "signup", Usage: "who may create accounts (`MODE`): open (anyone, within the signup limits), invite (an org invite or a signup token from tally serve token), closed (only tally serve account create)", DefaultText: "open when both planes listen on loopback, else closed"},
+		&ucli.IntFlag{Name: "signup-per-ip", Value: d.Signup.PerAddr.Burst, Usage: fmt.Sprintf("signups one address (IPv6: one /64) may make at once; then one per %s", d.Signup.PerAddr.Every)},
+		&ucli.IntFlag{Name: "signup-per-net", Value: d.SignupPerNet.Burst, Usage: fmt.Sprintf("signups one IPv4 /24 or IPv6 /64 may make at once; then one per %s", d.SignupPerNet.Every)},
+		&ucli.StringFlag{Name: "relay-account-quota", Usage: "payload bytes one account may keep in the relay's archive (e.g. 256MiB)", DefaultText: "256MiB"},
+		&ucli.StringFlag{Name: "relay-group-budget", Usage: "payload bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may keep together", DefaultText: "1GiB, at most a quarter of --relay-server-budget"},
+		&ucli.StringFlag{Name: "relay-org-budget", Usage: "payload bytes the accounts of one org may keep together", DefaultText: "half of --relay-server-budget"},
+		&ucli.StringFlag{Name: "relay-server-budget", Usage: "payload bytes the relay's archive keeps in all", DefaultText: "half of the data folder's free space plus the archive at start, at most 1TiB"},
+	}
+}
+
+// budgetFlagsInto reads the budget flags into o.
+func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
+	o.Signup = c.String("signup")
+	switch directory.SignupMode(o.Signup) {
+	case "", directory.SignupOpen, directory.SignupInvite, directory.SignupClosed:
+	default:
+		return &usageError{fmt.Sprintf("--signup %q is not open, invite or closed", o.Signup), "tally serve --signup open|invite|closed"}
+	}
+	if o.Signup != "" && c.IsSet("open-signup") {
+		return &usageError{"--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)"}
+	}
+	o.SignupPerIP, o.SignupPerNet = c.Int("signup-per-ip"), c.Int("signup-per-net")
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"relay-account-quota", &o.AccountQuota}, {"relay-group-budget", &o.GroupBudget}, {"relay-org-budget", &o.OrgBudget}, {"relay-server-budget", &o.ServerBudget}} {
+		if s := c.String(f.name); s != "" {
+			n, err := parseSize(s)
+			if err != nil {
+				return &usageError{fmt.Sprintf("--%s: %v", f.name, err), "give bytes, or a number with KiB, MiB, GiB or TiB (e.g. 1GiB)"}
+			}
+			*f.v = n
+		}
+	}
+	return nil
+}
+
+// applyBudgets sets the signup mode, the signup limits and the relay's
+// budgets; open is the mode's default.
+func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config, open bool) {
+	dcfg.Signup = directory.SignupClosed
+	if open {
+		dcfg.Signup = directory.SignupOpen
+	}
+	if o.Signup != "" {
+		dcfg.Signup = directory.SignupMode(o.Signup)
+	}
+	dcfg.OpenSignup = dcfg.Signup == directory.SignupOpen
+	if o.SignupPerIP != 0 {
+		dcfg.Limits.Signup.PerAddr.Burst = o.SignupPerIP
+	}
+	if o.SignupPerNet != 0 {
+		dcfg.Limits.SignupPerNet.Burst = o.SignupPerNet
+	}
+	rcfg.AccountQuota, rcfg.GroupBudget, rcfg.OrgBudget, rcfg.ServerBudget = o.AccountQuota, o.GroupBudget, o.OrgBudget, o.ServerBudget
+}
+
+// parseSize reads a byte count: digits with an optional binary suffix
+// (K, KiB, M, MiB, G, GiB, T, TiB; B for bytes).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	shift := 0
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"T", 40}, {"G", 30}, {"M", 20}, {"K", 10}, {"B", 0}} {
+		if v, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, shift = strings.TrimSpace(v), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("%q is not a positive size", s)
+	}
+	return n << shift, nil
+}

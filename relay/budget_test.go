@@ -1,0 +1,340 @@
+package relay
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/metricstest"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
+)
+
+// mintPayer mints a relay token with the org and grp claims the
+// directory puts in (empty for none).
+func mintPayer(t testing.TB, sub, org, grp string, at time.Time) string {
+	t.Helper()
+	tok, err := jwt.Mint(testSecret, jwt.Claims{Subject: sub, Org: org, Group: grp, Audience: jwt.AudienceRelay,
+		IssuedAt: at, ExpiresAt: at.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// budgetOf returns the bytes a budget holds (stored, and on JetStream
+// charged but not yet mirrored) once the archive has settled.
+func budgetOf(t testing.TB, tr *testRelay, scope, key string) int64 {
+	t.Helper()
+	var ts []*tally
+	lock := func() {}
+	unlock := func() {}
+	switch a := settled(t, tr).(type) {
+	case *archive:
+		ts, lock, unlock = []*tally{a.usage}, a.usageMu.Lock, a.usageMu.Unlock
+	case *jsArchive:
+		ts, lock, unlock = []*tally{a.usage, a.pend}, a.mu.Lock, a.mu.Unlock
+	}
+	lock()
+	defer unlock()
+	var n int64
+	for _, u := range ts {
+		switch scope {
+		case scopeAccount:
+			n += u.account[key]
+		case scopeGroup:
+			n += u.group[key]
+		case scopeOrg:
+			n += u.org[key]
+		default:
+			n += u.total
+		}
+	}
+	return n
+}
+
+// waitBudget waits until a budget holds want bytes: on JetStream the
+// mirror learns of an entry (and of what the cap pushed out for it) a
+// little after the publish is acknowledged.
+func waitBudget(t testing.TB, tr *testRelay, when, scope, key string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := budgetOf(t, tr, scope, key)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s %q holds %d bytes, want %d", when, scope, key, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBudgetsAddUp: accounts that each stay under their quota together
+// reach their signup group's budget, then their org's, then the server's,
+// and each is refused with quota_exceeded naming that scope (nothing
+// stored), while an account of another group or org still publishes. The
+// budgets hold across a clean restart and a crash's recount, and bytes the
+// TTL sweep and the cap evict go back to the budgets that paid for them.
+func TestBudgetsAddUp(t *testing.T) { forBackends(t, testBudgetsAddUp) }
+
+func testBudgetsAddUp(t *testing.T, be *backend) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	path := filepath.Join(t.TempDir(), "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, OpenChannels: true, ArchiveCap: 4, ArchiveTTL: time.Hour, Now: clock,
+		AccountQuota: 1000, GroupBudget: 2500, OrgBudget: 4000, ServerBudget: 6000}
+	tr := be.start(t, cfg)
+	p := bytes.Repeat([]byte{'p'}, 300)
+	// Each account publishes on a channel of its own, so the cap evicts
+	// nothing until the test asks it to.
+	publish := func(tr *testRelay, sub, org, grp string, n int) *wsClient {
+		t.Helper()
+		c := dialWS(t, tr.URL, "/ws")
+		c.auth(mintPayer(t, sub, org, grp, clock()))
+		c.subscribe("acme/budget/" + sub)
+		for range n {
+			c.publishAck("acme/budget/"+sub, p)
+		}
+		return c
+	}
+	refused := func(c *wsClient, sub, scope string) {
+		t.Helper()
+		c.publish("acme/budget/"+sub, p)
+		if m := c.expectError("quota_exceeded"); m["scope"] != scope {
+			t.Fatalf("%s refused with %v, want scope %q", sub, m, scope)
+		}
+	}
+
+	// Group g1 of org o1: three accounts of 900 bytes would be 2700.
+	publish(tr, "a1", "o1", "g1", 3)
+	publish(tr, "a2", "o1", "g1", 3)
+	a3 := publish(tr, "a3", "o1", "g1", 2)
+	refused(a3, "a3", scopeGroup)
+	// Another group of o1 still publishes, until the org's 4000.
+	publish(tr, "b1", "o1", "g2", 3)
+	b2 := publish(tr, "b2", "o1", "g2", 2)
+	refused(b2, "b2", scopeOrg)
+	// Another org still publishes, until the server's 6000.
+	publish(tr, "c1", "o2", "g3", 3)
+	publish(tr, "c2", "o2", "g3", 3)
+	c3 := publish(tr, "c3", "o2", "g3", 1)
+	refused(c3, "c3", scopeServer)
+	// A token without the claims is its own group and org, and still
+	// meets the server's budget.
+	d := dialWS(t, tr.URL, "/ws")
+	d.auth(mintPayer(t, "d1", "", "", clock()))
+	d.subscribe("acme/budget/d1")
+	refused(d, "d1", scopeServer)
+	for _, c := range []struct {
+		scope, key string
+		want       int64
+	}{{scopeServer, "", 6000}, {scopeGroup, "g1", 2400}, {scopeGroup, "g2", 1500}, {scopeGroup, "g3", 2100}, {scopeOrg, "o1", 3900}, {scopeOrg, "o2", 2100}, {scopeAccount, "a3", 600}} {
+		waitBudget(t, tr, "full", c.scope, c.key, c.want)
+	}
+	for _, c := range []*wsClient{a3, b2, c3, d} {
+		c.c.CloseNow()
+	}
+
+	// A clean restart keeps every budget where it was.
+	check := func(tr *testRelay, when string) {
+		t.Helper()
+		for _, c := range []struct{ sub, org, grp, scope string }{
+			{"a3", "o1", "g1", scopeGroup}, {"b2", "o1", "g2", scopeOrg}, {"c3", "o2", "g3", scopeServer}} {
+			w := dialWS(t, tr.URL, "/ws")
+			w.auth(mintPayer(t, c.sub, c.org, c.grp, clock()))
+			w.subscribe("acme/budget/" + c.sub)
+			w.publish("acme/budget/"+c.sub, p)
+			if m := w.expectError("quota_exceeded"); m["scope"] != c.scope {
+				t.Fatalf("%s: %s refused with %v, want scope %q", when, c.sub, m, c.scope)
+			}
+			w.c.CloseNow()
+		}
+	}
+	tr.stop(t)
+	tr = be.start(t, cfg)
+	check(tr, "after a clean restart")
+	if be.nats == nil {
+		// After a crash the figures are recounted from the rows, whose
+		// payer strings carry the org and group.
+		tr.stop(t)
+		markUnclean(t, path)
+		tr = be.start(t, cfg)
+		check(tr, "after an unclean restart")
+	}
+
+	// The TTL sweep: every entry expires, and every budget is empty. (The
+	// sweep runs every TTL of real time, so the relay starts again with a
+	// short one; JetStream's own expiry runs on real time too.)
+	tr.stop(t)
+	short := cfg
+	short.ArchiveTTL = 50 * time.Millisecond
+	tr = be.start(t, short)
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for budgetOf(t, tr, scopeServer, "") != 0 || budgetOf(t, tr, scopeGroup, "g1") != 0 || budgetOf(t, tr, scopeOrg, "o1") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sweep the archive holds %d bytes, g1 %d, o1 %d", budgetOf(t, tr, scopeServer, ""),
+				budgetOf(t, tr, scopeGroup, "g1"), budgetOf(t, tr, scopeOrg, "o1"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tr.stop(t)
+	tr = be.start(t, cfg)
+	// The cap: c2's channel keeps 4 entries, so its fifth publish evicts
+	// its first, and the bytes go back to c2, g3, o2 and the server.
+	small := bytes.Repeat([]byte{'s'}, 200)
+	c := dialWS(t, tr.URL, "/ws")
+	c.auth(mintPayer(t, "c2", "o2", "g3", clock()))
+	c.subscribe("acme/budget/c2")
+	for range 5 {
+		c.publishAck("acme/budget/c2", small)
+	}
+	for _, x := range []struct {
+		scope, key string
+		want       int64
+	}{{scopeAccount, "c2", 800}, {scopeGroup, "g3", 800}, {scopeOrg, "o2", 800}, {scopeServer, "", 800}} {
+		waitBudget(t, tr, "after an eviction by the cap", x.scope, x.key, x.want)
+	}
+	c.c.CloseNow()
+	// The group's budget is whole again, and binds at the same point.
+	publish(tr, "a1", "o1", "g1", 3)
+	publish(tr, "a2", "o1", "g1", 3)
+	a3 = publish(tr, "a3", "o1", "g1", 2)
+	refused(a3, "a3", scopeGroup)
+}
+
+// markUnclean makes the next start of the stopped archive at path
+// recount its usage from the rows, as after a crash: the saved figures
+// stale and not marked current.
+func markUnclean(t *testing.T, path string) {
+	t.Helper()
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`UPDATE usage SET bytes = 5`, `UPDATE state SET value = 0 WHERE key = 'usage_clean'`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBudgetDefaults: the default server budget is half of what the data
+// directory's disk could hold, at most 1 TiB, the org's half of it and
+// the group's 1 GiB at most a quarter; in memory the server's is 1 GiB.
+func TestBudgetDefaults(t *testing.T) {
+	dir := t.TempDir()
+	free, ok := freeSpace(dir)
+	if !ok {
+		t.Skip("no free-space figure on this system")
+	}
+	cfg := Config{DBPath: filepath.Join(dir, "relay.db"), AccountQuota: 1}
+	l := budgetLimits(&cfg, 1000)
+	want := min((free+1000)/2, DefaultServerBudgetCap)
+	// The free space moves a little under a busy machine.
+	if d := l.server - want; d < -(64<<20) || d > 64<<20 {
+		t.Fatalf("server budget %d, want about %d", l.server, want)
+	}
+	if l.org != l.server/2 || l.group != min(DefaultGroupBudget, l.server/4) || l.account != 1 {
+		t.Fatalf("budgets %+v", l)
+	}
+	mem := Config{AccountQuota: 1}
+	if l := budgetLimits(&mem, 0); l.server != DefaultMemoryBudget || l.group != DefaultMemoryBudget/4 || mem.ServerBudget != DefaultMemoryBudget {
+		t.Fatalf("in-memory budgets %+v", l)
+	}
+	set := Config{AccountQuota: 1, ServerBudget: 100, OrgBudget: 70, GroupBudget: 60}
+	if l := budgetLimits(&set, 0); l != (limits{account: 1, group: 60, org: 70, server: 100}) {
+		t.Fatalf("set budgets %+v", l)
+	}
+}
+
+// TestBudgetMetrics: the metrics show the server's use, the largest user
+// of each scope and the refusals by scope, and name no account.
+func TestBudgetMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr := startRelay(t, Config{NoSync: true, Metrics: reg, AccountQuota: 1000, GroupBudget: 1500, ServerBudget: 10000})
+	for i, sub := range []string{"m1", "m2"} {
+		c := dialWS(t, tr.URL, "/ws/"+chA)
+		c.auth(mintPayer(t, sub, "org-m", "grp-m", time.Now()))
+		c.publishAck(chA, bytes.Repeat([]byte{1}, 700+100*i))
+		if i == 1 {
+			c.publish(chA, bytes.Repeat([]byte{1}, 100))
+			c.expectError("quota_exceeded")
+		}
+		c.c.CloseNow()
+	}
+	settled(t, tr)
+	for _, c := range []struct {
+		name, scope string
+		want        float64
+	}{
+		{"skytale_relay_budget_used_bytes", "server", 1500},
+		{"skytale_relay_budget_largest_bytes", "account", 800},
+		{"skytale_relay_budget_largest_bytes", "group", 1500},
+		{"skytale_relay_budget_users", "account", 2},
+		{"skytale_relay_budget_bytes", "group", 1500},
+		{"skytale_relay_quota_refusals_total", "group", 1},
+		{"skytale_relay_quota_refusals_total", "account", 0},
+	} {
+		if got := metricstest.Value(t, reg, c.name, "scope", c.scope); got != c.want {
+			t.Errorf("%s{scope=%q} = %v, want %v", c.name, c.scope, got, c.want)
+		}
+	}
+	metricstest.Labels(t, reg, func(metric, label, value string) {
+		for _, leak := range []string{"m1", "m2", "org-m", "grp-m"} {
+			if strings.Contains(value, leak) {
+				t.Errorf("%s labels %s with %q", metric, label, value)
+			}
+		}
+	})
+}
+
+// FuzzPayer: the payer string of any claims splits back into the same
+// account, org and group (claims holding the separator count as absent),
+// and a payer string read back from an archive, whatever it holds, splits
+// without panicking into parts that join back to it.
+func FuzzPayer(f *testing.F) {
+	f.Add("alice", "", "")
+	f.Add("alice", "acme", "g1")
+	f.Add("a\x1fb", "", "")
+	f.Add("a\x1fb\x1fc", "acme", "")
+	f.Add("", "\x1f", "x")
+	f.Fuzz(func(t *testing.T, sub, org, grp string) {
+		p := parsePayer(payerOf(jwt.Claims{Subject: sub, Org: org, Group: grp}))
+		wantOrg, wantGrp := org, grp
+		if strings.IndexByte(org, payerSep) >= 0 {
+			wantOrg = ""
+		}
+		if strings.IndexByte(grp, payerSep) >= 0 {
+			wantGrp = ""
+		}
+		if p.account != sub || p.org != wantOrg || p.group != wantGrp {
+			t.Fatalf("claims %q %q %q split into %+v", sub, org, grp, p)
+		}
+		raw := sub + org + grp
+		q := parsePayer(raw)
+		if q.full != raw || (q.org != "" || q.group != "") && q.account+string(payerSep)+q.org+string(payerSep)+q.group != raw {
+			t.Fatalf("%q split into %+v", raw, q)
+		}
+	})
+}
+
+// TestBudgetsInConfig: New fills the budget fields it defaulted, so the
+// relay's Config (and its start's log line) says what binds.
+func TestBudgetsInConfig(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true})
+	if c := tr.cfg; c.ServerBudget != DefaultMemoryBudget || c.OrgBudget != DefaultMemoryBudget/2 || c.GroupBudget != DefaultMemoryBudget/4 || c.AccountQuota != DefaultAccountQuota {
+		t.Fatalf("budgets %d %d %d %d", c.AccountQuota, c.GroupBudget, c.OrgBudget, c.ServerBudget)
+	}
+}
