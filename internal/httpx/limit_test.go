@@ -239,9 +239,13 @@ func TestLimitListenerIdlePerAddr(t *testing.T) {
 	}
 	first := get("127.0.7.1")
 	other := get("127.0.7.2")
-	get("127.0.7.1")
-	get("127.0.7.1") // a third idle one: the first goes
+	// Both are kept referenced until the end: a connection the test
+	// dropped could be closed by its finalizer, and then it is not idle.
+	second := get("127.0.7.1")
+	third := get("127.0.7.1") // a third idle one: the first goes
 	closedUnread(t, first, "the oldest idle connection past the cap")
+	defer second.Close()
+	defer third.Close()
 	// The other address's idle connection is still served.
 	fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, err := http.ReadResponse(bufio.NewReader(other), nil); err != nil || resp.StatusCode != 200 {
