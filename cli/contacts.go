@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -22,16 +21,15 @@ func contactCommand() *ucli.Command {
 			{
 				Name: "token", Usage: "make an add-token for someone who shares no room or org with you (prints it)",
 				Flags: []ucli.Flag{
-					&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
-					&ucli.IntFlag{Name: "uses", Usage: "how many adds it allows, 1 to 100", DefaultText: "1"},
+					usesFlag("adds it allows"), ttlFlag(),
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
 						return &usageError{"tally contact token takes no arguments", "tally contact token [--ttl D] [--uses N]"}
 					}
-					uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
-					if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
-						return &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
+					uses, ttl, err := e.usesTTL()
+					if err != nil {
+						return err
 					}
 					tok, err := s.ContactToken(e.c.Context, ttl, uses)
 					var ae *seat.APIError

@@ -91,14 +91,13 @@ func roomCommands() []*ucli.Command {
 				{
 					Name: "invite", Usage: "mint an invite token (prints it)", ArgsUsage: "NAME",
 					Flags: []ucli.Flag{
-						&ucli.IntFlag{Name: "uses", Usage: "how many seats may join with it, 1 to 100", DefaultText: "1"},
-						&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
+						usesFlag("seats may join with it"), ttlFlag(),
 						&ucli.BoolFlag{Name: "auto", Usage: "the invitee joins at once, with nobody online to admit it"},
 					},
 					Action: roomAction(1, "tally room invite NAME [--uses N] [--ttl DUR] [--auto]", func(e *env, s *seat.Seat, ch string, _ []string) error {
-						uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
-						if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
-							return &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
+						uses, ttl, err := e.usesTTL()
+						if err != nil {
+							return err
 						}
 						invite := s.RoomInvite
 						if e.c.Bool("auto") {

@@ -531,16 +531,15 @@ func orgCommand() *ucli.Command {
 			{
 				Name: "invite", Usage: "mint an org invite for a new account (prints it)",
 				Flags: []ucli.Flag{
-					&ucli.IntFlag{Name: "uses", Usage: "how many accounts may sign up with it, 1 to 100", DefaultText: "1"},
-					&ucli.DurationFlag{Name: "ttl", Usage: "how long it is valid, 1m to 168h", DefaultText: "1h"},
+					usesFlag("accounts may sign up with it"), ttlFlag(),
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
 						return &usageError{"tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]"}
 					}
-					uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
-					if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
-						return &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
+					uses, ttl, err := e.usesTTL()
+					if err != nil {
+						return err
 					}
 					org, err := s.Org(e.c.Context)
 					if err != nil {
