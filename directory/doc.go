@@ -144,6 +144,10 @@
 //     an invite made before the removal, and its GET of the channel's
 //     GroupInfo while it is not a member, are 403 removed. An invite made
 //     since readmits it; an account that left by itself is not recorded.
+//   - GET /v1/channels/identities?channel=…&identity=… (owner and
+//     members; others get 403 not_member, a removed member 403 removed)
+//     → 200 {"channel", "identity", "recorded"}: whether an account
+//     joined by auto invite under identity, never which.
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":
 //     [{"account_id", "added_at"}]}, oldest first.

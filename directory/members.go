@@ -586,3 +586,68 @@ func (s *Server) internalCursor(w http.ResponseWriter, r *http.Request) (int64, 
 	}
 	return after, true
 }
+
+// identityRecorded reports, for the owner or a member of channel
+// (caller), whether some account joined it by auto invite under identity
+// and has not been removed under it since (channel_identities). Anyone
+// else gets errNotMember, or errRemoved when someone removed it.
+func (s *store) identityRecorded(ctx context.Context, channel, caller, identity string) (bool, error) {
+	chID, owner, err := channelOwner(ctx, s, channel)
+	if err != nil {
+		return false, err
+	}
+	if caller != owner {
+		var one int
+		err := s.queryRow(ctx,
+			`SELECT 1 FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, caller).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, removedOr(ctx, s, channel, caller, errNotMember)
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	var one int
+	err = s.queryRow(ctx,
+		`SELECT 1 FROM channel_identities WHERE channel_id = ? AND identity = ? LIMIT 1`, chID, identity).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// GET /v1/channels/identities?channel=…&identity=… → 200 {channel,
+// identity, recorded}
+//
+// Whether an account joined the channel by auto invite under identity (1
+// to 256 characters), as the directory recorded at the join, before it
+// handed out the GroupInfo: a room's members ask it of each joiner by
+// invite, and remove one the directory holds no record of (a joiner that
+// named another identity here, whose removal could not name its account).
+// Who may call it: the channel's owner and members. On whom it acts:
+// nobody; it reads one row and stores nothing. What it returns: one
+// boolean, never an account. A stranger gets 403 not_member (404 for a
+// channel that does not exist), a removed member 403 removed; a crowd of
+// accounts is held by the per-account request limits, and none of them
+// learns more than whether an identity joined a channel it is in.
+func (s *Server) handleIdentityRecorded(w http.ResponseWriter, r *http.Request, p principal) {
+	q := r.URL.Query()
+	name, identity := q.Get("channel"), q.Get("identity")
+	if !checkChannel(w, p, name) {
+		return
+	}
+	if n := utf8.RuneCountInString(identity); n == 0 || n > MaxIdentity || !storable(identity) {
+		badRequest(w, "identity must be 1 to 256 characters, none of them NUL")
+		return
+	}
+	ok, err := s.store.identityRecorded(r.Context(), name, p.account, identity)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Channel  string `json:"channel"`
+		Identity string `json:"identity"`
+		Recorded bool   `json:"recorded"`
+	}{name, identity, ok})
+}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -14,8 +15,7 @@ import (
 // invite from before its removal and its GroupInfo fetch answer 403
 // removed and change nothing, while an invite made since readmits it.
 func TestRemovalByIdentity(t *testing.T) {
-	fe := newFencedEnv(t, nil)
-	e := fe.env
+	e := newFencedEnv(t, nil)
 	_, owner := e.account("acme")
 	memberID, member := e.account("globex")
 	joinerID, joiner := e.account("initech")
@@ -28,7 +28,7 @@ func TestRemovalByIdentity(t *testing.T) {
 	for _, j := range []struct{ key, id string }{{member, "did:key:zMember"}, {joiner, "did:key:zJoiner"}} {
 		want(t, e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": old, "identity": j.id}), 201, "")
 	}
-	fe.setFence(owner, ch, 3)
+	e.setFence(owner, ch, 3) // GroupInfo follows the relay's fence
 	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 3, "group_info": b64("gi 3")}), 200, "")
 
 	del := func(key, identity string) reply {
@@ -157,4 +157,70 @@ func TestInviteByTokenHash(t *testing.T) {
 		t.Fatalf("the join: %s", r)
 	}
 	want(t, e.do("POST", "/v1/channels/join", stranger, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zStranger"}), 403, "invalid_invite")
+}
+
+// TestIdentityRecorded: GET /v1/channels/identities tells the owner and
+// the members whether an account joined by auto invite under an identity,
+// recorded before the GroupInfo is handed out, and nothing more (never the
+// account); the record goes with a removal by identity and with a leave.
+// A stranger gets 403 not_member, a removed member 403 removed, bad input
+// 400, and nothing is stored.
+func TestIdentityRecorded(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	_, owner := e.account("acme")
+	memberID, member := e.account("globex")
+	_, joiner := e.account("initech")
+	_, stranger := e.account("hooli")
+	ch := "acme/rooms/ops"
+	e.channel(owner, ch)
+	e.setFence(owner, ch, 1)
+	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 1, "group_info": b64("gi 1")}), 200, "")
+	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 5, "auto": true})
+	want(t, r, 201, "")
+	tok := r.str("token")
+	for _, j := range []struct{ key, id string }{{member, "did:key:zMember"}, {joiner, "did:key:zJoiner"}} {
+		r := e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": tok, "identity": j.id})
+		want(t, r, 201, "")
+		if r.str("group_info") == "" {
+			t.Fatalf("the join handed out no GroupInfo: %s", r)
+		}
+	}
+	get := func(key, identity string) reply {
+		return e.do("GET", "/v1/channels/identities?"+url.Values{"channel": {ch}, "identity": {identity}}.Encode(), key, nil)
+	}
+	recorded := func(key, identity string) bool {
+		t.Helper()
+		r := get(key, identity)
+		want(t, r, 200, "")
+		if _, ok := r.body["account_id"]; ok {
+			t.Fatalf("the answer names an account: %s", r)
+		}
+		return r.body["recorded"] == true
+	}
+	before := e.snapshot()
+	for _, key := range []string{owner, member, joiner} {
+		if !recorded(key, "did:key:zJoiner") || !recorded(key, "did:key:zMember") || recorded(key, "did:key:zNobody") {
+			t.Fatalf("the records as %s sees them are wrong", key)
+		}
+	}
+	want(t, get(stranger, "did:key:zJoiner"), 403, "not_member")
+	want(t, get(owner, ""), 400, "invalid_request")
+	want(t, get(owner, strings.Repeat("x", 257)), 400, "invalid_request")
+	want(t, e.do("GET", "/v1/channels/identities?"+url.Values{"channel": {"acme/rooms/none"}, "identity": {"did:key:zJoiner"}}.Encode(), owner, nil), 404, "channel_not_found")
+	if e.snapshot() != before {
+		t.Fatal("a read changed the database")
+	}
+
+	// A removal by identity drops the record; the removed account is told
+	// it was removed.
+	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "identity": {"did:key:zJoiner"}}.Encode(), owner, nil), 200, "")
+	if recorded(owner, "did:key:zJoiner") {
+		t.Fatal("the record outlived the removal")
+	}
+	want(t, get(joiner, "did:key:zMember"), 403, "removed")
+	// A leave drops the leaver's records.
+	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "account_id": {memberID}}.Encode(), member, nil), 200, "")
+	if recorded(owner, "did:key:zMember") {
+		t.Fatal("the record outlived the leave")
+	}
 }

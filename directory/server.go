@@ -303,6 +303,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/channels/members", s.limited(limitMember, s.handleAddMember))
 	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
 	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))
+	m.HandleFunc("GET /v1/channels/identities", s.authed(s.handleIdentityRecorded))
 	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	m.HandleFunc("POST /v1/keypackages", s.limited(limitStock, s.handlePutStock))

@@ -413,3 +413,15 @@ func (c *DirectoryClient) ResetFence(ctx context.Context, channel string, epoch 
 	}{channel, epoch}
 	return c.call(ctx, "POST", "/v1/channels/fence", in, nil)
 }
+
+// IdentityRecorded reports whether an account joined channel by auto
+// invite under identity, as the directory recorded at the join (GET
+// /v1/channels/identities); for the channel's owner and members.
+func (c *DirectoryClient) IdentityRecorded(ctx context.Context, channel, identity string) (bool, error) {
+	var out struct {
+		Recorded bool `json:"recorded"`
+	}
+	q := url.Values{"channel": {channel}, "identity": {identity}}
+	err := c.call(ctx, "GET", "/v1/channels/identities?"+q.Encode(), nil, &out)
+	return out.Recorded, err
+}

@@ -159,3 +159,22 @@ func ForgeInviteJoin(member, joiner *Seat, ctx context.Context, ch, token string
 	_, err = member.externalCommit(ctx, ch, gi, sig, id, opts)
 	return err
 }
+
+// LieAtInviteJoin joins s to the room ch by the auto invite token as a
+// joiner that lies would: it names the identity named in its join at the
+// directory, and then joins the room by external Commit as its own
+// identity, which it did not name.
+func LieAtInviteJoin(s *Seat, ctx context.Context, ch, token, named string) error {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return err
+	}
+	_, dirTok, err := inviteCredentials(token)
+	if err != nil {
+		return err
+	}
+	if _, err := s.directory(key).JoinWith(ctx, ch, dirTok, named, nil); err != nil {
+		return err
+	}
+	return ForgeInviteJoin(s, s, ctx, ch, token)
+}

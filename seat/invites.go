@@ -53,12 +53,15 @@ import (
 // who then joins as itself; that use counts like any other. A bearer
 // invite is only as private as its holders keep it. And the directory
 // learns a joiner's account from the join request, which names the
-// identity the joiner says it will join as: a joiner that names one
-// identity there and joins the room as another is still refused nothing
-// by the room and barred at its removal, but the removal cannot tell the
-// directory its account (Removal.AccountID stays empty), so that account
-// keeps the relay's service of the channel's ciphertext, which it cannot
-// read, until the owner removes the account by id.
+// identity the joiner says it will join as; a removal by that identity
+// ends the account's membership. A joiner that names one identity there
+// and joins the room as another is removed at once by the first seat of
+// the owner or an admin that reads its join (checkInviteJoiners, in
+// settle.go, which says why a removal and not a refusal), and barred from
+// the room's invites by that removal; its account keeps the relay's
+// service of ciphertext it holds no keys for, as any holder of a token
+// that joins at the directory and never commits does, until the owner
+// removes the account by id.
 
 // The token of an auto invite is made by the inviting seat: 32 random
 // bytes (roomTokenPrefix and their unpadded base64url), from which HKDF

@@ -485,3 +485,75 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 		t.Fatalf("bob's roster after carol's invited return: %v", got)
 	}
 }
+
+// TestInviteJoinerThatLiedIsRemoved: carol holds an auto invite, names at
+// the directory an identity that is not hers (dave's, who never joins),
+// and joins the room as herself, an identity the directory never tied to
+// her account: a removal of it could not end her membership. The first
+// seat that may remove members and reads her join (an admin's here, the
+// owner's in the second part) removes her at once; every member's roster
+// is without her, and the invite does not take her back (the removal
+// bars her from it). An honest joiner by the same invite stays, and the room
+// goes on.
+func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := alice.RoomInviteAuto(ctx, room, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, dave := newMember(t, st, "carolco"), newMember(t, st, "daveco")
+	if err := seat.LieAtInviteJoin(carol.Seat, ctx, room, tok, dave.did); err != nil {
+		t.Fatalf("the lying join: %v", err)
+	}
+	want := dids(alice, bob)
+	if got := identities(t, bob, room); !slices.Equal(got, want) {
+		t.Fatalf("the admin's roster once it read the lying join: %v, want %v", got, want)
+	}
+	if got := identities(t, alice, room); !slices.Equal(got, want) {
+		t.Fatalf("the owner's roster: %v, want %v", got, want)
+	}
+	if err := seat.ForgeInviteJoin(carol.Seat, carol.Seat, ctx, room, tok); err != nil {
+		t.Fatalf("the liar's second join: %v", err)
+	}
+	if got := identities(t, alice, room); !slices.Equal(got, want) {
+		t.Fatalf("the owner's roster after the liar's second join by the invite: %v, want %v", got, want)
+	}
+
+	// The owner's seat does the same when it is the first to read.
+	frank := newMember(t, st, "frankco")
+	if err := seat.LieAtInviteJoin(frank.Seat, ctx, room, tok, alice.did); err != nil {
+		t.Fatalf("the second lying join: %v", err)
+	}
+	if got := identities(t, alice, room); !slices.Equal(got, want) {
+		t.Fatalf("the owner's roster once it read the second lying join: %v, want %v", got, want)
+	}
+	if got := identities(t, bob, room); !slices.Equal(got, want) {
+		t.Fatalf("the admin's roster: %v, want %v", got, want)
+	}
+
+	// An honest joiner by the same invite stays, and an admin's removal
+	// of it ends its membership once the owner reads it.
+	erin := newMember(t, st, "erinco")
+	if _, err := erin.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	want = dids(alice, bob, erin)
+	for _, m := range []*member{bob, alice, erin} {
+		if got := identities(t, m, room); !slices.Equal(got, want) {
+			t.Fatalf("%s's roster after the honest join: %v, want %v", m.did, got, want)
+		}
+	}
+	converse(t, room, erin, bob, "hello", "welcome")
+	if rm, err := bob.RoomRemoveMember(ctx, room, erin.did); err != nil || !rm.OwnerEnds {
+		t.Fatalf("the admin's removal of the honest joiner: %+v %v", rm, err)
+	}
+	identities(t, alice, room)
+	if got := memberAccounts(t, st, alice, room); slices.Contains(got, erin.acct.AccountID) {
+		t.Fatalf("channel members once the owner read the removal: %v, still erin's account", got)
+	}
+}

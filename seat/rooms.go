@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bytes"
 	"context"
 
 	"database/sql"
@@ -178,6 +179,10 @@ type room struct {
 	// newcomers: since the load, a commit brought members (names.go).
 	newcomers bool
 	nameSent  string // the name this seat last told the room
+	// inviteJoiners: since the load, the identities that joined by an
+	// auto invite, which settle checks against the directory's record
+	// (checkInviteJoiners).
+	inviteJoiners []string
 }
 
 func (s *Seat) loadRoom(ctx context.Context, ch string) (*room, error) {
@@ -635,6 +640,10 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	case rec.Kind == mls.KindCommit && len(r.g.Members()) > members:
 		r.newcomers = true
 	}
+	if rec.Kind == mls.KindCommit && bytes.HasPrefix(rec.AuthenticatedData, []byte(inviteTicketMagic)) &&
+		!slices.ContainsFunc(before, func(m mls.Member) bool { return m.Identity == rec.SenderIdentity }) {
+		r.inviteJoiners = append(r.inviteJoiners, rec.SenderIdentity)
+	}
 	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
 		return err
 	}
@@ -895,10 +904,7 @@ func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 			account = addedAccount(known, now)
 			known = now
 		}
-		if account != "" {
-			s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
-				ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, ch, req.Identity, account)
-		}
+		s.rememberAccount(ctx, ch, req.Identity, account)
 		done = append(done, Admitted{RequestID: req.ID, Identity: req.Identity, AccountID: account})
 	}
 	if len(done) > 0 {
@@ -1325,6 +1331,24 @@ func (s *Seat) removeIdentities(ctx context.Context, ch, did string, ids []strin
 		return rm, fmt.Errorf("seat: %s is not a member of %s", did, ch)
 	}
 	return rm, nil
+}
+
+// rememberAccount records that identity in ch is the directory account
+// account (room_accounts), learned when this home admitted it, so that
+// removing the identity ends the account's channel membership too
+// (RoomRemoveMember, endRemovedMemberships). Every path by which this
+// home admits someone by account comes here: a join request admitted, a
+// RoomAdd by account, did:key or add-token. Joins by auto invite are
+// recorded by the directory instead (channel_identities), and checked by
+// the owner's and admins' seats (checkInviteJoiners). Best effort: without
+// the record, the removal ends the membership by identity, which only the
+// owner may ask.
+func (s *Seat) rememberAccount(ctx context.Context, ch, identity, account string) {
+	if account == "" {
+		return
+	}
+	s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
+		ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, ch, identity, account)
 }
 
 // leavesOf lists the leaves of g that did names, other than this

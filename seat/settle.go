@@ -114,6 +114,7 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 	if err != nil {
 		return err
 	}
+	s.checkInviteJoiners(ctx, r)
 	if r.role == "owner" {
 		// A failure is retried on the next settle: the records stay.
 		s.endRemovedMemberships(ctx, r)
@@ -244,5 +245,103 @@ func waitFence(ctx context.Context) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// The account behind a join by invite.
+//
+// A joiner by auto invite names, in its join at the directory, the
+// identity it will join the room as, and the directory records that
+// identity with the joiner's account (channel_identities) in the same
+// transaction that makes the account a member and hands out the GroupInfo;
+// a removal by identity later ends the membership of every account
+// recorded under it. So an honest joiner's record exists before its
+// external Commit can: the Commit needs the GroupInfo the directory gives
+// only with, or after, the record. A joiner that named another identity
+// at the directory is in the room under an identity no removal can tie to
+// its account. The owner's and the admins' seats therefore ask the
+// directory, after each catch-up, whether each identity that joined by
+// invite in it is recorded, and remove at once, with a commit, one that is
+// not (checkInviteJoiners).
+//
+// Why a removal after the join and not a refusal in every member's
+// engine: the answer comes from a server, over the network, while the
+// engine's verdict must be the same at every member and at every later
+// catch-up; a member that could not ask, or asks after the joiner left
+// (its record goes with it), would refuse a Commit the others took and
+// fork from the room. Removing is a Commit like any other, which every
+// member applies alike.
+//
+// The roles: the record names the account that made the join, never one
+// the joiner picks, and a removal by identity ends every account recorded
+// under it, so a joiner cannot have another account's membership ended,
+// nor keep its own by naming an identity that others use too. A directory
+// that lies can keep serving ciphertext anyway; with this check it can
+// only have an invite joiner removed. What stays open: the account of a
+// joiner removed because its identity was unrecorded keeps its channel
+// membership (under the identity it named) until the owner removes that
+// account, so the relay serves it ciphertext of epochs it holds no keys
+// for: as much as any holder of a token gets that joins at the directory
+// and never commits.
+
+// checkInviteJoiners removes, if this member may remove others, each
+// identity that joined r by invite since the load, is still in the group,
+// and that the directory has no record of. An identity whose record could
+// not be read, or whose removal failed, stays for the next settle.
+func (s *Seat) checkInviteJoiners(ctx context.Context, r *room) {
+	if len(r.inviteJoiners) == 0 {
+		return
+	}
+	if !r.manages() {
+		r.inviteJoiners = nil
+		return
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return
+	}
+	dir := s.directory(key)
+	var left, liars []string
+	for _, id := range r.inviteJoiners {
+		if _, ok := r.g.MemberByIdentity(id); !ok || PersonOf(id) == PersonOf(selfIdentity(r.g)) {
+			continue
+		}
+		ok, err := dir.IdentityRecorded(ctx, r.channel, id)
+		switch {
+		case err != nil:
+			left = append(left, id)
+		case !ok:
+			liars = append(liars, id)
+		}
+	}
+	r.inviteJoiners = left
+	if len(liars) == 0 {
+		return
+	}
+	_, err = s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) {
+		var leaves []uint32
+		var ids []string
+		for _, id := range liars {
+			if m, ok := r.g.MemberByIdentity(id); ok && checkMayRemove(r.g, id) == nil {
+				leaves = append(leaves, m.LeafIndex)
+				ids = append(ids, id)
+			}
+		}
+		if len(leaves) == 0 {
+			return nil, errNothingToCommit // another manager removed them
+		}
+		opts := mls.CommitOptions{Remove: leaves}
+		exts, changed, err := withBarred(r.g.Extensions(), ids)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			opts.Extensions = exts
+		}
+		return r.g.Commit(opts)
+	})
+	if err != nil && !errors.Is(err, errNothingToCommit) {
+		// Tried again on the next settle; this member's reads go on.
+		r.inviteJoiners = append(r.inviteJoiners, liars...)
 	}
 }

@@ -448,10 +448,7 @@ func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) (
 			if person == "" || strings.HasPrefix(person, "did:") {
 				account = c.AccountID
 			}
-			if account != "" {
-				s.st.db.ExecContext(ctx, `INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)
-					ON CONFLICT (channel, identity) DO UPDATE SET account_id = excluded.account_id`, r.channel, c.Device, account)
-			}
+			s.rememberAccount(ctx, r.channel, c.Device, account)
 			out = append(out, Added{Identity: c.Device, LastResort: c.LastResort})
 		}
 		return nil
