@@ -170,8 +170,8 @@ func TestGroupInfoRemovedMember(t *testing.T) {
 	}
 	e.setFence(owner, ch, 5)
 	want(t, e.do("PUT", "/v1/channels/groupinfo", member, putGI(ch, 5, "member's gi 5")), 200, "")
-	want(t, e.do("PUT", "/v1/channels/tree", member, treePut(ch, "mtree", 0, 1, []byte("member's tree"))), 200, "")
-	want(t, e.do("PUT", "/v1/channels/tree", other, treePut(ch, "otree", 0, 1, []byte("other's tree"))), 200, "")
+	want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "mtree", 5, 0, 1, []byte("member's tree"))), 200, "")
+	want(t, e.do("PUT", "/v1/channels/tree", other, treePutAt(ch, "otree", 5, 0, 1, []byte("other's tree"))), 200, "")
 
 	want(t, e.do("DELETE", "/v1/channels/members?channel="+url.QueryEscape(ch)+"&account_id="+memberID, owner, nil), 200, "")
 	if gi, _ := e.getGI(owner, ch); gi != "" {
@@ -215,7 +215,7 @@ func TestGroupInfoFenceReset(t *testing.T) {
 	want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
 	e.setFence(owner, ch, 9)
 	want(t, e.do("PUT", "/v1/channels/groupinfo", member, putGI(ch, 9, "member's gi 9")), 200, "")
-	want(t, e.do("PUT", "/v1/channels/tree", member, treePut(ch, "mtree", 0, 1, []byte("member's tree"))), 200, "")
+	want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "mtree", 9, 0, 1, []byte("member's tree"))), 200, "")
 
 	e.setFence(owner, ch, 4)
 	if gi, _ := e.getGI(owner, ch); gi != "" {

@@ -273,6 +273,13 @@ CREATE TABLE signup_tokens (
 	created_at BIGINT NOT NULL
 );
 `,
+	// A tree is put for an epoch, and each account's tree of an id is its
+	// own (tree.go), so whoever puts an id first blocks nobody else's.
+	`
+ALTER TABLE channel_trees ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE channel_trees DROP CONSTRAINT channel_trees_channel_id_tree_id_key;
+ALTER TABLE channel_trees ADD CONSTRAINT channel_trees_channel_tree_uploader UNIQUE (channel_id, tree_id, uploaded_by);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in

@@ -290,6 +290,40 @@ CREATE TABLE signup_tokens (
 	created_at INTEGER NOT NULL
 );
 `,
+	// A tree is put for an epoch, and each account's tree of an id is its
+	// own (tree.go): the table is rebuilt without UNIQUE (channel_id,
+	// tree_id), which let whoever put an id first block everyone else's.
+	// The parts are copied aside first, since dropping channel_trees would
+	// delete them through ON DELETE CASCADE; trees from before have epoch 0.
+	`
+CREATE TABLE channel_trees_next (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	channel_id  TEXT NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+	tree_id     TEXT NOT NULL,
+	parts       INTEGER NOT NULL,
+	received    INTEGER NOT NULL,
+	size        INTEGER NOT NULL,
+	uploaded_by TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at  INTEGER NOT NULL,
+	epoch       INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (channel_id, tree_id, uploaded_by)
+);
+INSERT INTO channel_trees_next (seq, channel_id, tree_id, parts, received, size, uploaded_by, created_at)
+	SELECT seq, channel_id, tree_id, parts, received, size, uploaded_by, created_at FROM channel_trees;
+CREATE TABLE channel_tree_parts_kept AS SELECT tree_seq, part, data FROM channel_tree_parts;
+DROP TABLE channel_tree_parts;
+DROP TABLE channel_trees;
+ALTER TABLE channel_trees_next RENAME TO channel_trees;
+CREATE INDEX channel_trees_account ON channel_trees(uploaded_by);
+CREATE TABLE channel_tree_parts (
+	tree_seq INTEGER NOT NULL REFERENCES channel_trees(seq) ON DELETE CASCADE,
+	part     INTEGER NOT NULL,
+	data     BLOB NOT NULL,
+	PRIMARY KEY (tree_seq, part)
+);
+INSERT INTO channel_tree_parts (tree_seq, part, data) SELECT tree_seq, part, data FROM channel_tree_parts_kept;
+DROP TABLE channel_tree_parts_kept;
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +20,21 @@ import (
 // change unnoticed. A tree is put in parts of at most MaxTreePart bytes
 // and read back the same way, so that no request or answer holds more than
 // a part however large the room.
+//
+// A tree is put for an epoch, checked against the relay's commit fence
+// (fence.go) as a GroupInfo is: the epoch the fence has reached (the
+// tree of the group's current epoch, which a GroupInfo names), or the
+// next one (the tree a Welcome names, which the committer puts before its
+// Commit at the fence's epoch goes out, so that the Welcome is of use the
+// moment the Commit is). Nothing further ahead: a tree no Commit has made
+// yet can be put only by whoever builds that Commit, and that is the next
+// epoch at most. The directory cannot tell the committer before its
+// Commit is accepted, so any member may put trees for those two epochs;
+// what makes that harmless is that each account's tree of an id is its
+// own. An id is the tree's hash, which anyone can know once a Commit is
+// out; a tree put under it by another account, complete or not, right or
+// wrong, neither blocks nor replaces the honest put, and a reader gets the
+// tree put by whoever put the channel's GroupInfo before any other.
 
 // Caps of the tree store. Sizes are decoded bytes, inclusive.
 const (
@@ -39,16 +55,16 @@ const (
 var (
 	errTreeMismatch = errors.New("directory: the tree is being put with another number of parts")
 	errTreePartSet  = errors.New("directory: that part of the tree is stored with other bytes")
-	errTreeTaken    = errors.New("directory: the tree is being put by another account")
 	errTooManyTrees = errors.New("directory: the channel's trees are all being put")
 	errTreeQuota    = errors.New("directory: the account's trees and GroupInfos use up its quota")
 )
 
 // treeState is what the directory holds of one tree.
 type treeState struct {
-	parts    int   // parts the tree has in all
-	received int   // parts stored
-	size     int64 // bytes stored
+	epoch    uint64 // the epoch the tree was put for
+	parts    int    // parts the tree has in all
+	received int    // parts stored
+	size     int64  // bytes stored
 }
 
 func (t treeState) complete() bool { return t.received == t.parts }
@@ -68,35 +84,67 @@ func validTreeID(id string) bool {
 	return true
 }
 
-// readTree returns the tree id of the channel chID and its row's seq, or
-// errNotFound.
-func readTree(ctx context.Context, q queryer, chID, id string) (seq int64, st treeState, owner string, err error) {
+// readOwnTree returns the tree id that owner put for the channel chID and
+// its row's seq, or errNotFound.
+func readOwnTree(ctx context.Context, q queryer, chID, id, owner string) (seq int64, st treeState, err error) {
+	var epoch int64
 	err = q.queryRow(ctx,
-		`SELECT seq, parts, received, size, uploaded_by FROM channel_trees WHERE channel_id = ? AND tree_id = ?`,
-		chID, id).Scan(&seq, &st.parts, &st.received, &st.size, &owner)
+		`SELECT seq, epoch, parts, received, size FROM channel_trees WHERE channel_id = ? AND tree_id = ? AND uploaded_by = ?`,
+		chID, id, owner).Scan(&seq, &epoch, &st.parts, &st.received, &st.size)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, st, "", errNotFound
+		return 0, st, errNotFound
 	}
-	return seq, st, owner, err
+	st.epoch = uint64(epoch)
+	return seq, st, err
 }
 
-// putTreePart stores part of the tree id of channel, which has parts parts
-// in all, for a caller who owns the channel or is a member. The first part
-// put (any of them) creates the tree, charged to the caller; only the
-// caller may put its other parts. Putting a part again with the same bytes
-// changes nothing (a retry); with other bytes it is errTreePartSet. Over
-// a cap nothing is stored.
+// servedTree returns the seq and state of the tree id of the channel chID
+// that readers get, or errNotFound: of the accounts' trees of that id,
+// a complete one before one still being put, the one put by whoever put
+// the channel's GroupInfo (which names it) before the others, then the
+// latest epoch, then the first put.
+func servedTree(ctx context.Context, q queryer, chID, id string) (seq int64, st treeState, err error) {
+	var epoch int64
+	err = q.queryRow(ctx,
+		`SELECT t.seq, t.epoch, t.parts, t.received, t.size FROM channel_trees t
+		 LEFT JOIN group_infos g ON g.channel_id = t.channel_id AND g.updated_by = t.uploaded_by
+		 WHERE t.channel_id = ? AND t.tree_id = ?
+		 ORDER BY CASE WHEN t.received = t.parts THEN 0 ELSE 1 END, CASE WHEN g.channel_id IS NULL THEN 1 ELSE 0 END, t.epoch DESC, t.seq
+		 LIMIT 1`,
+		chID, id).Scan(&seq, &epoch, &st.parts, &st.received, &st.size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, st, errNotFound
+	}
+	st.epoch = uint64(epoch)
+	return seq, st, err
+}
+
+// putTreePart stores part of the caller's tree id of channel, for epoch,
+// which has parts parts in all, for a caller who owns the channel or is a
+// member. The handler has checked epoch against the commit fence, whose
+// epoch is fence. The first part put (any of them) creates the caller's
+// tree, charged to the caller; another account's tree of the same id is
+// another tree. Putting a part again with the same bytes changes nothing
+// (a retry); with other bytes it is errTreePartSet. A put for a later
+// epoch than the tree's moves the tree to it (the same tree can be the
+// tree of two epochs). Over a cap nothing is stored.
 //
 // A new tree makes room for itself among the channel's MaxTreesPerChannel
-// by deleting a tree that is complete or has not been finished within
-// treeUploadWindow: the oldest of those put by whoever holds the most of
+// by deleting a tree that is complete, has not been finished within
+// treeUploadWindow, or is of an epoch before the fence's (a tree still
+// being put for an epoch the fence has passed belongs to a Commit that
+// lost the race, and can never be finished for a Welcome): the oldest of
+// those put by whoever holds the most of
 // the channel's trees, so that a member who puts trees over and over
 // replaces its own and cannot push out the trees of the members who
 // commit (a Welcome's or a GroupInfo's). When every tree is still being
 // put, it is errTooManyTrees. The channel's trees change under one lock, and the
 // caller's quota is counted under another, so the caps hold under
 // concurrent puts.
-func (s *store) putTreePart(ctx context.Context, channel, caller, id string, part, parts int, data []byte, now time.Time) (st treeState, err error) {
+func (s *store) putTreePart(ctx context.Context, channel, caller, id string, epoch, fence uint64, part, parts int, data []byte, now time.Time) (st treeState, err error) {
+	if epoch > math.MaxInt64 || fence > math.MaxInt64 {
+		return treeState{}, errors.New("directory: epoch out of range")
+	}
 	err = s.write(ctx, func(tx txn) error {
 		chID, err := memberChannel(ctx, tx, channel, caller)
 		if err != nil {
@@ -110,19 +158,22 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, par
 		if _, err := memberChannel(ctx, tx, channel, caller); err != nil {
 			return err
 		}
-		seq, cur, owner, err := readTree(ctx, tx, chID, id)
+		seq, cur, err := readOwnTree(ctx, tx, chID, id, caller)
 		switch {
 		case errors.Is(err, errNotFound):
-			seq, cur, err = newTree(ctx, tx, chID, caller, id, parts, now)
+			seq, cur, err = newTree(ctx, tx, chID, caller, id, epoch, fence, parts, now)
 			if err != nil {
 				return err
 			}
 		case err != nil:
 			return err
-		case owner != caller:
-			return errTreeTaken
 		case cur.parts != parts:
 			return errTreeMismatch
+		case epoch > cur.epoch:
+			if _, err := tx.exec(ctx, `UPDATE channel_trees SET epoch = ? WHERE seq = ?`, int64(epoch), seq); err != nil {
+				return err
+			}
+			cur.epoch = epoch
 		}
 		var have []byte
 		err = tx.queryRow(ctx, `SELECT data FROM channel_tree_parts WHERE tree_seq = ? AND part = ?`, seq, part).Scan(&have)
@@ -152,16 +203,17 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, par
 		if _, err := tx.exec(ctx, `UPDATE channel_trees SET received = received + 1, size = size + ? WHERE seq = ?`, len(data), seq); err != nil {
 			return err
 		}
-		st = treeState{parts: cur.parts, received: cur.received + 1, size: cur.size + int64(len(data))}
+		st = treeState{epoch: cur.epoch, parts: cur.parts, received: cur.received + 1, size: cur.size + int64(len(data))}
 		return nil
 	})
 	return st, err
 }
 
-// newTree creates the tree id of the channel chID, charged to caller, in
-// tx, deleting the channel's oldest evictable tree if it holds
-// MaxTreesPerChannel already. The caller holds the channel's tree lock.
-func newTree(ctx context.Context, tx txn, chID, caller, id string, parts int, now time.Time) (int64, treeState, error) {
+// newTree creates the caller's tree id of the channel chID for epoch,
+// charged to caller, in tx, deleting the channel's oldest evictable tree
+// if it holds MaxTreesPerChannel already (fence is the fence's epoch).
+// The caller holds the channel's tree lock.
+func newTree(ctx context.Context, tx txn, chID, caller, id string, epoch, fence uint64, parts int, now time.Time) (int64, treeState, error) {
 	var n int
 	if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM channel_trees WHERE channel_id = ?`, chID).Scan(&n); err != nil {
 		return 0, treeState{}, err
@@ -169,10 +221,10 @@ func newTree(ctx context.Context, tx txn, chID, caller, id string, parts int, no
 	for ; n >= MaxTreesPerChannel; n-- {
 		var old int64
 		err := tx.queryRow(ctx,
-			`SELECT seq FROM channel_trees t WHERE channel_id = ? AND (received = parts OR created_at < ?)
+			`SELECT seq FROM channel_trees t WHERE channel_id = ? AND (received = parts OR created_at < ? OR epoch < ?)
 			 ORDER BY (SELECT COUNT(*) FROM channel_trees u WHERE u.channel_id = t.channel_id AND u.uploaded_by = t.uploaded_by) DESC, seq
 			 LIMIT 1`,
-			chID, now.Add(-treeUploadWindow).UnixNano()).Scan(&old)
+			chID, now.Add(-treeUploadWindow).UnixNano(), int64(fence)).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, treeState{}, errTooManyTrees
 		}
@@ -185,10 +237,10 @@ func newTree(ctx context.Context, tx txn, chID, caller, id string, parts int, no
 	}
 	var seq int64
 	err := tx.queryRow(ctx,
-		`INSERT INTO channel_trees (channel_id, tree_id, parts, received, size, uploaded_by, created_at)
-		 VALUES (?, ?, ?, 0, 0, ?, ?) RETURNING seq`,
-		chID, id, parts, caller, now.UnixNano()).Scan(&seq)
-	return seq, treeState{parts: parts}, err
+		`INSERT INTO channel_trees (channel_id, tree_id, epoch, parts, received, size, uploaded_by, created_at)
+		 VALUES (?, ?, ?, ?, 0, 0, ?, ?) RETURNING seq`,
+		chID, id, int64(epoch), parts, caller, now.UnixNano()).Scan(&seq)
+	return seq, treeState{epoch: epoch, parts: parts}, err
 }
 
 func deleteTree(ctx context.Context, tx txn, seq int64) error {
@@ -206,7 +258,7 @@ func (s *store) treeInfo(ctx context.Context, channel, caller, id string) (treeS
 	if err != nil {
 		return treeState{}, err
 	}
-	_, st, _, err := readTree(ctx, s, chID, id)
+	_, st, err := servedTree(ctx, s, chID, id)
 	return st, err
 }
 
@@ -218,12 +270,15 @@ func (s *store) treePart(ctx context.Context, channel, caller, id string, part i
 	if err != nil {
 		return treeState{}, nil, err
 	}
-	var st treeState
+	seq, st, err := servedTree(ctx, s, chID, id)
+	if err != nil {
+		return treeState{}, nil, err
+	}
+	if !st.complete() {
+		return treeState{}, nil, errNotFound
+	}
 	var data []byte
-	err = s.queryRow(ctx,
-		`SELECT t.parts, t.received, t.size, p.data FROM channel_trees t JOIN channel_tree_parts p ON p.tree_seq = t.seq
-		 WHERE t.channel_id = ? AND t.tree_id = ? AND p.part = ? AND t.received = t.parts`,
-		chID, id, part).Scan(&st.parts, &st.received, &st.size, &data)
+	err = s.queryRow(ctx, `SELECT data FROM channel_tree_parts WHERE tree_seq = ? AND part = ?`, seq, part).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return treeState{}, nil, errNotFound
 	}
@@ -264,11 +319,12 @@ func (s *store) sweepTrees(ctx context.Context, now time.Time) (int64, error) {
 }
 
 type putTreeRequest struct {
-	Channel string `json:"channel"`
-	ID      string `json:"id"`
-	Part    *int   `json:"part"`
-	Parts   *int   `json:"parts"`
-	Data    string `json:"data"`
+	Channel string  `json:"channel"`
+	ID      string  `json:"id"`
+	Epoch   *uint64 `json:"epoch"`
+	Part    *int    `json:"part"`
+	Parts   *int    `json:"parts"`
+	Data    string  `json:"data"`
 }
 
 // treeAnswer is the state of a tree, with one part's data when one was
@@ -288,7 +344,19 @@ func newTreeAnswer(channel, id string, st treeState) treeAnswer {
 	return treeAnswer{Channel: channel, ID: id, Parts: st.parts, Received: st.received, Size: st.size, Complete: st.complete()}
 }
 
-// PUT /v1/channels/tree {channel, id, part, parts, data} → 200 {channel, id, parts, received, size, complete}
+// PUT /v1/channels/tree {channel, id, epoch, part, parts, data} → 200 {channel, id, parts, received, size, complete}
+//
+// Who: the channel's owner or a member (anyone else 403 not_a_member, an
+// unknown channel 404, before anything about the fence is said). On whom:
+// the caller's own tree of that id in the channel; another account's tree
+// of the same id is untouched. For which epoch: the one the relay's
+// commit fence has reached or the next (the tree a Welcome names, put
+// before its Commit); an earlier one is 409 stale_epoch, a later one 409
+// epoch_not_reached, each with the fence's epoch; without a fence source
+// 503 fence_unavailable. How much: parts of at most MaxTreePart bytes, at
+// most MaxTreeParts of them, MaxTreesPerChannel trees per channel, charged
+// with the caller's GroupInfos to MaxTreeBytes (413 quota_exceeded). A
+// member's removal and a fence reset clear what it put (groupinfo.go).
 func (s *Server) handlePutTree(w http.ResponseWriter, r *http.Request, p principal) {
 	var req putTreeRequest
 	if !decode(w, r, treeBody, &req) || !checkChannel(w, p, req.Channel) {
@@ -311,11 +379,36 @@ func (s *Server) handlePutTree(w http.ResponseWriter, r *http.Request, p princip
 		badRequest(w, "part must be 0 to parts-1")
 		return
 	}
+	if req.Epoch == nil {
+		badRequest(w, "epoch is required")
+		return
+	}
+	if *req.Epoch > math.MaxInt64 {
+		badRequest(w, "epoch must be at most 9223372036854775807")
+		return
+	}
 	data, ok := decodeB64(w, "data", req.Data, MaxTreePart)
 	if !ok {
 		return
 	}
-	st, err := s.store.putTreePart(r.Context(), req.Channel, p.account, req.ID, *req.Part, *req.Parts, data, s.cfg.Now())
+	if _, err := memberChannel(r.Context(), s.store, req.Channel, p.account); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fence, err := s.fenceEpoch(r.Context(), req.Channel)
+	if err != nil {
+		s.groupInfoFail(w, r, err)
+		return
+	}
+	switch {
+	case *req.Epoch < fence:
+		writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; a tree is accepted for epoch and the next", fence)
+		return
+	case *req.Epoch-fence > 1:
+		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; a tree is accepted for epoch and the next", fence)
+		return
+	}
+	st, err := s.store.putTreePart(r.Context(), req.Channel, p.account, req.ID, *req.Epoch, fence, *req.Part, *req.Parts, data, s.cfg.Now())
 	if err != nil {
 		s.treeFail(w, r, err)
 		return
@@ -365,8 +458,6 @@ func (s *Server) treeFail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, "tree_mismatch", "the tree is being put with another number of parts")
 	case errors.Is(err, errTreePartSet):
 		writeError(w, http.StatusConflict, "tree_part_conflict", "that part of the tree is stored with other bytes")
-	case errors.Is(err, errTreeTaken):
-		writeError(w, http.StatusConflict, "tree_taken", "the tree is being put by another account")
 	case errors.Is(err, errTooManyTrees):
 		w.Header().Set("Retry-After", strconv.Itoa(int(treeUploadWindow/time.Second)))
 		writeError(w, http.StatusTooManyRequests, "too_many_trees",

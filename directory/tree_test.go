@@ -23,37 +23,41 @@ func TestContractTrees(t *testing.T) {
 		ok := func(_ treeState, err error) { t.Helper(); must(t, err) }
 
 		// A stranger ("joiner" is no member yet) can neither put nor read.
-		_, err := st.putTreePart(ctx, ch, "joiner", "t1", 0, 1, []byte("x"), t0)
+		_, err := st.putTreePart(ctx, ch, "joiner", "t1", 0, 0, 0, 1, []byte("x"), t0)
 		wantErr(t, err, errNotAMember)
 		_, err = st.treeInfo(ctx, ch, "joiner", "t1")
 		wantErr(t, err, errNotAMember)
 		_, _, err = st.treePart(ctx, ch, "joiner", "t1", 0)
 		wantErr(t, err, errNotAMember)
-		_, err = st.putTreePart(ctx, "acme/no/such", "owner", "t1", 0, 1, []byte("x"), t0)
+		_, err = st.putTreePart(ctx, "acme/no/such", "owner", "t1", 0, 0, 0, 1, []byte("x"), t0)
 		wantErr(t, err, errChannelNotFound)
 
 		// Parts in any order; the tree is not readable until the last.
-		s, err := st.putTreePart(ctx, ch, "owner", "t1", 2, 3, []byte("cc"), t0)
+		s, err := st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 2, 3, []byte("cc"), t0)
 		must(t, err)
 		if s.received != 1 || s.complete() {
 			t.Fatalf("after one part: %+v", s)
 		}
-		ok(st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("aaaa"), t0))
+		ok(st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 0, 3, []byte("aaaa"), t0))
 		_, _, err = st.treePart(ctx, ch, "member", "t1", 0)
 		wantErr(t, err, errNotFound)
 		// A retry of a stored part changes nothing; other bytes for it,
 		// another count of parts, or another account are refused.
-		s, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("aaaa"), t0)
+		s, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 0, 3, []byte("aaaa"), t0)
 		if err != nil || s.received != 2 {
 			t.Fatalf("a retry: %+v %v", s, err)
 		}
-		_, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 3, []byte("evil"), t0)
+		_, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 0, 3, []byte("evil"), t0)
 		wantErr(t, err, errTreePartSet)
-		_, err = st.putTreePart(ctx, ch, "owner", "t1", 1, 4, []byte("bbb"), t0)
+		_, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 1, 4, []byte("bbb"), t0)
 		wantErr(t, err, errTreeMismatch)
-		_, err = st.putTreePart(ctx, ch, "member", "t1", 1, 3, []byte("bbb"), t0)
-		wantErr(t, err, errTreeTaken)
-		s, err = st.putTreePart(ctx, ch, "owner", "t1", 1, 3, []byte("bbb"), t0)
+		// Another account's tree of the same id is its own: it neither
+		// blocks the owner's nor replaces what readers get.
+		s, err = st.putTreePart(ctx, ch, "member", "t1", 0, 0, 0, 1, []byte("junk"), t0)
+		if err != nil || !s.complete() || s.size != 4 {
+			t.Fatalf("the member's own t1: %+v %v", s, err)
+		}
+		s, err = st.putTreePart(ctx, ch, "owner", "t1", 0, 0, 1, 3, []byte("bbb"), t0)
 		if err != nil || !s.complete() || s.size != 9 {
 			t.Fatalf("the last part: %+v %v", s, err)
 		}
@@ -75,21 +79,22 @@ func TestContractTrees(t *testing.T) {
 		wantErr(t, err, errNotFound)
 
 		// The channel keeps MaxTreesPerChannel trees: a new one evicts
-		// the oldest complete one. t1 is complete; t2..t4 stay unfinished.
+		// the oldest complete one. Both t1 are complete (the member's goes
+		// first, as the member holds the most); t2..t4 stay unfinished.
 		for i := 2; i <= MaxTreesPerChannel; i++ {
-			ok(st.putTreePart(ctx, ch, "member", "t"+strconv.Itoa(i), 0, 2, []byte("p"), t0))
+			ok(st.putTreePart(ctx, ch, "member", "t"+strconv.Itoa(i), 0, 0, 0, 2, []byte("p"), t0))
 		}
-		ok(st.putTreePart(ctx, ch, "member", "t5", 0, 2, []byte("p"), t0))
+		ok(st.putTreePart(ctx, ch, "member", "t5", 0, 0, 0, 2, []byte("p"), t0))
 		_, err = st.treeInfo(ctx, ch, "owner", "t1")
 		wantErr(t, err, errNotFound)
 		// Now every tree is being put: a sixth is refused, until the
 		// oldest has been left unfinished past the upload window.
-		_, err = st.putTreePart(ctx, ch, "owner", "t6", 0, 1, []byte("p"), t0)
+		_, err = st.putTreePart(ctx, ch, "owner", "t6", 0, 0, 0, 1, []byte("p"), t0)
 		wantErr(t, err, errTooManyTrees)
 		_, err = st.treeInfo(ctx, ch, "owner", "t6")
 		wantErr(t, err, errNotFound)
 		later := t0.Add(treeUploadWindow + time.Second)
-		ok(st.putTreePart(ctx, ch, "owner", "t6", 0, 1, []byte("p"), later))
+		ok(st.putTreePart(ctx, ch, "owner", "t6", 0, 0, 0, 1, []byte("p"), later))
 		_, err = st.treeInfo(ctx, ch, "owner", "t2")
 		wantErr(t, err, errNotFound)
 		if n := countTrees(t, st, "ch-1"); n != MaxTreesPerChannel {
@@ -106,12 +111,12 @@ func TestContractTrees(t *testing.T) {
 
 		// The quota counts every tree an account has put, across channels.
 		st.treeQuota = 10
-		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 2, bytes.Repeat([]byte("q"), 11), later)
+		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 0, 0, 2, bytes.Repeat([]byte("q"), 11), later)
 		wantErr(t, err, errTreeQuota)
 		_, err = st.treeInfo(ctx, ch, "member", "q1")
 		wantErr(t, err, errNotFound)
-		ok(st.putTreePart(ctx, ch, "member", "q1", 0, 2, bytes.Repeat([]byte("q"), 10), later))
-		_, err = st.putTreePart(ctx, ch, "member", "q1", 1, 2, []byte("q"), later)
+		ok(st.putTreePart(ctx, ch, "member", "q1", 0, 0, 0, 2, bytes.Repeat([]byte("q"), 10), later))
+		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 0, 1, 2, []byte("q"), later)
 		wantErr(t, err, errTreeQuota)
 
 		// A member who left reads nothing any more.
@@ -143,7 +148,7 @@ func TestContractTreesHostileUploader(t *testing.T) {
 		const ch = treeCh
 		put := func(who, id string) {
 			t.Helper()
-			_, err := st.putTreePart(ctx, ch, who, id, 0, 1, []byte(id), t0)
+			_, err := st.putTreePart(ctx, ch, who, id, 0, 0, 0, 1, []byte(id), t0)
 			must(t, err)
 		}
 		for i := range MaxTreesPerChannel {
@@ -175,9 +180,15 @@ func countTrees(t *testing.T, st *store, chID string) int {
 	return n
 }
 
-// treeBody is a PUT /v1/channels/tree body.
+// treePut is a PUT /v1/channels/tree body for epoch 0, the epoch of a
+// channel that has had no commit.
 func treePut(ch, id string, part, parts int, data []byte) map[string]any {
-	return map[string]any{"channel": ch, "id": id, "part": part, "parts": parts, "data": base64.StdEncoding.EncodeToString(data)}
+	return treePutAt(ch, id, 0, part, parts, data)
+}
+
+// treePutAt is a PUT /v1/channels/tree body for epoch.
+func treePutAt(ch, id string, epoch uint64, part, parts int, data []byte) map[string]any {
+	return map[string]any{"channel": ch, "id": id, "epoch": epoch, "part": part, "parts": parts, "data": base64.StdEncoding.EncodeToString(data)}
 }
 
 func treeGet(ch, id string, part int) string {
@@ -193,7 +204,7 @@ func treeGet(ch, id string, part int) string {
 // cap, has its exact answer and leaves the store as it was; a stranger
 // gets what it gets for the channel's GroupInfo.
 func TestTreeStrangersChangeNothing(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newFencedEnv(t, nil)
 	_, owner := e.account("acme")
 	memberID, member := e.account("globex")
 	_, stranger := e.account("hooli")
@@ -243,12 +254,15 @@ func TestTreeStrangersChangeNothing(t *testing.T) {
 		{"over 64 MiB", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 0, MaxTreeParts+1, []byte("x")), 413, "payload_too_large"},
 		{"part past parts", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 2, 2, []byte("x")), 400, "invalid_request"},
 		{"negative part put", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", -1, 2, []byte("x")), 400, "invalid_request"},
-		{"part over 1 MiB", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "parts": 1, "data": big}, 413, "payload_too_large"},
+		{"part over 1 MiB", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "epoch": 0, "part": 0, "parts": 1, "data": big}, 413, "payload_too_large"},
 		{"empty part", "PUT", "/v1/channels/tree", owner, treePut(ch, "x", 0, 1, nil), 400, "invalid_request"},
-		{"bad base64", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "parts": 1, "data": "YQ"}, 400, "invalid_base64"},
+		{"bad base64", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "epoch": 0, "part": 0, "parts": 1, "data": "YQ"}, 400, "invalid_base64"},
 		{"other bytes for a part", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 0, 2, []byte("evil")), 409, "tree_part_conflict"},
 		{"other part count", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 1, 3, []byte("x")), 409, "tree_mismatch"},
-		{"another's tree", "PUT", "/v1/channels/tree", member, treePut(ch, "half", 1, 2, []byte("x")), 409, "tree_taken"},
+		{"an epoch the fence has not reached", "PUT", "/v1/channels/tree", member, treePutAt(ch, "x", 2, 0, 1, []byte("x")), 409, "epoch_not_reached"},
+		{"the farthest epoch", "PUT", "/v1/channels/tree", member, treePutAt(ch, "x", 1<<63-1, 0, 1, []byte("x")), 409, "epoch_not_reached"},
+		{"an epoch out of range", "PUT", "/v1/channels/tree", member, treePutAt(ch, "x", 1<<63, 0, 1, []byte("x")), 400, "invalid_request"},
+		{"no epoch", "PUT", "/v1/channels/tree", owner, map[string]any{"channel": ch, "id": "x", "part": 0, "parts": 1, "data": "eA=="}, 400, "invalid_request"},
 		{"over the quota", "PUT", "/v1/channels/tree", owner, treePut(ch, "half", 1, 2, make([]byte, 61)), 413, "quota_exceeded"},
 	}
 	before := e.snapshot()
@@ -290,7 +304,8 @@ func TestTreeStrangersChangeNothing(t *testing.T) {
 // member) but not to one removed.
 func TestTreeRoundTrip(t *testing.T) {
 	forBackends(t, func(t *testing.T, b testBackend) {
-		e := envOn(t, b, nil)
+		db := b.database(t)
+		e := newFencedEnv(t, func(c *Config) { c.Database = db })
 		_, owner := e.account("acme")
 		memberID, member := e.account("globex")
 		const ch = "acme/pay/room"
@@ -332,7 +347,7 @@ func TestTreeRoundTrip(t *testing.T) {
 
 // TestTreeRateLimited: puts of tree parts take from their own buckets.
 func TestTreeRateLimited(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
+	e := newFencedEnv(t, func(c *Config) {
 		c.Limits = Limits{Tree: Rate{PerAccount: Bucket{Burst: 2, Every: time.Hour}}}
 	})
 	_, owner := e.account("acme")
@@ -353,12 +368,17 @@ func TestTreeRateLimited(t *testing.T) {
 // FuzzPutTree sends arbitrary bodies to PUT /v1/channels/tree: the answer
 // is never a 500, and a refusal stores nothing.
 func FuzzPutTree(f *testing.F) {
-	e := newEnv(f, nil)
+	e := newFencedEnv(f, nil)
 	_, owner := e.account("acme")
 	const ch = "acme/pay/agent"
 	e.channel(owner, ch)
 	for _, seed := range []string{
 		`{"channel":"acme/pay/agent","id":"ab","part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","epoch":0,"part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","epoch":1,"part":1,"parts":2,"data":"AAEC"}`,
+		`{"channel":"acme/pay/agent","id":"ab","epoch":2,"part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","epoch":18446744073709551615,"part":0,"parts":1,"data":"AA=="}`,
+		`{"channel":"acme/pay/agent","id":"ab","epoch":-1,"part":0,"parts":1,"data":"AA=="}`,
 		`{"channel":"acme/pay/agent","id":"ab","part":1,"parts":2,"data":"AAEC"}`,
 		`{"channel":"acme/pay/agent","id":"ab","part":-1,"parts":99999999999,"data":"AA=="}`,
 		`{"channel":"acme/pay/agent","id":"a\u0000b","part":0,"parts":1,"data":"AA=="}`,
@@ -392,7 +412,7 @@ func BenchmarkTreeRoundTrip(b *testing.B) { benchTreeRoundTrip(b, "") }
 func BenchmarkTreeRoundTripPostgres(b *testing.B) { benchTreeRoundTrip(b, postgresURL(b)) }
 
 func benchTreeRoundTrip(b *testing.B, database string) {
-	e := newEnv(b, func(c *Config) { c.Database = database })
+	e := newFencedEnv(b, func(c *Config) { c.Database = database })
 	_, owner := e.account("acme")
 	const ch = "acme/pay/room"
 	e.channel(owner, ch)
@@ -420,4 +440,83 @@ func benchTreeRoundTrip(b *testing.B, database string) {
 		}
 	}
 	b.SetBytes(parts * (MaxTreePart - 7))
+}
+
+// TestTreeFollowsTheFence: a tree is put for the epoch the relay's commit
+// fence has reached or the next (a Welcome's), nothing else; a member who
+// puts its own bytes under the id the owner will use, first, blocks
+// neither the owner's put nor what a joiner reads once the owner's
+// GroupInfo names it; and trees a member left unfinished for epochs the
+// fence has passed make room for new ones at once. Before, the epoch was
+// not asked for, the first account to put an id held it (409 tree_taken)
+// and a member's unfinished trees held the channel's slots for the upload
+// window.
+func TestTreeFollowsTheFence(t *testing.T) {
+	forBackends(t, func(t *testing.T, b testBackend) {
+		db := b.database(t)
+		e := newFencedEnv(t, func(c *Config) { c.Database = db })
+		_, owner := e.account("acme")
+		memberID, member := e.account("globex")
+		const ch = "acme/pay/room"
+		e.channel(owner, ch)
+		want(t, e.do("POST", "/v1/channels/members", owner, map[string]string{"channel": ch, "account_id": memberID}), 200, "")
+		e.setFence(owner, ch, 3)
+
+		before := e.snapshot()
+		r := e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "far", 5, 0, 1, []byte("x")))
+		want(t, r, 409, "epoch_not_reached")
+		if r.body["epoch"] != float64(3) {
+			t.Fatalf("the fence's epoch: %s", r)
+		}
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "far", 1<<62, 0, 1, []byte("x"))), 409, "epoch_not_reached")
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "old", 2, 0, 1, []byte("x"))), 409, "stale_epoch")
+		if e.snapshot() != before {
+			t.Fatal("a refused tree stored something")
+		}
+
+		// The member squats the id of the owner's tree with a complete
+		// tree of its own and one of the next epoch's with a part.
+		const id = "c0ffee"
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, id, 3, 0, 1, []byte("junk"))), 200, "")
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "next", 4, 0, 2, []byte("junk"))), 200, "")
+		honest := []string{"honest-part-0", "honest-1"}
+		for i, p := range honest {
+			r := e.do("PUT", "/v1/channels/tree", owner, treePutAt(ch, id, 3, i, 2, []byte(p)))
+			want(t, r, 200, "")
+			if r.body["complete"] != (i == 1) || r.body["received"] != float64(i+1) {
+				t.Fatalf("the owner's part %d: %s", i, r)
+			}
+		}
+		want(t, e.do("PUT", "/v1/channels/tree", owner, treePutAt(ch, "next", 4, 0, 1, []byte("welcome tree"))), 200, "")
+		want(t, e.do("PUT", "/v1/channels/groupinfo", owner, putGI(ch, 3, "owner's gi 3")), 200, "")
+		for i, p := range honest {
+			r := e.do("GET", treeGet(ch, id, i), member, nil)
+			want(t, r, 200, "")
+			if d, _ := base64.StdEncoding.DecodeString(r.str("data")); string(d) != p || r.body["parts"] != float64(2) {
+				t.Fatalf("part %d read back: %s", i, r)
+			}
+		}
+		// The member's unfinished tree is not what a reader gets either.
+		r = e.do("GET", treeGet(ch, "next", 0), member, nil)
+		want(t, r, 200, "")
+		if d, _ := base64.StdEncoding.DecodeString(r.str("data")); string(d) != "welcome tree" {
+			t.Fatalf("the Welcome's tree read back: %s", r)
+		}
+
+		// A fence reset clears what the GroupInfo's putter put (the
+		// owner's trees); the member's unfinished trees of epoch 4 stay.
+		// With the owner's two new trees the channel's slots are full:
+		// the member's trees of an epoch the fence has passed go first,
+		// though their upload window has not ended, and the owner's
+		// finished trees of the current epoch are kept.
+		want(t, e.do("PUT", "/v1/channels/tree", member, treePutAt(ch, "more", 4, 0, 2, []byte("junk"))), 200, "")
+		e.setFence(owner, ch, 6)
+		want(t, e.do("PUT", "/v1/channels/tree", owner, treePutAt(ch, "six", 6, 0, 1, []byte("six"))), 200, "")
+		want(t, e.do("PUT", "/v1/channels/tree", owner, treePutAt(ch, "seven", 7, 0, 1, []byte("seven"))), 200, "")
+		want(t, e.do("PUT", "/v1/channels/tree", owner, treePutAt(ch, "eight", 7, 0, 1, []byte("eight"))), 200, "")
+		for _, id := range []string{"six", "seven", "eight"} {
+			want(t, e.do("GET", treeGet(ch, id, 0), member, nil), 200, "")
+		}
+		want(t, e.do("GET", treeGet(ch, "next", -1), member, nil), 404, "not_found")
+	})
 }

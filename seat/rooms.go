@@ -799,9 +799,12 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 		}
 		// A Welcome without the tree is of no use until the tree is at
 		// the directory: put it before the Commit leaves, so that a
-		// failure here changes nothing (tree.go).
+		// failure here changes nothing (tree.go). It is the tree of the
+		// epoch the Commit makes, the one after the group's; a put the
+		// directory refuses as stale means the Commit is stale too, which
+		// the relay answers below.
 		if res.RatchetTree != nil {
-			if err := s.putTree(ctx, r.channel, res.TreeHash, res.RatchetTree); err != nil {
+			if err := s.putTree(ctx, r.channel, r.g.Epoch()+1, res.TreeHash, res.RatchetTree); err != nil && !treeStale(err) {
 				r.g.DiscardCommit()
 				return nil, err
 			}

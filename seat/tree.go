@@ -96,12 +96,16 @@ type TreeInfo struct {
 	Complete bool   `json:"complete"`
 }
 
-// PutTreePart stores part of the tree id of channel, which has parts
-// parts in all (PUT /v1/channels/tree).
-func (c *DirectoryClient) PutTreePart(ctx context.Context, channel, id string, part, parts int, data []byte) (TreeInfo, error) {
+// PutTreePart stores part of this account's tree id of channel, the tree
+// of the group at epoch, which has parts parts in all
+// (PUT /v1/channels/tree). The directory takes a tree only for the epoch
+// the relay's commit fence has reached or the next (a Welcome's tree, put
+// before its Commit goes out); others are an *APIError stale_epoch or
+// epoch_not_reached.
+func (c *DirectoryClient) PutTreePart(ctx context.Context, channel, id string, epoch uint64, part, parts int, data []byte) (TreeInfo, error) {
 	var out TreeInfo
 	err := c.call(ctx, "PUT", "/v1/channels/tree",
-		map[string]any{"channel": channel, "id": id, "part": part, "parts": parts, "data": data}, &out)
+		map[string]any{"channel": channel, "id": id, "epoch": epoch, "part": part, "parts": parts, "data": data}, &out)
 	return out, err
 }
 
@@ -126,22 +130,29 @@ func treePath(channel, id string) string {
 	return "/v1/channels/tree?channel=" + url.QueryEscape(channel) + "&id=" + url.QueryEscape(id)
 }
 
-// PutTree puts tree at the directory as the tree id of channel, in parts,
-// unless the directory holds it complete already. It fails unless the
-// directory holds all of it at the end.
-func (c *DirectoryClient) PutTree(ctx context.Context, channel, id string, tree []byte) error {
+// PutTree puts tree at the directory as this account's tree id of
+// channel, the tree of the group at epoch, in parts. Its first part comes
+// back complete when the account has put the whole tree already (a
+// Welcome's tree that its GroupInfo names again), and then no other part
+// is sent. Whether the directory holds a complete tree of that id is not
+// asked first: the answer could be another account's tree under the same
+// id (any member knows a tree's hash once the Commit is out), which the
+// directory keeps apart from this account's and hands out only after the
+// tree of whoever put the GroupInfo. It fails unless the directory holds
+// all of it at the end.
+func (c *DirectoryClient) PutTree(ctx context.Context, channel, id string, epoch uint64, tree []byte) error {
 	if len(tree) == 0 || len(tree) > maxTree {
 		return fmt.Errorf("seat: a ratchet tree of %d bytes cannot be put (at most %d)", len(tree), maxTree)
-	}
-	if info, err := c.TreeInfo(ctx, channel, id); err == nil && info.Complete {
-		return nil
 	}
 	parts := (len(tree) + treePart - 1) / treePart
 	var info TreeInfo
 	for i := range parts {
 		var err error
-		if info, err = c.PutTreePart(ctx, channel, id, i, parts, tree[i*treePart:min((i+1)*treePart, len(tree))]); err != nil {
+		if info, err = c.PutTreePart(ctx, channel, id, epoch, i, parts, tree[i*treePart:min((i+1)*treePart, len(tree))]); err != nil {
 			return fmt.Errorf("seat: putting part %d of %d of the ratchet tree of %s: %w", i+1, parts, channel, err)
+		}
+		if info.Complete {
+			break
 		}
 	}
 	if !info.Complete || info.Size != int64(len(tree)) {
@@ -207,13 +218,23 @@ func assembleTree(info TreeInfo, first []byte, next func(part int) (TreeInfo, []
 	}
 }
 
-// putTree puts the tree of tree hash h at the directory for ch.
-func (s *Seat) putTree(ctx context.Context, ch string, h, tree []byte) error {
+// putTree puts the tree of tree hash h, the group's tree at epoch, at
+// the directory for ch.
+func (s *Seat) putTree(ctx context.Context, ch string, epoch uint64, h, tree []byte) error {
 	key, err := s.apiKey(ctx)
 	if err != nil {
 		return err
 	}
-	return s.directory(key).PutTree(ctx, ch, treeID(h), tree)
+	return s.directory(key).PutTree(ctx, ch, treeID(h), epoch, tree)
+}
+
+// treeStale reports whether err is the directory's answer to a tree put
+// for an epoch the relay's commit fence has passed: the Commit the tree
+// was for is at a stale epoch too, which the relay says when it refuses
+// it, and the seat catches up and builds it again (commitWithRetry).
+func treeStale(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == "stale_epoch"
 }
 
 // treeFetcher returns a FetchTree for the joins of ch: it reads the tree
@@ -303,5 +324,5 @@ func (s *Seat) shareTree(ctx context.Context, ch string, g *mls.Group) (bool, er
 	if treeDelivery(g) == mls.TreeInBand {
 		return false, nil
 	}
-	return true, s.putTree(ctx, ch, g.TreeHash(), g.RatchetTree())
+	return true, s.putTree(ctx, ch, g.Epoch(), g.TreeHash(), g.RatchetTree())
 }

@@ -32,6 +32,15 @@ func RoomTree(s *Seat, ctx context.Context, name string) (tree, hash []byte, err
 	return tree, hash, err
 }
 
+// RoomEpoch returns the room's current epoch.
+func RoomEpoch(s *Seat, ctx context.Context, name string) (epoch uint64, err error) {
+	err = s.withNamedRoom(ctx, name, func(r *room) error {
+		epoch = r.g.Epoch()
+		return nil
+	})
+	return epoch, err
+}
+
 // TestAssembleTree: the parts of a tree are taken only as announced.
 func TestAssembleTree(t *testing.T) {
 	tree := bytes.Repeat([]byte{1, 2, 3}, treePart) // three parts

@@ -286,8 +286,12 @@ func TestRoomTreeMissing(t *testing.T) {
 	// hand, and the tree of alice's next Commit, which her GroupInfo
 	// leaves out.
 	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}
+	epoch, err := seat.RoomEpoch(alice.Seat, ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range directory.MaxTreesPerChannel - 1 {
-		if err := dc.PutTree(ctx, room, "newer-"+strconv.Itoa(i), []byte("tree")); err != nil {
+		if err := dc.PutTree(ctx, room, "newer-"+strconv.Itoa(i), epoch, []byte("tree")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,8 +313,8 @@ func TestRoomTreeMissing(t *testing.T) {
 }
 
 // TestPutTreeOnce: a tree goes up in parts of 1 MiB once per id (a second
-// PutTree finds it complete and sends no part), comes back byte for byte
-// to a member, and is refused to a stranger.
+// PutTree sends its first part, which comes back complete, and no other),
+// comes back byte for byte to a member, and is refused to a stranger.
 func TestPutTreeOnce(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
@@ -336,11 +340,11 @@ func TestPutTreeOnce(t *testing.T) {
 	tree := make([]byte, 2<<20+100)
 	rand.Read(tree)
 	for range 2 {
-		if err := dc.PutTree(ctx, room, "abc", tree); err != nil {
+		if err := dc.PutTree(ctx, room, "abc", 0, tree); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := puts.Load(); n != 3 {
+	if n := puts.Load(); n != 4 {
 		t.Fatalf("%d parts put for a tree of 3 parts put twice", n)
 	}
 	got, err := dc.FetchTree(ctx, room, "abc")
@@ -350,7 +354,7 @@ func TestPutTreeOnce(t *testing.T) {
 	if _, err := dc.FetchTree(ctx, room, "nothing"); !errors.Is(err, seat.ErrTreeUnavailable) {
 		t.Fatalf("a tree that is not there: %v", err)
 	}
-	if err := dc.PutTree(ctx, room, "huge", make([]byte, 64<<20+1)); err == nil {
+	if err := dc.PutTree(ctx, room, "huge", 0, make([]byte, 64<<20+1)); err == nil {
 		t.Fatal("a tree over 64 MiB was put")
 	}
 	stranger := newMember(t, st, "hooli")
@@ -363,4 +367,81 @@ func TestPutTreeOnce(t *testing.T) {
 func isStatus(err error, status int) bool {
 	var ae *seat.APIError
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+// TestRoomTreeSquatted: a member of a large room who learns the hash of
+// the room's new tree the moment the owner's Commit is out, and puts its
+// own bytes under that id before the owner shares the GroupInfo, changes
+// nothing: the owner still puts the tree (its own, apart from the
+// member's), the GroupInfo names it, and a newcomer joins by external
+// Commit from it; a newcomer by Welcome still joins too. A tree for an
+// epoch the fence has not reached is refused with epoch_not_reached.
+// Before, the owner found the member's tree complete under that id and
+// put none, and the newcomer got the member's bytes (ErrTreeMismatch).
+func TestRoomTreeSquatted(t *testing.T) {
+	ctx := context.Background()
+	st, alice, room := pqRoom(t, "squat", 60, 60)
+	mallory := newMember(t, st, "malco")
+	join(t, alice, mallory, room)
+	mc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: mallory.acct.APIKey}
+
+	epoch, err := seat.RoomEpoch(mallory.Seat, ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *seat.APIError
+	err = mc.PutTree(ctx, room, "far", epoch+2, []byte("junk"))
+	if !errors.As(err, &ae) || ae.Code != "epoch_not_reached" {
+		t.Fatalf("a tree two epochs ahead: %v", err)
+	}
+	err = mc.PutTree(ctx, room, "far", 1<<62, []byte("junk"))
+	if !errors.As(err, &ae) || ae.Code != "epoch_not_reached" {
+		t.Fatalf("a tree far ahead: %v", err)
+	}
+
+	// Alice's next Commit (the one listing an auto invite) makes a new
+	// tree, which her GroupInfo leaves out. Right after the relay took
+	// the Commit, mallory reads it and puts junk under the new tree's id.
+	var squatted atomic.Bool
+	var squatErr error
+	restore := seat.SetTestOnlyAfterCommit(func() error {
+		if squatted.Swap(true) {
+			return nil
+		}
+		if _, err := mallory.RoomSync(ctx, room); err != nil {
+			squatErr = err
+			return nil
+		}
+		_, h, err := seat.RoomTree(mallory.Seat, ctx, room)
+		if err != nil {
+			squatErr = err
+			return nil
+		}
+		e, err := seat.RoomEpoch(mallory.Seat, ctx, room)
+		if err != nil {
+			squatErr = err
+			return nil
+		}
+		squatErr = mc.PutTree(ctx, room, hex.EncodeToString(h), e, []byte("mallory's junk"))
+		return nil
+	})
+	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !squatted.Load() || squatErr != nil {
+		t.Fatalf("mallory's squat: ran %v, %v", squatted.Load(), squatErr)
+	}
+
+	carol := newMember(t, st, "carolco")
+	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+		t.Fatalf("carol's join by the auto invite after the squat: %q %v", ch, err)
+	}
+	sendTo(t, carol, room, "hello from carol")
+	expect(t, "alice", received(t, alice, room), "hello from carol")
+
+	bob := newMember(t, st, "bobco")
+	join(t, alice, bob, room)
+	converse(t, room, alice, bob, "hello, bob", "hello from bob")
 }
