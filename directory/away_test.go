@@ -189,7 +189,7 @@ func TestAwayStrangersChangeNothing(t *testing.T) {
 	// anyone else's.
 	r = e.do("GET", "/v1/keypackages", stranger, nil)
 	want(t, r, 200, "")
-	if fmt.Sprint(r.body) != "map[claims:[] devices:[]]" {
+	if fmt.Sprint(r.body) != "map[claims:[] devices:[] has_more:false]" {
 		t.Fatalf("a stranger's stock: %s", r)
 	}
 	r = e.do("GET", "/v1/inbox", stranger, nil)

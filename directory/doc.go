@@ -294,6 +294,30 @@
 // came from, for the per-address cap; it goes with the grant when the
 // sweep deletes it.
 //
+// # Reads
+//
+// Every GET that answers blobs or lists is bounded, and the long ones are
+// paged with a cursor: an absent after is the first page, has_more says
+// another follows and next is its cursor. The inbox pages at most 50
+// entries and 4 MiB of Welcomes, pending join requests 50 (3.2 MiB of key
+// packages), the stock's unacknowledged claims 100, a channel's members
+// 500; a GroupInfo is at most 1 MiB, a tree part 1 MiB, a Welcome 256
+// KiB, the add-tokens 100, and the relay's feed 1000 events a page.
+//
+// These reads (the inbox, pending requests, the Welcome poll, the stock,
+// members, add-tokens, GroupInfo and tree parts) have token buckets of
+// their own (Limits.Read, per address and per account), and run inside a
+// read gate: at most Limits.ReadsPerAccount (4) reads of one account in
+// flight, and on the whole server at most Limits.ReadBytes (128 MiB)
+// counted as 4 MiB, the page bound, per read, so 32 reads, 8 accounts'
+// worth, is the most the directory ever builds and writes at once. Each
+// costs several times its page in memory (the rows, their base64, the
+// JSON, and garbage not yet collected: the heap grew by at most about 35
+// MiB per read of a 4 MiB page in flight in TestReadsConcurrentHeapBounded),
+// which a crowd of accounts can no longer multiply. A read past either bound
+// waits up to a second for a slot, then is 429 rate_limited with a
+// Retry-After; the gate is not a rate, and Limits.Off leaves it on.
+//
 // # Lifetimes
 //
 // Join requests are garbage-collected by a background sweep (every 24 hours

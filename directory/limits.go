@@ -76,6 +76,21 @@ type Limits struct {
 	// ratchet tree (up to 64 per tree) that a member puts beside a
 	// Welcome or a GroupInfo.
 	Tree Rate
+	// Read limits the GETs that answer blobs or lists (the inbox, pending
+	// requests, Welcomes, the stock, members, add-tokens, GroupInfo and
+	// tree parts; reads.go): generous, for seats that poll, and a bound
+	// on how often a crowd can make the directory build large answers.
+	Read Rate
+
+	// ReadsPerAccount bounds the reads of one account in flight at once
+	// (default 4; negative for no bound), and ReadBytes the bytes of
+	// answers in flight on the whole server, counted as 4 MiB (the page
+	// bound) per read (default 128 MiB: 32 reads, 8 accounts' worth;
+	// negative for no bound). A read past either waits up to a second
+	// for a slot, then is 429 rate_limited. These bound memory, not
+	// rates, and Off leaves them on.
+	ReadsPerAccount int
+	ReadBytes       int64
 
 	// OpenGrantsPerAddr bounds the device grants one remote address may
 	// have pending at once (default 20; negative for no cap); one more is
@@ -121,7 +136,10 @@ var DefaultLimits = Limits{
 	Claim:             Rate{PerAddr: Bucket{Burst: 100, Every: 500 * time.Millisecond}, PerAccount: Bucket{Burst: 30, Every: 2 * time.Second}},
 	GroupInfo:         Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
 	Tree:              Rate{PerAddr: Bucket{Burst: 400, Every: 100 * time.Millisecond}, PerAccount: Bucket{Burst: 200, Every: 200 * time.Millisecond}},
+	Read:              Rate{PerAddr: Bucket{Burst: 1000, Every: 20 * time.Millisecond}, PerAccount: Bucket{Burst: 300, Every: 50 * time.Millisecond}},
 	OpenGrantsPerAddr: 20,
+	ReadsPerAccount:   4,
+	ReadBytes:         128 << 20,
 	MaxKeys:           10000,
 }
 
@@ -140,11 +158,12 @@ const (
 	limitClaim
 	limitGroupInfo
 	limitTree
+	limitRead
 	numLimits
 )
 
 var limitNames = [numLimits]string{"sign-up", "token", "channel", "invite", "device grant", "join", "membership",
-	"key-package upload", "key-package claim", "GroupInfo", "ratchet tree"}
+	"key-package upload", "key-package claim", "GroupInfo", "ratchet tree", "read"}
 
 // limiters holds the live buckets; nil buckets allow everything.
 type limiters struct {
@@ -161,7 +180,7 @@ type limiters struct {
 
 // rates are l's Rates, indexed by limitKind.
 func (l *Limits) rates() [numLimits]*Rate {
-	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member, &l.Stock, &l.Claim, &l.GroupInfo, &l.Tree}
+	return [numLimits]*Rate{&l.Signup, &l.Token, &l.Channel, &l.Invite, &l.Grant, &l.Join, &l.Member, &l.Stock, &l.Claim, &l.GroupInfo, &l.Tree, &l.Read}
 }
 
 // resolveLimits fills the zero fields of l with the defaults.
@@ -178,6 +197,12 @@ func resolveLimits(l Limits) Limits {
 	}
 	if l.MaxKeys <= 0 {
 		l.MaxKeys = d.MaxKeys
+	}
+	if l.ReadsPerAccount == 0 {
+		l.ReadsPerAccount = d.ReadsPerAccount
+	}
+	if l.ReadBytes == 0 {
+		l.ReadBytes = d.ReadBytes
 	}
 	return l
 }

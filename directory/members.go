@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -284,45 +285,86 @@ type member struct {
 	addedAt time.Time
 }
 
-// members lists the members of channel, oldest first, for its owner or a
-// member (anyone else gets errNotMember before the list is read); it also
-// returns the owner.
+// members lists all the members of channel, oldest first, for its owner
+// or a member (anyone else gets errNotMember before the list is read); it
+// also returns the owner.
 func (s *store) members(ctx context.Context, channel, caller string) (owner string, ms []member, err error) {
+	owner, ms, _, err = s.membersPage(ctx, channel, caller, memberCursor{}, 0)
+	return owner, ms, err
+}
+
+// memberCursor is the position of a member in the list's order (added_at,
+// then account id); the zero cursor is before the first.
+type memberCursor struct {
+	added   int64
+	account string
+}
+
+// String is the cursor as GET /v1/channels/members answers it:
+// "<added_at in Unix nanoseconds>:<account id>".
+func (c memberCursor) String() string { return strconv.FormatInt(c.added, 10) + ":" + c.account }
+
+// parseMemberCursor reads a cursor String wrote.
+func parseMemberCursor(v string) (memberCursor, bool) {
+	a, acct, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseInt(a, 10, 64)
+	if !ok || err != nil || n < 0 || !validAccountID(acct) {
+		return memberCursor{}, false
+	}
+	return memberCursor{n, acct}, true
+}
+
+// membersPage is a page of channel's members after the cursor, oldest
+// first, at most limit of them (0: all), for its owner or a member
+// (anyone else gets errNotMember before the list is read); more says
+// members follow. It also returns the owner.
+func (s *store) membersPage(ctx context.Context, channel, caller string, after memberCursor, limit int) (owner string, ms []member, more bool, err error) {
 	chID, owner, err := channelOwner(ctx, s, channel)
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	if caller != owner {
 		var one int
 		err := s.queryRow(ctx,
 			`SELECT 1 FROM channel_members WHERE channel_id = ? AND account_id = ?`, chID, caller).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return "", nil, errNotMember
+			return "", nil, false, errNotMember
 		}
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 	}
-	rows, err := s.query(ctx,
-		`SELECT account_id, added_at FROM channel_members WHERE channel_id = ? ORDER BY added_at, account_id`, chID)
+	q := `SELECT account_id, added_at FROM channel_members
+	      WHERE channel_id = ? AND (added_at > ? OR (added_at = ? AND account_id > ?))
+	      ORDER BY added_at, account_id`
+	args := []any{chID, after.added, after.added, after.account}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit+1)
+	}
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	defer rows.Close()
 	ms = []member{}
 	for rows.Next() {
+		if limit > 0 && len(ms) == limit {
+			more = true
+			break
+		}
 		var m member
 		var added int64
 		if err := rows.Scan(&m.account, &added); err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		m.addedAt = time.Unix(0, added).UTC()
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
-	return owner, ms, nil
+	return owner, ms, more, nil
 }
 
 // resetFence writes a fence_reset event for a channel the caller owns,
@@ -492,15 +534,34 @@ type memberEntry struct {
 	AddedAt   string `json:"added_at"`
 }
 
-// GET /v1/channels/members?channel=… → 200 {channel, owner, members: [{account_id, added_at}]}
+// maxMembersListed bounds one page of GET /v1/channels/members: 500
+// members, about 60 KiB of JSON.
+const maxMembersListed = 500
+
+// GET /v1/channels/members?channel=…&after=<cursor> → 200 {channel, owner,
+// members: [{account_id, added_at}], has_more, next}
 //
-// For the owner and the members; oldest first.
+// Who may call: the owner and the members (anyone else 403 not_member,
+// before anything is read). On whom it acts: nobody; it reads the
+// channel's member list, oldest first, in pages of at most
+// maxMembersListed; next, present with has_more, is the cursor of the
+// page after (an absent cursor is the first page). It stores nothing. A
+// crowd of accounts reading it is held by the read bounds (reads.go).
 func (s *Server) handleListMembers(w http.ResponseWriter, r *http.Request, p principal) {
 	name := r.URL.Query().Get("channel")
 	if !checkChannel(w, p, name) {
 		return
 	}
-	owner, ms, err := s.store.members(r.Context(), name, p.account)
+	var after memberCursor
+	if a := r.URL.Query().Get("after"); a != "" {
+		c, ok := parseMemberCursor(a)
+		if !ok {
+			badRequest(w, "after must be a cursor from an earlier page")
+			return
+		}
+		after = c
+	}
+	owner, ms, more, err := s.store.membersPage(r.Context(), name, p.account, after, maxMembersListed)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -509,11 +570,18 @@ func (s *Server) handleListMembers(w http.ResponseWriter, r *http.Request, p pri
 	for i, m := range ms {
 		out[i] = memberEntry{AccountID: m.account, AddedAt: rfc3339(m.addedAt)}
 	}
-	writeJSON(w, http.StatusOK, struct {
+	ans := struct {
 		Channel string        `json:"channel"`
 		Owner   string        `json:"owner"`
 		Members []memberEntry `json:"members"`
-	}{name, owner, out})
+		HasMore bool          `json:"has_more"`
+		Next    string        `json:"next,omitempty"`
+	}{Channel: name, Owner: owner, Members: out, HasMore: more}
+	if more {
+		last := ms[len(ms)-1]
+		ans.Next = memberCursor{last.addedAt.UnixNano(), last.account}.String()
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 type fenceRequest struct {

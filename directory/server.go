@@ -151,6 +151,7 @@ type Server struct {
 	limits  *limiters
 	// groupKey keys the signup groups' ids (signup.go).
 	groupKey []byte
+	reads    *readGate // blob and list reads in flight (reads.go)
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -211,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 		started:  cfg.Now(),
 		cancel:   cancel,
 		limits:   newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
+		reads:    newReadGate(cfg.Limits.ReadsPerAccount, cfg.Limits.ReadBytes),
 		metrics:  m,
 		groupKey: groupKey(cfg.JWTSecret),
 	}
@@ -284,9 +286,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/channels", s.limited(limitChannel, s.handleRegisterChannel))
 	m.HandleFunc("POST /v1/channels/invites", s.limited(limitInvite, s.handleCreateInvite))
 	m.HandleFunc("POST /v1/channels/join", s.limited(limitJoin, s.handleJoin))
-	m.HandleFunc("GET /v1/channels/pending", s.authed(s.handlePending))
+	m.HandleFunc("GET /v1/channels/pending", s.reading(s.handlePending))
 	m.HandleFunc("POST /v1/channels/welcome", s.authed(s.handlePublishWelcome))
-	m.HandleFunc("GET /v1/channels/welcome/{request_id}", s.authed(s.handlePollWelcome))
+	m.HandleFunc("GET /v1/channels/welcome/{request_id}", s.reading(s.handlePollWelcome))
 	m.HandleFunc("POST /v1/channels/welcome/{request_id}/ack", s.authed(s.handleAck))
 	m.HandleFunc("POST /v1/federation/invites", s.limited(limitInvite, s.handleCreateFederationInvite))
 	m.HandleFunc("POST /v1/orgs/invites", s.limited(limitInvite, s.handleCreateOrgInvite))
@@ -302,25 +304,25 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/internal/accounts/{account_id}", s.handleRemoveAccount)
 	m.HandleFunc("POST /v1/channels/members", s.limited(limitMember, s.handleAddMember))
 	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
-	m.HandleFunc("GET /v1/channels/members", s.authed(s.handleListMembers))
+	m.HandleFunc("GET /v1/channels/members", s.reading(s.handleListMembers))
 	m.HandleFunc("GET /v1/channels/identities", s.authed(s.handleIdentityRecorded))
 	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	m.HandleFunc("POST /v1/keypackages", s.limited(limitStock, s.handlePutStock))
-	m.HandleFunc("GET /v1/keypackages", s.authed(s.handleGetStock))
+	m.HandleFunc("GET /v1/keypackages", s.reading(s.handleGetStock))
 	m.HandleFunc("DELETE /v1/keypackages/claims", s.limited(limitStock, s.handleAckClaims))
 	m.HandleFunc("POST /v1/keypackages/claim", s.limited(limitClaim, s.handleClaim))
 	m.HandleFunc("POST /v1/inbox", s.limited(limitMember, s.handleDeliver))
-	m.HandleFunc("GET /v1/inbox", s.authed(s.handleInbox))
+	m.HandleFunc("GET /v1/inbox", s.reading(s.handleInbox))
 	m.HandleFunc("DELETE /v1/inbox/{id}", s.authed(s.handleDropInbox))
 	m.HandleFunc("POST /v1/inbox/{id}/accept", s.limited(limitMember, s.handleAcceptInbox))
 	m.HandleFunc("POST /v1/contacts/tokens", s.limited(limitInvite, s.handleCreateAddToken))
-	m.HandleFunc("GET /v1/contacts/tokens", s.authed(s.handleListAddTokens))
+	m.HandleFunc("GET /v1/contacts/tokens", s.reading(s.handleListAddTokens))
 	m.HandleFunc("DELETE /v1/contacts/tokens/{id}", s.authed(s.handleRevokeAddToken))
 	m.HandleFunc("PUT /v1/channels/groupinfo", s.limited(limitGroupInfo, s.handlePutGroupInfo))
-	m.HandleFunc("GET /v1/channels/groupinfo", s.authed(s.handleGetGroupInfo))
+	m.HandleFunc("GET /v1/channels/groupinfo", s.reading(s.handleGetGroupInfo))
 	m.HandleFunc("PUT /v1/channels/tree", s.limited(limitTree, s.handlePutTree))
-	m.HandleFunc("GET /v1/channels/tree", s.authed(s.handleGetTree))
+	m.HandleFunc("GET /v1/channels/tree", s.reading(s.handleGetTree))
 	s.mux = m
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -284,6 +285,7 @@ func claimLimited(ctx context.Context, tx txn, caller, target, d string, now tim
 
 // claimRecord is a claim as the stock's owner sees it.
 type claimRecord struct {
+	seq                            int64
 	id, device, channel, claimedBy string
 	lastResort                     bool
 	at                             time.Time
@@ -292,47 +294,58 @@ type claimRecord struct {
 // stock returns the stock of each of account's devices (by device name)
 // and up to limit of the claims on it not acknowledged yet, oldest first.
 func (s *store) stock(ctx context.Context, account string, limit int) ([]stockCount, []claimRecord, error) {
+	devices, claims, _, err := s.stockPage(ctx, account, 0, limit)
+	return devices, claims, err
+}
+
+// stockPage is stock from the claim after the one whose seq is after (0:
+// from the first); more says claims follow.
+func (s *store) stockPage(ctx context.Context, account string, after int64, limit int) (devices []stockCount, claims []claimRecord, more bool, err error) {
 	rows, err := s.query(ctx,
 		`SELECT device, SUM(1 - last_resort), MAX(last_resort) FROM key_packages
 		 WHERE account_id = ? GROUP BY device ORDER BY device`, account)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	defer rows.Close()
-	devices := []stockCount{}
+	devices = []stockCount{}
 	for rows.Next() {
 		var sc stockCount
 		var lr int
 		if err := rows.Scan(&sc.device, &sc.oneTime, &lr); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		sc.lastResort = lr == 1
 		devices = append(devices, sc)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	rows.Close()
 	rows, err = s.query(ctx,
-		`SELECT k.id, k.device, c.name, k.claimed_by, k.last_resort, k.created_at
+		`SELECT k.seq, k.id, k.device, c.name, k.claimed_by, k.last_resort, k.created_at
 		 FROM key_package_claims k JOIN channels c ON c.id = k.channel_id
-		 WHERE k.account_id = ? AND k.acked = 0 ORDER BY k.seq LIMIT ?`, account, limit)
+		 WHERE k.account_id = ? AND k.acked = 0 AND k.seq > ? ORDER BY k.seq LIMIT ?`, account, after, limit+1)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	defer rows.Close()
-	claims := []claimRecord{}
+	claims = []claimRecord{}
 	for rows.Next() {
+		if len(claims) == limit {
+			more = true
+			break
+		}
 		var c claimRecord
 		var lr int
 		var at int64
-		if err := rows.Scan(&c.id, &c.device, &c.channel, &c.claimedBy, &lr, &at); err != nil {
-			return nil, nil, err
+		if err := rows.Scan(&c.seq, &c.id, &c.device, &c.channel, &c.claimedBy, &lr, &at); err != nil {
+			return nil, nil, false, err
 		}
 		c.lastResort, c.at = lr == 1, time.Unix(0, at).UTC()
 		claims = append(claims, c)
 	}
-	return devices, claims, rows.Err()
+	return devices, claims, more, rows.Err()
 }
 
 // ackClaims acknowledges account's claims up to and including through,
@@ -454,13 +467,29 @@ type claimEntry struct {
 	At         string `json:"at"`
 }
 
-// GET /v1/keypackages → 200 {devices: [...], claims: [...]}
+// GET /v1/keypackages?after=<cursor> → 200 {devices: [...], claims: [...], has_more, next}
+//
+// Who may call: an account, with an account-wide credential. On whom it
+// acts: nobody; it reads the caller's own stock (one count per device, at
+// most MaxStockDevices) and the claims on it not acknowledged yet, oldest
+// first, at most maxClaimsListed a page (no key packages: a page is a few
+// tens of KiB); next, present with has_more, is the cursor of the page
+// after (an absent cursor is the first page). It stores nothing.
 func (s *Server) handleGetStock(w http.ResponseWriter, r *http.Request, p principal) {
 	if p.channel != "" {
 		forbidScoped(w)
 		return
 	}
-	devices, claims, err := s.store.stock(r.Context(), p.account, maxClaimsListed)
+	var after int64
+	if a := r.URL.Query().Get("after"); a != "" {
+		v, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || v < 0 {
+			badRequest(w, "after must be a cursor from an earlier page")
+			return
+		}
+		after = v
+	}
+	devices, claims, more, err := s.store.stockPage(r.Context(), p.account, after, maxClaimsListed)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -468,12 +497,17 @@ func (s *Server) handleGetStock(w http.ResponseWriter, r *http.Request, p princi
 	out := struct {
 		Devices []stockDevice `json:"devices"`
 		Claims  []claimEntry  `json:"claims"`
-	}{make([]stockDevice, len(devices)), make([]claimEntry, len(claims))}
+		HasMore bool          `json:"has_more"`
+		Next    string        `json:"next,omitempty"`
+	}{Devices: make([]stockDevice, len(devices)), Claims: make([]claimEntry, len(claims)), HasMore: more}
 	for i, d := range devices {
 		out.Devices[i] = stockDevice{Device: d.device, OneTime: d.oneTime, LastResort: d.lastResort}
 	}
 	for i, c := range claims {
 		out.Claims[i] = claimEntry{ID: c.id, Device: c.device, Channel: c.channel, ClaimedBy: c.claimedBy, LastResort: c.lastResort, At: rfc3339(c.at)}
+	}
+	if more {
+		out.Next = strconv.FormatInt(claims[len(claims)-1].seq, 10)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

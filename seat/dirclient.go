@@ -365,11 +365,41 @@ type ChannelMember struct {
 
 // Members lists the member accounts of a channel, for its owner and its
 // members. The relay carries a channel's traffic only for these accounts.
+// The directory answers the list in pages, which Members follows.
 func (c *DirectoryClient) Members(ctx context.Context, channel string) (ChannelMembers, error) {
-	var out ChannelMembers
-	err := c.call(ctx, "GET", "/v1/channels/members?channel="+url.QueryEscape(channel), nil, &out)
-	return out, err
+	var all ChannelMembers
+	after := ""
+	for range maxListPages {
+		var out struct {
+			ChannelMembers
+			HasMore bool   `json:"has_more"`
+			Next    string `json:"next"`
+		}
+		path := "/v1/channels/members?channel=" + url.QueryEscape(channel)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+			return all, err
+		}
+		all.Channel, all.Owner = out.Channel, out.Owner
+		all.Members = append(all.Members, out.Members...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's member page has no cursor to go on from")
+		}
+		after = out.Next
+	}
+	return all, errors.New("seat: the directory's member pages do not end")
 }
+
+// maxListPages bounds the pages Members and Stock follow: far more than
+// any channel's members or any stock's claims fill (at least 100 entries
+// a page), few enough that a directory answering pages without end
+// cannot keep a seat reading.
+const maxListPages = 10000
 
 // AddMember makes an account a member of a channel the caller owns
 // (idempotent).

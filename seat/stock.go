@@ -105,10 +105,34 @@ func (c *DirectoryClient) PublishStock(ctx context.Context, device string, devic
 }
 
 // Stock returns the caller's stock and the claims not acknowledged yet.
+// The directory answers the claims in pages, which Stock follows.
 func (c *DirectoryClient) Stock(ctx context.Context) (StockStatus, error) {
-	var out StockStatus
-	err := c.call(ctx, "GET", "/v1/keypackages", nil, &out)
-	return out, err
+	var all StockStatus
+	after := ""
+	for range maxListPages {
+		var out struct {
+			StockStatus
+			HasMore bool   `json:"has_more"`
+			Next    string `json:"next"`
+		}
+		path := "/v1/keypackages"
+		if after != "" {
+			path += "?after=" + url.QueryEscape(after)
+		}
+		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+			return all, err
+		}
+		all.Devices = out.Devices
+		all.Claims = append(all.Claims, out.Claims...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's stock page has no cursor to go on from")
+		}
+		after = out.Next
+	}
+	return all, errors.New("seat: the directory's stock pages do not end")
 }
 
 // AckClaims acknowledges the claims up to and including the claim id.
