@@ -49,14 +49,14 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "directory-db", Usage: "keep the directory in PostgreSQL (postgres://…) or in this SQLite file", DefaultText: "<data>/directory.db"},
 			&ucli.StringFlag{Name: "relay-nats", Usage: "keep the relay's archive in NATS JetStream at these URLs (comma-separated), so several relays share it"},
 			&ucli.StringFlag{Name: "relay-nats-stream", Usage: "with --relay-nats: the stream name and subject prefix", DefaultText: "SKYTALE"},
-			&ucli.IntFlag{Name: "relay-nats-replicas", Usage: "with --relay-nats: replicas of a stream the relay creates, 1 to 5", DefaultText: "1"},
+			&ucli.IntFlag{Name: "relay-nats-replicas", Usage: "with --relay-nats: replicas of a stream the relay creates, 1 to 5; a relay whose count differs from an existing stream's refuses to start (change it with tally serve cluster update-stream)", DefaultText: "the stream's, or 1 when creating it"},
 			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
 			&ucli.DurationFlag{Name: "write-timeout", Value: defaultWriteTimeout, Usage: "longest time to write a response (not for WebSockets)"},
 			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
 			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); more wait"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: defaultMaxConnsPerIP, Usage: "open connections per plane from one non-loopback address (IPv6: per /64); more are closed; 0 for no cap"},
 		},
-		Subcommands: []*ucli.Command{backupCommand()},
+		Subcommands: []*ucli.Command{backupCommand(), clusterCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 1 && c.Args().First() == "help" {
 				return ucli.ShowSubcommandHelp(c)

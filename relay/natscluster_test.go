@@ -520,3 +520,79 @@ func TestNATSClusterFaults(t *testing.T) {
 		t.Errorf("%d reads dropped, e.g. %q", len(rs.dropped), rs.dropped[:min(5, len(rs.dropped))])
 	}
 }
+
+// TestNATSClusterStreamSetup: three relays start at the same moment on a
+// fresh three-server cluster and all come up, on one stream at R3 (one
+// creates it, the others bind). A node configured with other replicas
+// refuses to start, naming the command that changes them, and leaves the
+// stream at R3; a node given none binds. UpdateStreamReplicas changes
+// them, and then a node configured with the new count starts. Before,
+// every node applied its own config: the concurrent starts timed out,
+// and a node given one replica turned the stream into R1.
+func TestNATSClusterStreamSetup(t *testing.T) {
+	const stream = "SETUP"
+	nc := startNATSCluster(t)
+	t.Cleanup(func() { checkNoRelayGoroutines(t) })
+	cfg := Config{NATSStream: stream, NATSReplicas: 3, OpenChannels: true, JWTSecret: testSecret}
+	servers := make([]*Server, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		c := cfg
+		c.NATSURL = nc.URL(i)
+		wg.Go(func() { servers[i], errs[i] = New(c) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d of three starting together: %v", i, err)
+		}
+		t.Cleanup(func() { servers[i].Close(context.Background()) })
+	}
+	replicas := func() int {
+		t.Helper()
+		info, err := nc.streamInfo(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Config.Replicas
+	}
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after three nodes started at R3", r)
+	}
+	one := cfg
+	one.NATSURL, one.NATSReplicas = nc.URL(0), 1
+	if s, err := New(one); err == nil {
+		s.Close(context.Background())
+		t.Fatal("a node configured with 1 replica started on an R3 stream")
+	} else if !strings.Contains(err.Error(), "update-stream --replicas 1") {
+		t.Fatalf("refusal does not say how to change replicas: %v", err)
+	}
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after a refused node", r)
+	}
+	none := cfg
+	none.NATSURL, none.NATSReplicas = nc.URL(1), 0
+	s, err := New(none)
+	if err != nil {
+		t.Fatalf("a node given no replicas: %v", err)
+	}
+	s.Close(context.Background())
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after a node given none", r)
+	}
+	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 7); err == nil {
+		t.Fatal("7 replicas accepted")
+	}
+	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicas(); r != 1 {
+		t.Fatalf("stream at R%d after update-stream --replicas 1", r)
+	}
+	s, err = New(one)
+	if err != nil {
+		t.Fatalf("a node at the stream's new count: %v", err)
+	}
+	s.Close(context.Background())
+}
