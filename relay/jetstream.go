@@ -789,9 +789,15 @@ func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 	if r.c != nil {
 		m.Header.Set(hdrOrigin, a.node+"."+strconv.FormatUint(r.c.id, 10))
 	}
-	// Every publish has an id of its own, so the relay may try it again
-	// after a timeout (see jsTry) and JetStream stores it once.
-	m.Header.Set(jetstream.MsgIDHeader, a.node+"."+strconv.FormatUint(a.msgIDs.Add(1), 10))
+	// Every publish has an id, so the relay may try it again after a
+	// timeout (see jsTry) and JetStream stores it once: the client's, if
+	// it gave one (scoped to its account and channel, see dedup.go), so
+	// its own retry is stored once as well; else one of the relay's.
+	id := r.id
+	if id == "" {
+		id = a.node + "." + strconv.FormatUint(a.msgIDs.Add(1), 10)
+	}
+	m.Header.Set(jetstream.MsgIDHeader, id)
 	return m
 }
 
@@ -891,6 +897,12 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 		next := hd
 		if r.hdr.commit {
 			if hd.hasEpoch && r.hdr.epoch != hd.epoch {
+				if r.id != "" {
+					// The retry of a commit that moved the fence itself.
+					if seq, ok := a.storedAsLast(r.channel, r.id); ok {
+						return seq, nil
+					}
+				}
 				r.refused = staleEpochFrame(hd.epoch)
 				return 0, nil
 			}
@@ -909,6 +921,16 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
 		next.header(m.Header)
 		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
+		if isWrongLastSeq(err) && r.id != "" {
+			// The publish may be the retry of one stored a moment ago
+			// (JetStream checks the id before the sequence in a
+			// cluster, not always on one server): the newest message
+			// tells.
+			if seq, ok := a.storedAsLast(r.channel, r.id); ok {
+				a.settle(r.sub, n, 0, false)
+				return seq, nil
+			}
+		}
 		if isWrongLastSeq(err) {
 			a.settle(r.sub, n, 0, false)
 			continue
@@ -917,12 +939,28 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 			a.settle(r.sub, n, 0, false)
 			return 0, err
 		}
+		if ack.Duplicate {
+			a.settle(r.sub, n, 0, false)
+			return ack.Sequence, nil
+		}
 		next.seq = ack.Sequence
 		a.learn(r.channel, next)
 		a.settle(r.sub, n, ack.Sequence, true)
 		return ack.Sequence, nil
 	}
 	return 0, errors.New("relay: the channel's handshake subject kept changing")
+}
+
+// storedAsLast reports the seq of the channel's newest handshake message
+// if it carries the publish id key.
+func (a *jsArchive) storedAsLast(channel, key string) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), jsTry)
+	defer cancel()
+	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
+	if err != nil || m.Header.Get(jetstream.MsgIDHeader) != key {
+		return 0, false
+	}
+	return m.Sequence, true
 }
 
 // fenceReset stores a fence marker on the channel's handshake subject. A
@@ -973,20 +1011,22 @@ func (a *jsArchive) runAnswerer() {
 		r := p.r
 		seq, err := p.seq, p.err
 		if p.paf != nil {
+			dup := false
 			select {
 			case ack := <-p.paf.Ok():
-				seq = ack.Sequence
+				seq, dup = ack.Sequence, ack.Duplicate
 			case err = <-p.paf.Err():
 				// A timeout or a lost server: the same message again,
 				// on the stream's leader now (stored once by its id).
 				if retryable(err) {
 					var ack *jetstream.PubAck
 					if ack, err = a.publishRetry(p.sent, p.paf.Msg()); err == nil {
-						seq = ack.Sequence
+						seq, dup = ack.Sequence, ack.Duplicate
 					}
 				}
 			}
-			a.settle(r.sub, int64(len(r.payload)), seq, err == nil)
+			// A duplicate's bytes are the first publish's, charged then.
+			a.settle(r.sub, int64(len(r.payload)), seq, err == nil && !dup)
 		} else if err != nil && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
 			a.settle(r.sub, int64(len(r.payload)), 0, false)
 		}

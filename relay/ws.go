@@ -552,7 +552,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 		if len(ch) == 0 && pathChannel != "" {
 			ch = []byte(pathChannel) // the path's channel is the default
 		}
-		c.publish(ch, f.Payload)
+		c.publish(ch, f.Payload, f.ID)
 	case "":
 		c.fail("bad_frame", "frame has no type")
 	default:
@@ -744,7 +744,7 @@ func (c *conn) unsubscribe(name string) {
 	c.reply(okFrame("unsubscribed from " + name))
 }
 
-func (c *conn) publish(name, b64 []byte) {
+func (c *conn) publish(name, b64, id []byte) {
 	member, ok := c.subs[string(name)]
 	if !ok {
 		if c.checkChannel(string(name)) {
@@ -767,6 +767,10 @@ func (c *conn) publish(name, b64 []byte) {
 	}
 	if len(b64) == 0 {
 		c.fail("bad_payload", "payload is empty")
+		return
+	}
+	if len(id) > MaxPublishID {
+		c.fail("bad_id", "id is over 64 bytes")
 		return
 	}
 	s := c.srv
@@ -804,7 +808,11 @@ func (c *conn) publish(name, b64 []byte) {
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
 	s.arch.acquire(int64(len(payload)))
-	s.arch.submit(&pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))})
+	r := &pubReq{c: c, sub: c.sub, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))}
+	if len(id) > 0 {
+		r.id = dedupKey(c.sub, ch, string(id))
+	}
+	s.arch.submit(r)
 }
 
 func handshakeTooLarge(max int) string {
