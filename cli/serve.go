@@ -52,7 +52,7 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "directory-db", Usage: "keep the directory in PostgreSQL (postgres://…) or in this SQLite file", DefaultText: "<data>/directory.db"},
 			&ucli.StringFlag{Name: "relay-nats", Usage: "keep the relay's archive in NATS JetStream at these URLs (comma-separated), so several relays share it"},
 			&ucli.StringFlag{Name: "relay-nats-stream", Usage: "with --relay-nats: the stream name and subject prefix", DefaultText: "SKYTALE"},
-			&ucli.IntFlag{Name: "relay-nats-replicas", Usage: "with --relay-nats: replicas of a stream the relay creates, 1 to 5", DefaultText: "1"},
+			&ucli.IntFlag{Name: "relay-nats-replicas", Usage: "with --relay-nats: replicas of a stream the relay creates, 1 to 5; a relay whose count differs from an existing stream's refuses to start (change it with tally serve cluster update-stream)", DefaultText: "the stream's, or 1 when creating it"},
 			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
 			&ucli.DurationFlag{Name: "write-timeout", Value: defaultWriteTimeout, Usage: "longest time to write a response (not for WebSockets)"},
 			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
@@ -76,7 +76,7 @@ func serveCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "directory-reads-per-account", Value: directory.DefaultLimits.ReadsPerAccount, Usage: "directory reads of blobs or lists one account may have in flight; more wait a second, then 429; 0 for no bound"},
 			&ucli.IntFlag{Name: "directory-read-mib", Value: int(directory.DefaultLimits.ReadBytes >> 20), Usage: "MiB of directory answers in flight on the whole server, each read counted as its 4 MiB page bound; 0 for no bound"},
 		}, budgetFlags()...), // signup and storage budgets: serve_budget.go
-		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand()},
+		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand(), clusterCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 1 && c.Args().First() == "help" {
 				return ucli.ShowSubcommandHelp(c)

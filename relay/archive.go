@@ -112,6 +112,7 @@ type pubReq struct {
 	c       *conn
 	sub     string // the payer (budget.go): the publishing account, with its org and group
 	channel string
+	id      string // the scoped key of the publish's "id" (dedupKey), or ""
 	payload []byte // nil once the entry is in the log
 	hdr     header
 	frame   []byte   // push frame up to the payload; completed by the sequencer
@@ -133,6 +134,7 @@ type pubReq struct {
 	size     int64  // the payload's length
 	held     bool   // deliver only after the commit
 	refused  []byte // the error frame of a publish refused (fence, quota): nothing is stored or delivered
+	dup      bool   // refused holds the ack of the earlier publish with the same id
 	dirty    bool   // the channel row changes with this entry
 	reserved uint64 // the channel row after this entry
 	hasEpoch bool
@@ -281,6 +283,7 @@ type archive struct {
 
 	// Owned by the sequencer.
 	states map[string]*chanState
+	dedup  *dedup // the sequencer's publish ids
 	lastTS int64
 
 	failMu sync.Mutex
@@ -365,6 +368,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		seqd:          make(chan *pubReq, maxBatch),
 		mark:          newCommitMark(),
 		states:        make(map[string]*chanState),
+		dedup:         newDedup(dupWindow(cfg.ArchiveTTL)),
 	}
 	fail := func(err error) (*archive, error) {
 		a.close()
@@ -704,6 +708,14 @@ func (a *archive) sequence(r *pubReq) []byte {
 		r.reserved, r.hasEpoch, r.epoch = st.reserved, true, st.epoch
 		return nil
 	}
+	if r.id != "" {
+		// A retry of a publish stored (or being stored) within the
+		// window: its ack, before any check the first one changed.
+		if seq, ok := a.dedup.seen(r.id, a.now()); ok {
+			r.refused, r.dup = ackFrame(seq), true
+			return nil
+		}
+	}
 	if r.hdr.commit {
 		if st.hasEpoch && r.hdr.epoch != st.epoch {
 			r.refused = staleEpochFrame(st.epoch)
@@ -743,6 +755,9 @@ func (a *archive) sequence(r *pubReq) []byte {
 		st.reserved, r.dirty = st.seq+reserveBlock, true
 	}
 	r.seq, r.ts = st.seq, ts
+	if r.id != "" {
+		a.dedup.add(r.id, r.seq, a.now())
+	}
 	r.reserved, r.hasEpoch, r.epoch = st.reserved, st.hasEpoch, st.epoch
 	r.frame = pushSuffix(r.frame, r.seq, r.hdr.entryType, ts)
 	if r.hdr.entryType == EntryApp && r.seq <= st.durable.Load() && st.held.Load() == 0 {
@@ -1386,6 +1401,10 @@ func (a *archive) answer(r *pubReq, err error) {
 	f := r.reply
 	switch {
 	case f != nil:
+	case r.dup && err != nil:
+		// The first publish with the id is in this failed batch or an
+		// earlier one (the archive fails and stops): not stored.
+		f = errorFrame("internal", "the archive could not store the message")
 	case r.refused != nil:
 		f = r.refused
 	case err != nil || r.st == nil:

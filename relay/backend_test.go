@@ -27,6 +27,11 @@ type natsServer struct {
 	URL  string
 	// maxPayload is the server's max_payload; 0 means 8 MiB.
 	maxPayload int32
+	// A server of a NATS cluster: its name, its route port and the
+	// routes to the others (see natsCluster).
+	name        string
+	clusterPort int
+	routes      string
 }
 
 // startNATS starts a nats-server on a random loopback port with its
@@ -54,6 +59,11 @@ func (n *natsServer) start() {
 		SyncAlways: os.Getenv("RELAY_BENCH_NATS_SYNC") != "interval",
 		NoLog:      true,
 		NoSigs:     true,
+	}
+	if n.clusterPort != 0 {
+		opts.ServerName = n.name
+		opts.Cluster = natsserver.ClusterOpts{Name: "skytale-test", Host: "127.0.0.1", Port: n.clusterPort}
+		opts.Routes = natsserver.RoutesFromStr(n.routes)
 	}
 	srv, err := natsserver.NewServer(opts)
 	if err != nil {

@@ -761,7 +761,8 @@ func TestNATSChild(t *testing.T) {
 		t.Skip("run by TestNATSKillDurability")
 	}
 	port, _ := strconv.Atoi(os.Getenv("RELAY_NATS_CHILD_PORT"))
-	n := &natsServer{t: t, dir: dir, port: port}
+	n := &natsServer{t: t, dir: dir, port: port, name: os.Getenv("RELAY_NATS_CHILD_NAME"), routes: os.Getenv("RELAY_NATS_CHILD_ROUTES")}
+	n.clusterPort, _ = strconv.Atoi(os.Getenv("RELAY_NATS_CHILD_CLUSTER_PORT"))
 	n.start()
 	fmt.Printf("listening %d\n", n.port)
 	select {} // until killed

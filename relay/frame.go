@@ -21,6 +21,9 @@ type frame struct {
 	Token   []byte
 	Channel []byte
 	Payload []byte
+	// ID is a publish's optional idempotency key (MaxPublishID bytes at
+	// most): a retry with the same ID is stored once (see dedup.go).
+	ID []byte
 	// Batch is an auth frame's request for coalesced pushes: the one key
 	// whose value is a JSON boolean.
 	Batch bool
@@ -34,6 +37,7 @@ type frameJSON struct {
 	Token   *string `json:"token"`
 	Channel *string `json:"channel"`
 	Payload *string `json:"payload"`
+	ID      *string `json:"id"`
 	Batch   *bool   `json:"batch"`
 }
 
@@ -59,7 +63,7 @@ func decodeFrame(b []byte) (f frame, err error) {
 	for _, p := range []struct {
 		dst **string
 		out *[]byte
-	}{{&v.Type, &f.Type}, {&v.Token, &f.Token}, {&v.Channel, &f.Channel}, {&v.Payload, &f.Payload}} {
+	}{{&v.Type, &f.Type}, {&v.Token, &f.Token}, {&v.Channel, &f.Channel}, {&v.Payload, &f.Payload}, {&v.ID, &f.ID}} {
 		if *p.dst != nil {
 			*p.out = []byte(**p.dst)
 		}
@@ -223,10 +227,11 @@ const (
 	keyChannel
 	keyPayload
 	keyBatch
+	keyID
 )
 
 // key reads a key and its colon and returns the key's bit. It fails on
-// any key but the five of a frame, spelled exactly and without escapes.
+// any key but the six of a frame, spelled exactly and without escapes.
 func (s *flatScanner) key() (uint8, bool) {
 	s.skip()
 	var bit uint8
@@ -241,6 +246,8 @@ func (s *flatScanner) key() (uint8, bool) {
 		bit = keyToken
 	case s.atQuoted(`"batch"`):
 		bit = keyBatch
+	case s.atQuoted(`"id"`):
+		bit = keyID
 	default:
 		return 0, false
 	}
@@ -308,6 +315,8 @@ func decodeFlatTo(f *frame, b []byte) bool {
 					f.Channel = val
 				case keyPayload:
 					f.Payload = val
+				case keyID:
+					f.ID = val
 				}
 			}
 			s.skip()

@@ -67,7 +67,7 @@ func TestDecodeFrame(t *testing.T) {
 
 func frameEqual(a, b frame) bool {
 	return bytes.Equal(a.Type, b.Type) && bytes.Equal(a.Token, b.Token) &&
-		bytes.Equal(a.Channel, b.Channel) && bytes.Equal(a.Payload, b.Payload) && a.Batch == b.Batch
+		bytes.Equal(a.Channel, b.Channel) && bytes.Equal(a.Payload, b.Payload) && bytes.Equal(a.ID, b.ID) && a.Batch == b.Batch
 }
 
 // strictKeys is the fuzz target's own statement of the key rules: no
@@ -95,7 +95,7 @@ func strictKeys(b []byte) bool {
 				}
 				seen[key] = true
 				if top {
-					for _, f := range []string{"type", "token", "channel", "payload", "batch"} {
+					for _, f := range []string{"type", "token", "channel", "payload", "id", "batch"} {
 						if key != f && strings.EqualFold(key, f) {
 							return false
 						}
@@ -136,6 +136,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"a","type":"a"}`, `{"TYPE":"auth"}`, `{"type":"a","x":{"k":1,"k":2}}`,
 		`{"type":"auth","token":"t","batch":true}`, `{"batch":false}`, `{"batch":true }`, `{"batch":null}`,
 		`{"batch":"true"}`, `{"batch":truefalse}`, `{"batch":true,"batch":true}`,
+		`{"type":"publish","channel":"a/b/c","payload":"AAEC","id":"k-1"}`, `{"id":"a","id":"a"}`, `{"ID":"a"}`, `{"id":7}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -153,6 +154,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			Token   *string `json:"token"`
 			Channel *string `json:"channel"`
 			Payload *string `json:"payload"`
+			ID      *string `json:"id"`
 			Batch   *bool   `json:"batch"`
 		}
 		refErr := json.Unmarshal(b, &ref)
@@ -172,7 +174,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			return []byte(*p)
 		}
 		want := frame{Type: str(ref.Type), Token: str(ref.Token), Channel: str(ref.Channel), Payload: str(ref.Payload),
-			Batch: ref.Batch != nil && *ref.Batch}
+			ID: str(ref.ID), Batch: ref.Batch != nil && *ref.Batch}
 		if !frameEqual(got, want) {
 			t.Fatalf("decodeFrame %+v, encoding/json %+v", got, want)
 		}

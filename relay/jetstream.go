@@ -10,9 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,8 +74,36 @@ const (
 
 const fenceMarker = "fence"
 
-// jsTimeout bounds one JetStream request.
+// jsTimeout bounds one JetStream request that is not retried.
 const jsTimeout = 10 * time.Second
+
+// A publish or a read is tried for at most jsTry at a time, and tried
+// again (on whichever server now leads the stream) until jsBudget has
+// passed since its first try: a stream leader lost costs NATS's own
+// election plus at most one try, not a fixed long timeout, and a retried
+// publish is stored once (its Nats-Msg-Id, within the stream's duplicate
+// window, see dupWindow). jsPing is the client's ping interval, so a
+// server that stops answering (paused, or cut off) is left after about
+// three pings rather than NATS's default two minutes.
+const (
+	jsTry    = 2 * time.Second
+	jsBudget = 15 * time.Second
+	jsPing   = time.Second
+)
+
+// dupWindow is the stream's duplicate window (Duplicates) for a TTL of
+// age: JetStream stores a message whose Nats-Msg-Id it saw within the
+// window once, and answers the retry with the first one's seq.
+func dupWindow(age time.Duration) time.Duration { return min(age, 2*time.Minute) }
+
+// jsSetupWait bounds how long a starting relay waits for JetStream to
+// create or bind the stream: a NATS cluster that has just started needs a
+// few seconds to elect its JetStream leaders, and nodes starting together
+// race to create the stream. jsSetupTry bounds one attempt.
+const (
+	jsSetupWait = time.Minute
+	jsSetupTry  = 2 * time.Second
+)
 
 // jsHeaderRoom is what a stored message may need beyond its payload: the
 // relay's headers and NATS's own.
@@ -139,6 +169,7 @@ type jsArchive struct {
 	// maxHandshake is the largest handshake payload the NATS servers'
 	// max_payload admits (at most MaxHandshakePayload).
 	maxHandshake int
+	msgIDs       atomic.Uint64
 
 	reqs    chan *pubReq
 	answers chan jsAnswer
@@ -161,10 +192,11 @@ type jsArchive struct {
 
 // jsAnswer is a request on its way to its answer, in arrival order.
 type jsAnswer struct {
-	r   *pubReq
-	paf jetstream.PubAckFuture
-	seq uint64
-	err error
+	r    *pubReq
+	paf  jetstream.PubAckFuture
+	sent time.Time // when paf was sent
+	seq  uint64
+	err  error
 }
 
 var _ archiver = (*jsArchive)(nil)
@@ -189,6 +221,9 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		return nil, err
 	}
 	setDefault(&cfg.NATSStream, DefaultNATSStream)
+	// Replicas are the stream's, once it exists: a node given none takes
+	// them as they are; a node given others refuses to start.
+	explicitReplicas := cfg.NATSReplicas != 0
 	setDefault(&cfg.NATSReplicas, 1)
 	if !validStreamName(cfg.NATSStream) {
 		return nil, errors.New("relay: NATSStream must be 1 to 64 of [A-Za-z0-9_-]")
@@ -200,6 +235,8 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		nats.Name("skytale-relay"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(jsPing),
+		nats.MaxPingsOutstanding(3),
 	}, cfg.NATSOptions...)
 	nc, err := nats.Connect(cfg.NATSURL, opts...)
 	if err != nil {
@@ -218,7 +255,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	maxHS := int(min(int64(MaxHandshakePayload), mp-jsHeaderRoom))
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncTimeout(jsTimeout),
+		jetstream.WithPublishAsyncTimeout(jsTry),
 		jetstream.WithDefaultTimeout(jsTimeout))
 	if err != nil {
 		return fail(fmt.Errorf("relay: JetStream: %w", err))
@@ -236,14 +273,12 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		MaxMsgSize:        int32(maxHS + jsHeaderRoom),
 		Storage:           jetstream.FileStorage,
 		Replicas:          cfg.NATSReplicas,
-		Duplicates:        min(age, 2*time.Minute),
+		Duplicates:        dupWindow(age),
 		AllowMsgTTL:       true,
 	}
-	cctx, cancel := context.WithTimeout(ctx, jsTimeout)
-	defer cancel()
-	stream, err := js.CreateOrUpdateStream(cctx, scfg)
+	stream, err := bindStream(ctx, js, scfg, explicitReplicas)
 	if err != nil {
-		return fail(fmt.Errorf("relay: JetStream stream %s: %w", name, err))
+		return fail(err)
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -270,7 +305,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	a.budget = budgetLimits(cfg, a.usage.total)
 	// Live delivery starts where the replay ended; until the relay
 	// serves, there is nobody to deliver to.
-	cctx, cancel = context.WithTimeout(ctx, jsTimeout) // the replay may have taken long
+	cctx, cancel := context.WithTimeout(ctx, jsTimeout) // the replay may have taken long
 	defer cancel()
 	cons, err := stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{name + ".>"},
@@ -284,6 +319,108 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		return fail(fmt.Errorf("relay: JetStream consumer: %w", err))
 	}
 	return a, nil
+}
+
+// bindStream creates the stream with scfg if it does not exist, or binds
+// to it if it does: the replica count is cluster state, set by the node
+// that created the stream, and changed only by UpdateStreamReplicas. A
+// node whose configured replicas (explicit, when it was given any)
+// disagree with the stream's refuses to start. Other settings (the caps,
+// the TTL, derived limits) follow the node's configuration, as on
+// SQLite, with the stream's replicas kept. Nodes starting together
+// converge: whichever loses the create binds, and an attempt that meets a
+// JetStream not ready yet (no leader, no responders, a timeout) is tried
+// again until jsSetupWait.
+func bindStream(ctx context.Context, js jetstream.JetStream, scfg jetstream.StreamConfig, explicitReplicas bool) (jetstream.Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, jsSetupWait)
+	defer cancel()
+	name := scfg.Name
+	wait := 50 * time.Millisecond
+	for {
+		stream, err := bindOnce(ctx, js, scfg, explicitReplicas)
+		var refused *streamRefusal
+		switch {
+		case err == nil:
+			return stream, nil
+		case errors.As(err, &refused):
+			return nil, err
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("relay: JetStream stream %s: not created or bound within %v: %w", name, jsSetupWait, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// streamRefusal is a disagreement between the node and the stream: no
+// retry mends it.
+type streamRefusal struct{ msg string }
+
+func (e *streamRefusal) Error() string { return e.msg }
+
+func bindOnce(ctx context.Context, js jetstream.JetStream, scfg jetstream.StreamConfig, explicitReplicas bool) (jetstream.Stream, error) {
+	tctx, cancel := context.WithTimeout(ctx, jsSetupTry)
+	defer cancel()
+	stream, err := js.Stream(tctx, scfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		stream, err = js.CreateStream(tctx, scfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, err // another node created it: bind next time
+		}
+		return stream, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur := stream.CachedInfo().Config
+	if explicitReplicas && cur.Replicas != scfg.Replicas {
+		return nil, &streamRefusal{fmt.Sprintf("relay: JetStream stream %s has %d replicas and this node is configured with %d; the replica count is the cluster's (set it with: tally serve cluster update-stream --replicas %d), so start the node with the stream's or without one",
+			scfg.Name, cur.Replicas, scfg.Replicas, scfg.Replicas)}
+	}
+	want := scfg
+	want.Replicas = cur.Replicas
+	if cur.MaxMsgsPerSubject == want.MaxMsgsPerSubject && cur.MaxAge == want.MaxAge && cur.MaxMsgSize == want.MaxMsgSize &&
+		cur.Duplicates == want.Duplicates && cur.AllowMsgTTL == want.AllowMsgTTL && slices.Equal(cur.Subjects, want.Subjects) {
+		return stream, nil
+	}
+	return js.UpdateStream(tctx, want)
+}
+
+// UpdateStreamReplicas sets the replica count of a relay cluster's
+// stream on the NATS at url: the one way to change it once the stream
+// exists (see bindStream). Nodes started afterwards must be given the new
+// count or none.
+func UpdateStreamReplicas(ctx context.Context, url, stream string, replicas int, opts ...nats.Option) error {
+	if !validStreamName(stream) {
+		return errors.New("relay: the stream name must be 1 to 64 of [A-Za-z0-9_-]")
+	}
+	if replicas < 1 || replicas > 5 {
+		return errors.New("relay: replicas must be 1 to 5")
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("skytale-relay-admin")}, opts...)...)
+	if err != nil {
+		return fmt.Errorf("relay: connect to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("relay: JetStream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, jsSetupWait)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("relay: JetStream stream %s: %w", stream, err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Replicas = replicas
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("relay: JetStream stream %s: update to %d replicas: %w", stream, replicas, err)
+	}
+	return nil
 }
 
 // Subjects.
@@ -637,7 +774,7 @@ func (a *jsArchive) runSender() {
 			}
 			m := a.message(a.appSubject(r.channel), r)
 			paf, err := a.js.PublishMsgAsync(m)
-			a.answers <- jsAnswer{r: r, paf: paf, err: err}
+			a.answers <- jsAnswer{r: r, paf: paf, sent: time.Now(), err: err}
 		default:
 			seq, err := a.publishHandshake(r)
 			a.answers <- jsAnswer{r: r, seq: seq, err: err}
@@ -653,7 +790,44 @@ func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 	if r.c != nil {
 		m.Header.Set(hdrOrigin, a.node+"."+strconv.FormatUint(r.c.id, 10))
 	}
+	// Every publish has an id, so the relay may try it again after a
+	// timeout (see jsTry) and JetStream stores it once: the client's, if
+	// it gave one (scoped to its account and channel, see dedup.go), so
+	// its own retry is stored once as well; else one of the relay's.
+	id := r.id
+	if id == "" {
+		id = a.node + "." + strconv.FormatUint(a.msgIDs.Add(1), 10)
+	}
+	m.Header.Set(jetstream.MsgIDHeader, id)
 	return m
+}
+
+// retryable reports whether a failed JetStream request may have met a
+// leader change, a server lost or a reconnect, and is worth trying again.
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// JetStream answered: only "not ready" answers are transient.
+		return apiErr.Code == 503
+	}
+	return err != nil
+}
+
+// publishRetry publishes m until it is stored or jsBudget has passed
+// since start, jsTry at a time; the message's Nats-Msg-Id keeps the tries
+// one entry.
+func (a *jsArchive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
+		ack, err := a.js.PublishMsg(ctx, m, opts...)
+		cancel()
+		if err == nil || !retryable(err) || time.Since(start)+wait > jsBudget {
+			return ack, err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // head returns what the relay knows of a channel's handshake subject,
@@ -720,6 +894,12 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 		next := hd
 		if r.hdr.commit {
 			if hd.hasEpoch && r.hdr.epoch != hd.epoch {
+				if r.id != "" {
+					// The retry of a commit that moved the fence itself.
+					if seq, ok := a.storedAsLast(r.channel, r.id); ok {
+						return seq, nil
+					}
+				}
 				r.refused = staleEpochFrame(hd.epoch)
 				return 0, nil
 			}
@@ -737,9 +917,17 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 		m.Header.Set(hdrType, strconv.Itoa(int(r.hdr.entryType)))
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
 		next.header(m.Header)
-		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-		ack, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
-		cancel()
+		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
+		if isWrongLastSeq(err) && r.id != "" {
+			// The publish may be the retry of one stored a moment ago
+			// (JetStream checks the id before the sequence in a
+			// cluster, not always on one server): the newest message
+			// tells.
+			if seq, ok := a.storedAsLast(r.channel, r.id); ok {
+				a.settle(r.sub, n, 0, false)
+				return seq, nil
+			}
+		}
 		if isWrongLastSeq(err) {
 			a.settle(r.sub, n, 0, false)
 			continue
@@ -748,12 +936,28 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 			a.settle(r.sub, n, 0, false)
 			return 0, err
 		}
+		if ack.Duplicate {
+			a.settle(r.sub, n, 0, false)
+			return ack.Sequence, nil
+		}
 		next.seq = ack.Sequence
 		a.learn(r.channel, next)
 		a.settle(r.sub, n, ack.Sequence, true)
 		return ack.Sequence, nil
 	}
 	return 0, errors.New("relay: the channel's handshake subject kept changing")
+}
+
+// storedAsLast reports the seq of the channel's newest handshake message
+// if it carries the publish id key.
+func (a *jsArchive) storedAsLast(channel, key string) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), jsTry)
+	defer cancel()
+	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
+	if err != nil || m.Header.Get(jetstream.MsgIDHeader) != key {
+		return 0, false
+	}
+	return m.Sequence, true
 }
 
 // fenceReset stores a fence marker on the channel's handshake subject. A
@@ -773,10 +977,9 @@ func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
 		m.Header.Set(hdrType, fenceMarker)
 		m.Header.Set(hdrTS, strconv.FormatInt(a.now().UnixMilli(), 10))
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
+		m.Header.Set(jetstream.MsgIDHeader, a.node+".f"+strconv.FormatUint(a.msgIDs.Add(1), 10))
 		next.header(m.Header)
-		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-		ack, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
-		cancel()
+		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
 		if isWrongLastSeq(err) {
 			continue
 		}
@@ -815,12 +1018,22 @@ func (a *jsArchive) runAnswerer() {
 		r := p.r
 		seq, err := p.seq, p.err
 		if p.paf != nil {
+			dup := false
 			select {
 			case ack := <-p.paf.Ok():
-				seq = ack.Sequence
+				seq, dup = ack.Sequence, ack.Duplicate
 			case err = <-p.paf.Err():
+				// A timeout or a lost server: the same message again,
+				// on the stream's leader now (stored once by its id).
+				if retryable(err) {
+					var ack *jetstream.PubAck
+					if ack, err = a.publishRetry(p.sent, p.paf.Msg()); err == nil {
+						seq, dup = ack.Sequence, ack.Duplicate
+					}
+				}
 			}
-			a.settle(r.sub, int64(len(r.payload)), seq, err == nil)
+			// A duplicate's bytes are the first publish's, charged then.
+			a.settle(r.sub, int64(len(r.payload)), seq, err == nil && !dup)
 		} else if err != nil && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
 			a.settle(r.sub, int64(len(r.payload)), 0, false)
 		}
@@ -911,10 +1124,94 @@ func (a *jsArchive) sweep() {
 	}
 }
 
+// errArchiveUnavailable wraps a read the archive could not serve within
+// its budget (JetStream had no leader for the stream, or no server
+// answered): the relay answers 503 with Retry-After, not 500.
+var errArchiveUnavailable = errors.New("relay: the archive is unavailable")
+
+// pageReader is a page read's consumer: a short-lived one on the stream,
+// filtered to the channel's subjects, from a start sequence. When a try
+// meets a leader change or a lost server, the read opens a new consumer
+// from the entry after the last one it got and goes on, until its budget
+// (jsBudget, or the request's deadline if sooner) is spent.
+type pageReader struct {
+	a        *jsArchive
+	ctx      context.Context
+	filter   string
+	start    time.Time
+	cons     jetstream.Consumer
+	cname    string
+	next     uint64 // the stream seq the page goes on from
+	pending  uint64
+	attempts int
+}
+
+// open (re)creates the consumer from r.next, trying again until the
+// budget is spent.
+func (r *pageReader) open() error {
+	r.drop()
+	wait := 50 * time.Millisecond
+	for {
+		var id [8]byte
+		rand.Read(id[:])
+		cname := "read-" + hex.EncodeToString(id[:])
+		cctx, cancel := context.WithTimeout(r.ctx, jsTry)
+		cons, err := r.a.stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
+			Name:              cname,
+			FilterSubject:     r.filter,
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       r.next,
+			AckPolicy:         jetstream.AckNonePolicy,
+			MemoryStorage:     true,
+			Replicas:          1,
+			InactiveThreshold: time.Minute,
+		})
+		cancel()
+		if err == nil {
+			r.cons, r.cname, r.pending = cons, cname, cons.CachedInfo().NumPending
+			return nil
+		}
+		if err := r.retry(err, &wait); err != nil {
+			return err
+		}
+	}
+}
+
+// retry waits before the next try of a failed one, or returns the error
+// to end the read with when no try is left.
+func (r *pageReader) retry(err error, wait *time.Duration) error {
+	r.attempts++
+	if !retryable(err) || r.ctx.Err() != nil || time.Since(r.start)+*wait > jsBudget {
+		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
+	}
+	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < *wait+jsTry {
+		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
+	}
+	time.Sleep(*wait)
+	*wait = min(2**wait, 500*time.Millisecond)
+	return nil
+}
+
+// drop deletes the consumer, if any (a consumer on a lost server goes by
+// its InactiveThreshold).
+func (r *pageReader) drop() {
+	if r.cons == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), jsTry)
+	r.a.stream.DeleteConsumer(dctx, r.cname)
+	cancel()
+	r.cons = nil
+}
+
 // writePage serves a page from JetStream through a short-lived consumer
-// on the stream leader, filtered to the channel's subjects from since+1;
-// it fetches in rounds of at most the page's bytes, so a read holds about
-// one page, never the whole channel.
+// on the stream, filtered to the channel's subjects from since+1; it
+// fetches in rounds of at most the page's bytes, so a read holds about
+// one page, never the whole channel. A leader change or a lost server
+// during the read costs a new consumer from where the page got to (see
+// pageReader); a read that cannot start within its budget is
+// errArchiveUnavailable, and one that cannot finish is aborted (the
+// client sees a broken body, never a page that looks whole).
 func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
 	filter := a.name + ".*." + a.token(name)
 	if appOnly {
@@ -924,43 +1221,34 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	a.mu.Lock()
 	hw := a.hw
 	a.mu.Unlock()
-	var cons jetstream.Consumer
-	var remaining uint64
+	r := &pageReader{a: a, ctx: ctx, filter: filter, start: time.Now(), next: since + 1}
+	defer r.drop()
 	if since+1 != 0 { // past the last possible seq nothing follows
-		var id [8]byte
-		rand.Read(id[:])
-		cname := "read-" + hex.EncodeToString(id[:])
-		cctx, cancel := context.WithTimeout(ctx, jsTimeout)
-		cons, err = a.stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
-			Name:              cname,
-			FilterSubject:     filter,
-			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:       since + 1,
-			AckPolicy:         jetstream.AckNonePolicy,
-			MemoryStorage:     true,
-			Replicas:          1,
-			InactiveThreshold: time.Minute,
-		})
-		cancel()
-		if err != nil {
-			return false, fmt.Errorf("relay: archive read: %w", err)
+		if err := r.open(); err != nil {
+			return false, err
 		}
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-			a.stream.DeleteConsumer(dctx, cname)
-			cancel()
-		}()
-		remaining = cons.CachedInfo().NumPending
 	}
 	begin()
 	pe := newPageEncoder(w, maxBytes, appOnly)
 	defer pe.release()
 	n, empty := 0, 0
-	for remaining > 0 && !pe.more {
-		batch := min(remaining, uint64(limit+1-n))
-		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
+	wait := 50 * time.Millisecond
+	// failed ends a try: the read goes on from r.next on a new consumer,
+	// or ends with the error.
+	failed := func(err error) error {
+		if err := r.retry(err, &wait); err != nil {
+			return err
+		}
+		return r.open()
+	}
+	for r.pending > 0 && !pe.more {
+		batch := min(r.pending, uint64(limit+1-n))
+		msgs, err := r.cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			return true, fmt.Errorf("relay: archive read: %w", err)
+			if err := failed(err); err != nil {
+				return true, err
+			}
+			continue
 		}
 		got := uint64(0)
 		for m := range msgs.Messages() {
@@ -968,6 +1256,14 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 			if pe.more {
 				continue // drain the batch
 			}
+			md, err := m.Metadata()
+			if err != nil {
+				return true, fmt.Errorf("relay: archive read: %w", err)
+			}
+			if md.Sequence.Stream < r.next {
+				continue // a retry's consumer starts no earlier than this
+			}
+			r.next = md.Sequence.Stream + 1
 			h := m.Headers()
 			ts, _ := strconv.ParseInt(h.Get(hdrTS), 10, 64)
 			typ := h.Get(hdrType)
@@ -982,10 +1278,6 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 				pe.more = true
 				continue
 			}
-			md, err := m.Metadata()
-			if err != nil {
-				return true, fmt.Errorf("relay: archive read: %w", err)
-			}
 			var et uint8
 			if typ != "" {
 				x, _ := strconv.ParseUint(typ, 10, 8)
@@ -997,10 +1289,15 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 			}
 			if fits {
 				n++
+			} else {
+				r.next = md.Sequence.Stream // not in this page
 			}
 		}
-		if err := msgs.Error(); err != nil {
-			return true, fmt.Errorf("relay: archive read: %w", err)
+		if err := msgs.Error(); err != nil && !pe.more {
+			if err := failed(err); err != nil {
+				return true, err
+			}
+			continue
 		}
 		if got == 0 {
 			// What was pending went meanwhile (the cap, MaxAge or the
@@ -1008,17 +1305,20 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 			if empty++; empty > 3 {
 				return true, errors.New("relay: archive read: JetStream sends nothing of a pending page")
 			}
-			ictx, cancel := context.WithTimeout(ctx, jsTimeout)
-			info, err := cons.Info(ictx)
+			ictx, cancel := context.WithTimeout(ctx, jsTry)
+			info, err := r.cons.Info(ictx)
 			cancel()
 			if err != nil {
-				return true, fmt.Errorf("relay: archive read: %w", err)
+				if err := failed(err); err != nil {
+					return true, err
+				}
+				continue
 			}
-			remaining = info.NumPending
+			r.pending = info.NumPending
 			continue
 		}
 		empty = 0
-		remaining -= min(got, remaining)
+		r.pending -= min(got, r.pending)
 	}
 	// After the page: the mirror has then seen at least what the stream
 	// pushed out before the page was read, so a loss under it is told.

@@ -475,6 +475,7 @@ func setDefault[T comparable](v *T, def T) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.gate.Enter() {
+		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
 		return
 	}
@@ -617,6 +618,15 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		w.WriteHeader(http.StatusOK)
 	}
 	started, err := s.arch.writePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
+	if errors.Is(err, errArchiveUnavailable) && !started {
+		// JetStream had no stream leader within the read's budget: the
+		// client may try again soon (on this node or another).
+		s.log.Warn("relay: archive unavailable for a read", "err", err)
+		s.logRequest(r, http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the archive is unavailable; try again")
+		return
+	}
 	if err != nil && !started {
 		s.log.Error("relay: archive read failed", "err", err)
 		s.logRequest(r, http.StatusInternalServerError)

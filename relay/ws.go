@@ -559,7 +559,7 @@ func (c *conn) handle(b []byte, pathChannel string) bool {
 		if len(ch) == 0 && pathChannel != "" {
 			ch = []byte(pathChannel) // the path's channel is the default
 		}
-		c.publish(ch, f.Payload)
+		c.publish(ch, f.Payload, f.ID)
 	case "":
 		c.fail("bad_frame", "frame has no type")
 	default:
@@ -759,7 +759,7 @@ func (c *conn) unsubscribe(name string) {
 	c.reply(okFrame("unsubscribed from " + name))
 }
 
-func (c *conn) publish(name, b64 []byte) {
+func (c *conn) publish(name, b64, id []byte) {
 	member, ok := c.subs[string(name)]
 	if !ok {
 		if c.checkChannel(string(name)) {
@@ -782,6 +782,10 @@ func (c *conn) publish(name, b64 []byte) {
 	}
 	if len(b64) == 0 {
 		c.fail("bad_payload", "payload is empty")
+		return
+	}
+	if len(id) > MaxPublishID {
+		c.fail("bad_id", "id is over 64 bytes")
 		return
 	}
 	s := c.srv
@@ -820,7 +824,11 @@ func (c *conn) publish(name, b64 []byte) {
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
 	s.arch.acquire(int64(len(payload)))
-	s.arch.submit(&pubReq{c: c, sub: c.payer, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))})
+	r := &pubReq{c: c, sub: c.payer, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))}
+	if len(id) > 0 {
+		r.id = dedupKey(c.sub, ch, string(id))
+	}
+	s.arch.submit(r)
 }
 
 func handshakeTooLarge(max int) string {

@@ -1,0 +1,598 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var clusterCycles = flag.Int("cluster.cycles", 0, "fault cycles of TestNATSClusterFaults (default 4, or 3 with -short)")
+
+// natsCluster is three nats-server processes joined by routes, with
+// JetStream: kill -9 and SIGSTOP reach a real process. Each server is
+// the test binary run as TestNATSChild, on its own store and ports.
+type natsCluster struct {
+	t       *testing.T
+	names   []string
+	dirs    []string
+	ports   []int // client ports
+	cports  []int // route ports
+	cmds    []*exec.Cmd
+	stopped []bool
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func startNATSCluster(t *testing.T) *natsCluster {
+	t.Helper()
+	ports := freePorts(t, 6)
+	c := &natsCluster{t: t, ports: ports[:3], cports: ports[3:], cmds: make([]*exec.Cmd, 3), stopped: make([]bool, 3)}
+	for i := range 3 {
+		c.names = append(c.names, fmt.Sprint("n", i))
+		c.dirs = append(c.dirs, t.TempDir())
+	}
+	t.Cleanup(func() {
+		for i := range c.cmds {
+			c.kill(i)
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { c.start(i) })
+	}
+	wg.Wait()
+	return c
+}
+
+// URL lists every server, first server i, so a client that loses its
+// server reconnects to another.
+func (c *natsCluster) URL(i int) string {
+	var us []string
+	for k := range 3 {
+		us = append(us, fmt.Sprintf("nats://127.0.0.1:%d", c.ports[(i+k)%3]))
+	}
+	return strings.Join(us, ",")
+}
+
+func (c *natsCluster) start(i int) {
+	var routes []string
+	for k, p := range c.cports {
+		if k != i {
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNATSChild$")
+	cmd.Env = append(os.Environ(),
+		"RELAY_NATS_CHILD_DIR="+c.dirs[i],
+		"RELAY_NATS_CHILD_PORT="+strconv.Itoa(c.ports[i]),
+		"RELAY_NATS_CHILD_NAME="+c.names[i],
+		"RELAY_NATS_CHILD_CLUSTER_PORT="+strconv.Itoa(c.cports[i]),
+		"RELAY_NATS_CHILD_ROUTES="+strings.Join(routes, ","))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Error(err)
+		return
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening ") {
+		c.t.Errorf("nats server %d: %q %v", i, line, err)
+	}
+	c.cmds[i], c.stopped[i] = cmd, false
+}
+
+// kill ends server i with SIGKILL (after SIGCONT, if it was stopped).
+func (c *natsCluster) kill(i int) {
+	if cmd := c.cmds[i]; cmd != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		c.cmds[i] = nil
+	}
+}
+
+func (c *natsCluster) pause(i int)  { c.cmds[i].Process.Signal(syscall.SIGSTOP) }
+func (c *natsCluster) resume(i int) { c.cmds[i].Process.Signal(syscall.SIGCONT) }
+
+// streamInfo asks any live server about the stream.
+func (c *natsCluster) streamInfo(stream string) (*jetstream.StreamInfo, error) {
+	nc, err := nats.Connect(c.URL(0), nats.Timeout(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(ctx)
+}
+
+// healthy waits until the stream has a leader and both followers are
+// current, and returns the index of the leader.
+func (c *natsCluster) healthy(stream string) int {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		info, err := c.streamInfo(stream)
+		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 2 {
+			ok := true
+			for _, r := range info.Cluster.Replicas {
+				ok = ok && r.Current && !r.Offline
+			}
+			if ok {
+				for i, n := range c.names {
+					if n == info.Cluster.Leader {
+						return i
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("stream %s never became healthy: %v %+v", stream, err, info)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ledger is what publishers were told: every acknowledged seq and its
+// payload.
+type ledger struct {
+	mu    sync.Mutex
+	acked map[uint64]string
+	errs  map[string]int // error codes answered
+}
+
+func (l *ledger) count() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.acked) }
+
+// waitFor waits until k publishes have been acknowledged, and reports how
+// long that took.
+func (l *ledger) waitFor(t *testing.T, k int, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
+	for l.count() < k {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: only %d of %d publishes acknowledged", what, l.count(), k)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// pipelinePublisher publishes unique payloads to ch on base, keeping up
+// to window publishes in flight, until stop or until its socket dies;
+// answers come in order, so each one is the answer to the oldest publish
+// in flight.
+func pipelinePublisher(l *ledger, base, ch, tok, prefix string, window int, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-stop; cancel() }()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/"+ch, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(4 << 20)
+	auth, _ := json.Marshal(map[string]string{"type": "auth", "token": tok})
+	if c.Write(ctx, websocket.MessageText, auth) != nil {
+		return
+	}
+	if _, _, err := c.Read(ctx); err != nil {
+		return
+	}
+	var pending []string
+	next := 0
+	for {
+		for len(pending) < window {
+			p := fmt.Sprintf("%s-%d", prefix, next)
+			next++
+			frame, _ := json.Marshal(map[string]string{"type": "publish", "channel": ch, "payload": base64.StdEncoding.EncodeToString([]byte(p))})
+			if c.Write(ctx, websocket.MessageText, frame) != nil {
+				return
+			}
+			pending = append(pending, p)
+		}
+		var m pushFrame
+		for m.Type = "message"; m.Type == "message"; {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return // what it was never told is not promised
+			}
+			m = pushFrame{}
+			json.Unmarshal(b, &m)
+		}
+		p := pending[0]
+		pending = pending[1:]
+		l.mu.Lock()
+		if m.Message == "published" {
+			l.acked[m.Seq] = p
+		} else {
+			l.errs[m.Code]++
+		}
+		l.mu.Unlock()
+	}
+}
+
+// readStats counts the outcomes of reads made during the faults.
+type readStats struct {
+	mu                     sync.Mutex
+	ok, unavailable, other int
+	dropped                []string
+}
+
+// readLoop reads the channel's log from the live nodes, round after
+// round, until stop: a read either is a whole 200 page, or a 503 with
+// Retry-After; a dropped connection or a broken body is counted.
+// Reads of a node that was killed (dead) are not counted.
+func readLoop(rs *readStats, urls func() []string, dead func(string) bool, ch, tok string, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		us := urls()
+		base := us[i%len(us)]
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=200", base, ch, uint64(i*37%2000)), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if dead(base) {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			continue // the relay was killed: its reads die with it
+		}
+		if err != nil {
+			rs.mu.Lock()
+			rs.dropped = append(rs.dropped, err.Error())
+			rs.mu.Unlock()
+			continue
+		}
+		var page struct {
+			Entries []json.RawMessage `json:"entries"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if dead(base) {
+			continue
+		}
+		rs.mu.Lock()
+		switch {
+		case resp.StatusCode == 200 && err == nil:
+			rs.ok++
+		case resp.StatusCode == 200:
+			rs.dropped = append(rs.dropped, "broken body: "+err.Error())
+		case resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "":
+			rs.unavailable++
+		default:
+			rs.other++
+			rs.dropped = append(rs.dropped, fmt.Sprintf("status %d", resp.StatusCode))
+		}
+		rs.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readWhole reads a channel's whole log from base, retrying a page the
+// node cannot serve yet.
+func readWhole(t *testing.T, base, ch, tok string) map[uint64]string {
+	t.Helper()
+	got := map[uint64]string{}
+	var since uint64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=500", base, ch, since), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Entries []struct {
+				Seq     uint64 `json:"seq"`
+				Payload string `json:"payload"`
+			} `json:"entries"`
+			HasMore bool `json:"has_more"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("read of %s: %d %v", base, resp.StatusCode, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for _, e := range page.Entries {
+			p, _ := base64.StdEncoding.DecodeString(e.Payload)
+			got[e.Seq] = string(p)
+			since = e.Seq
+		}
+		if !page.HasMore {
+			return got
+		}
+	}
+}
+
+// TestNATSClusterFaults runs three relays on a three-server NATS cluster
+// (routes, JetStream, the stream at R3) with publishers on every relay
+// and readers on every relay, through cycles of faults: kill -9 of the
+// stream leader, kill -9 of a follower, SIGSTOP of one server, kill -9 of
+// all three servers, and a relay killed mid-publish. At the end every
+// relay's archive holds every acknowledged entry under its seq (0 lost),
+// no payload twice (0 duplicated), and no read during the faults ended
+// with a dropped connection or a broken body.
+func TestNATSClusterFaults(t *testing.T) {
+	cycles := *clusterCycles
+	if cycles == 0 {
+		cycles = 4
+		if testing.Short() {
+			cycles = 3
+		}
+	}
+	const stream, ch = "FAULTS", "acme/cluster/faults"
+	nc := startNATSCluster(t)
+	cfg := Config{NATSStream: stream, NATSReplicas: 3, OpenChannels: true, JWTSecret: testSecret, ArchiveCap: 1 << 20}
+	t.Cleanup(func() { checkNoRelayGoroutines(t) })
+	var nmu sync.Mutex
+	nodes := make([]*testRelay, 3)
+	killed := map[string]bool{}
+	dead := func(u string) bool { nmu.Lock(); defer nmu.Unlock(); return killed[u] }
+	for i := range nodes {
+		c := cfg
+		c.NATSURL = nc.URL(i)
+		nodes[i] = startRelay(t, c)
+		nodes[i].inCluster = true
+	}
+	urls := func() []string {
+		nmu.Lock()
+		defer nmu.Unlock()
+		var us []string
+		for _, n := range nodes {
+			us = append(us, n.URL)
+		}
+		return us
+	}
+	tok := mint(t, "reader", "")
+	l := &ledger{acked: map[uint64]string{}, errs: map[string]int{}}
+	stopP := make(chan struct{})
+	var pwg sync.WaitGroup
+	startPub := func(i int, gen int) {
+		base := urls()[i]
+		ptok := mint(t, fmt.Sprint("pub-", i, "-", gen), "")
+		pwg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stopP:
+					return
+				default:
+				}
+				// A publisher whose socket dropped starts again on the
+				// same node, with new payloads.
+				pipelinePublisher(l, base, ch, ptok, fmt.Sprintf("n%d.%d.%d", i, gen, k), 8, stopP)
+				if urls()[i] != base {
+					return // its relay was killed
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	for i := range 3 {
+		startPub(i, 0)
+	}
+	rs := &readStats{}
+	stopR := make(chan struct{})
+	var rwg sync.WaitGroup
+	for range 2 {
+		rwg.Go(func() { readLoop(rs, urls, dead, ch, tok, stopR) })
+	}
+
+	l.waitFor(t, 100, "start")
+	kinds := []string{"leader", "follower", "pause", "all"}
+	for cycle := range cycles {
+		kind := kinds[cycle%len(kinds)]
+		leader := nc.healthy(stream)
+		base := l.count()
+		switch kind {
+		case "leader", "follower":
+			victim := leader
+			if kind == "follower" {
+				victim = (leader + 1) % 3
+			}
+			nc.kill(victim)
+			d := l.waitFor(t, base+100, kind+" kill")
+			t.Logf("cycle %d: kill -9 of the %s (%s): 100 more acks after %v", cycle, kind, nc.names[victim], d.Round(time.Millisecond))
+			nc.start(victim)
+		case "pause":
+			victim := leader
+			nc.pause(victim)
+			d := l.waitFor(t, base+100, "pause")
+			t.Logf("cycle %d: SIGSTOP of the leader (%s): 100 more acks after %v", cycle, nc.names[victim], d.Round(time.Millisecond))
+			nc.resume(victim)
+		case "all":
+			for i := range 3 {
+				nc.kill(i)
+			}
+			var wg sync.WaitGroup
+			for i := range 3 {
+				wg.Go(func() { nc.start(i) })
+			}
+			wg.Wait()
+			d := l.waitFor(t, base+100, "all killed")
+			t.Logf("cycle %d: kill -9 of all three servers: 100 more acks after %v", cycle, d.Round(time.Millisecond))
+		}
+	}
+	// A relay killed mid-publish: its publisher has publishes in flight;
+	// a new relay takes its place.
+	nc.healthy(stream)
+	base := l.count()
+	nmu.Lock()
+	old := nodes[2]
+	killed[old.URL] = true
+	nmu.Unlock()
+	old.kill(t)
+	c := cfg
+	c.NATSURL = nc.URL(2)
+	fresh := startRelay(t, c)
+	fresh.inCluster = true
+	nmu.Lock()
+	nodes[2] = fresh
+	nmu.Unlock()
+	startPub(2, 1)
+	l.waitFor(t, base+100, "relay killed")
+
+	close(stopP)
+	pwg.Wait()
+	close(stopR)
+	rwg.Wait()
+	nc.healthy(stream)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, base := range urls() {
+		got := readWhole(t, base, ch, tok)
+		lost, dup := 0, 0
+		for seq, p := range l.acked {
+			if got[seq] != p {
+				lost++
+			}
+		}
+		at := map[string]uint64{}
+		for seq, p := range got {
+			if _, ok := at[p]; ok {
+				dup++
+			}
+			at[p] = seq
+		}
+		t.Logf("node %d: %d entries archived, %d acknowledged: %d lost, %d duplicated", i, len(got), len(l.acked), lost, dup)
+		if lost != 0 || dup != 0 {
+			t.Errorf("node %d: %d acknowledged entries lost, %d duplicated", i, lost, dup)
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	t.Logf("reads during the faults: %d whole, %d 503 with Retry-After, %d dropped; publish errors %v", rs.ok, rs.unavailable, len(rs.dropped), l.errs)
+	if len(rs.dropped) > 0 {
+		t.Errorf("%d reads dropped, e.g. %q", len(rs.dropped), rs.dropped[:min(5, len(rs.dropped))])
+	}
+}
+
+// TestNATSClusterStreamSetup: three relays start at the same moment on a
+// fresh three-server cluster and all come up, on one stream at R3 (one
+// creates it, the others bind). A node configured with other replicas
+// refuses to start, naming the command that changes them, and leaves the
+// stream at R3; a node given none binds. UpdateStreamReplicas changes
+// them, and then a node configured with the new count starts. Before,
+// every node applied its own config: the concurrent starts timed out,
+// and a node given one replica turned the stream into R1.
+func TestNATSClusterStreamSetup(t *testing.T) {
+	const stream = "SETUP"
+	nc := startNATSCluster(t)
+	t.Cleanup(func() { checkNoRelayGoroutines(t) })
+	cfg := Config{NATSStream: stream, NATSReplicas: 3, OpenChannels: true, JWTSecret: testSecret}
+	servers := make([]*Server, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		c := cfg
+		c.NATSURL = nc.URL(i)
+		wg.Go(func() { servers[i], errs[i] = New(c) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d of three starting together: %v", i, err)
+		}
+		t.Cleanup(func() { servers[i].Close(context.Background()) })
+	}
+	replicas := func() int {
+		t.Helper()
+		info, err := nc.streamInfo(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Config.Replicas
+	}
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after three nodes started at R3", r)
+	}
+	one := cfg
+	one.NATSURL, one.NATSReplicas = nc.URL(0), 1
+	if s, err := New(one); err == nil {
+		s.Close(context.Background())
+		t.Fatal("a node configured with 1 replica started on an R3 stream")
+	} else if !strings.Contains(err.Error(), "update-stream --replicas 1") {
+		t.Fatalf("refusal does not say how to change replicas: %v", err)
+	}
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after a refused node", r)
+	}
+	none := cfg
+	none.NATSURL, none.NATSReplicas = nc.URL(1), 0
+	s, err := New(none)
+	if err != nil {
+		t.Fatalf("a node given no replicas: %v", err)
+	}
+	s.Close(context.Background())
+	if r := replicas(); r != 3 {
+		t.Fatalf("stream at R%d after a node given none", r)
+	}
+	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 7); err == nil {
+		t.Fatal("7 replicas accepted")
+	}
+	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicas(); r != 1 {
+		t.Fatalf("stream at R%d after update-stream --replicas 1", r)
+	}
+	s, err = New(one)
+	if err != nil {
+		t.Fatalf("a node at the stream's new count: %v", err)
+	}
+	s.Close(context.Background())
+}
