@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skytale-oss/skytale/relay"
@@ -30,7 +28,7 @@ func clusterCommand() *ucli.Command {
 				if err := relay.UpdateStreamReplicas(c.Context, c.String("relay-nats"), stream, n); err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "stream %s now has %d replicas\n", stream, n)
+				showf(c.App.Writer, "stream %s now has %d replicas\n", stream, n)
 				return nil
 			},
 		}},
