@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -103,4 +104,40 @@ func (f *httpFence) NextEpoch(ctx context.Context, channel string) (uint64, bool
 		return 0, false, errors.New("directory: fence answer: not the fence of the channel asked for")
 	}
 	return *a.Epoch, *a.Known, nil
+}
+
+// fencedPut checks a put for epoch in channel of what the directory keeps
+// for joiners (a GroupInfo, a tree): the caller must be the channel's
+// owner or a member (before anything about the fence is said), and epoch
+// must lie from the fence's epoch to ahead epochs past it (409
+// stale_epoch below, epoch_not_reached above, each naming the fence's
+// epoch; window says what is accepted). It returns the fence's epoch, or
+// false once it has answered.
+func (s *Server) fencedPut(w http.ResponseWriter, r *http.Request, p principal, channel string, epoch *uint64, ahead uint64, window string) (uint64, bool) {
+	switch {
+	case epoch == nil:
+		badRequest(w, "epoch is required")
+		return 0, false
+	case *epoch > math.MaxInt64:
+		badRequest(w, "epoch must be at most 9223372036854775807")
+		return 0, false
+	}
+	if _, err := memberChannel(r.Context(), s.store, channel, p.account); err != nil {
+		s.fail(w, r, err)
+		return 0, false
+	}
+	fence, err := s.fenceEpoch(r.Context(), channel)
+	if err != nil {
+		s.groupInfoFail(w, r, err)
+		return 0, false
+	}
+	switch {
+	case *epoch < fence:
+		writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; "+window, fence)
+		return 0, false
+	case *epoch-fence > ahead:
+		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; "+window, fence)
+		return 0, false
+	}
+	return fence, true
 }

@@ -200,36 +200,14 @@ func (s *Server) handlePutGroupInfo(w http.ResponseWriter, r *http.Request, p pr
 	if !decode(w, r, groupInfoBody, &req) || !checkChannel(w, p, req.Channel) {
 		return
 	}
-	if req.Epoch == nil {
-		badRequest(w, "epoch is required")
-		return
-	}
-	if *req.Epoch > math.MaxInt64 {
-		badRequest(w, "epoch must be at most 9223372036854775807")
-		return
-	}
 	data, ok := decodeB64(w, "group_info", req.GroupInfo, MaxGroupInfo)
 	if !ok {
 		return
 	}
-	if _, err := memberChannel(r.Context(), s.store, req.Channel, p.account); err != nil {
-		s.fail(w, r, err)
+	if _, ok := s.fencedPut(w, r, p, req.Channel, req.Epoch, 0, "epoch is the one accepted now"); !ok {
 		return
 	}
-	fence, err := s.fenceEpoch(r.Context(), req.Channel)
-	if err != nil {
-		s.groupInfoFail(w, r, err)
-		return
-	}
-	switch {
-	case *req.Epoch < fence:
-		writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; epoch is the one accepted now", fence)
-		return
-	case *req.Epoch > fence:
-		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; epoch is the one accepted now", fence)
-		return
-	}
-	err = s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, -1, s.cfg.Now())
+	err := s.store.putGroupInfo(r.Context(), req.Channel, p.account, *req.Epoch, data, -1, s.cfg.Now())
 	var se *staleEpochError
 	if errors.As(err, &se) {
 		// A later epoch is kept: a put that raced a commit, or one kept

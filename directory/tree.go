@@ -379,33 +379,12 @@ func (s *Server) handlePutTree(w http.ResponseWriter, r *http.Request, p princip
 		badRequest(w, "part must be 0 to parts-1")
 		return
 	}
-	if req.Epoch == nil {
-		badRequest(w, "epoch is required")
-		return
-	}
-	if *req.Epoch > math.MaxInt64 {
-		badRequest(w, "epoch must be at most 9223372036854775807")
-		return
-	}
 	data, ok := decodeB64(w, "data", req.Data, MaxTreePart)
 	if !ok {
 		return
 	}
-	if _, err := memberChannel(r.Context(), s.store, req.Channel, p.account); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	fence, err := s.fenceEpoch(r.Context(), req.Channel)
-	if err != nil {
-		s.groupInfoFail(w, r, err)
-		return
-	}
-	switch {
-	case *req.Epoch < fence:
-		writeEpochError(w, "stale_epoch", "the relay's commit fence is past that epoch; a tree is accepted for epoch and the next", fence)
-		return
-	case *req.Epoch-fence > 1:
-		writeEpochError(w, "epoch_not_reached", "the relay's commit fence has not reached that epoch; a tree is accepted for epoch and the next", fence)
+	fence, ok := s.fencedPut(w, r, p, req.Channel, req.Epoch, 1, "a tree is accepted for epoch and the next")
+	if !ok {
 		return
 	}
 	st, err := s.store.putTreePart(r.Context(), req.Channel, p.account, req.ID, *req.Epoch, fence, *req.Part, *req.Parts, data, s.cfg.Now())
