@@ -313,14 +313,9 @@ func (s *Server) handleInbox(w http.ResponseWriter, r *http.Request, p principal
 		forbidScoped(w)
 		return
 	}
-	var after int64
-	if a := r.URL.Query().Get("after"); a != "" {
-		v, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || v < 0 {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = v
+	after, ok := seqCursor(w, r, "after must be a cursor from an earlier page")
+	if !ok {
+		return
 	}
 	entries, more, err := s.store.inbox(r.Context(), p.account, after, maxInboxListed, maxInboxPageBytes)
 	if err != nil {

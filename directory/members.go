@@ -643,16 +643,22 @@ func (s *Server) internalCursor(w http.ResponseWriter, r *http.Request) (int64, 
 		writeError(w, http.StatusUnauthorized, "unauthorized", "the internal secret is required")
 		return 0, false
 	}
-	var after int64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a non-negative integer")
-			return 0, false
-		}
-		after = n
+	return seqCursor(w, r, "after must be a non-negative integer")
+}
+
+// seqCursor parses a request's after parameter, a sequence number (0 when
+// absent). On failure it answers 400 with complaint and returns false.
+func seqCursor(w http.ResponseWriter, r *http.Request, complaint string) (int64, bool) {
+	a := r.URL.Query().Get("after")
+	if a == "" {
+		return 0, true
 	}
-	return after, true
+	v, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || v < 0 {
+		badRequest(w, complaint)
+		return 0, false
+	}
+	return v, true
 }
 
 // identityRecorded reports, for the owner or a member of channel

@@ -480,14 +480,9 @@ func (s *Server) handleGetStock(w http.ResponseWriter, r *http.Request, p princi
 		forbidScoped(w)
 		return
 	}
-	var after int64
-	if a := r.URL.Query().Get("after"); a != "" {
-		v, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || v < 0 {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = v
+	after, ok := seqCursor(w, r, "after must be a cursor from an earlier page")
+	if !ok {
+		return
 	}
 	devices, claims, more, err := s.store.stockPage(r.Context(), p.account, after, maxClaimsListed)
 	if err != nil {
