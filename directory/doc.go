@@ -235,11 +235,24 @@
 //
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,
-// keeps one GroupInfo per channel, the one of the highest epoch: an equal
-// epoch replaces it, a lower one is 409 stale_epoch with the epoch kept.
-// The check is in the upsert's own statement. GET
+// is taken only for the epoch the relay's commit fence has reached for the
+// channel (Config.Fence): an earlier epoch is 409 stale_epoch, a later one
+// 409 epoch_not_reached, each with the fence's epoch, so no member can
+// park a GroupInfo at a far epoch and lock the others out. One GroupInfo
+// is kept per channel, the latest put for the fence's epoch; the check
+// against a racing put of a later epoch is in the upsert's own statement.
+// A fence reset and the removal of the member who put it clear it. GET
 // /v1/channels/groupinfo?channel=… answers {"epoch", "group_info"}, or 404
-// not_found when none was put.
+// not_found when none is kept.
+//
+// Trees. PUT /v1/channels/tree {channel, id, epoch, part, parts, data}
+// keeps a ratchet tree (RFC 9420 §12.4.3.3) in up to 64 parts of at most
+// 1 MiB, under the uploader's own id, for the fence's epoch or the next
+// one (the tree a Welcome names goes up before its Commit): other epochs
+// are 409 stale_epoch or epoch_not_reached as for GroupInfo. GroupInfo and
+// tree bytes count against the putter's budget of [MaxTreeBytes] together
+// (413 quota_exceeded). A joiner checks a fetched tree against the
+// GroupContext's tree_hash, so the directory cannot change it unnoticed.
 //
 // Auto invites. POST /v1/channels/invites (and /v1/federation/invites)
 // take "auto": true. A join with an auto invite is checked and counted as
