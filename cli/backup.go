@@ -40,10 +40,7 @@ func backupCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "the data folder of the serve to back up"},
 		},
 		Action: func(c *ucli.Context) error {
-			args, err := trailingFlags(c, c.Args().Slice())
-			if err != nil {
-				return err
-			}
+			args := c.Args().Slice()
 			if len(args) != 1 {
 				return &usageError{"want the folder to write the backup to", "tally serve backup [--data DIR] TARGET"}
 			}

@@ -166,10 +166,7 @@ type operator struct {
 
 func operatorAction(f func(*operator, []string) error) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		args, err := trailingFlags(c, c.Args().Slice())
-		if err != nil {
-			return err
-		}
+		args := c.Args().Slice()
 		e, err := newEnv(c)
 		if err != nil {
 			return err

@@ -409,10 +409,10 @@ func roomCommands() []*ucli.Command {
 			},
 		},
 		{
-			Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin)", ArgsUsage: "NAME TEXT…|-",
-			Action: roomActionRaw(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
+			Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin; after -- every word is text)", ArgsUsage: "NAME TEXT…|-",
+			Action: roomAction(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
 				text := strings.Join(args, " ")
-				if len(args) == 1 && args[0] == "-" {
+				if len(args) == 1 && args[0] == "-" && e.literal == len(e.args) {
 					b, err := io.ReadAll(io.LimitReader(e.c.App.Reader, maxMessageBytes+1))
 					if err != nil {
 						return err
@@ -424,6 +424,9 @@ func roomCommands() []*ucli.Command {
 					if strings.TrimSpace(text) == "" {
 						return &usageError{"no message on stdin", "echo TEXT | tally msg NAME -"}
 					}
+				}
+				if strings.TrimSpace(text) == "" {
+					return &usageError{"the message is empty", "tally msg NAME TEXT…"}
 				}
 				seq, err := s.RoomSend(e.c.Context, ch, text)
 				if err != nil {
@@ -501,12 +504,6 @@ func roomAction(nargs int, usage string, f func(e *env, s *seat.Seat, ch string,
 	return withSeat(roomBody(nargs, usage, f))
 }
 
-// roomActionRaw is roomAction for a command whose arguments after the
-// room are text, taken as they are, dashes included.
-func roomActionRaw(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) ucli.ActionFunc {
-	return withSeatRaw(roomBody(nargs, usage, f))
-}
-
 func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) func(*env, *seat.Seat) error {
 	return func(e *env, s *seat.Seat) error {
 		args := e.args
@@ -519,53 +516,6 @@ func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, r
 		}
 		return roomError(f(e, s, ch, args[1:]), shortRoom(e, s, ch))
 	}
-}
-
-// trailingFlags sets the command's flags that follow its arguments (the
-// fixed syntax puts them there: room invite NAME --uses 3) and returns the
-// arguments left. Commands without flags take every argument as is.
-func trailingFlags(c *ucli.Context, args []string) ([]string, error) {
-	if len(c.Command.Flags) == 0 {
-		return args, nil
-	}
-	var pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(pos, args[i+1:]...), nil
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			pos = append(pos, a)
-			continue
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f ucli.Flag
-		for _, x := range c.Command.Flags {
-			for _, n := range x.Names() {
-				if n == name {
-					f = x
-				}
-			}
-		}
-		if f == nil {
-			return nil, &usageError{"unknown flag " + a, "see `" + c.Command.HelpName + " --help`"}
-		}
-		if _, isBool := f.(*ucli.BoolFlag); isBool {
-			if !hasVal {
-				val = "true"
-			}
-		} else if !hasVal {
-			if i+1 >= len(args) {
-				return nil, &usageError{"flag " + a + " needs a value", ""}
-			}
-			i++
-			val = args[i]
-		}
-		if err := c.Set(name, val); err != nil {
-			return nil, &usageError{fmt.Sprintf("bad value %q for %s", val, a), ""}
-		}
-	}
-	return pos, nil
 }
 
 // roomError turns room errors into hints that name the room.

@@ -88,6 +88,7 @@ type env struct {
 	verbose bool
 
 	args             []string // the arguments, without the flags that followed them
+	literal          int      // e.args[literal:] came after `--`: text, never a flag or stdin
 	apiURL, relayURL string   // as resolved by openSeat
 	hooks            *hookTransport
 }
@@ -214,31 +215,16 @@ func (e *env) out(v any, format string, args ...any) {
 }
 
 // withSeat runs f on an opened seat and turns seat errors into hints. The
-// command's flags, global ones included, may also follow its arguments.
+// command's flags, global ones included, may also follow its arguments
+// (see [hoistFlags]); after `--` every argument is an argument.
 func withSeat(f func(*env, *seat.Seat) error) ucli.ActionFunc {
-	return seatAction(true, f)
-}
-
-// withSeatRaw is withSeat for a command whose arguments are text, taken
-// as they are, dashes included.
-func withSeatRaw(f func(*env, *seat.Seat) error) ucli.ActionFunc {
-	return seatAction(false, f)
-}
-
-func seatAction(flagsAfter bool, f func(*env, *seat.Seat) error) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		args := c.Args().Slice()
-		if flagsAfter {
-			var err error
-			if args, err = trailingFlags(c, args); err != nil {
-				return err
-			}
-		}
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		e.args = args
+		e.args = c.Args().Slice()
+		e.literal = literalFrom(c)
 		s, err := e.openSeat()
 		if err != nil {
 			return e.hint(err)
@@ -432,12 +418,12 @@ func seatCommands() []*ucli.Command {
 			Name:      "add",
 			Usage:     "append to the local log",
 			ArgsUsage: "TEXT…",
-			Action: withSeatRaw(func(e *env, s *seat.Seat) error {
+			Action: withSeat(func(e *env, s *seat.Seat) error {
 				if err := needSeed(s); err != nil {
 					return err
 				}
 				text := strings.Join(e.args, " ")
-				if text == "" {
+				if strings.TrimSpace(text) == "" {
 					return &usageError{"nothing to add", "tally add TEXT…"}
 				}
 				en, err := s.Add(e.c.Context, text)

@@ -171,7 +171,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"room", "bogus"}, `unknown command "tally room bogus"`},
 		{[]string{"config", "frob"}, `unknown command "tally config frob"`},
 		{[]string{"devices", "nope"}, `unknown command "tally devices nope"`},
-		{[]string{"--bogus", "init"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus", "init"}, "unknown flag --bogus"},
 		{[]string{"room", "invite", "x", "--bogus"}, "unknown flag --bogus"},
 	} {
 		var out, errw bytes.Buffer

@@ -531,7 +531,8 @@ func TestCLINamesAreConsistent(t *testing.T) {
 }
 
 // TestCLIMsgFromStdin: `msg NAME -` sends what stdin holds; history shows
-// its second line under its header.
+// its second line under its header; after `--` a word that looks like a
+// flag is text.
 func TestCLIMsgFromStdin(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice, _ := newHome(t, st, "acme")
@@ -539,7 +540,7 @@ func TestCLIMsgFromStdin(t *testing.T) {
 	if _, err := tally(t, "line one\nline two\n", append(alice, "msg", "ops", "-")...); err != nil {
 		t.Fatal(err)
 	}
-	mustTally(t, append(alice, "msg", "ops", "--not-a-flag")...)
+	mustTally(t, append(alice, "msg", "ops", "--", "--not-a-flag")...)
 	out := mustTally(t, append(alice, "history", "ops")...)
 	if !strings.Contains(out, "you: line one\n"+continuation+"line two\n") || !strings.Contains(out, "you: --not-a-flag\n") {
 		t.Fatalf("history:\n%s", out)
@@ -628,7 +629,7 @@ func TestCLIWatchRelayGoesAway(t *testing.T) {
 // command.
 func TestCLIFlagDidYouMean(t *testing.T) {
 	code, _, errw := mainOut(context.Background(), "", "--home", t.TempDir(), "log", "--jsno")
-	if code != 1 || errw != "tally: flag provided but not defined: -jsno: did you mean --json? see `tally log --help`\n" {
+	if code != 1 || errw != "tally: unknown flag --jsno: did you mean --json? see `tally log --help`\n" {
 		t.Fatalf("exit %d, stderr %q", code, errw)
 	}
 }
