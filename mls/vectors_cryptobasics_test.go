@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
 )
 
 // TestCryptoBasicsCatchesWrongValues changes each expected value of the

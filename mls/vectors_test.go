@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
 )
 
 // vectorsDir finds the IETF vector folder: $MLS_VECTORS_DIR, else
