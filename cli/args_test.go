@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -66,4 +67,61 @@ func TestCLIFlagsAfterTextAreFlags(t *testing.T) {
 	if want := []string{"milk", "-n eggs"}; strings.Join(entries, "|") != strings.Join(want, "|") {
 		t.Fatalf("the log holds %q, want %q", entries, want)
 	}
+}
+
+// TestCLIExitCodes: a command line that cannot run exits 2, something
+// named that does not exist 3, a refusal for the caller 4, other
+// failures 1; with --json the error is one JSON object on stderr.
+func TestCLIExitCodes(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, _ := newHome(t, st, "acme")
+	bob, _ := newHome(t, st, "bobco")
+	mustTally(t, append(alice, "config", "set", "cover_traffic", "off")...)
+	mustTally(t, append(alice, "room", "create", "ops")...)
+	tok := strings.TrimSpace(mustTally(t, append(alice, "room", "invite", "ops", "--auto")...))
+	mustTally(t, append(bob, "room", "join", "acme/rooms/ops", tok)...)
+
+	for _, c := range []struct {
+		args []string
+		code int
+		kind string
+	}{
+		{append(alice, "msg"), exitUsage, "usage"},
+		{append(alice, "--bogus", "log"), exitUsage, "usage"},
+		{append(alice, "bogus"), exitUsage, "usage"},
+		{append(alice, "msg", "ops", ""), exitUsage, "usage"},
+		{append(alice, "contact", "revoke", "nosuch"), exitNotFound, "not_found"},
+		{append(bob, "room", "invite", "acme/rooms/ops"), exitNotAllowed, "not_allowed"},
+		{append(initHomeOnly(t, st), "signin", "--api-key", "sk_live_bogus"), exitNotAllowed, "not_allowed"},
+		{[]string{"--home", t.TempDir(), "--api-url", refusedURL(t), "signin", "--org", "x"}, 1, "error"},
+	} {
+		code, out, errw := mainOut(ctx, "", c.args...)
+		if code != c.code {
+			t.Errorf("tally %s: exit %d (%s), want %d", strings.Join(c.args, " "), code, strings.TrimSpace(errw), c.code)
+		}
+		if out != "" {
+			t.Errorf("tally %s printed on stdout: %q", strings.Join(c.args, " "), out)
+		}
+		code, _, errw = mainOut(ctx, "", append(c.args, "--json")...)
+		var e struct{ Error, Message string }
+		if err := json.Unmarshal([]byte(errw), &e); err != nil || code != c.code || e.Message == "" || strings.Count(errw, "\n") != 1 {
+			t.Errorf("tally %s --json: exit %d, stderr %q (%v)", strings.Join(c.args, " "), code, errw, err)
+			continue
+		}
+		if e.Error != c.kind && c.kind != "error" {
+			t.Errorf("tally %s --json: error %q, want %q", strings.Join(c.args, " "), e.Error, c.kind)
+		}
+	}
+	// tally --help works and lists the codes.
+	code, out, errw := mainOut(ctx, "", "--help")
+	if code != 0 || !strings.Contains(out, "EXIT CODES") || errw != "" {
+		t.Fatalf("tally --help: exit %d, stderr %q, stdout:\n%s", code, errw, out)
+	}
+}
+
+// initHomeOnly is a home configured for st with a seed and no account.
+func initHomeOnly(t *testing.T, st *skytaletest.Stack) []string {
+	g, _ := initHome(t, st)
+	return g
 }

@@ -93,7 +93,7 @@ func infoCommands() []*ucli.Command {
 				"  fish: tally completion fish | source",
 			Action: func(c *ucli.Context) error {
 				if c.NArg() != 1 {
-					return &usageError{"want a shell", "tally completion bash|zsh|fish"}
+					return badUsage("want a shell", "tally completion bash|zsh|fish")
 				}
 				switch sh := c.Args().First(); sh {
 				case "bash":
@@ -107,7 +107,7 @@ func infoCommands() []*ucli.Command {
 					}
 					io.WriteString(c.App.Writer, s)
 				default:
-					return &usageError{fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish"}
+					return badUsage(fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish")
 				}
 				return nil
 			},

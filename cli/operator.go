@@ -45,7 +45,7 @@ func signupTokenCommand() *ucli.Command {
 		),
 		Action: operatorAction(func(o *operator, args []string) error {
 			if len(args) != 0 {
-				return &usageError{"tally serve token takes no arguments", "tally serve token [--ttl 48h]"}
+				return badUsage("tally serve token takes no arguments", "tally serve token [--ttl 48h]")
 			}
 			var out struct {
 				Token     string `json:"token"`
@@ -76,7 +76,7 @@ func accountCommand() *ucli.Command {
 			),
 			Action: operatorAction(func(o *operator, args []string) error {
 				if len(args) != 0 {
-					return &usageError{"tally serve account create takes no arguments", "tally serve account create --email E --org ORG"}
+					return badUsage("tally serve account create takes no arguments", "tally serve account create --email E --org ORG")
 				}
 				var out struct {
 					AccountID string `json:"account_id"`
@@ -106,7 +106,7 @@ func accountsCommand() *ucli.Command {
 			),
 			Action: operatorAction(func(o *operator, args []string) error {
 				if len(args) != 0 {
-					return &usageError{"tally serve accounts list takes no arguments", "tally serve accounts list [--idle 720h]"}
+					return badUsage("tally serve accounts list takes no arguments", "tally serve accounts list [--idle 720h]")
 				}
 				days := int64(o.c.Duration("idle") / (24 * time.Hour))
 				after := ""
@@ -142,7 +142,7 @@ func accountsCommand() *ucli.Command {
 			Flags:     operatorFlags(),
 			Action: operatorAction(func(o *operator, args []string) error {
 				if len(args) == 0 {
-					return &usageError{"name the accounts to remove", "tally serve accounts remove ACCOUNT_ID…"}
+					return badUsage("name the accounts to remove", "tally serve accounts remove ACCOUNT_ID…")
 				}
 				for _, id := range args {
 					if err := o.call("DELETE", "/v1/internal/accounts/"+url.PathEscape(id), nil, nil); err != nil {
@@ -174,7 +174,7 @@ func operatorAction(f func(*operator, []string) error) ucli.ActionFunc {
 		path := filepath.Join(c.String("data"), "internal_secret")
 		b, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
-			return &usageError{"no internal secret in " + c.String("data"), "point --data at the data folder of the running tally serve"}
+			return notFound("no internal secret in "+c.String("data"), "point --data at the data folder of the running tally serve")
 		}
 		if err != nil {
 			return err
@@ -248,7 +248,7 @@ func signinAPIKey(e *env, s *seat.Seat, key string) (seat.Account, error) {
 	tok, _, err := dc.Token(e.c.Context)
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
-		return seat.Account{}, &usageError{"the directory does not know this API key", "check the key the operator gave you, and that --api-url is that operator's directory"}
+		return seat.Account{}, notAllowed("the directory does not know this API key", "check the key the operator gave you, and that --api-url is that operator's directory")
 	}
 	if err != nil {
 		return seat.Account{}, err
@@ -319,13 +319,13 @@ func signupHint(err error) error {
 	}
 	switch {
 	case ae.Status == http.StatusUnauthorized:
-		return &usageError{"signup on this directory is closed: its operator makes the accounts",
-			"ask the operator for an account (`tally serve account create --email E --org ORG` prints its API key), then run `tally signin --api-key KEY`"}
+		return notAllowed("signup on this directory is closed: its operator makes the accounts",
+			"ask the operator for an account (`tally serve account create --email E --org ORG` prints its API key), then run `tally signin --api-key KEY`")
 	case ae.Code == "signup_requires_invite":
-		return &usageError{"signup on this directory needs an invite",
-			"ask an account of the org for an org invite (`tally signin --org ORG --org-invite TOKEN`), or the operator for a signup token (`tally serve token`, then `tally signin --signup-token TOKEN`)"}
+		return notAllowed("signup on this directory needs an invite",
+			"ask an account of the org for an org invite (`tally signin --org ORG --org-invite TOKEN`), or the operator for a signup token (`tally serve token`, then `tally signin --signup-token TOKEN`)")
 	case ae.Code == "invalid_signup_token":
-		return &usageError{"the signup token is invalid, expired or already used", "ask the operator for a new one (`tally serve token`)"}
+		return notAllowed("the signup token is invalid, expired or already used", "ask the operator for a new one (`tally serve token`)")
 	}
 	return err
 }

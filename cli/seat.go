@@ -101,7 +101,7 @@ func newEnv(c *ucli.Context) (*env, error) {
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, &usageError{"no home folder", "pass --home DIR or set TALLY_HOME"}
+			return nil, badUsage("no home folder", "pass --home DIR or set TALLY_HOME")
 		}
 		home = filepath.Join(h, ".tally")
 	}
@@ -275,13 +275,13 @@ func hint(err error) error {
 		return &usageError{"no relay URL", "pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"}
 	}
 	if errors.Is(err, seat.ErrNotMember) {
-		return &usageError{"the relay refused: this account is not a member of the channel (" + err.Error() + ")",
-			"a channel's owner adds members: rooms by `tally room admit`"}
+		return notAllowed("the relay refused: this account is not a member of the channel ("+err.Error()+")",
+			"a channel's owner adds members: rooms by `tally room admit`")
 	}
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Code == "revoked" {
-		return &usageError{"this account has been revoked at the directory",
-			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)"}
+		return notAllowed("this account has been revoked at the directory",
+			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)")
 	}
 	return err
 }
@@ -358,7 +358,7 @@ func seatCommands() []*ucli.Command {
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
 				if key := e.c.String("api-key"); key != "" {
 					if invite != "" || org != "" || e.c.String("signup-token") != "" {
-						return &usageError{"--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token"}
+						return notAllowed("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
 					}
 					a, err := signinAPIKey(e, s, key)
 					if err != nil {
@@ -371,7 +371,7 @@ func seatCommands() []*ucli.Command {
 					email = "tally@localhost"
 				}
 				if invite != "" && org == "" {
-					return &usageError{"--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for"}
+					return badUsage("--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for")
 				}
 				if org == "" {
 					did, err := s.Identity()
@@ -393,8 +393,8 @@ func seatCommands() []*ucli.Command {
 					return &usageError{"the org " + org + " already exists and belongs to its accounts",
 						"ask an account of " + org + " to run `tally org invite`, then run `tally signin --org " + org + " --org-invite TOKEN`; or pick a new org"}
 				case errors.Is(err, seat.ErrInvalidOrgInvite):
-					return &usageError{"the org invite is invalid, expired, used up or not for " + org,
-						"ask an account of " + org + " for a new one (`tally org invite`)"}
+					return notAllowed("the org invite is invalid, expired, used up or not for "+org,
+						"ask an account of "+org+" for a new one (`tally org invite`)")
 				case err != nil:
 					return err
 				}
@@ -424,7 +424,7 @@ func seatCommands() []*ucli.Command {
 				}
 				text := strings.Join(e.args, " ")
 				if strings.TrimSpace(text) == "" {
-					return &usageError{"nothing to add", "tally add TEXT…"}
+					return badUsage("nothing to add", "tally add TEXT…")
 				}
 				en, err := s.Add(e.c.Context, text)
 				if err != nil {
@@ -521,7 +521,7 @@ func orgCommand() *ucli.Command {
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]"}
+						return badUsage("tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]")
 					}
 					uses, ttl, err := e.usesTTL()
 					if err != nil {
@@ -592,7 +592,7 @@ func configCommand() *ucli.Command {
 				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.c.NArg() != 2 {
-						return &usageError{"want a key and a value", "tally config set KEY VALUE"}
+						return badUsage("want a key and a value", "tally config set KEY VALUE")
 					}
 					k, v := e.c.Args().Get(0), e.c.Args().Get(1)
 					if _, err := checkKey(k); err != nil {
@@ -609,7 +609,7 @@ func configCommand() *ucli.Command {
 						}
 					case "cover_traffic":
 						if v != "on" && v != "off" {
-							return &usageError{"cover_traffic is on or off", ""}
+							return badUsage("cover_traffic is on or off", "")
 						}
 					case seat.SettingName:
 						if seat.CheckName(v) != nil {
@@ -628,7 +628,7 @@ func configCommand() *ucli.Command {
 				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.c.NArg() != 1 {
-						return &usageError{"want a key", "tally config get KEY; settings are " + strings.Join(keys, ", ")}
+						return badUsage("want a key", "tally config get KEY; settings are "+strings.Join(keys, ", "))
 					}
 					st, err := checkKey(e.c.Args().First())
 					if err != nil {

@@ -224,7 +224,7 @@ func (o *serveOptions) admissionFlags(c *ucli.Context) error {
 	}
 	o.ProxyProtocol = c.Bool("proxy-protocol")
 	if o.ProxyProtocol && len(o.TrustedProxies) == 0 {
-		return &usageError{"--proxy-protocol needs --trusted-proxy", "name the proxies that send the PROXY header"}
+		return badUsage("--proxy-protocol needs --trusted-proxy", "name the proxies that send the PROXY header")
 	}
 	o.HealthAddr = c.String("health-addr")
 	// The listener caps' 0 is "no cap", which serveOptions spells -1.

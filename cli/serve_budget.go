@@ -47,7 +47,7 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 		return &usageError{fmt.Sprintf("--signup %q is not open, invite or closed", o.Signup), "tally serve --signup open|invite|closed"}
 	}
 	if o.Signup != "" && c.IsSet("open-signup") {
-		return &usageError{"--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)"}
+		return badUsage("--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)")
 	}
 	o.SignupPerIP, o.SignupPerNet = c.Int("signup-per-ip"), c.Int("signup-per-net")
 	for _, f := range []struct {
