@@ -159,8 +159,20 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	app.Flags = append(app.Flags, ucli.HelpFlag)
 	app.CustomAppHelpTemplate = ucli.AppHelpTemplate + "\n" + exitCodes
 	withGlobalFlags(app.Commands)
+	nameSubcommands(app.Commands)
 	oneLineErrors(app.Commands, "tally")
 	return app
+}
+
+// nameSubcommands makes the usage line of every command group say that a
+// command follows (tally room COMMAND …).
+func nameSubcommands(cmds []*ucli.Command) {
+	for _, c := range cmds {
+		if len(c.Subcommands) > 0 && c.ArgsUsage == "" {
+			c.ArgsUsage = "COMMAND [arguments…]"
+		}
+		nameSubcommands(c.Subcommands)
+	}
 }
 
 // withGlobalFlags gives every command of a seat the global flags too, so

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -65,7 +66,21 @@ func versionString() string {
 // docApp is a fresh command tree for the generated documents: one that
 // has not run, so it holds no help commands of its own making.
 func docApp() *ucli.App {
-	return newApp(nil, io.Discard, io.Discard)
+	app := newApp(nil, io.Discard, io.Discard)
+	withoutGlobalFlags(app.Commands)
+	return app
+}
+
+// withoutGlobalFlags drops the global flags from cmds, for documents that
+// list them once, under the app.
+func withoutGlobalFlags(cmds []*ucli.Command) {
+	for _, c := range cmds {
+		c.Flags = slices.DeleteFunc(c.Flags, func(f ucli.Flag) bool {
+			cf, ok := f.(ucli.CategorizableFlag)
+			return ok && cf.GetCategory() == globalCategory
+		})
+		withoutGlobalFlags(c.Subcommands)
+	}
 }
 
 // infoCommands are the commands about tally itself.

@@ -28,8 +28,8 @@ type setting struct {
 
 // settings are the keys of `tally config`, in the order config list shows.
 var settings = []setting{
-	{"api_url", "directory base URL (env SKYTALE_API_URL, flag --api-url)", func() string { a, _ := defaultURLs(); return a }},
-	{"relay_url", "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
+	{"api_url", "directory base URL (env TALLY_API_URL or SKYTALE_API_URL, flag --api-url)", func() string { a, _ := defaultURLs(); return a }},
+	{"relay_url", "relay base URL (env TALLY_RELAY_URL or SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
 	{"cover_traffic", "on or off: cover frames while a watch is connected", func() string { return "on" }},
 	{"cover_interval", "mean time between cover frames, e.g. 30s (at least 1s)", func() string { return cover.DefaultMeanInterval.String() }},
 	{seat.SettingName, "the name your rooms show beside your key's short form (1 to 64 printable characters)", func() string { return "" }},
@@ -46,15 +46,18 @@ func settingNamed(k string) (setting, bool) {
 
 // The global flags, accepted before the command and after it.
 func globalFlags() []ucli.Flag {
-	const cat = "global"
+	const cat = globalCategory
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "home", Category: cat, Usage: "seat folder", DefaultText: "$TALLY_HOME or ~/.tally"},
-		&ucli.StringFlag{Name: "api-url", Category: cat, Usage: "directory URL (beats SKYTALE_API_URL and the config file)", DefaultText: "http://" + defaultAPIAddr},
-		&ucli.StringFlag{Name: "relay-url", Category: cat, Usage: "relay URL (beats SKYTALE_RELAY_URL and the config file)", DefaultText: "http://" + defaultRelayAddr},
+		&ucli.StringFlag{Name: "api-url", Category: cat, Usage: "directory URL (beats TALLY_API_URL, or its alias SKYTALE_API_URL, and the config file)", DefaultText: "http://" + defaultAPIAddr},
+		&ucli.StringFlag{Name: "relay-url", Category: cat, Usage: "relay URL (beats TALLY_RELAY_URL, or its alias SKYTALE_RELAY_URL, and the config file)", DefaultText: "http://" + defaultRelayAddr},
 		&ucli.BoolFlag{Name: "json", Category: cat, Usage: "print JSON for scripts", DisableDefaultText: true},
 		&ucli.BoolFlag{Name: "verbose", Category: cat, Usage: "show whole identities (DIDs) instead of their short form", DisableDefaultText: true},
 	}
 }
+
+// globalCategory heads the global flags in every command's help.
+const globalCategory = "GLOBAL OPTIONS (before the command or after its arguments):"
 
 // globalString is the value of a global flag wherever on the command line
 // it was given; the one nearest the command wins.
@@ -130,8 +133,11 @@ func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
 	if v := globalString(e.c, flag); v != "" {
 		return v, nil
 	}
-	if v := getenv(e.c, envKey); v != "" {
-		return v, nil
+	// TALLY_* first; the seeds' SKYTALE_* names stay as aliases.
+	for _, k := range []string{envKey, strings.Replace(envKey, "TALLY_", "SKYTALE_", 1)} {
+		if v := getenv(e.c, k); v != "" {
+			return v, nil
+		}
 	}
 	cfg, err := e.readConfig()
 	if err != nil {
@@ -141,11 +147,11 @@ func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
 }
 
 func (e *env) openSeat() (*seat.Seat, error) {
-	api, err := e.setting("api-url", "SKYTALE_API_URL", "api_url")
+	api, err := e.setting("api-url", "TALLY_API_URL", "api_url")
 	if err != nil {
 		return nil, err
 	}
-	rel, err := e.setting("relay-url", "SKYTALE_RELAY_URL", "relay_url")
+	rel, err := e.setting("relay-url", "TALLY_RELAY_URL", "relay_url")
 	if err != nil {
 		return nil, err
 	}
@@ -270,9 +276,9 @@ func hint(err error) error {
 	case errors.Is(err, seat.ErrSignedIn):
 		return &usageError{"this home is already signed in", "use another --home for another account"}
 	case errors.Is(err, seat.ErrNoDirectoryURL):
-		return &usageError{"no directory URL", "pass --api-url URL, set SKYTALE_API_URL, or run `tally config set api_url URL`"}
+		return &usageError{"no directory URL", "pass --api-url URL, set TALLY_API_URL, or run `tally config set api_url URL`"}
 	case errors.Is(err, seat.ErrNoRelayURL):
-		return &usageError{"no relay URL", "pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"}
+		return &usageError{"no relay URL", "pass --relay-url URL, set TALLY_RELAY_URL, or run `tally config set relay_url URL`"}
 	}
 	if errors.Is(err, seat.ErrNotMember) {
 		return notAllowed("the relay refused: this account is not a member of the channel ("+err.Error()+")",
@@ -299,7 +305,7 @@ func seatCommands() []*ucli.Command {
 		{
 			Name:  "init",
 			Usage: "create the seed (prints the identity, never the words)",
-			Flags: []ucli.Flag{&ucli.StringFlag{Name: "name", Usage: "the name your rooms show beside your key's short form (`tally config set name` changes it)"}},
+			Flags: []ucli.Flag{&ucli.StringFlag{Name: "name", Usage: "the name your rooms show beside your key's short form (tally config set name changes it later)"}},
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				name := e.c.String("name")
 				if name != "" && seat.CheckName(name) != nil {
