@@ -104,6 +104,8 @@ func TestServeSignupFlags(t *testing.T) {
 		{"serve", "--signup", "open", "--open-signup"},
 		{"serve", "--relay-server-budget", "lots"},
 		{"serve", "--relay-group-budget", "0"},
+		{"serve", "--directory-account-budget", "-1"},
+		{"serve", "--directory-server-budget", "a lot"},
 	} {
 		if _, err := tally(t, "", args...); err == nil {
 			t.Errorf("tally %s: no error", strings.Join(args, " "))

@@ -20,6 +20,9 @@ type budgetOptions struct {
 	// The relay's archive budgets in bytes (relay.Config); zero means the
 	// relay's default.
 	AccountQuota, OrgBudget, GroupBudget, ServerBudget int64
+	// The directory's storage budgets in bytes (directory.Config); zero
+	// means the directory's default.
+	DirAccountBudget, DirGroupBudget, DirOrgBudget, DirServerBudget int64
 	// SignupPerIP and SignupPerNet are the signup bursts per address and
 	// per IPv4 /24 or IPv6 /64 (directory.Limits); zero means the default.
 	SignupPerIP, SignupPerNet int
@@ -35,6 +38,10 @@ func budgetFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "relay-group-budget", Usage: "payload bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may keep together", DefaultText: "1GiB, at most a quarter of --relay-server-budget"},
 		&ucli.StringFlag{Name: "relay-org-budget", Usage: "payload bytes the accounts of one org may keep together", DefaultText: "half of --relay-server-budget"},
 		&ucli.StringFlag{Name: "relay-server-budget", Usage: "payload bytes the relay's archive keeps in all", DefaultText: "half of the data folder's free space plus the archive at start, at most 1TiB"},
+		&ucli.StringFlag{Name: "directory-account-budget", Usage: "bytes one account may have the directory keep (key packages, Welcomes, join requests, GroupInfos, trees)", DefaultText: "256MiB, at most --directory-group-budget"},
+		&ucli.StringFlag{Name: "directory-group-budget", Usage: "bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may have the directory keep together", DefaultText: "1GiB, at most a quarter of --directory-server-budget"},
+		&ucli.StringFlag{Name: "directory-org-budget", Usage: "bytes the accounts of one org may have the directory keep together", DefaultText: "half of --directory-server-budget"},
+		&ucli.StringFlag{Name: "directory-server-budget", Usage: "bytes the directory keeps for clients in all", DefaultText: "a quarter of the data folder's free space plus what it stores at start, at most 256GiB; 16GiB with --directory-db postgres://"},
 	}
 }
 
@@ -53,7 +60,8 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	for _, f := range []struct {
 		name string
 		v    *int64
-	}{{"relay-account-quota", &o.AccountQuota}, {"relay-group-budget", &o.GroupBudget}, {"relay-org-budget", &o.OrgBudget}, {"relay-server-budget", &o.ServerBudget}} {
+	}{{"relay-account-quota", &o.AccountQuota}, {"relay-group-budget", &o.GroupBudget}, {"relay-org-budget", &o.OrgBudget}, {"relay-server-budget", &o.ServerBudget},
+		{"directory-account-budget", &o.DirAccountBudget}, {"directory-group-budget", &o.DirGroupBudget}, {"directory-org-budget", &o.DirOrgBudget}, {"directory-server-budget", &o.DirServerBudget}} {
 		if s := c.String(f.name); s != "" {
 			n, err := parseSize(s)
 			if err != nil {
@@ -65,7 +73,7 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	return nil
 }
 
-// applyBudgets sets the signup mode, the signup limits and the relay's
+// applyBudgets sets the signup mode, the signup limits and both planes'
 // budgets; open is the mode's default.
 func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config, open bool) {
 	dcfg.Signup = directory.SignupClosed
@@ -83,6 +91,7 @@ func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.C
 		dcfg.Limits.SignupPerNet.Burst = o.SignupPerNet
 	}
 	rcfg.AccountQuota, rcfg.GroupBudget, rcfg.OrgBudget, rcfg.ServerBudget = o.AccountQuota, o.GroupBudget, o.OrgBudget, o.ServerBudget
+	dcfg.AccountBudget, dcfg.GroupBudget, dcfg.OrgBudget, dcfg.ServerBudget = o.DirAccountBudget, o.DirGroupBudget, o.DirOrgBudget, o.DirServerBudget
 }
 
 // parseSize reads a byte count: digits with an optional binary suffix

@@ -233,6 +233,13 @@
 // last-resort key packages can be claimed again and again, so without the
 // caps a related account could fill another's inbox without bound.
 //
+// Storage budgets. Every blob a client has the directory keep (stock key
+// packages, inbox Welcomes, join requests and their Welcomes, GroupInfos,
+// tree parts) counts against its account's, its signup group's, its org's
+// and the server's budget (Config.AccountBudget, GroupBudget, OrgBudget,
+// ServerBudget), kept as one ledger changed in the row's own transaction;
+// a put past any is 413 quota_exceeded naming the scope (budget.go).
+//
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,
 // keeps one GroupInfo per channel, the one of the highest epoch: an equal

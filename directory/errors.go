@@ -47,6 +47,12 @@ func hasBody(r *http.Request) bool {
 // request values) and answered with a bare 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	retryAfterFor(w, err)
+	var qe *quotaError
+	if errors.As(err, &qe) {
+		s.metrics.quotaRefusal(qe.scope)
+		writeQuotaExceeded(w, qe.scope)
+		return
+	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
 			writeError(w, e.status, e.code, e.msg)

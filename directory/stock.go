@@ -74,7 +74,8 @@ type stockCount struct {
 
 // putStock adds oneTime key packages to the stock of account's device and,
 // if lastResort is not nil, makes it the device's last-resort key package
-// (replacing the one before). Over a cap nothing is stored.
+// (replacing the one before). Over a cap, and past a storage budget
+// (budget.go), nothing is stored.
 //
 // The device must be account's: person, the did:key the device name
 // belongs to (checkDeviceName), must be a seat identity account
@@ -121,16 +122,21 @@ func (s *store) putStock(ctx context.Context, account, device, person string, on
 				return errStockFull
 			}
 		}
+		u := usage{}
 		for _, kp := range oneTime {
 			if _, err := tx.exec(ctx,
 				`INSERT INTO key_packages (account_id, device, last_resort, key_package, created_at) VALUES (?, ?, 0, ?, ?)`,
 				account, device, kp, now.UnixNano()); err != nil {
 				return err
 			}
+			u.add(account, int64(len(kp)))
 		}
 		if lastResort != nil {
-			if _, err := tx.exec(ctx,
-				`DELETE FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 1`, account, device); err != nil {
+			var old int64
+			err := tx.queryRow(ctx,
+				`DELETE FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 1 RETURNING LENGTH(key_package)`,
+				account, device).Scan(&old)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			if _, err := tx.exec(ctx,
@@ -138,8 +144,9 @@ func (s *store) putStock(ctx context.Context, account, device, person string, on
 				account, device, lastResort, now.UnixNano()); err != nil {
 				return err
 			}
+			u.add(account, int64(len(lastResort))-old)
 		}
-		return nil
+		return tx.settle(ctx, u)
 	})
 	return sc, err
 }
@@ -245,6 +252,9 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 				n, err = tx.execN(ctx, `DELETE FROM key_packages WHERE id = ?`, kpID)
 				if err == nil && n != 1 {
 					err = errors.New("directory: a claimed key package went missing under the stock lock")
+				}
+				if err == nil {
+					err = tx.charge(ctx, target, -int64(len(c.keyPackage)))
 				}
 			}
 			if err != nil {
