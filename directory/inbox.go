@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 )
 
-// Inbox limits. A Welcome is at most MaxWelcome (256 KiB).
+// Inbox limits; the first four are the defaults of Config.InboxEntries,
+// InboxBytes, InboxPerSender and InboxSenderBytes. A Welcome is at most
+// MaxWelcome (256 KiB).
 const (
 	// MaxInbox is how many entries one account's inbox holds, and
 	// MaxInboxBytes how many bytes of Welcomes: enough for a person added
@@ -119,10 +122,11 @@ func (s *store) deliver(ctx context.Context, id, claimID, caller, scope string, 
 			return err
 		}
 		size := int64(len(welcome))
-		if mine >= MaxInboxPerSender || mineBytes+size > MaxInboxSenderBytes {
+		c := s.consent
+		if mine >= c.inboxPerSender || mineBytes+size > c.inboxSenderBytes {
 			return errSenderQuota
 		}
-		if held >= MaxInbox || heldBytes+size > MaxInboxBytes {
+		if held >= c.inboxEntries || heldBytes+size > c.inboxBytes {
 			return errInboxFull
 		}
 		if _, err := tx.exec(ctx,
@@ -293,7 +297,14 @@ func (s *Server) handleDeliver(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.store.deliver(r.Context(), id, req.ClaimID, p.account, p.channel, welcome, s.cfg.Now()); err != nil {
+	err = s.store.deliver(r.Context(), id, req.ClaimID, p.account, p.channel, welcome, s.cfg.Now())
+	if errors.Is(err, errSenderQuota) {
+		writeError(w, http.StatusTooManyRequests, "quota_exceeded", fmt.Sprintf(
+			"the caller's share of that person's inbox is used up (%d Welcomes and %s per sender) until the person reads or declines them",
+			s.cfg.InboxPerSender, sizeText(s.cfg.InboxSenderBytes)))
+		return
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

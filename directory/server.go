@@ -126,6 +126,21 @@ type Config struct {
 	// fence a far epoch cannot be told from a real one.
 	Fence FenceSource
 
+	// ClaimsPerClaimer and ClaimsPerDevice are the hourly claim limits
+	// (stock.go): how many one-time offers of one device one claimer, and
+	// all claimers together, take an hour; past them a claim gets the
+	// last-resort offer. Zero means the default (ClaimsPerClaimer 10,
+	// ClaimsPerDevice 30); negative is an error.
+	ClaimsPerClaimer, ClaimsPerDevice int
+
+	// InboxPerSender and InboxSenderBytes bound one sender's share of one
+	// inbox (429 quota_exceeded past it), InboxEntries and InboxBytes the
+	// whole inbox (409 inbox_full). Zero means the default
+	// (MaxInboxPerSender 10, MaxInboxSenderBytes 2 MiB, MaxInbox 200,
+	// MaxInboxBytes 16 MiB); negative is an error.
+	InboxPerSender, InboxEntries int
+	InboxSenderBytes, InboxBytes int64
+
 	// AccountBudget, GroupBudget, OrgBudget and ServerBudget bound the
 	// bytes the directory keeps (key packages, Welcomes, join requests,
 	// GroupInfos, trees; budget.go) for one account, for the accounts
@@ -218,6 +233,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AccountBudget < 0 || cfg.GroupBudget < 0 || cfg.OrgBudget < 0 || cfg.ServerBudget < 0 {
 		return nil, errors.New("directory: a storage budget (AccountBudget, GroupBudget, OrgBudget, ServerBudget) is negative")
 	}
+	consent, err := resolveConsent(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(context.Background(), dsn)
 	if err != nil {
 		return nil, err
@@ -228,6 +247,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
 	}
 	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
+	st.consent = consent
 	if err := m.watchBudgets(cfg.Metrics, st); err != nil {
 		st.close()
 		return nil, fmt.Errorf("directory: metrics: %w", err)

@@ -20,7 +20,8 @@ const (
 	maxClaimsListed   = 100 // unacknowledged claims per GET /v1/keypackages
 )
 
-// Claim limits: how many one-time offers of one device claims take per
+// Claim limits, the defaults of Config.ClaimsPerClaimer and
+// ClaimsPerDevice: how many one-time offers of one device claims take per
 // hour (claimWindow). One claimer takes at most ClaimsPerClaimer of a
 // device's one-time offers an hour, a few rooms' worth, and all claimers
 // together at most ClaimsPerDevice, a third of a full stock (the seat
@@ -228,7 +229,7 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 		for _, d := range devices {
 			c := claim{device: d}
 			var kpID int64
-			limited, err := claimLimited(ctx, tx, caller, target, d, now)
+			limited, err := claimLimited(ctx, tx, s.consent, caller, target, d, now)
 			if err != nil {
 				return err
 			}
@@ -281,16 +282,16 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 
 // claimLimited reports whether caller's claim on target's device d must
 // take the last-resort offer: in the last claimWindow caller took
-// ClaimsPerClaimer of d's one-time offers, or all claimers together took
-// ClaimsPerDevice. The caller holds target's stock lock, so the counts
+// c.claimsPerClaimer of d's one-time offers (Config.ClaimsPerClaimer), or
+// all claimers together took c.claimsPerDevice. The caller holds target's stock lock, so the counts
 // cannot move under it.
-func claimLimited(ctx context.Context, tx txn, caller, target, d string, now time.Time) (bool, error) {
+func claimLimited(ctx context.Context, tx txn, c consent, caller, target, d string, now time.Time) (bool, error) {
 	var all, mine int
 	err := tx.queryRow(ctx,
 		`SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_by = ? THEN 1 ELSE 0 END), 0) FROM key_package_claims
 		 WHERE account_id = ? AND device = ? AND last_resort = 0 AND created_at > ?`,
 		caller, target, d, now.Add(-claimWindow).UnixNano()).Scan(&all, &mine)
-	return all >= ClaimsPerDevice || mine >= ClaimsPerClaimer, err
+	return all >= c.claimsPerDevice || mine >= c.claimsPerClaimer, err
 }
 
 // claimRecord is a claim as the stock's owner sees it.

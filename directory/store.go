@@ -80,6 +80,8 @@ type store struct {
 	// budgets are the storage budgets every charge is checked against
 	// (budget.go; tests lower them).
 	budgets budgets
+	// consent are the claim and inbox limits (consent.go).
+	consent consent
 }
 
 // backend is a database the store runs on: SQLite ([sqliteBackend], the
@@ -128,7 +130,8 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &store{db: db, b: b, budgets: budgets{account: DefaultAccountBudget, group: DefaultGroupBudget, org: DefaultMemoryBudget / 2, server: DefaultMemoryBudget}}
+	st := &store{db: db, b: b, budgets: budgets{account: DefaultAccountBudget, group: DefaultGroupBudget, org: DefaultMemoryBudget / 2, server: DefaultMemoryBudget},
+		consent: defaultConsent}
 	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
 		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id),
 		 a.signup_group, a.last_signin
