@@ -96,14 +96,22 @@ func TestOperatorPathInviteSignup(t *testing.T) {
 	}
 }
 
-// TestServeSignupFlags: the flags that choose signup and the budgets
-// refuse bad values.
+// TestServeSignupFlags: the flags that choose signup, the budgets and
+// the consent limits refuse bad values (zero or negative among them).
 func TestServeSignupFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--signup", "sometimes"},
 		{"serve", "--signup", "open", "--open-signup"},
 		{"serve", "--relay-server-budget", "lots"},
 		{"serve", "--relay-group-budget", "0"},
+		{"serve", "--directory-account-budget", "-1"},
+		{"serve", "--directory-server-budget", "a lot"},
+		{"serve", "--directory-claims-per-claimer", "0"},
+		{"serve", "--directory-claims-per-device", "-3"},
+		{"serve", "--directory-inbox-per-sender", "0"},
+		{"serve", "--directory-inbox-entries", "-1"},
+		{"serve", "--directory-inbox-bytes", "0"},
+		{"serve", "--directory-claims-per-claimer", "40"},
 	} {
 		if _, err := tally(t, "", args...); err == nil {
 			t.Errorf("tally %s: no error", strings.Join(args, " "))

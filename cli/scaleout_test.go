@@ -77,7 +77,8 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 }
 
 // TestServeMetrics: --metrics-addr serves the planes' Prometheus metrics
-// on a listener of its own, and the public listeners do not.
+// on a listener of its own, and the public listeners do not; the
+// directory's budgets are the flags' (--directory-org-budget).
 func TestServeMetrics(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,7 +86,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	srv := startServe(t, t.TempDir(), "--metrics-addr", addr)
+	srv := startServe(t, t.TempDir(), "--metrics-addr", addr, "--directory-org-budget", "3MiB")
 	home := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
 	mustTally(t, append(home, "init")...)
 	mustTally(t, append(home, "signin", "--org", "acme")...)
@@ -102,7 +103,8 @@ func TestServeMetrics(t *testing.T) {
 			t.Fatalf("no metrics at %s: %v", addr, err)
 		}
 	}
-	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines"} {
+	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines",
+		`skytale_directory_budget_limit_bytes{scope="org"} 3.145728e+06`, "skytale_directory_budget_used_bytes "} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}

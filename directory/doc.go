@@ -196,7 +196,8 @@
 // person's add-token, else 403 not_allowed), takes one key package of each
 // of the account's devices that has stock: the oldest one-time key
 // package, consumed, or, when there is none or the hourly limits
-// ([ClaimsPerClaimer], [ClaimsPerDevice]) are reached, the device's
+// (Config.ClaimsPerClaimer, ClaimsPerDevice; defaults [ClaimsPerClaimer],
+// [ClaimsPerDevice]) are reached, the device's
 // last-resort key package, which stays; 200
 // {"claims": [{"account_id", "claim_id", "device", "key_package",
 // "last_resort"}]}, or
@@ -229,9 +230,18 @@
 // DELETE /v1/inbox/{id} declines one (204; the sender learns nothing).
 // One sender holds at most [MaxInboxPerSender] entries and
 // [MaxInboxSenderBytes] in one inbox (429 quota_exceeded), an inbox at
-// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full):
+// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full), the
+// defaults of Config.InboxPerSender, InboxSenderBytes, InboxEntries and
+// InboxBytes:
 // last-resort key packages can be claimed again and again, so without the
 // caps a related account could fill another's inbox without bound.
+//
+// Storage budgets. Every blob a client has the directory keep (stock key
+// packages, inbox Welcomes, join requests and their Welcomes, GroupInfos,
+// tree parts) counts against its account's, its signup group's, its org's
+// and the server's budget (Config.AccountBudget, GroupBudget, OrgBudget,
+// ServerBudget), kept as one ledger changed in the row's own transaction;
+// a put past any is 413 quota_exceeded naming the scope (budget.go).
 //
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,

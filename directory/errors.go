@@ -47,6 +47,12 @@ func hasBody(r *http.Request) bool {
 // request values) and answered with a bare 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	retryAfterFor(w, err)
+	var qe *quotaError
+	if errors.As(err, &qe) {
+		s.metrics.quotaRefusal(qe.scope)
+		writeQuotaExceeded(w, qe.scope)
+		return
+	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
 			writeError(w, e.status, e.code, e.msg)
@@ -95,7 +101,7 @@ var errorTable = []struct {
 	{errAddTokenInvalid, http.StatusForbidden, "invalid_add_token", "add-token is invalid, expired, used up or revoked"},
 	{errTooManyAddTokens, http.StatusTooManyRequests, "too_many_add_tokens", "the account already holds 100 live add-tokens; revoke some or let them expire"},
 	{errOffersRationed, http.StatusTooManyRequests, "rate_limited", "the person's one-time join offers for this hour are used up and the device has no last-resort offer"},
-	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up (10 Welcomes and 2 MiB per sender) until the person reads or declines them"},
+	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up until the person reads or declines them"},
 }
 
 func badRequest(w http.ResponseWriter, msg string) {

@@ -369,6 +369,7 @@ func TestPendingCap(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	e.rebuildLedger()
 	want(t, e.join(owner, ch, inv, "did:web:999", []byte("kp")), 201, "")
 	before := e.snapshot()
 	want(t, e.join(owner, ch, inv, "did:web:1000", []byte("kp")), 429, "too_many_pending")

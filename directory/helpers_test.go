@@ -77,6 +77,11 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()
+		// Whatever the test did, the storage ledger must hold exactly
+		// what is stored (budget.go).
+		if !t.Failed() {
+			checkLedger(t, s)
+		}
 		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("close: %v", err)
 		}

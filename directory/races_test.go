@@ -198,6 +198,7 @@ func TestRacePendingCap(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
+		e.rebuildLedger()
 		invites := make([]string, 10)
 		for i := range invites {
 			invites[i] = e.invite(owner, ch, 1)

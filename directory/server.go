@@ -126,6 +126,36 @@ type Config struct {
 	// fence a far epoch cannot be told from a real one.
 	Fence FenceSource
 
+	// ClaimsPerClaimer and ClaimsPerDevice are the hourly claim limits
+	// (stock.go): how many one-time offers of one device one claimer, and
+	// all claimers together, take an hour; past them a claim gets the
+	// last-resort offer. Zero means the default (ClaimsPerClaimer 10,
+	// ClaimsPerDevice 30); negative is an error.
+	ClaimsPerClaimer, ClaimsPerDevice int
+
+	// InboxPerSender and InboxSenderBytes bound one sender's share of one
+	// inbox (429 quota_exceeded past it), InboxEntries and InboxBytes the
+	// whole inbox (409 inbox_full). Zero means the default
+	// (MaxInboxPerSender 10, MaxInboxSenderBytes 2 MiB, MaxInbox 200,
+	// MaxInboxBytes 16 MiB); negative is an error.
+	InboxPerSender, InboxEntries int
+	InboxSenderBytes, InboxBytes int64
+
+	// AccountBudget, GroupBudget, OrgBudget and ServerBudget bound the
+	// bytes the directory keeps (key packages, Welcomes, join requests,
+	// GroupInfos, trees; budget.go) for one account, for the accounts
+	// signed up from one IPv4 /24 or IPv6 /64 together, for the accounts
+	// of one org together, and in all. A put past any is 413
+	// quota_exceeded naming the budget's scope. Zero means the default:
+	// ServerBudget a quarter of the free space of DBPath's folder plus
+	// what is stored at start, at most DefaultServerBudgetCap
+	// (DefaultMemoryBudget in memory, DefaultPostgresBudget on
+	// PostgreSQL); OrgBudget half of ServerBudget; GroupBudget
+	// DefaultGroupBudget, at most a quarter of ServerBudget;
+	// AccountBudget DefaultAccountBudget, at most GroupBudget. Negative
+	// is an error.
+	AccountBudget, GroupBudget, OrgBudget, ServerBudget int64
+
 	// Metrics, if set, receives the directory's Prometheus metrics
 	// (skytale_directory_*: requests by route pattern and status, their
 	// durations, rate-limit refusals, revocations, sweeps). No label
@@ -200,9 +230,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Database != "" {
 		dsn = cfg.Database
 	}
+	if cfg.AccountBudget < 0 || cfg.GroupBudget < 0 || cfg.OrgBudget < 0 || cfg.ServerBudget < 0 {
+		return nil, errors.New("directory: a storage budget (AccountBudget, GroupBudget, OrgBudget, ServerBudget) is negative")
+	}
+	consent, err := resolveConsent(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(context.Background(), dsn)
 	if err != nil {
 		return nil, err
+	}
+	stored, err := st.storedBytes(context.Background())
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
+	}
+	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
+	st.consent = consent
+	if err := m.watchBudgets(cfg.Metrics, st); err != nil {
+		st.close()
+		return nil, fmt.Errorf("directory: metrics: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
