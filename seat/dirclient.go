@@ -30,6 +30,8 @@ type APIError struct {
 	Status  int
 	Code    string `json:"error"`
 	Message string `json:"message"`
+	// retryAfter is the answer's Retry-After (0: none, or not in seconds).
+	retryAfter time.Duration
 }
 
 // Is makes an APIError match the sentinel of its code: org_taken
@@ -59,20 +61,43 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("seat: %s (%d %s)", e.Message, e.Status, e.Code)
 }
 
+// doJSON sends one JSON request and decodes the answer into out. A read
+// refused for load is sent again (retry.go).
 func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
+	}
+	for attempt := 0; ; attempt++ {
+		err := doJSONOnce(ctx, hc, method, u, bearer, body, in != nil, out)
+		wait, ok := retryWait(method, err, attempt)
+		if !ok {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+func doJSONOnce(ctx context.Context, hc *http.Client, method, u, bearer string, in []byte, hasBody bool, out any) error {
+	var body io.Reader
+	if hasBody {
+		body = bytes.NewReader(in)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if bearer != "" {
@@ -91,7 +116,7 @@ func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, 
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &APIError{Status: resp.StatusCode}
+		e := &APIError{Status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 		json.Unmarshal(b, e)
 		return e
 	}

@@ -156,4 +156,13 @@
 // way through each token's lifetime ([RelayClient].Refresh mints the
 // fresh ones), so a watch or an open room stays on one connection for as
 // long as it runs.
+//
+// # Busy servers
+//
+// A GET that either plane refuses with 429 rate_limited and a Retry-After
+// of at most 5 s (the directory's read bounds and read buckets, the
+// relay's catch-up reads) is sent again after that wait, at most three
+// times: a crowd of other accounts' reads slows this seat down but does
+// not fail it. Nothing else is retried, and a longer Retry-After reaches
+// the caller at once as an [APIError].
 package seat
