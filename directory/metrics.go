@@ -19,9 +19,10 @@ type metrics struct {
 	revocations prometheus.Counter
 	sweeps      prometheus.Counter
 	swept       prometheus.Counter
+	backendErrs prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
@@ -45,8 +46,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "skytale_directory_swept_rows_total", Help: "Expired rows the sweep deleted.",
 		}),
+		backendErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skytale_directory_backend_errors_total", Help: "Requests answered 500 internal: the database failed (or another fault the log names).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refused, m.revocations, m.sweeps, m.swept} {
+	upGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "skytale_directory_backend_up", Help: "1 while the database answers (the check GET /ready makes, shared for a second), else 0.",
+	}, func() float64 {
+		if up() {
+			return 1
+		}
+		return 0
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refused, m.revocations, m.sweeps, m.swept, m.backendErrs, upGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -68,6 +80,12 @@ func (m *metrics) request(route string, code int, d time.Duration) {
 func (m *metrics) refusal(kind limitKind, by string) {
 	if m != nil {
 		m.refused.WithLabelValues(limitNames[kind], by).Inc()
+	}
+}
+
+func (m *metrics) backendError() {
+	if m != nil {
+		m.backendErrs.Inc()
 	}
 }
 

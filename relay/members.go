@@ -136,7 +136,7 @@ func (s *Server) addMemberLocked(ch, sub string) {
 
 func (s *Server) newMembersPoller() *feedPoller[ChannelEvent] {
 	return &feedPoller[ChannelEvent]{
-		s: s, name: "channel events", key: "members_after",
+		s: s, name: "channel events", key: "members_after", health: feedHealth{name: "members"},
 		fetch: func(ctx context.Context, after int64) ([]ChannelEvent, int64, error) {
 			return s.cfg.Members.ChannelEventsSince(ctx, after)
 		},

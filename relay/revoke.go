@@ -48,6 +48,8 @@ type feedPoller[T any] struct {
 
 	after int64 // the cursor; owned by the round in progress
 
+	health feedHealth // ready.go
+
 	mu        sync.Mutex // guards the following fields
 	running   bool
 	curStart  time.Time     // when the running round started
@@ -134,15 +136,18 @@ func (p *feedPoller[T]) runRounds() {
 func (p *feedPoller[T]) round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, pollRound)
 	defer cancel()
+	start := time.Now()
 	for range 100 {
 		items, next, err := p.fetch(ctx, p.after)
 		if err != nil {
+			p.health.fails.Add(1)
 			if ctx.Err() == nil {
 				p.s.log.Warn("relay: "+p.name+" poll failed", "err", err)
 			}
 			return
 		}
 		if err := p.storePage(ctx, items, next); err != nil {
+			p.health.fails.Add(1)
 			if ctx.Err() == nil {
 				p.s.log.Error("relay: storing "+p.name+" failed", "err", err)
 			}
@@ -150,6 +155,7 @@ func (p *feedPoller[T]) round(ctx context.Context) {
 		}
 		if len(items) == 0 || next <= p.after {
 			p.after = max(p.after, next)
+			p.health.okAt.Store(start.UnixNano())
 			return
 		}
 		p.after = next
@@ -192,7 +198,7 @@ func (p *feedPoller[T]) storePage(ctx context.Context, items []T, next int64) er
 
 func (s *Server) newRevocationPoller() *feedPoller[string] {
 	return &feedPoller[string]{
-		s: s, name: "revocations", key: "revocations_after",
+		s: s, name: "revocations", key: "revocations_after", health: feedHealth{name: "revocations"},
 		fetch: func(ctx context.Context, after int64) ([]string, int64, error) {
 			return s.cfg.Revocations.RevokedSince(ctx, after)
 		},
