@@ -452,13 +452,19 @@ func (p *Publisher) current() *Conn {
 }
 
 // replace puts n in place of old, which has ended; false (and n closed)
-// once the publisher is closed.
+// once the publisher is closed. When a concurrent publish replaced old
+// first, n is closed and the publisher keeps that one.
 func (p *Publisher) replace(old, n *Conn) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		n.Close()
 		return false
+	}
+	if p.conn != old {
+		p.mu.Unlock()
+		n.Close()
+		return true
 	}
 	p.conn = n
 	p.mu.Unlock()
