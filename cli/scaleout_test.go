@@ -52,7 +52,12 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", p)
 
 	data := t.TempDir()
-	flags := []string{"--directory-db", dbURL, "--relay-nats", natsURL}
+	// A node on PostgreSQL and NATS takes the cluster's secrets.
+	secrets := t.TempDir()
+	jwtFile, internalFile := filepath.Join(secrets, "jwt"), filepath.Join(secrets, "internal")
+	os.WriteFile(jwtFile, []byte(hexSecret()), 0o600)
+	os.WriteFile(internalFile, []byte(hexSecret()), 0o600)
+	flags := []string{"--directory-db", dbURL, "--relay-nats", natsURL, "--jwt-secret-file", jwtFile, "--internal-secret-file", internalFile}
 	srv := startServe(t, data, flags...)
 	home := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
 	mustTally(t, append(home, "init")...)

@@ -59,6 +59,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 	}
+	s.metrics.backendError()
 	s.log.Error("directory internal error", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }

@@ -21,9 +21,10 @@ type metrics struct {
 	sweeps      prometheus.Counter
 	swept       prometheus.Counter
 	quota       *prometheus.CounterVec
+	backendErrs prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
@@ -50,8 +51,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		quota: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "skytale_directory_quota_refusals_total", Help: "Puts refused with quota_exceeded, by the storage budget they would have passed (account, group, org, server).",
 		}, []string{"scope"}),
+		backendErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skytale_directory_backend_errors_total", Help: "Requests answered 500 internal: the database failed (or another fault the log names).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refused, m.revocations, m.sweeps, m.swept, m.quota} {
+	upGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "skytale_directory_backend_up", Help: "1 while the database answers (the check GET /ready makes, shared for a second), else 0.",
+	}, func() float64 {
+		if up() {
+			return 1
+		}
+		return 0
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refused, m.revocations, m.sweeps, m.swept, m.quota, m.backendErrs, upGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +85,12 @@ func (m *metrics) request(route string, code int, d time.Duration) {
 func (m *metrics) refusal(kind limitKind, by string) {
 	if m != nil {
 		m.refused.WithLabelValues(limitNames[kind], by).Inc()
+	}
+}
+
+func (m *metrics) backendError() {
+	if m != nil {
+		m.backendErrs.Inc()
 	}
 }
 

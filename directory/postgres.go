@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -347,16 +348,54 @@ const pgMaxAttempts = 10
 // pgMaxAttempts times.
 type pgBackend struct{}
 
+// poolSettings returns which pool_ settings url sets (as a URL query or
+// as key=value words).
+func poolSettings(dsn string) map[string]bool {
+	set := map[string]bool{}
+	if u, err := neturl.Parse(dsn); err == nil && u.Scheme != "" {
+		for k := range u.Query() {
+			set[k] = true
+		}
+		return set
+	}
+	for _, w := range strings.Fields(dsn) {
+		if k, _, ok := strings.Cut(w, "="); ok {
+			set[k] = true
+		}
+	}
+	return set
+}
+
 func openPostgres(ctx context.Context, url string) (*sql.DB, *pgBackend, error) {
-	cfg, err := pgx.ParseConfig(url)
+	// pgxpool's parser takes the pool settings (pool_max_conns,
+	// pool_min_conns, pool_max_conn_lifetime, pool_max_conn_idle_time,
+	// pool_health_check_period…) out of the URL; pgx's alone would send
+	// them to the server as unknown parameters, which it refuses.
+	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// Not wrapped: the parser's error quotes the URL, password and all.
-		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse")
+		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse (check its pool_ settings too)")
 	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(pgMaxConns)
-	db.SetMaxIdleConns(pgMaxConns)
+	db := stdlib.OpenDB(*pcfg.ConnConfig)
+	set := poolSettings(url)
+	maxConns := pgMaxConns
+	if set["pool_max_conns"] {
+		maxConns = int(pcfg.MaxConns)
+	}
+	db.SetMaxOpenConns(maxConns)
+	// Idle connections are kept up to the maximum. database/sql has no
+	// minimum to open ahead, so pool_min_conns (and
+	// pool_health_check_period) are checked but have no effect: a broken
+	// connection is dropped on its next use.
+	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	if set["pool_max_conn_idle_time"] {
+		db.SetConnMaxIdleTime(pcfg.MaxConnIdleTime)
+	}
+	if set["pool_max_conn_lifetime"] {
+		db.SetConnMaxLifetime(pcfg.MaxConnLifetime)
+	}
+
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("directory: connect to PostgreSQL: %w", err)

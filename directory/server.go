@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -182,6 +183,7 @@ type Server struct {
 	// groupKey keys the signup groups' ids (signup.go).
 	groupKey []byte
 	reads    *readGate // blob and list reads in flight (reads.go)
+	dbCheck  dbCheck   // ready.go
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -222,7 +224,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("directory: Signup %q is not open, invite or closed", cfg.Signup)
 	}
 	cfg.OpenSignup = cfg.Signup == SignupOpen
-	m, err := newMetrics(cfg.Metrics)
+	var self atomic.Pointer[Server] // for the collectors, once New has made it
+	m, err := newMetrics(cfg.Metrics, func() bool { s := self.Load(); return s != nil && s.dbUp() })
 	if err != nil {
 		return nil, fmt.Errorf("directory: metrics: %w", err)
 	}
@@ -265,6 +268,7 @@ func New(cfg Config) (*Server, error) {
 		groupKey: groupKey(cfg.JWTSecret),
 	}
 	s.routes()
+	self.Store(s)
 	s.wg.Add(1)
 	go s.sweepLoop(ctx)
 	return s, nil
@@ -329,6 +333,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", s.handleHealth)
+	m.HandleFunc("GET /ready", s.handleReady)
 	m.HandleFunc("POST /v1/accounts", s.handleCreateAccount)
 	m.HandleFunc("POST /v1/tokens", s.handleToken)
 	m.HandleFunc("POST /v1/channels", s.limited(limitChannel, s.handleRegisterChannel))

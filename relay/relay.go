@@ -105,6 +105,10 @@ type Config struct {
 	Revocations RevocationSource
 	// RevocationPoll is the polling interval (default 1 s).
 	RevocationPoll time.Duration
+	// ReadyFeedLag is how long ago the directory's feeds (Revocations,
+	// Members) may have last been read to their end for GET /ready to
+	// say the relay is ready (default 15 s).
+	ReadyFeedLag time.Duration
 	// SendQueue bounds the frames queued for one connection (default 1024).
 	// A connection whose queue is full is disconnected as a slow consumer.
 	SendQueue int
@@ -258,7 +262,8 @@ type Config struct {
 }
 
 // Server is a relay: an http.Handler serving the WebSocket at /ws and
-// /ws/{org}/{ns}/{svc}, GET /v1/messages, GET /v1/sync and GET /health.
+// /ws/{org}/{ns}/{svc}, GET /v1/messages, GET /v1/sync, GET /health and
+// GET /ready.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -311,7 +316,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("relay: JWTSecret is required")
 	}
 	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
-		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
+		cfg.MembersPoll < 0 || cfg.ReadyFeedLag < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
 		cfg.MaxUnauthConnsPerNet < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.MaxConnsPerNet < 0 ||
 		cfg.PingInterval < 0 || cfg.PingTimeout < 0 ||
 		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
@@ -339,6 +344,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
 	setDefault(&cfg.ArchiveTTL, DefaultArchiveTTL)
 	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
+	setDefault(&cfg.ReadyFeedLag, DefaultReadyFeedLag)
 	setDefault(&cfg.SendQueue, DefaultSendQueue)
 	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
 	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
@@ -434,12 +440,13 @@ func New(cfg Config) (*Server, error) {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, true) })
 	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
 	s.mux.HandleFunc("GET /v1/internal/fence", s.handleInternalFence)
-	for _, p := range []string{"/health", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
+	for _, p := range []string{"/health", "/ready", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.logRequest(r, http.StatusMethodNotAllowed)
 			w.Header().Set("Allow", "GET")
@@ -618,6 +625,9 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		w.WriteHeader(http.StatusOK)
 	}
 	started, err := s.arch.writePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
+	if err != nil {
+		s.counters.readErrors.Add(1)
+	}
 	if errors.Is(err, errArchiveUnavailable) && !started {
 		// JetStream had no stream leader within the read's budget: the
 		// client may try again soon (on this node or another).

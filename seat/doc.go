@@ -55,6 +55,12 @@
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
+// Every publish carries an id of its own, and one the relay could not
+// store (internal, unavailable, busy), or whose answer a dropped socket
+// lost, is sent again with that id (a [Publisher] reconnects for it): the
+// relay stores an id once within its duplicate window and answers the
+// retry with the first seq, so a retry never stores an entry twice.
+//
 // # Cipher suites
 //
 // A room is created in [SuitePQ] (X-Wing: ML-KEM-768 with X25519) unless

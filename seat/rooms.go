@@ -370,8 +370,8 @@ func (s *Seat) checkChannelUnused(ctx context.Context, dir *DirectoryClient, ch 
 	return nil
 }
 
-// roomPublisher opens a connection that publishes on the room channel ch.
-func (s *Seat) roomPublisher(ctx context.Context, ch string) (*Conn, error) {
+// roomPublisher opens a publisher on the room channel ch.
+func (s *Seat) roomPublisher(ctx context.Context, ch string) (*Publisher, error) {
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return nil, err
