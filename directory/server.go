@@ -17,6 +17,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/internal/redact"
 )
 
 // Defaults for the zero values of [Config].
@@ -77,9 +78,15 @@ type Config struct {
 	// and false SignupClosed, as before.
 	OpenSignup bool
 
-	// Logger receives one line per request (method, path, status,
-	// duration); never a credential or a body. nil discards.
+	// Logger receives one line per request (method, route pattern,
+	// status, duration); never a credential or a body, and no client
+	// address, account id, channel name or request path unless
+	// LogClients. nil discards.
 	Logger *slog.Logger
+	// LogClients puts client addresses, account ids, channel names and
+	// raw request paths in the log lines, for debugging. Off by default:
+	// a log that names people is a record of who talked when.
+	LogClients bool
 
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
@@ -162,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.LogClients))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -353,17 +361,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(rec, r)
 	}
 	s.metrics.request(pattern, rec.code(), time.Since(start))
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	attrs := []slog.Attr{
 		slog.String("method", r.Method),
-		slog.String("path", logPath(r.URL.Path)),
+		slog.String("path", s.logPath(r.URL.Path, pattern)),
 		slog.Int("status", rec.code()),
-		slog.Duration("duration", time.Since(start)))
+		slog.Duration("duration", time.Since(start)),
+	}
+	if s.cfg.LogClients {
+		attrs = append(attrs, slog.String("remote", r.RemoteAddr))
+		if ch := r.URL.Query().Get("channel"); ch != "" {
+			attrs = append(attrs, slog.String("channel", ch))
+		}
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
 
-// logPath is the request path as logged: no query string, and any segment
-// that looks like a credential (a client putting a key in the path)
-// replaced.
-func logPath(p string) string { return httpx.LogPath(p) }
+// logPath is the request path as logged: its route pattern, or with
+// LogClients the path without its query string and with any segment that
+// looks like a credential (a client putting a key in the path) replaced.
+func (s *Server) logPath(p, pattern string) string {
+	return redact.Path(s.cfg.LogClients, httpx.LogPath(p), pattern)
+}
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
