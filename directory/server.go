@@ -18,6 +18,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/redact"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // Defaults for the zero values of [Config].
@@ -98,6 +99,16 @@ type Config struct {
 	// SweepInterval is how often completed and expired join requests are
 	// garbage-collected; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
+
+	// CheckpointInterval is how often a SQLite database's WAL is
+	// checkpointed and truncated; 0 means
+	// sqlitedb.DefaultCheckpointInterval (one minute). Every connection
+	// runs with secure_delete, so a deleted row (a consumed Welcome, an
+	// acknowledged join request) leaves no bytes in directory.db, and
+	// after the next checkpoint none in directory.db-wal either. On
+	// PostgreSQL deleted rows stay in the table's files until VACUUM
+	// (autovacuum) reuses their space: see docs/POSTGRES.md.
+	CheckpointInterval time.Duration
 
 	// Retention is how long completed and expired join requests, invites
 	// and device grants are kept before the sweep deletes them; 0 means
@@ -227,6 +238,15 @@ func New(cfg Config) (*Server, error) {
 	s.routes()
 	s.wg.Add(1)
 	go s.sweepLoop(ctx)
+	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.wg.Go(func() {
+			sqlitedb.RunCheckpoints(ctx, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
+		})
+	}
 	return s, nil
 }
 

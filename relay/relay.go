@@ -123,6 +123,13 @@ type Config struct {
 	LogClients bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CheckpointInterval is how often the SQLite file's WAL is
+	// checkpointed and truncated (default
+	// sqlitedb.DefaultCheckpointInterval, one minute). Every connection
+	// runs with secure_delete, so an entry evicted or expired leaves no
+	// bytes in the database, and after the next checkpoint none in its
+	// WAL.
+	CheckpointInterval time.Duration
 	// NoSync turns off fsync of the archive. For tests only: an
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
@@ -465,6 +472,15 @@ func New(cfg Config) (*Server, error) {
 	s.arch.start()
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
+	}
+	if cfg.DBPath != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.bg.Go(func() {
+			sqlitedb.RunCheckpoints(s.bgCtx, db, every, func(err error) { s.log.Error("relay: checkpoint failed", "err", err) })
+		})
 	}
 	if s.mem != nil {
 		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
