@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/padding"
+	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
@@ -113,4 +115,40 @@ func grepLines(s, sub string) string {
 		out = out[:5]
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDeviceOfferIsPadded: the device offers a second device publishes in
+// its person's rooms are stored at a bucket length, like every other
+// payload, not at the KeyPackage's own length.
+func TestDeviceOfferIsPadded(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, _, room := roomOfTwo(t, st, "ops")
+	ch, err := alice.RoomChannel(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res := secondDevice(t, st, alice); len(res.Offered) != 1 {
+		t.Fatalf("offered %+v", res)
+	}
+	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return st.Token(t, alice.acct.APIKey), nil }}
+	offers := 0
+	if _, err := rc.SyncAll(ctx, ch, 0, func(e seat.RelayEntry) error {
+		p := e.Payload
+		switch {
+		case bytes.HasPrefix(p, []byte("SKD1")):
+			t.Errorf("an offer of %d bytes is stored unpadded", len(p))
+		case len(p) > 8 && string(p[4:8]) == "SKD1":
+			offers++
+			if !padding.Valid(len(p)) {
+				t.Errorf("an offer is stored at %d bytes, not a bucket length", len(p))
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if offers == 0 {
+		t.Error("no device offer in the room's channel")
+	}
 }
