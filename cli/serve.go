@@ -47,6 +47,7 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "relay-url", Usage: "with --only directory: the relays (comma-separated, of one cluster) whose commit fence GroupInfo epochs are checked against; the directory asks whichever answers", DefaultText: "http://<relay-addr>"},
 			&ucli.BoolFlag{Name: "open-signup", Usage: "the older spelling of --signup open (true) or closed (false)", DefaultText: "on when both planes listen on loopback"},
 			&ucli.BoolFlag{Name: "quiet", Usage: "do not log a line per request (warnings and errors are still logged)"},
+			&ucli.BoolFlag{Name: "log-clients", Usage: "name client addresses, account ids and channels (and raw request paths) in the logs, for debugging; off, the logs name no one"},
 			&ucli.BoolFlag{Name: "insecure-http", Usage: "allow plain HTTP on a non-loopback address (put a TLS proxy in front instead)"},
 			&ucli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics of both planes at /metrics on this address, apart from the public listeners (off by default)"},
 			&ucli.StringFlag{Name: "directory-db", Usage: "keep the directory in PostgreSQL (postgres://…) or in this SQLite file", DefaultText: "<data>/directory.db"},
@@ -97,6 +98,7 @@ func serveCommand() *ucli.Command {
 				DirectoryURL:  c.String("directory-url"),
 				RelayURL:      c.String("relay-url"),
 				Quiet:         c.Bool("quiet"),
+				LogClients:    c.Bool("log-clients"),
 				InsecureHTTP:  c.Bool("insecure-http"),
 				ReadTimeout:   c.Duration("read-timeout"),
 				WriteTimeout:  c.Duration("write-timeout"),
@@ -157,6 +159,9 @@ type serveOptions struct {
 	Data, APIAddr, RelayAddr, Only, DirectoryURL string
 	OpenSignup                                   *bool
 	Quiet                                        bool
+	// LogClients names client addresses, account ids and channels in
+	// both planes' logs (relay.Config and directory.Config LogClients).
+	LogClients bool
 	// InsecureHTTP allows plain HTTP on a non-loopback address.
 	InsecureHTTP bool
 	// Zero values take the defaults above; MaxConnsPerIP < 0 means no
@@ -364,6 +369,9 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		where = append(where, "relay", "http://"+o.RelayAddr)
 	}
 	log.Info("tally serve starting", append(where, "data", o.Data)...)
+	if o.LogClients {
+		log.Warn("--log-clients: the logs name client addresses, account ids and channels; turn it off once done debugging")
+	}
 	if len(o.TrustedProxies) == 0 && (isLoopback(o.APIAddr) || isLoopback(o.RelayAddr)) {
 		log.Info("no --trusted-proxy: behind a reverse proxy every client counts as the proxy's one address, " +
 			"which then holds one address's share of sign-ins and relay sockets for everyone; name the proxy with --trusted-proxy")
@@ -411,7 +419,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	dcfg := skytale.DirectoryConfig{
 		DBPath: filepath.Join(o.Data, "directory.db"), JWTSecret: jwtSecret,
 		InternalSecret: internal, Logger: planeLogger(reqLog, "directory"),
-		TrustedProxies: o.TrustedProxies,
+		TrustedProxies: o.TrustedProxies, LogClients: o.LogClients,
 	}
 	dcfg.Limits.ReadsPerAccount, dcfg.Limits.ReadBytes = o.DirectoryReadsPerAccount, o.DirectoryReadBytes
 	if o.DirectoryDB != "" {
@@ -420,7 +428,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, relayDB), JWTSecret: jwtSecret,
-		Logger:  planeLogger(reqLog, "relay"),
+		Logger: planeLogger(reqLog, "relay"), LogClients: o.LogClients,
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 		ReadyFeedLag: o.ReadyFeedLag,
 	}

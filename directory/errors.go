@@ -60,7 +60,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	s.metrics.backendError()
-	s.log.Error("directory internal error", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
+	s.log.Error("directory internal error", "method", r.Method, "path", s.logPath(r.URL.Path, r.Pattern), "err", err)
 	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 

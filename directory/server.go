@@ -18,6 +18,8 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/internal/redact"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // Defaults for the zero values of [Config].
@@ -78,9 +80,15 @@ type Config struct {
 	// and false SignupClosed, as before.
 	OpenSignup bool
 
-	// Logger receives one line per request (method, path, status,
-	// duration); never a credential or a body. nil discards.
+	// Logger receives one line per request (method, route pattern,
+	// status, duration); never a credential or a body, and no client
+	// address, account id, channel name or request path unless
+	// LogClients. nil discards.
 	Logger *slog.Logger
+	// LogClients puts client addresses, account ids, channel names and
+	// raw request paths in the log lines, for debugging. Off by default:
+	// a log that names people is a record of who talked when.
+	LogClients bool
 
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
@@ -92,6 +100,16 @@ type Config struct {
 	// SweepInterval is how often completed and expired join requests are
 	// garbage-collected; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
+
+	// CheckpointInterval is how often a SQLite database's WAL is
+	// checkpointed and truncated; 0 means
+	// sqlitedb.DefaultCheckpointInterval (one minute). Every connection
+	// runs with secure_delete, so a deleted row (a consumed Welcome, an
+	// acknowledged join request) leaves no bytes in directory.db, and
+	// after the next checkpoint none in directory.db-wal either. On
+	// PostgreSQL deleted rows stay in the table's files until VACUUM
+	// (autovacuum) reuses their space: see docs/POSTGRES.md.
+	CheckpointInterval time.Duration
 
 	// Retention is how long completed and expired join requests, invites
 	// and device grants are kept before the sweep deletes them; 0 means
@@ -194,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.LogClients))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -271,6 +290,15 @@ func New(cfg Config) (*Server, error) {
 	self.Store(s)
 	s.wg.Add(1)
 	go s.sweepLoop(ctx)
+	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.wg.Go(func() {
+			sqlitedb.RunCheckpoints(ctx, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
+		})
+	}
 	return s, nil
 }
 
@@ -406,17 +434,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(rec, r)
 	}
 	s.metrics.request(pattern, rec.code(), time.Since(start))
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	attrs := []slog.Attr{
 		slog.String("method", r.Method),
-		slog.String("path", logPath(r.URL.Path)),
+		slog.String("path", s.logPath(r.URL.Path, pattern)),
 		slog.Int("status", rec.code()),
-		slog.Duration("duration", time.Since(start)))
+		slog.Duration("duration", time.Since(start)),
+	}
+	if s.cfg.LogClients {
+		attrs = append(attrs, slog.String("remote", r.RemoteAddr))
+		if ch := r.URL.Query().Get("channel"); ch != "" {
+			attrs = append(attrs, slog.String("channel", ch))
+		}
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
 
-// logPath is the request path as logged: no query string, and any segment
-// that looks like a credential (a client putting a key in the path)
-// replaced.
-func logPath(p string) string { return httpx.LogPath(p) }
+// logPath is the request path as logged: its route pattern, or with
+// LogClients the path without its query string and with any segment that
+// looks like a credential (a client putting a key in the path) replaced.
+func (s *Server) logPath(p, pattern string) string {
+	return redact.Path(s.cfg.LogClients, httpx.LogPath(p), pattern)
+}
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -22,6 +22,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/redact"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
@@ -116,10 +117,23 @@ type Config struct {
 	// (default 10 s).
 	AuthTimeout time.Duration
 	// Logger receives one line per connection event and request; nil
-	// discards. Tokens, payloads and secrets are never logged.
+	// discards. Tokens, payloads and secrets are never logged, and
+	// neither are client addresses, account ids and channel names unless
+	// LogClients: a request's path is logged as its route pattern.
 	Logger *slog.Logger
+	// LogClients puts client addresses, account ids and channel names
+	// (and raw request paths) in the log lines, for debugging. Off by
+	// default: a log that names people is a record of who talked when.
+	LogClients bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CheckpointInterval is how often the SQLite file's WAL is
+	// checkpointed and truncated (default
+	// sqlitedb.DefaultCheckpointInterval, one minute). Every connection
+	// runs with secure_delete, so an entry evicted or expired leaves no
+	// bytes in the database, and after the next checkpoint none in its
+	// WAL.
+	CheckpointInterval time.Duration
 	// NoSync turns off fsync of the archive. For tests only: an
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
@@ -360,6 +374,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = slog.New(redact.Handler(log.Handler(), cfg.LogClients))
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.InternalSecret = append([]byte(nil), cfg.InternalSecret...)
 	// Registered before anything opens, so a refusal leaves nothing to
@@ -465,6 +480,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
 	}
+	if cfg.DBPath != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.bg.Go(func() {
+			sqlitedb.RunCheckpoints(s.bgCtx, db, every, func(err error) { s.log.Error("relay: checkpoint failed", "err", err) })
+		})
+	}
 	if s.mem != nil {
 		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
 	}
@@ -538,8 +562,20 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	httpx.WriteError(w, status, code, message)
 }
 
+// logPath is what a log line says of r's path: its route pattern, or with
+// LogClients the path itself (any segment that looks like a credential
+// replaced).
+func (s *Server) logPath(r *http.Request) string {
+	return redact.Path(s.cfg.LogClients, httpx.LogPath(r.URL.Path), r.Pattern)
+}
+
 func (s *Server) logRequest(r *http.Request, status int) {
-	s.log.Info("relay: request", "method", r.Method, "path", httpx.LogPath(r.URL.Path), "status", status, "remote", r.RemoteAddr)
+	if !s.cfg.LogClients {
+		s.log.Info("relay: request", "method", r.Method, "path", s.logPath(r), "status", status)
+		return
+	}
+	s.log.Info("relay: request", "method", r.Method, "path", s.logPath(r), "status", status, "remote", r.RemoteAddr,
+		"channel", r.URL.Query().Get("channel"))
 }
 
 // authorize checks the bearer token of an HTTP request, answering 401 or
