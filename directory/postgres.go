@@ -280,6 +280,21 @@ ALTER TABLE channel_trees ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE channel_trees DROP CONSTRAINT channel_trees_channel_id_tree_id_key;
 ALTER TABLE channel_trees ADD CONSTRAINT channel_trees_channel_tree_uploader UNIQUE (channel_id, tree_id, uploaded_by);
 `,
+	// Invite-join records lapse (lapse.go): each record keeps the invite
+	// it used, so that a lapse gives the use back, and each membership
+	// says whether an auto invite join alone made it, so that a lapse ends
+	// only those. Memberships made in the same instant as an invite-join
+	// record of the account were made by that join.
+	`
+ALTER TABLE channel_identities ADD COLUMN invite_hash BYTEA;
+ALTER TABLE channel_identities ADD COLUMN invite_fed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE channel_members ADD COLUMN via_invite INTEGER NOT NULL DEFAULT 0;
+UPDATE channel_members SET via_invite = 1 WHERE EXISTS (
+	SELECT 1 FROM channel_identities i
+	WHERE i.channel_id = channel_members.channel_id AND i.account_id = channel_members.account_id
+	  AND i.added_at = channel_members.added_at);
+CREATE INDEX channel_identities_added ON channel_identities(channel_id, added_at);
+`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in
