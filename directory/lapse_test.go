@@ -342,3 +342,52 @@ func TestInviteJoinsPages(t *testing.T) {
 		t.Fatalf("%d records in %d pages, want %d in 2", len(seen), pages, n)
 	}
 }
+
+// FuzzJoinProof: the check of a join's proof never panics, and accepts
+// only a signature, by the identity's member key (the did:key's own, or a
+// certified device key), over exactly the join it was made for.
+func FuzzJoinProof(f *testing.F) {
+	p := newTestPerson("fuzz")
+	dev, devKey := p.device("laptop")
+	hash := hashSecret("skt_inv_fuzz")
+	f.Add("acct", "acme/a/b", p.did, []byte(nil), ed25519.Sign(p.priv, JoinProof("acct", "acme/a/b", p.did, hash)))
+	f.Add("acct", "acme/a/b", dev, []byte(devKey), ed25519.Sign(testDeviceSeed(p, "laptop"), JoinProof("acct", "acme/a/b", dev, hash)))
+	f.Add("acct", "acme/a/b", dev, []byte(nil), []byte{})
+	f.Add("acct\x00x", "acme/a/b", "did:key:z6Mk", []byte{1}, make([]byte, 64))
+	f.Fuzz(func(t *testing.T, account, ch, identity string, deviceKey, proof []byte) {
+		if checkJoinProof(account, ch, identity, deviceKey, hash, proof) != nil {
+			return
+		}
+		person, err := checkDeviceName(identity, deviceKey)
+		if err != nil {
+			t.Fatalf("accepted a proof for %q, whose name does not check", identity)
+		}
+		key := ed25519.PublicKey(deviceKey)
+		if person == identity {
+			key, _ = parseDIDKey(person)
+		}
+		if !ed25519.Verify(key, JoinProof(account, ch, identity, hash), proof) {
+			t.Fatalf("accepted a proof for %q that its key did not sign", identity)
+		}
+	})
+}
+
+// FuzzInviteJoinCursor: a cursor of the invite-join list is parsed
+// without panic, and what parses is the cursor of a record that String
+// spells the same way.
+func FuzzInviteJoinCursor(f *testing.F) {
+	f.Add("0:acct:did:key:z6Mk")
+	f.Add(inviteJoinCursor{1234, "acct", "did:key:z6Mk#dev:zabc"}.String())
+	f.Add("-1:a:b")
+	f.Add("1:" + strings.Repeat("a", 65) + ":b")
+	f.Add("1:a:\x00")
+	f.Fuzz(func(t *testing.T, v string) {
+		c, ok := parseInviteJoinCursor(v)
+		if !ok {
+			return
+		}
+		if again, ok := parseInviteJoinCursor(c.String()); !ok || again != c {
+			t.Fatalf("%q parses to %+v, which does not read back", v, c)
+		}
+	})
+}
