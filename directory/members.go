@@ -716,7 +716,8 @@ func (s *store) identityRecorded(ctx context.Context, channel, caller, identity 
 // to 256 characters), as the directory recorded at the join, before it
 // handed out the GroupInfo: a room's members ask it of each joiner by
 // invite, and remove one the directory holds no record of (a joiner that
-// named another identity here, whose removal could not name its account).
+// named another key of its own here, whose removal could not name its
+// account; the record of that other key lapses, lapse.go).
 // Who may call it: the channel's owner and members. On whom it acts:
 // nobody; it reads one row and stores nothing. What it returns: one
 // boolean, never an account. A stranger gets 403 not_member (404 for a
