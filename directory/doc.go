@@ -162,7 +162,8 @@
 //     (owner-only, 1 to 32 identities, epoch the relay's fence) → 200
 //     {"channel", "epoch", "lapsed", "waiting", "ended"}: the records of
 //     identities that never joined the group, older than [LapseGrace],
-//     lapse, their invite uses are given back, and the memberships only
+//     lapse, their invite uses are given back (once per account and
+//     invite), and the memberships only
 //     they made end, without a removal being recorded (lapse.go).
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":

@@ -24,10 +24,12 @@ import (
 // /v1/channels/invite-joins) and lapses those whose identity is not in
 // the group (POST /v1/channels/invite-joins/lapse). A lapse takes only
 // records older than [LapseGrace], long enough for an honest joiner's
-// join and Commit; it deletes the record, gives the invite's use back (a
-// use the room never counted, since the identity never joined it; the
-// room counts its own uses, so a use given back here admits nobody the
-// room would not), and ends the account's membership when an invite join
+// join and Commit; it deletes the record, gives the invite's use back
+// once per invite and account (a use the room never counted, since the
+// identity never joined it; the room counts its own uses, so a use given
+// back here admits nobody the room would not, and giving it back only
+// once keeps an account that joins and lapses again and again to the
+// invite's uses), and ends the account's membership when an invite join
 // alone made it (a membership the owner or a Welcome made, or one the
 // account holds for another record, stays). It is not a removal: nothing
 // is recorded in channel_removals, so the account may join by invite
@@ -223,14 +225,8 @@ func lapseIdentity(ctx context.Context, tx txn, chID, chName, owner, identity st
 			return false, false, err
 		}
 		done = true
-		if x.hash != nil {
-			q := `UPDATE invites SET uses = uses - 1 WHERE hash = ? AND channel_id = ? AND uses > 0`
-			if x.fed == 1 {
-				q = `UPDATE federation_invites SET uses = uses - 1 WHERE hash = ? AND channel_id = ? AND uses > 0`
-			}
-			if _, err := tx.exec(ctx, q, x.hash, chID); err != nil {
-				return false, false, err
-			}
+		if err := giveUseBack(ctx, tx, chID, x.account, x.hash, x.fed == 1, now); err != nil {
+			return false, false, err
 		}
 		var others int
 		if err := tx.queryRow(ctx,
@@ -258,6 +254,30 @@ func lapseIdentity(ctx context.Context, tx txn, chID, chName, owner, identity st
 		}
 	}
 	return done, wait, nil
+}
+
+// giveUseBack gives back, in tx, the use of the invite (a federation
+// invite, with fed) of hash in chID that a lapsed record of account made,
+// unless a lapse gave one back to account for that invite before: an
+// honest joiner gets its second try, while an account that keeps joining
+// and lapsing makes the invite no more uses than it had.
+func giveUseBack(ctx context.Context, tx txn, chID, account string, hash []byte, fed bool, now time.Time) error {
+	if hash == nil {
+		return nil // recorded before records kept their invite
+	}
+	n, err := tx.execN(ctx,
+		`INSERT INTO invite_lapses (invite_hash, account_id, lapsed_at) VALUES (?, ?, ?)
+		 ON CONFLICT (invite_hash, account_id) DO NOTHING`,
+		hash, account, now.UnixNano())
+	if err != nil || n == 0 {
+		return err
+	}
+	q := `UPDATE invites SET uses = uses - 1 WHERE hash = ? AND channel_id = ? AND uses > 0`
+	if fed {
+		q = `UPDATE federation_invites SET uses = uses - 1 WHERE hash = ? AND channel_id = ? AND uses > 0`
+	}
+	_, err = tx.exec(ctx, q, hash, chID)
+	return err
 }
 
 type inviteJoinEntry struct {

@@ -137,7 +137,8 @@ func sorted(s []string) []string {
 // TestInviteJoinsLapse: the owner lists the channel's invite-join records
 // and lapses those whose identity, it says, is not in its group at the
 // epoch the relay's fence stands at. A record in its grace (LapseGrace)
-// stays; an older one lapses: its invite use is given back, and the
+// stays; an older one lapses: its invite use is given back (once per
+// account and invite), and the
 // membership only that join made ends (a member_removed event, and the
 // GroupInfo fetch is then refused as for a non-member), with no removal
 // recorded, so the account may join by invite again. A membership a
@@ -293,6 +294,21 @@ func TestInviteJoinsLapse(t *testing.T) {
 	want(t, r, 200, "")
 	if !reflect.DeepEqual(r.body["waiting"], []any{tid("Carol X")}) {
 		t.Fatalf("a lapse right after a new join: %s", r)
+	}
+	// A second lapse of the same account's join by the same invite gives
+	// no use back: joining and lapsing again and again does not make the
+	// invite last.
+	if uses() != 2 {
+		t.Fatalf("uses after the new join: %d", uses())
+	}
+	e.clock.Advance(LapseGrace + time.Second)
+	r = lapse(owner, 4, tid("Carol X"))
+	want(t, r, 200, "")
+	if !reflect.DeepEqual(r.body["lapsed"], []any{tid("Carol X")}) || !reflect.DeepEqual(r.body["ended"], []any{liarID}) {
+		t.Fatalf("the second lapse: %s", r)
+	}
+	if uses() != 2 {
+		t.Fatalf("uses after the second lapse: %d, want 2 (nothing given back)", uses())
 	}
 }
 

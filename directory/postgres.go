@@ -281,7 +281,8 @@ ALTER TABLE channel_trees DROP CONSTRAINT channel_trees_channel_id_tree_id_key;
 ALTER TABLE channel_trees ADD CONSTRAINT channel_trees_channel_tree_uploader UNIQUE (channel_id, tree_id, uploaded_by);
 `,
 	// Invite-join records lapse (lapse.go): each record keeps the invite
-	// it used, so that a lapse gives the use back, and each membership
+	// it used, so that a lapse gives the use back (once per invite and
+	// account, invite_lapses), and each membership
 	// says whether an auto invite join alone made it, so that a lapse ends
 	// only those. Memberships made in the same instant as an invite-join
 	// record of the account were made by that join.
@@ -294,6 +295,12 @@ UPDATE channel_members SET via_invite = 1 WHERE EXISTS (
 	WHERE i.channel_id = channel_members.channel_id AND i.account_id = channel_members.account_id
 	  AND i.added_at = channel_members.added_at);
 CREATE INDEX channel_identities_added ON channel_identities(channel_id, added_at);
+CREATE TABLE invite_lapses (
+	invite_hash BYTEA NOT NULL,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	lapsed_at   BIGINT NOT NULL,
+	PRIMARY KEY (invite_hash, account_id)
+);
 `,
 }
 

@@ -88,7 +88,8 @@ func relayRefuses(t *testing.T, st *skytaletest.Stack, key, ch string) bool {
 // her subscription and the directory her GroupInfo fetch. Erin, an honest
 // joiner by the same invite, stays; gina, who redeemed and never
 // committed in her grace, loses her membership as carol does, but, since
-// a lapse is not a removal, joins by the invite afterwards.
+// a lapse is not a removal, joins by the invite afterwards. Neither the
+// admin nor the liar can lapse anyone.
 func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 	ctx := context.Background()
 	clock := &shiftedClock{}
@@ -168,6 +169,14 @@ func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 		t.Fatalf("carol's GroupInfo fetch after the lapse: %v, want 403 not_a_member", err)
 	}
 	converse(t, room, erin, bob, "still here", "welcome")
+	// Only the owner lapses: the admin and the liar are refused, whatever
+	// they name.
+	for _, m := range []*member{bob, carol} {
+		_, err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: m.acct.APIKey}).LapseInviteJoins(ctx, room, 0, []string{erin.did})
+		if !errors.As(err, &ae) || ae.Status != 403 || ae.Code != "not_owner" {
+			t.Fatalf("a lapse by %s: %v, want 403 not_owner", m.did, err)
+		}
+	}
 
 	// A lapse is not a removal: gina, too slow the first time, joins.
 	if _, err := gina.RoomJoin(ctx, room, tok, 0); err != nil {
