@@ -193,3 +193,40 @@ func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 		t.Fatalf("members once gina and erin are in the group: %v", got)
 	}
 }
+
+// TestDeviceJoinsByAutoInvite: a person's second device joins a room by
+// auto invite as the device identity it is in rooms, its proof signed by
+// the device key and vouched for by the person's certificate; the
+// directory records that identity, which the owner's seat finds in the
+// group, so the record stands past its grace.
+func TestDeviceJoinsByAutoInvite(t *testing.T) {
+	ctx := context.Background()
+	clock := &shiftedClock{}
+	st := newClockedStack(t, clock)
+	alice := newMemberClock(t, st, "acme", clock)
+	dave := newMemberClock(t, st, "daveco", clock)
+	room, err := dave.RoomCreate(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone, _, _ := secondDevice(t, st, alice)
+	tok, err := dave.RoomInviteAuto(ctx, room, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := phone.RoomJoin(ctx, room, tok, 0); err != nil {
+		t.Fatalf("the device's join: %v", err)
+	}
+	leaves := leavesOfPerson(t, dave, room, alice.did)
+	if len(leaves) != 1 || leaves[0] == alice.did {
+		t.Fatalf("alice's leaves in dave's room: %v, want her phone's device identity", leaves)
+	}
+	converse(t, room, phone, dave, "from the phone", "hello phone")
+	// (The phone's seat keeps its own clock, so it goes quiet before the
+	// stack's moves on.)
+	clock.Advance(11 * time.Minute)
+	identities(t, dave, room)
+	if got := memberAccounts(t, st, dave, room); !slices.Contains(got, alice.acct.AccountID) {
+		t.Fatalf("members past the grace: %v, without alice's account", got)
+	}
+}
