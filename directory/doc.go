@@ -65,7 +65,9 @@
 //     a claim or delivery by an account the person has not agreed to),
 //     invalid_add_token (403), identity_not_yours (403, stock under an
 //     identity the uploader did not register), invalid_proof (403, a seat
-//     registration without proof of the identity's key).
+//     registration, or a join by invite, without a valid proof of the
+//     identity's key), proof_required (403, a join by an auto invite
+//     with no proof at all, as from a seat that predates proofs).
 //   - not_found, channel_not_found, account_not_found, no_key_packages
 //     (404); method_not_allowed (405).
 //   - channel_taken, seat_exists, already_approved, owner_cannot_leave,
@@ -148,6 +150,21 @@
 //     members; others get 403 not_member, a removed member 403 removed)
 //     → 200 {"channel", "identity", "recorded"}: whether an account
 //     joined by auto invite under identity, never which.
+//   - A join by an auto invite carries proof that the joiner holds the
+//     member key of the identity it names ([JoinProof], signed by the
+//     did:key, or by a device key with its certificate): without one it
+//     is 403 proof_required, with a wrong one 403 invalid_proof, so no
+//     joiner ties another person's identity to its account.
+//   - GET /v1/channels/invite-joins?channel=…&after=… (owner-only) →
+//     200 {"channel", "joins": [{"identity", "account_id", "joined_at",
+//     "lapses_at"}], "has_more", "next"?}, oldest first, 500 a page; and
+//     POST /v1/channels/invite-joins/lapse {channel, epoch, identities}
+//     (owner-only, 1 to 32 identities, epoch the relay's fence) → 200
+//     {"channel", "epoch", "lapsed", "waiting", "ended"}: the records of
+//     identities that never joined the group, older than [LapseGrace],
+//     lapse, their invite uses are given back (once per account and
+//     invite), and the memberships only
+//     they made end, without a removal being recorded (lapse.go).
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":
 //     [{"account_id", "added_at"}]}, oldest first.

@@ -102,6 +102,8 @@ var errorTable = []struct {
 	{errAddTokenInvalid, http.StatusForbidden, "invalid_add_token", "add-token is invalid, expired, used up or revoked"},
 	{errTooManyAddTokens, http.StatusTooManyRequests, "too_many_add_tokens", "the account already holds 100 live add-tokens; revoke some or let them expire"},
 	{errOffersRationed, http.StatusTooManyRequests, "rate_limited", "the person's one-time join offers for this hour are used up and the device has no last-resort offer"},
+	{errProofRequired, http.StatusForbidden, "proof_required", "a join by an auto invite needs proof: the identity's member key's signature over the join (an older seat must be updated)"},
+	{errInvalidProof, http.StatusForbidden, "invalid_proof", "proof must be the signature of the named identity's member key over the join label, the account id, the channel, the identity and the token's SHA-256"},
 	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up until the person reads or declines them"},
 }
 

@@ -19,12 +19,33 @@ const MaxFenceEpoch = 1 << 32
 
 // addMember makes account a member of the channel (id chID, name chName)
 // and writes a member_added event, in tx. It reports whether the account
-// was not a member before; adding a member again writes nothing.
+// was not a member before; adding a member again writes nothing but
+// marks the membership as not owed to an invite join (lapse.go): the
+// owner or the person said so.
 func addMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	added, err := insertMember(ctx, tx, chID, chName, account, false, now)
+	if err != nil || added {
+		return added, err
+	}
+	_, err = tx.exec(ctx,
+		`UPDATE channel_members SET via_invite = 0 WHERE channel_id = ? AND account_id = ? AND via_invite <> 0`,
+		chID, account)
+	return false, err
+}
+
+// addInviteMember is addMember for a join by an auto invite: a new
+// membership is marked as owed to the invite join alone, so that it ends
+// when its record lapses (lapse.go); one the account had already keeps
+// what it was.
+func addInviteMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	return insertMember(ctx, tx, chID, chName, account, true, now)
+}
+
+func insertMember(ctx context.Context, tx txn, chID, chName, account string, viaInvite bool, now time.Time) (bool, error) {
 	n, err := tx.execN(ctx,
-		`INSERT INTO channel_members (channel_id, account_id, added_at) VALUES (?, ?, ?)
+		`INSERT INTO channel_members (channel_id, account_id, added_at, via_invite) VALUES (?, ?, ?, ?)
 		 ON CONFLICT (channel_id, account_id) DO NOTHING`,
-		chID, account, now.UnixNano())
+		chID, account, now.UnixNano(), sqlBool(viaInvite))
 	if err != nil || n == 0 {
 		return false, err
 	}
@@ -66,12 +87,16 @@ func removeMember(ctx context.Context, tx txn, chID, chName, account string, now
 // from a removed account too.
 
 // recordIdentity notes, in tx, that account joined the channel chID under
-// identity.
-func recordIdentity(ctx context.Context, tx txn, chID, identity, account string, now time.Time) error {
+// identity at now, with the invite (a federation invite, with fed) of
+// inviteHash. A join again under the same identity renews the record: its
+// time and invite are the latest join's, so its grace (lapse.go) starts
+// again.
+func recordIdentity(ctx context.Context, tx txn, chID, identity, account string, inviteHash []byte, fed bool, now time.Time) error {
 	_, err := tx.exec(ctx,
-		`INSERT INTO channel_identities (channel_id, identity, account_id, added_at) VALUES (?, ?, ?, ?)
-		 ON CONFLICT (channel_id, identity, account_id) DO NOTHING`,
-		chID, identity, account, now.UnixNano())
+		`INSERT INTO channel_identities (channel_id, identity, account_id, added_at, invite_hash, invite_fed) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (channel_id, identity, account_id) DO UPDATE
+		 SET added_at = excluded.added_at, invite_hash = excluded.invite_hash, invite_fed = excluded.invite_fed`,
+		chID, identity, account, now.UnixNano(), inviteHash, sqlBool(fed))
 	return err
 }
 
@@ -697,7 +722,8 @@ func (s *store) identityRecorded(ctx context.Context, channel, caller, identity 
 // to 256 characters), as the directory recorded at the join, before it
 // handed out the GroupInfo: a room's members ask it of each joiner by
 // invite, and remove one the directory holds no record of (a joiner that
-// named another identity here, whose removal could not name its account).
+// named another key of its own here, whose removal could not name its
+// account; the record of that other key lapses, lapse.go).
 // Who may call it: the channel's owner and members. On whom it acts:
 // nobody; it reads one row and stores nothing. What it returns: one
 // boolean, never an account. A stranger gets 403 not_member (404 for a

@@ -387,6 +387,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
 	m.HandleFunc("GET /v1/channels/members", s.reading(s.handleListMembers))
 	m.HandleFunc("GET /v1/channels/identities", s.authed(s.handleIdentityRecorded))
+	m.HandleFunc("GET /v1/channels/invite-joins", s.reading(s.handleInviteJoins))
+	m.HandleFunc("POST /v1/channels/invite-joins/lapse", s.limited(limitMember, s.handleLapseInviteJoins))
 	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	m.HandleFunc("POST /v1/keypackages", s.limited(limitStock, s.handlePutStock))

@@ -354,6 +354,28 @@ INSERT INTO budget_usage (scope, key, bytes) SELECT 'org', org, SUM(bytes) FROM 
 INSERT INTO budget_usage (scope, key, bytes) SELECT 'server', '', SUM(bytes) FROM budget_charges HAVING SUM(bytes) > 0;
 DROP TABLE budget_charges;
 `,
+	// Invite-join records lapse (lapse.go): each record keeps the invite
+	// it used, so that a lapse gives the use back (once per invite and
+	// account, invite_lapses), and each membership
+	// says whether an auto invite join alone made it, so that a lapse ends
+	// only those. Memberships made in the same instant as an invite-join
+	// record of the account were made by that join.
+	`
+ALTER TABLE channel_identities ADD COLUMN invite_hash BLOB;
+ALTER TABLE channel_identities ADD COLUMN invite_fed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE channel_members ADD COLUMN via_invite INTEGER NOT NULL DEFAULT 0;
+UPDATE channel_members SET via_invite = 1 WHERE EXISTS (
+	SELECT 1 FROM channel_identities i
+	WHERE i.channel_id = channel_members.channel_id AND i.account_id = channel_members.account_id
+	  AND i.added_at = channel_members.added_at);
+CREATE INDEX channel_identities_added ON channel_identities(channel_id, added_at);
+CREATE TABLE invite_lapses (
+	invite_hash BLOB NOT NULL,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	lapsed_at   INTEGER NOT NULL,
+	PRIMARY KEY (invite_hash, account_id)
+);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

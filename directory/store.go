@@ -553,10 +553,14 @@ func autoJoin(ctx context.Context, tx txn, chID string, p joinParams, j *joined)
 	if err := tx.charge(ctx, p.caller.account, int64(len(kp))); err != nil {
 		return err
 	}
-	if _, err := addMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
+	if _, err := addInviteMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
 		return err
 	}
-	if err := recordIdentity(ctx, tx, chID, p.identity, p.caller.account, p.now); err != nil {
+	hash, fed := p.inviteHash, false
+	if p.fedHash != nil {
+		hash, fed = p.fedHash, true
+	}
+	if err := recordIdentity(ctx, tx, chID, p.identity, p.caller.account, hash, fed, p.now); err != nil {
 		return err
 	}
 	gi, err := readGroupInfo(ctx, tx, chID)

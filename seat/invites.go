@@ -53,15 +53,15 @@ import (
 // who then joins as itself; that use counts like any other. A bearer
 // invite is only as private as its holders keep it. And the directory
 // learns a joiner's account from the join request, which names the
-// identity the joiner says it will join as; a removal by that identity
-// ends the account's membership. A joiner that names one identity there
-// and joins the room as another is removed at once by the first seat of
-// the owner or an admin that reads its join (checkInviteJoiners, in
-// settle.go, which says why a removal and not a refusal), and barred from
-// the room's invites by that removal; its account keeps the relay's
-// service of ciphertext it holds no keys for, as any holder of a token
-// that joins at the directory and never commits does, until the owner
-// removes the account by id.
+// identity the joiner says it will join as, with proof that it holds
+// that identity's key; a removal by that identity ends the account's
+// membership. A joiner that names one of its keys there and joins the
+// room as another is removed at once by the first seat of the owner or
+// an admin that reads its join (checkInviteJoiners, in settle.go, which
+// says why a removal and not a refusal), and barred from the room's
+// invites by that removal; the record of the identity it named, never in
+// the group, lapses once its grace is over (lapseStrayJoins), and with it
+// the account's membership.
 
 // The token of an auto invite is made by the inviting seat: 32 random
 // bytes (roomTokenPrefix and their unpadded base64url), from which HKDF

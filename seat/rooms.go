@@ -3,7 +3,7 @@ package seat
 import (
 	"bytes"
 	"context"
-
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -427,7 +427,11 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			return "", err
 		}
 		bundles = offered
-		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer)
+		proof, err := s.joinProof(ctx, ch, did, dirToken)
+		if err != nil {
+			return "", err
+		}
+		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer, &proof)
 		if err != nil {
 			return "", err
 		}
@@ -515,6 +519,24 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	s.st.db.ExecContext(ctx, `DELETE FROM key_packages WHERE request_id = ?`, reqID)
 	dir.AckWelcome(ctx, reqID)
 	return ch, nil
+}
+
+// joinProof proves, for a join of ch by invite with the directory token
+// dirToken, that this seat holds the member key of identity, the one it
+// names there and joins the room as.
+func (s *Seat) joinProof(ctx context.Context, ch, identity, dirToken string) (JoinProof, error) {
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return JoinProof{}, err
+	}
+	if id != identity {
+		return JoinProof{}, fmt.Errorf("seat: a join names this seat's member identity, not %s", identity)
+	}
+	account, err := s.AccountID(ctx)
+	if err != nil {
+		return JoinProof{}, err
+	}
+	return SignJoin(ed25519.NewKeyFromSeed(sig), account, ch, identity, dirToken), nil
 }
 
 func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, []*mls.KeyPackageBundle, error) {

@@ -77,6 +77,7 @@ type Seat struct {
 	local    *localSealer // from the seed, on first use (localseal.go)
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
+	swept    map[string]time.Time        // last lapse sweep of each owned room (settle.go)
 
 	// addCheck, when set (under the room lock, only while this seat
 	// builds a Commit), must accept the identity of every member the
