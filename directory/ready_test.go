@@ -75,6 +75,7 @@ func TestReadyFollowsPostgres(t *testing.T) {
 
 	_, key := e.account("acme")
 	pg.Close()
+	e.databaseGone = true
 	e.waitReady(http.StatusServiceUnavailable, "PostgreSQL gone")
 	before := metricstest.Value(t, reg, "skytale_directory_backend_errors_total")
 	if r := e.do("POST", "/v1/tokens", key, nil); r.status != http.StatusInternalServerError {
