@@ -97,7 +97,7 @@ func syncAll(t *testing.T, relURL, path, ch, tok string) map[uint64]string {
 	}
 }
 
-// Finding 1: acknowledged entries vanished after a crash, once one more
+// Fixed: acknowledged entries vanished after a crash, once one more
 // publish followed the restart, because the archive's cap assumed seqs
 // without gaps and a crash leaves one.
 func TestFindingAckedEntriesSurviveACrashGap(t *testing.T) {
@@ -144,7 +144,7 @@ func TestFindingAckedEntriesSurviveACrashGap(t *testing.T) {
 	}
 }
 
-// Finding 2: an outsider with any account jammed a room for good with one
+// Fixed: an outsider with any account jammed a room for good with one
 // forged commit header; and a member could set a fence no group reaches.
 func TestFindingOutsiderCannotJamARoom(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
@@ -186,7 +186,7 @@ func TestFindingOutsiderCannotJamARoom(t *testing.T) {
 	}
 }
 
-// Finding 3: memory and disk a client could make the server hold.
+// Fixed: memory and disk a client could make the server hold.
 func TestFindingBoundedResources(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	acct, tok := signUp(t, s.apiURL)
@@ -255,7 +255,7 @@ func TestFindingBoundedResources(t *testing.T) {
 	}
 }
 
-// Finding 4: one client filled the directory's one global cap on device
+// Fixed: one client filled the directory's one global cap on device
 // grants, and everybody's sign-in failed. Now the caps are per address:
 // a flood from one loopback address leaves another's grant untouched.
 func TestFindingGrantFloodFromOneAddress(t *testing.T) {
@@ -291,7 +291,7 @@ func TestFindingGrantFloodFromOneAddress(t *testing.T) {
 	}
 }
 
-// Finding 5: a second account claimed an existing org by naming it.
+// Fixed: a second account claimed an existing org by naming it.
 func TestFindingOrgsAreOwned(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	signUpIn(t, s.apiURL, "founder@acme.test", "acme")
@@ -301,7 +301,7 @@ func TestFindingOrgsAreOwned(t *testing.T) {
 	}
 }
 
-// Finding 6: two servers ran on one data folder (forking groups), an
+// Fixed: two servers ran on one data folder (forking groups), an
 // unwritable database was found only by requests, and an existing 0755
 // folder left the databases world-readable.
 func TestFindingServeOperationalFaults(t *testing.T) {
@@ -346,7 +346,7 @@ func TestFindingServeOperationalFaults(t *testing.T) {
 	}
 }
 
-// Finding 7: small contract holes: a ten-year token, a socket that kept
+// Fixed: small contract holes: a ten-year token, a socket that kept
 // publishing past its token's expiry, and request bodies read two ways.
 func TestFindingContractHoles(t *testing.T) {
 	data := t.TempDir()

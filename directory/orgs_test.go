@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestFinding5OrgsAreOwned reproduces finding 5: a second signup claiming
-// an existing org used to succeed and register the org's channel names
-// first. Now the org belongs to its first account.
+// TestFinding5OrgsAreOwned: a second signup claiming an existing org used
+// to succeed and register the org's channel names first. Now the org
+// belongs to its first account.
 func TestFinding5OrgsAreOwned(t *testing.T) {
 	e := newEnv(t, nil)
 	_, acme := e.account("acme")

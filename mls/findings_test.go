@@ -1,9 +1,9 @@
 package mls_test
 
-// Black-box tests of the findings of the audit of the engine against RFC
-// 9420's receiver rules. They use only the public API that the engine had
-// when the audit was made, so the same file runs against that engine too,
-// where each of them fails.
+// Black-box tests of RFC 9420's receiver rules that the engine once broke,
+// each comment saying how. They use only the public API that the engine had
+// then, so the same file runs against that engine too, where each of them
+// fails.
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func findingGroup(t *testing.T) (alice, bob, carol *mls.Group) {
 	return alice, others[0], others[1]
 }
 
-// Finding 1: a stranger entered a group with one message. Here the
+// Fixed: a stranger entered a group with one message. Here the
 // message is an external Commit from a GroupInfo, which needs no member's
 // consent: with no policy saying otherwise, members must refuse it.
 func TestFindingStrangerCannotEnter(t *testing.T) {
@@ -82,7 +82,7 @@ func TestFindingStrangerCannotEnter(t *testing.T) {
 	}
 }
 
-// Finding 2: two GroupContextExtensions proposals (two honest members at
+// Fixed: two GroupContextExtensions proposals (two honest members at
 // once) made every later Commit fail, so nobody could commit or send.
 func TestFindingProposalsCannotWedge(t *testing.T) {
 	alice, bob, carol := findingGroup(t)
@@ -106,7 +106,7 @@ func TestFindingProposalsCannotWedge(t *testing.T) {
 	}
 }
 
-// Finding 3: two leaves could hold the same identity.
+// Fixed: two leaves could hold the same identity.
 func TestFindingOneIdentityOneLeaf(t *testing.T) {
 	alice, _, _ := findingGroup(t)
 	twin := findingMember(t, "did:key:bob", nil) // bob's identity, another key
@@ -115,7 +115,7 @@ func TestFindingOneIdentityOneLeaf(t *testing.T) {
 	}
 }
 
-// Finding 5: of 4000 randomly corrupted saved states, 3328 restored.
+// Fixed: of 4000 randomly corrupted saved states, 3328 restored.
 func TestFindingCorruptStateRefused(t *testing.T) {
 	alice, _, _ := findingGroup(t)
 	state, err := alice.MarshalBinary()
@@ -139,7 +139,7 @@ func TestFindingCorruptStateRefused(t *testing.T) {
 	}
 }
 
-// Finding 9: KeyPackages with the lifetime other implementations send by
+// Fixed: KeyPackages with the lifetime other implementations send by
 // default (0 to 2^63-1) could never be added, whatever the application
 // wanted. A negative MaxLeafLifetime now means no maximum.
 func TestFindingNoMaxLeafLifetime(t *testing.T) {
@@ -158,7 +158,7 @@ func TestFindingNoMaxLeafLifetime(t *testing.T) {
 	}
 }
 
-// Finding 6: a KeyPackage whose leaf encryption key is a low-order X25519
+// Fixed: a KeyPackage whose leaf encryption key is a low-order X25519
 // point (properly signed by its maker) was added, after which every
 // member's commit failed until that leaf was removed.
 func TestFindingLowOrderKeyRefused(t *testing.T) {
@@ -274,7 +274,7 @@ func (r *tlsReader) vec() []byte {
 	return r.take(n)
 }
 
-// Finding 7 (the part the public API can see): a PrivateMessage that
+// Fixed (the part the public API can see): a PrivateMessage that
 // fails authentication changed the saved state (the sender ratchets it
 // derived on the way stayed), though the package promised it would not.
 func TestFindingForgedMessageChangesNothing(t *testing.T) {
