@@ -133,7 +133,7 @@ func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
 	if v := globalString(e.c, flag); v != "" {
 		return v, nil
 	}
-	// TALLY_* first; the seeds' SKYTALE_* names stay as aliases.
+	// TALLY_* first; the older SKYTALE_* names stay as aliases.
 	for _, k := range []string{envKey, strings.Replace(envKey, "TALLY_", "SKYTALE_", 1)} {
 		if v := getenv(e.c, k); v != "" {
 			return v, nil

@@ -112,7 +112,7 @@ func TestCLIConfigPrecedence(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:2") {
 		t.Fatalf("env did not beat config: %v", err)
 	}
-	// TALLY_API_URL is the name; the seeds' SKYTALE_API_URL is its alias.
+	// TALLY_API_URL is the name; the older SKYTALE_API_URL is its alias.
 	testOnlyEnv["TALLY_API_URL"] = "http://127.0.0.1:4"
 	if _, err := tally(t, "", append(g, "signin")...); err == nil || !strings.Contains(err.Error(), "127.0.0.1:4") {
 		t.Fatalf("TALLY_API_URL did not beat its alias: %v", err)

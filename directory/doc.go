@@ -121,8 +121,8 @@
 // POST /v1/seats for a seat's sync channel); a joiner when the owner
 // publishes its Welcome (federated joins too). Each entry of
 // GET /v1/channels/pending carries the requesting account's account_id
-// besides the seeds' fields, so the owner knows which account its Welcome
-// makes a member. Explicit changes:
+// besides the request's id, identity, key_package and created_at, so the
+// owner knows which account its Welcome makes a member. Explicit changes:
 //
 //   - POST /v1/channels/members {channel, account_id} (owner-only,
 //     idempotent) → 200 {"channel", "account_id", "member": true}; an

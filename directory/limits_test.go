@@ -43,11 +43,10 @@ func withLimits(l Limits) func(*Config) {
 	return func(c *Config) { c.Limits = l }
 }
 
-// TestGrantFloodIsContained reproduces an audit finding: unauthenticated
-// device grants from one address used to fill a global cap of 10,000
-// open grants, after which every user's grant creation got 429 for ten
-// minutes. Now one address gets at most its own share and everyone else
-// is unaffected.
+// TestGrantFloodIsContained: unauthenticated device grants from one
+// address used to fill a global cap of 10,000 open grants, after which
+// every user's grant creation got 429 for ten minutes. Now one address gets
+// at most its own share and everyone else is unaffected.
 func TestGrantFloodIsContained(t *testing.T) {
 	e := newEnv(t, withLimits(Limits{}))
 	mallory := e.clientFrom("127.0.0.2")

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestSignupCannotClaimAnotherOrg reproduces an audit finding: a second signup claiming
-// an existing org used to succeed and register the org's channel names
-// first. Now the org belongs to its first account.
+// TestSignupCannotClaimAnotherOrg: a second signup claiming an existing org used
+// to succeed and register the org's channel names first. Now the org
+// belongs to its first account.
 func TestSignupCannotClaimAnotherOrg(t *testing.T) {
 	e := newEnv(t, nil)
 	_, acme := e.account("acme")

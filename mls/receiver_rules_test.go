@@ -274,7 +274,7 @@ func (r *tlsReader) vec() []byte {
 	return r.take(n)
 }
 
-// Finding 7 (the part the public API can see): a PrivateMessage that
+// The part the public API can see: a PrivateMessage that
 // fails authentication changed the saved state (the sender ratchets it
 // derived on the way stayed), though the package promised it would not.
 func TestForgedMessageChangesNothing(t *testing.T) {

@@ -28,10 +28,10 @@ import (
 
 // Defaults of the zero Config fields.
 const (
-	// DefaultArchiveCap is 10,000 rather than the seeds' 1,000: cover
-	// traffic, which the relay cannot tell from messages, would otherwise
-	// push a day's real messages out of a busy room's log (see
-	// docs/BENCHMARKS.md, "Retention and cover traffic").
+	// DefaultArchiveCap is 10,000 rather than 1,000: cover traffic, which
+	// the relay cannot tell from messages, would otherwise push a day's
+	// real messages out of a busy room's log (see docs/BENCHMARKS.md,
+	// "Retention and cover traffic").
 	DefaultArchiveCap     = 10000
 	DefaultArchiveTTL     = 7 * 24 * time.Hour
 	DefaultRevocationPoll = time.Second
@@ -151,12 +151,12 @@ type Config struct {
 	// from an account the relay does not know as a member polls at once.
 	MembersPoll time.Duration
 	// OpenChannels lets every authenticated account publish to and read
-	// every channel, the seeds' behaviour. Only for an embedding
-	// application that gates channels itself.
+	// every channel. Only for an embedding application that gates
+	// channels itself.
 	OpenChannels bool
 	// OpenReads keeps subscribe, GET /v1/messages and GET /v1/sync open
-	// to every authenticated account (the seeds' behaviour, where the MLS
-	// group is the only gate); publishes stay member-only.
+	// to every authenticated account (the MLS group is then the only
+	// gate); publishes stay member-only.
 	OpenReads bool
 
 	// MaxFirstEpoch is the highest epoch the first commit on a channel may

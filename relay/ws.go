@@ -22,7 +22,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
-// Limits of the WebSocket protocol (the seeds' API reference and DESIGN.md).
+// Limits of the WebSocket protocol (docs/API.md lists them for clients).
 const (
 	// MaxPayload is the largest decoded publish payload, inclusive, of
 	// everything but MLS handshake messages.

@@ -875,9 +875,9 @@ type Admitted struct {
 }
 
 // RoomAdmit admits every pending join request of a room this seat owns,
-// one add per commit, as the seeds' add-loop does: the commit goes to the
-// relay first, and the Welcome to the directory only once the relay
-// accepted it.
+// one add per commit: the commit goes to the relay first, and the Welcome
+// to the directory only once the relay accepted it, so no Welcome is
+// published for a commit the relay refused.
 func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 	s.lockRooms()
 	defer s.unlockRooms()
