@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,6 +44,12 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "api-addr", Value: defaultAPIAddr, Usage: "directory listen address"},
 			&ucli.StringFlag{Name: "relay-addr", Value: defaultRelayAddr, Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
+			configFlag,
+			&ucli.IntFlag{Name: "archive-cap", Usage: "application entries the relay keeps per channel (cover traffic counts too: the default holds a day of real messages under a busy room's cover)", Value: relay.DefaultArchiveCap},
+			&ucli.DurationFlag{Name: "archive-ttl", Usage: "how long the relay keeps an entry", Value: relay.DefaultArchiveTTL},
+			&ucli.StringFlag{Name: "log-format", Usage: "text or json", Value: "text"},
+			&ucli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
+			&ucli.StringFlag{Name: "limits", Usage: "on, or off for a test rig: no rate limits at the directory (refused unless both planes listen on loopback)", Value: "on"},
 			&ucli.StringFlag{Name: "directory-url", Usage: "with --only relay: the directories (comma-separated, of one database) to learn revocations and channel members from; the relay follows whichever answers", DefaultText: "http://<api-addr>"},
 			&ucli.StringFlag{Name: "relay-url", Usage: "with --only directory: the relays (comma-separated, of one cluster) whose commit fence GroupInfo epochs are checked against; the directory asks whichever answers", DefaultText: "http://<relay-addr>"},
 			&ucli.BoolFlag{Name: "open-signup", Usage: "the older spelling of --signup open (true) or closed (false)", DefaultText: "on when both planes listen on loopback"},
@@ -81,7 +88,7 @@ func serveCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "directory-reads-per-account", Value: directory.DefaultLimits.ReadsPerAccount, Usage: "directory reads of blobs or lists one account may have in flight; more wait a second, then 429; 0 for no bound"},
 			&ucli.IntFlag{Name: "directory-read-mib", Value: int(directory.DefaultLimits.ReadBytes >> 20), Usage: "MiB of directory answers in flight on the whole server, each read counted as its 4 MiB page bound; 0 for no bound"},
 		}, budgetFlags()...), // signup and storage budgets: serve_budget.go
-		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand(), clusterCommand()},
+		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand(), clusterCommand(), checkConfigCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 1 && c.Args().First() == "help" {
 				return ucli.ShowSubcommandHelp(c)
@@ -89,49 +96,65 @@ func serveCommand() *ucli.Command {
 			if c.NArg() != 0 {
 				return &usageError{fmt.Sprintf("unknown command %q", "tally serve "+c.Args().First()), "see `tally serve --help`"}
 			}
+			if err := applyServeConfig(c, c.Command, ""); err != nil {
+				return err
+			}
+			opts, err := serveOptionsFrom(c)
+			if err != nil {
+				return err
+			}
 			tuneGC()
-			opts := serveOptions{
-				Data:          c.String("data"),
-				APIAddr:       c.String("api-addr"),
-				RelayAddr:     c.String("relay-addr"),
-				Only:          c.String("only"),
-				DirectoryURL:  c.String("directory-url"),
-				RelayURL:      c.String("relay-url"),
-				Quiet:         c.Bool("quiet"),
-				LogClients:    c.Bool("log-clients"),
-				InsecureHTTP:  c.Bool("insecure-http"),
-				ReadTimeout:   c.Duration("read-timeout"),
-				WriteTimeout:  c.Duration("write-timeout"),
-				IdleTimeout:   c.Duration("idle-timeout"),
-				MaxConns:      c.Int("max-conns"),
-				MaxConnsPerIP: c.Int("max-conns-per-ip"),
-				MetricsAddr:   c.String("metrics-addr"),
-				DirectoryDB:   c.String("directory-db"),
-				RelayNATS:     c.String("relay-nats"),
-				NATSStream:    c.String("relay-nats-stream"),
-				NATSReplicas:  c.Int("relay-nats-replicas"),
-				ReadyFeedLag:  c.Duration("ready-feed-lag"),
-				secretSources: secretSources{
-					JWTFile:      c.String("jwt-secret-file"),
-					InternalFile: c.String("internal-secret-file"),
-					JWTEnv:       os.Getenv("SKYTALE_JWT_SECRET"),
-					InternalEnv:  os.Getenv("SKYTALE_INTERNAL_SECRET"),
-				},
-			}
-			if err := opts.admissionFlags(c); err != nil {
-				return err
-			}
-			if err := opts.budgetFlagsInto(c); err != nil {
-				return err
-			}
-			opts.readFlags(c)
-			if c.IsSet("open-signup") {
-				v := c.Bool("open-signup")
-				opts.OpenSignup = &v
-			}
 			return serve(c.Context, opts, c.App.ErrWriter)
 		},
 	}
+}
+
+// serveOptionsFrom reads serve's settings from c, refusing the ones that
+// cannot be.
+func serveOptionsFrom(c *ucli.Context) (serveOptions, error) {
+	opts := serveOptions{
+		Data:          c.String("data"),
+		APIAddr:       c.String("api-addr"),
+		RelayAddr:     c.String("relay-addr"),
+		Only:          c.String("only"),
+		DirectoryURL:  c.String("directory-url"),
+		RelayURL:      c.String("relay-url"),
+		Quiet:         c.Bool("quiet"),
+		LogClients:    c.Bool("log-clients"),
+		InsecureHTTP:  c.Bool("insecure-http"),
+		ReadTimeout:   c.Duration("read-timeout"),
+		WriteTimeout:  c.Duration("write-timeout"),
+		IdleTimeout:   c.Duration("idle-timeout"),
+		MaxConns:      c.Int("max-conns"),
+		MaxConnsPerIP: c.Int("max-conns-per-ip"),
+		MetricsAddr:   c.String("metrics-addr"),
+		DirectoryDB:   c.String("directory-db"),
+		RelayNATS:     c.String("relay-nats"),
+		NATSStream:    c.String("relay-nats-stream"),
+		NATSReplicas:  c.Int("relay-nats-replicas"),
+		ReadyFeedLag:  c.Duration("ready-feed-lag"),
+		secretSources: secretSources{
+			JWTFile:      c.String("jwt-secret-file"),
+			InternalFile: c.String("internal-secret-file"),
+			JWTEnv:       os.Getenv("SKYTALE_JWT_SECRET"),
+			InternalEnv:  os.Getenv("SKYTALE_INTERNAL_SECRET"),
+		},
+	}
+	if err := opts.admissionFlags(c); err != nil {
+		return opts, err
+	}
+	if err := opts.budgetFlagsInto(c); err != nil {
+		return opts, err
+	}
+	if err := opts.logFlags(c); err != nil {
+		return opts, err
+	}
+	opts.readFlags(c)
+	if c.IsSet("open-signup") {
+		v := c.Bool("open-signup")
+		opts.OpenSignup = &v
+	}
+	return opts, nil
 }
 
 // Defaults of the HTTP servers of both planes.
@@ -157,8 +180,18 @@ const (
 
 type serveOptions struct {
 	Data, APIAddr, RelayAddr, Only, DirectoryURL string
-	OpenSignup                                   *bool
-	Quiet                                        bool
+	// ArchiveCap and ArchiveTTL are relay.Config's (zero: its defaults).
+	ArchiveCap int
+	ArchiveTTL time.Duration
+	// LogFormat is "text" (the default) or "json"; LogLevel the least
+	// level logged.
+	LogFormat string
+	LogLevel  slog.Level
+	// LimitsOff turns the directory's rate limits off (Limits.Off), for
+	// test rigs on loopback only.
+	LimitsOff  bool
+	OpenSignup *bool
+	Quiet      bool
 	// LogClients names client addresses, account ids and channels in
 	// both planes' logs (relay.Config and directory.Config LogClients).
 	LogClients bool
@@ -219,6 +252,33 @@ type admissionOptions struct {
 	// bound).
 	DirectoryReadsPerAccount int
 	DirectoryReadBytes       int64
+}
+
+// logFlags reads the archive, log and limits settings into o.
+func (o *serveOptions) logFlags(c *ucli.Context) error {
+	o.ArchiveCap, o.ArchiveTTL = c.Int("archive-cap"), c.Duration("archive-ttl")
+	if o.ArchiveCap < 1 || o.ArchiveTTL < time.Minute {
+		return badUsage("--archive-cap must be at least 1 and --archive-ttl at least 1m", "")
+	}
+	switch o.LogFormat = c.String("log-format"); o.LogFormat {
+	case "text", "json":
+	default:
+		return badUsage(fmt.Sprintf("unknown --log-format %q", o.LogFormat), "use text or json")
+	}
+	if err := o.LogLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return badUsage(fmt.Sprintf("unknown --log-level %q", c.String("log-level")), "use debug, info, warn or error")
+	}
+	switch c.String("limits") {
+	case "on":
+	case "off":
+		if !isLoopback(o.APIAddr) || !isLoopback(o.RelayAddr) {
+			return badUsage("--limits off is for test rigs on loopback", "keep the limits on a server that faces the network")
+		}
+		o.LimitsOff = true
+	default:
+		return badUsage(fmt.Sprintf("unknown --limits %q", c.String("limits")), "use on or off")
+	}
+	return nil
 }
 
 // readFlags reads the directory's read bounds into o; the flags' 0 is "no
@@ -311,7 +371,15 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	default:
 		return &usageError{fmt.Sprintf("unknown plane %q", o.Only), "use --only directory or --only relay"}
 	}
-	log := slog.New(slog.NewTextHandler(logw, nil))
+	hopts := &slog.HandlerOptions{Level: o.LogLevel}
+	var h slog.Handler = slog.NewTextHandler(logw, hopts)
+	if o.LogFormat == "json" {
+		h = slog.NewJSONHandler(logw, hopts)
+	}
+	log := slog.New(h)
+	if o.LimitsOff {
+		log.Warn("the directory's rate limits are off (--limits off): a test rig, never a server that faces the network")
+	}
 	var planes []plane
 	if runDir {
 		// A directory on another database (--directory-db) has no file
@@ -368,7 +436,11 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if runRelay {
 		where = append(where, "relay", "http://"+o.RelayAddr)
 	}
-	log.Info("tally serve starting", append(where, "data", o.Data)...)
+	where = append(where, "data", o.Data)
+	if runRelay {
+		where = append(where, "archive_cap", cmp.Or(o.ArchiveCap, relay.DefaultArchiveCap), "archive_ttl", cmp.Or(o.ArchiveTTL, relay.DefaultArchiveTTL).String())
+	}
+	log.Info("tally serve starting", where...)
 	if o.LogClients {
 		log.Warn("--log-clients: the logs name client addresses, account ids and channels; turn it off once done debugging")
 	}
@@ -422,6 +494,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		TrustedProxies: o.TrustedProxies, LogClients: o.LogClients,
 	}
 	dcfg.Limits.ReadsPerAccount, dcfg.Limits.ReadBytes = o.DirectoryReadsPerAccount, o.DirectoryReadBytes
+	dcfg.Limits.Off = o.LimitsOff
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
 	}
@@ -430,7 +503,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		DBPath: filepath.Join(o.Data, relayDB), JWTSecret: jwtSecret,
 		Logger: planeLogger(reqLog, "relay"), LogClients: o.LogClients,
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
-		ReadyFeedLag: o.ReadyFeedLag,
+		ReadyFeedLag: o.ReadyFeedLag, ArchiveCap: o.ArchiveCap, ArchiveTTL: o.ArchiveTTL,
 	}
 	// Every open connection is a file descriptor: the caps of all planes
 	// together stay below the process's limit.
