@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -292,6 +293,36 @@ func hint(err error) error {
 	return err
 }
 
+// apiKeyFlag is the API key of --api-key or --api-key-file ("" when
+// neither is given).
+func apiKeyFlag(e *env) (string, error) {
+	key, path := e.c.String("api-key"), e.c.String("api-key-file")
+	switch {
+	case path == "":
+		return key, nil
+	case key != "":
+		return "", badUsage("--api-key and --api-key-file both set", "give the key one way")
+	}
+	var r io.Reader = e.c.App.Reader
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", notFound("cannot read the API key file", err.Error())
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, 4096))
+	if err != nil {
+		return "", err
+	}
+	key, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if key = strings.TrimSpace(key); key == "" {
+		return "", badUsage("the API key file is empty", "put the sk_live_… key that tally serve accounts create printed in it")
+	}
+	return key, nil
+}
+
 // plural is n followed by the singular or plural of a noun.
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -348,7 +379,8 @@ func seatCommands() []*ucli.Command {
 			Name:  "signin",
 			Usage: "mint an account (open signup, or with an invite or signup token), take one the operator made (--api-key), or sign in a new device (--recover)",
 			Flags: append([]ucli.Flag{
-				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve account create"},
+				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve accounts create (the key shows in the process list and shell history: --api-key-file does not)"},
+				&ucli.StringFlag{Name: "api-key-file", Usage: "--api-key, the key read from this `FILE` (- for stdin)"},
 				&ucli.StringFlag{Name: "signup-token", Usage: "a one-use signup `TOKEN` (skt_sup_…) from the operator (tally serve token), for a directory whose signup is invite"},
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail", DefaultText: "tally@localhost"},
 				&ucli.StringFlag{Name: "org", Usage: "account org; an existing org needs --org-invite", DefaultText: "seat-<the identity's short form>"},
@@ -362,9 +394,13 @@ func seatCommands() []*ucli.Command {
 					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --recover` to bring a seat from another device)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
-				if key := e.c.String("api-key"); key != "" {
+				key, err := apiKeyFlag(e)
+				if err != nil {
+					return err
+				}
+				if key != "" {
 					if invite != "" || org != "" || e.c.String("signup-token") != "" {
-						return notAllowed("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
+						return badUsage("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
 					}
 					a, err := signinAPIKey(e, s, key)
 					if err != nil {
@@ -387,7 +423,6 @@ func seatCommands() []*ucli.Command {
 					org = "seat-" + did[len(did)-8:]
 				}
 				var a seat.Account
-				var err error
 				if tok := e.c.String("signup-token"); tok != "" {
 					a, err = signinSignupToken(e, s, email, org, tok)
 				} else {
