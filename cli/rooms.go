@@ -468,8 +468,10 @@ func roomCommands() []*ucli.Command {
 					names[i] = ch
 				}
 				st := newStatus(e.c.App.ErrWriter)
+				var lost time.Time // when the connection last dropped
 				err := s.WatchWith(ctx, names, seat.WatchOptions{
 					OnMessage: func(m seat.RoomMessage) { st.clear(); printMessage(e, s, m, false) },
+					OnNotice:  func(m seat.RoomMessage) { st.clear(); printMessage(e, s, m, false) },
 					OnCatchUp: func(room string, seq uint64) {
 						if st.tty {
 							st.update("catching up on %s: seq %d", shortRoom(e, s, room), seq)
@@ -478,9 +480,16 @@ func roomCommands() []*ucli.Command {
 					OnEvent: func(ev seat.WatchEvent) {
 						st.clear()
 						// Status goes to stderr, also with --json.
-						if ev.Connected {
+						switch {
+						case ev.Connected && !lost.IsZero():
+							showf(e.c.App.ErrWriter, "reconnected after %s; watching %s\n", time.Since(lost).Round(100*time.Millisecond), watchedList(e, s, names))
+							lost = time.Time{}
+						case ev.Connected:
 							showf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
-						} else {
+						default:
+							if lost.IsZero() {
+								lost = time.Now()
+							}
 							why := e.hintOrErr(ev.Err)
 							if h := closedHint(ev.Err); h != nil && why == ev.Err {
 								why = h
@@ -667,6 +676,9 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		if m.Kind != "" {
 			v["kind"] = m.Kind
 		}
+		if m.Role != "" {
+			v["role"] = m.Role
+		}
 		e.out(v, "")
 		return
 	}
@@ -686,6 +698,14 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		line = fmt.Sprintf("[%s] %s removed you from the room; nothing sent there after reaches you", room, who)
 	case seat.NoticeGap, seat.NoticeRejoined:
 		line = fmt.Sprintf("[%s] %s", room, text)
+	case seat.NoticeJoined, seat.NoticeLeft:
+		verb := map[string]string{seat.NoticeJoined: "joined", seat.NoticeLeft: "left"}[m.Kind]
+		line = fmt.Sprintf("[%s] %s %s", room, termtext.Line(subjectName(e, s, m)), verb)
+	case seat.NoticeAdded, seat.NoticeRemovedMember:
+		verb := map[string]string{seat.NoticeAdded: "added", seat.NoticeRemovedMember: "removed"}[m.Kind]
+		line = fmt.Sprintf("[%s] %s %s %s", room, who, verb, termtext.Line(subjectName(e, s, m)))
+	case seat.NoticeRole:
+		line = fmt.Sprintf("[%s] %s made %s %s", room, who, termtext.Line(subjectName(e, s, m)), termtext.Line(article(m.Role)))
 	default:
 		line = fmt.Sprintf("[%s] (%s) %s: %s", room, termtext.Line(m.Kind), who, text)
 	}
@@ -693,6 +713,23 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		line = m.Time.Local().Format("2006-01-02 15:04:05") + " " + line
 	}
 	fmt.Fprintln(e.c.App.Writer, line)
+}
+
+// subjectName is how a notice names the person it is about (m.Text):
+// "you" for this seat's person, else as members are shown.
+func subjectName(e *env, s *seat.Seat, m seat.RoomMessage) string {
+	return senderName(e, s, seat.RoomMessage{Room: m.Room, Sender: m.Text})
+}
+
+// article is a role with its article: "an admin", "the owner", "a member".
+func article(role string) string {
+	switch role {
+	case seat.RoleAdmin:
+		return "an admin"
+	case seat.RoleOwner:
+		return "the owner"
+	}
+	return "a " + role
 }
 
 // adminsError explains a failed change of admins.

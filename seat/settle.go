@@ -58,15 +58,7 @@ func (s *Seat) commitPending(ctx context.Context, r *room) error {
 
 // pendingLeave reports whether a member's proposal to remove itself waits
 // in g's epoch.
-func pendingLeave(g *mls.Group) bool {
-	for _, p := range g.PendingProposals() {
-		if p.Proposal.ProposalType == mls.ProposalTypeRemove && p.Sender.SenderType == mls.SenderTypeMember &&
-			p.Proposal.Remove != nil && p.Proposal.Remove.Removed == p.Sender.LeafIndex {
-			return true
-		}
-	}
-	return false
-}
+func pendingLeave(g *mls.Group) bool { return len(leavers(g, g.Members())) > 0 }
 
 // manages reports whether this member may add and remove others in r.
 func (r *room) manages() bool {
