@@ -82,7 +82,8 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 }
 
 // TestServeMetrics: --metrics-addr serves the planes' Prometheus metrics
-// on a listener of its own, and the public listeners do not; the
+// (and /health and /ready) on a listener of its own, and the public
+// listeners do not; the
 // directory's budgets are the flags' (--directory-org-budget).
 func TestServeMetrics(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,6 +117,17 @@ func TestServeMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, "acme") {
 		t.Error("a metric names the org")
+	}
+	// Health and readiness are on the metrics listener too.
+	for _, path := range []string{"/health", "/ready"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s on the metrics listener: %s", path, resp.Status)
+		}
 	}
 	for _, u := range []string{srv.apiURL, srv.relURL} {
 		resp, err := http.Get(u + "/metrics")

@@ -618,13 +618,18 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	} else if err != nil {
 		return err
 	}
+	health := healthHandler(planes)
 	if reg != nil {
+		// Health and readiness are where a monitor that scrapes the
+		// metrics looks too.
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /health", health)
+		mux.Handle("GET /ready", health)
 		planes = append(planes, plane{name: "metrics", addr: o.MetricsAddr, h: mux})
 	}
 	if o.HealthAddr != "" {
-		planes = append(planes, plane{name: "health", addr: o.HealthAddr, h: healthHandler(planes)})
+		planes = append(planes, plane{name: "health", addr: o.HealthAddr, h: health})
 	}
 
 	for _, p := range planes {
