@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Storage budgets.
@@ -203,51 +204,74 @@ func (t txn) chargeAccount(ctx context.Context, account string, n int64) error {
 		// removeAccount gives back all of it first.
 		return err
 	}
+	var rows []string // "(?, ?)" or "(?, ?, ?)" per scope charged
+	var args []any
+	var scopes []string
 	for i, scope := range budgetScopes {
 		if scope == scopeGroup && keys[i] == "" {
 			continue
 		}
-		if n < 0 {
-			if err := t.free(ctx, scope, keys[i], -n); err != nil {
-				return err
-			}
-			continue
-		}
-		limit := t.budgets.limit(scope)
-		if n > limit {
+		if n > 0 && n > t.budgets.limit(scope) {
 			return &quotaError{scope}
 		}
-		// The condition is checked against the row as committed: a
-		// concurrent charge of the same row waits for this one's
-		// transaction to end, then re-checks.
-		k, err := t.execN(ctx,
-			`INSERT INTO budget_usage (scope, key, bytes) VALUES (?, ?, ?)
-			 ON CONFLICT (scope, key) DO UPDATE SET bytes = budget_usage.bytes + excluded.bytes
-			 WHERE budget_usage.bytes + excluded.bytes <= ?`,
-			scope, keys[i], n, limit)
-		if err != nil {
+		scopes = append(scopes, scope)
+		if n > 0 {
+			rows, args = append(rows, "(?, ?, CAST(? AS BIGINT))"), append(args, scope, keys[i], n)
+		} else {
+			rows, args = append(rows, "(?, ?)"), append(args, scope, keys[i])
+		}
+	}
+	list := strings.Join(rows, ", ")
+	if n < 0 {
+		return t.free(ctx, list, args, -n)
+	}
+	// One upsert for the four rows, taken in the order of budgetScopes
+	// (so concurrent charges lock them in one order). Each row's
+	// condition is checked against the row as committed: a concurrent
+	// charge of the same row waits for this one's transaction to end,
+	// then re-checks. A row whose budget the charge would pass is left
+	// as it is and missing from what the statement returns.
+	b := t.budgets
+	args = append(args, b.account, b.group, b.org, b.server)
+	got, err := t.query(ctx,
+		`INSERT INTO budget_usage (scope, key, bytes) VALUES `+list+`
+		 ON CONFLICT (scope, key) DO UPDATE SET bytes = budget_usage.bytes + excluded.bytes
+		 WHERE budget_usage.bytes + excluded.bytes <= CASE excluded.scope
+		   WHEN 'account' THEN CAST(? AS BIGINT) WHEN 'group' THEN CAST(? AS BIGINT) WHEN 'org' THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
+		 RETURNING scope`, args...)
+	if err != nil {
+		return err
+	}
+	charged := map[string]bool{}
+	for got.Next() {
+		var scope string
+		if err := got.Scan(&scope); err != nil {
+			got.Close()
 			return err
 		}
-		if k == 0 {
+		charged[scope] = true
+	}
+	got.Close()
+	if err := got.Err(); err != nil {
+		return err
+	}
+	for _, scope := range scopes {
+		if !charged[scope] {
 			return &quotaError{scope}
 		}
 	}
 	return nil
 }
 
-// free gives n bytes back to the budget of scope and key; a row that
-// reaches zero is deleted, so the ledger holds only who holds bytes.
-func (t txn) free(ctx context.Context, scope, key string, n int64) error {
-	var left int64
-	err := t.queryRow(ctx,
-		`UPDATE budget_usage SET bytes = bytes - ? WHERE scope = ? AND key = ? RETURNING bytes`, n, scope, key).Scan(&left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil || left > 0 {
+// free gives n bytes back to the budgets of the rows list names (a list
+// of "(?, ?)" with args, scope and key each); a row that reaches zero is
+// deleted, so the ledger holds only who holds bytes.
+func (t txn) free(ctx context.Context, list string, args []any, n int64) error {
+	if _, err := t.exec(ctx,
+		`UPDATE budget_usage SET bytes = bytes - CAST(? AS BIGINT) WHERE (scope, key) IN (`+list+`)`, append([]any{n}, args...)...); err != nil {
 		return err
 	}
-	_, err = t.exec(ctx, `DELETE FROM budget_usage WHERE scope = ? AND key = ?`, scope, key)
+	_, err := t.exec(ctx, `DELETE FROM budget_usage WHERE bytes <= 0 AND (scope, key) IN (`+list+`)`, args...)
 	return err
 }
 

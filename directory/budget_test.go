@@ -471,3 +471,33 @@ func budgetStep(t *testing.T, steps []string) int {
 	}
 	return i
 }
+
+// BenchmarkBudgetCharge is what the ledger adds to a put: a write
+// transaction that charges one account's four budgets, against one that
+// does nothing, on SQLite in memory and on PostgreSQL.
+func BenchmarkBudgetCharge(b *testing.B) {
+	for _, db := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"sqlite", func(testing.TB) string { return "" }}, {"postgres", postgresURL}} {
+		b.Run(db.name, func(b *testing.B) {
+			e := newEnv(b, func(c *Config) { c.Database = db.dsn(b) })
+			id, _ := e.account("acme")
+			ctx := context.Background()
+			b.Run("empty", func(b *testing.B) {
+				for b.Loop() {
+					must(b, e.s.store.write(ctx, func(tx txn) error { return nil }))
+				}
+			})
+			b.Run("charge", func(b *testing.B) {
+				for b.Loop() {
+					must(b, e.s.store.write(ctx, func(tx txn) error { return tx.charge(ctx, id, 1) }))
+				}
+			})
+			b.StopTimer()
+			// Give the bytes back so the ledger matches what is stored.
+			n := ledger(b, e.s)[scopeAccount+"/"+id]
+			must(b, e.s.store.write(ctx, func(tx txn) error { return tx.charge(ctx, id, -n) }))
+		})
+	}
+}
