@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/skytale-oss/skytale/internal/datadir"
 )
 
 // Storage budgets.
@@ -114,7 +116,7 @@ func resolveBudgets(cfg *Config, dbPath string, postgres bool, stored int64) bud
 			cfg.ServerBudget = DefaultMemoryBudget
 		default:
 			cfg.ServerBudget = DefaultMemoryBudget
-			if free, ok := freeSpace(filepath.Dir(dbPath)); ok {
+			if free, ok := datadir.FreeSpace(filepath.Dir(dbPath)); ok {
 				cfg.ServerBudget = min((free+stored)/4, DefaultServerBudgetCap)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
@@ -308,7 +309,7 @@ func TestBudgetFreedGoesBack(t *testing.T) {
 // what is stored; negative budgets are refused at start.
 func TestBudgetDefaults(t *testing.T) {
 	dir := t.TempDir()
-	free, ok := freeSpace(dir)
+	free, ok := datadir.FreeSpace(dir)
 	var cfg Config
 	b := resolveBudgets(&cfg, dir+"/dir.db", false, 1<<20)
 	if ok && b.server != min((free+1<<20)/4, DefaultServerBudgetCap) {

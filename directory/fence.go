@@ -9,9 +9,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
 // FenceSource tells the directory where a channel's commit fence stands:
@@ -69,50 +69,29 @@ func NewHTTPFence(relayURL, internalSecret string, client *http.Client) FenceSou
 	if client == nil {
 		client = http.DefaultClient
 	}
-	var bases []string
-	for _, u := range strings.Split(relayURL, ",") {
-		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
-			bases = append(bases, u)
-		}
-	}
-	if len(bases) == 0 {
-		bases = []string{""}
-	}
-	return &httpFence{bases: bases, secret: internalSecret, client: client}
+	return &httpFence{relays: httpx.NewPeers(relayURL), secret: internalSecret, client: client}
 }
 
 type httpFence struct {
-	bases  []string
+	relays *httpx.Peers
 	secret string
 	client *http.Client
-	cur    atomic.Int32 // the index in bases of the relay that answered last
 }
 
 // fenceTry bounds one relay's answer when there are others to ask.
 const fenceTry = 3 * time.Second
 
 func (f *httpFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
-	first := int(f.cur.Load())
-	var err error
-	for k := range f.bases {
-		i := (first + k) % len(f.bases)
-		tctx, cancel := ctx, context.CancelFunc(func() {})
-		if len(f.bases) > 1 {
-			tctx, cancel = context.WithTimeout(ctx, fenceTry)
-		}
-		var epoch uint64
-		var known bool
-		epoch, known, err = f.nextEpochFrom(tctx, f.bases[i], channel)
-		cancel()
-		if err == nil {
-			f.cur.Store(int32(i))
-			return epoch, known, nil
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	var epoch uint64
+	var known bool
+	err := f.relays.Try(ctx, fenceTry, func(ctx context.Context, base string) (err error) {
+		epoch, known, err = f.nextEpochFrom(ctx, base, channel)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, err
+	return epoch, known, nil
 }
 
 // maxFenceAnswer bounds the body of a fence answer the directory reads.

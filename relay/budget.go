@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
@@ -235,7 +236,7 @@ func budgetLimits(cfg *Config, stored int64) limits {
 	if cfg.ServerBudget == 0 {
 		cfg.ServerBudget = DefaultMemoryBudget
 		if cfg.DBPath != "" {
-			if free, ok := freeSpace(filepath.Dir(cfg.DBPath)); ok {
+			if free, ok := datadir.FreeSpace(filepath.Dir(cfg.DBPath)); ok {
 				cfg.ServerBudget = min((free+stored)/2, DefaultServerBudgetCap)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
@@ -235,7 +236,7 @@ func markUnclean(t *testing.T, path string) {
 // the group's 1 GiB at most a quarter; in memory the server's is 1 GiB.
 func TestBudgetDefaults(t *testing.T) {
 	dir := t.TempDir()
-	free, ok := freeSpace(dir)
+	free, ok := datadir.FreeSpace(dir)
 	if !ok {
 		t.Skip("no free-space figure on this system")
 	}

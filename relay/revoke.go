@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
 // RevocationSource reports revoked subjects. Revocations carry increasing
@@ -292,51 +292,25 @@ func (h *httpRevocations) RevokedSince(ctx context.Context, after int64) ([]stri
 // fails or does not answer within its share of the read's time, so a
 // directory that died or hangs costs a poll at most that share.
 type internalFeed struct {
-	bases  []string
-	secret string
-	client *http.Client
-	cur    *atomic.Int32 // the index in bases of the directory that answered last
+	directories *httpx.Peers
+	secret      string
+	client      *http.Client
 }
 
 func newInternalFeed(directoryURL, internalSecret string, client *http.Client) internalFeed {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	var bases []string
-	for _, u := range strings.Split(directoryURL, ",") {
-		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
-			bases = append(bases, u)
-		}
-	}
-	if len(bases) == 0 {
-		bases = []string{""} // fails on use, as an empty URL did
-	}
-	return internalFeed{bases: bases, secret: internalSecret, client: client, cur: new(atomic.Int32)}
+	return internalFeed{directories: httpx.NewPeers(directoryURL), secret: internalSecret, client: client}
 }
 
 // feedTry bounds one directory's answer when there are others to ask.
 const feedTry = 3 * time.Second
 
 func (f internalFeed) get(ctx context.Context, path string, after int64, out any) error {
-	first := int(f.cur.Load())
-	var err error
-	for k := range f.bases {
-		i := (first + k) % len(f.bases)
-		tctx, cancel := ctx, context.CancelFunc(func() {})
-		if len(f.bases) > 1 {
-			tctx, cancel = context.WithTimeout(ctx, feedTry)
-		}
-		err = f.getFrom(tctx, f.bases[i], path, after, out)
-		cancel()
-		if err == nil {
-			f.cur.Store(int32(i))
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
+	return f.directories.Try(ctx, feedTry, func(ctx context.Context, base string) error {
+		return f.getFrom(ctx, base, path, after, out)
+	})
 }
 
 // maxFeedPage bounds the body of one feed page.

@@ -1,12 +1,12 @@
 //go:build unix
 
-package directory
+package datadir
 
 import "golang.org/x/sys/unix"
 
-// freeSpace is the space an unprivileged writer has left on the file
-// system holding dir.
-func freeSpace(dir string) (int64, bool) {
+// FreeSpace is the space an unprivileged writer has left on the file
+// system holding dir; false when it cannot be told.
+func FreeSpace(dir string) (int64, bool) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, false
