@@ -313,6 +313,14 @@ func (s *Seat) lapseStrayJoins(ctx context.Context, r *room) {
 	s.mu.Lock()
 	last, ok := s.swept[r.channel]
 	due := !ok || now.Sub(last) >= lapseSweepEvery || now.Before(last)
+	if due {
+		// Marked before the read, so a directory that is away or refuses
+		// is asked again only at the next sweep, not at every settle.
+		if s.swept == nil {
+			s.swept = map[string]time.Time{}
+		}
+		s.swept[r.channel] = now
+	}
 	s.mu.Unlock()
 	if !due {
 		return
@@ -326,12 +334,6 @@ func (s *Seat) lapseStrayJoins(ctx context.Context, r *room) {
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
-	if s.swept == nil {
-		s.swept = map[string]time.Time{}
-	}
-	s.swept[r.channel] = now
-	s.mu.Unlock()
 	var stray []string
 	seen := map[string]bool{}
 	for _, j := range joins {
