@@ -87,19 +87,48 @@ func TestServeQuietKeepsWarnings(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if strings.Contains(p.log.String(), "relay: request") {
+	if strings.Contains(p.log.String(), "path=/health") || strings.Contains(p.log.String(), "path=/ready") {
 		t.Fatalf("--quiet logged request lines:\n%s", p.log)
 	}
 }
 
 // TestServeReadyOnHealthListener: with both planes running, /ready is 200
-// on each plane and on --health-addr.
+// on each plane and on --health-addr. Without --quiet, requests are
+// logged (so TestServeQuietKeepsWarnings proves something).
 func TestServeReadyOnHealthListener(t *testing.T) {
+	log := new(syncBuffer)
 	p := serveInProcess(t, serveOptions{Data: t.TempDir(), admissionOptions: admissionOptions{HealthAddr: "127.0.0.1:0"}})
 	for _, u := range []string{p.apiURL, p.relURL, p.healthURL} {
 		if body := waitGet(t, u+"/ready", http.StatusOK); !strings.Contains(body, `"ready"`) {
 			t.Fatalf("%s/ready: %s", u, body)
 		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveOptions{Data: t.TempDir(), APIAddr: "127.0.0.1:0", RelayAddr: "127.0.0.1:0",
+			listening: func(plane, url string) {
+				if plane == "relay" {
+					urls <- url
+				}
+			}}, log)
+	}()
+	defer func() { cancel(); <-done }()
+	var relURL string
+	select {
+	case relURL = <-urls:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	waitGet(t, relURL+"/ready", http.StatusOK)
+	statusOf(t, relURL+"/health")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log.String(), "path=/health") {
+		if time.Now().After(deadline) {
+			t.Fatalf("without --quiet no request line was logged:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

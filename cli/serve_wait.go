@@ -102,12 +102,20 @@ func (t *trackingRegisterer) undo() {
 // process itself.
 type quietHandler struct{ slog.Handler }
 
-// requestLine reports whether msg is one of the planes' per-request log
-// lines.
-func requestLine(msg string) bool { return msg == "request" || msg == "relay: request" }
+// requestLine reports whether r is one of the planes' per-request log
+// lines: one with a method and a status.
+func requestLine(r slog.Record) bool {
+	var method, status bool
+	r.Attrs(func(a slog.Attr) bool {
+		method = method || a.Key == "method"
+		status = status || a.Key == "status"
+		return !(method && status)
+	})
+	return method && status
+}
 
 func (h quietHandler) Handle(ctx context.Context, r slog.Record) error {
-	if requestLine(r.Message) {
+	if r.Level < slog.LevelWarn && requestLine(r) {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)

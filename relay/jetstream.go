@@ -1080,13 +1080,14 @@ func (a *jsArchive) ready(ctx context.Context) error {
 	if !a.readyAt.IsZero() && time.Since(a.readyAt) < readyCheckEvery {
 		return a.readyErr
 	}
-	ctx, cancel := context.WithTimeout(ctx, jsTry)
+	tctx, cancel := context.WithTimeout(ctx, jsTry)
 	defer cancel()
+	_, err := a.stream.Info(tctx)
+	if err != nil && ctx.Err() != nil {
+		return errors.New("the request ended") // the caller's, not the stream's
+	}
 	a.readyErr = nil
-	if _, err := a.stream.Info(ctx); err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return errors.New("the request ended") // the caller's, not the stream's
-		}
+	if err != nil {
 		a.readyErr = fmt.Errorf("the JetStream stream %s does not answer", a.name)
 	}
 	a.readyAt = time.Now()
