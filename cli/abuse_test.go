@@ -398,13 +398,14 @@ func (s *soak) signUp(ctx context.Context, ip, org string) (*attacker, error) {
 	return a, nil
 }
 
-// Attackers: 16 accounts of idle sockets from 4 /24s, 3 strangers, 3
-// accounts from each of soakPublishNets /24s that publish, 4 readers.
+// Attackers: 16 accounts of idle sockets from 4 /24s, 3 strangers, 5
+// accounts from each of soakPublishNets /24s that publish (five account
+// quotas pass their group's budget), 4 readers.
 const (
 	soakIdleAccounts      = 16
 	soakSocketsPerAccount = 30
 	soakStrangers         = 3
-	soakPublishersPerNet  = 3
+	soakPublishersPerNet  = 5
 	soakReaders           = 4
 	// soakPending is how many join requests of 64 KiB key packages wait
 	// on the readers' channel: a page of 50 and a few more.

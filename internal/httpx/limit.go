@@ -16,13 +16,15 @@ import (
 // total and per remote address, so connections cannot exhaust the
 // process's file descriptors and no one client can take every slot.
 //
-// At the total cap, a new connection takes the slot of the connection
-// quiet longest, which is closed: one that has sent nothing since it
-// connected, or an idle keep-alive connection, quiet for at least
-// quietGrace (this needs the HTTP server's ConnState hook set to
-// [LimitListener.ConnState]; a client retries a request on an idle
-// connection that closes). So connections that hold a slot and say
-// nothing, from however many addresses, cannot keep a client out. When
+// At the total cap, a new connection takes the slot of a quiet one, which
+// is closed: one that has sent nothing since it connected, or an idle
+// keep-alive connection, quiet for at least quietGrace (this needs the
+// HTTP server's ConnState hook set to [LimitListener.ConnState]; a client
+// retries a request on an idle connection that closes). The victim is the
+// connection quiet longest of the network (IPv4 /24, IPv6 /64) that holds
+// the most connections, so a crowd's connections go before those of a
+// network with a few, and connections that hold a slot and say nothing,
+// from however many addresses, cannot keep a client out. When
 // every connection is busy (a request in progress, or handed over for a
 // WebSocket), Accept waits, the new connection with it, until one closes
 // (the servers' read and idle timeouts end the ones that hang), so a
@@ -54,11 +56,13 @@ type LimitListener struct {
 	byAddr map[netip.Addr]int
 	byNet  map[netip.Prefix]int
 	idle   map[netip.Addr]*list.List // of *limitConn, oldest idle first
-	// quiet holds the connections that are new (nothing read yet) or idle
-	// between requests, quiet longest first: the ones a newcomer at the
-	// total cap may take the slot of.
-	quiet  *list.List
-	active int
+	// quiet holds, per network, the connections that are new (nothing
+	// read yet) or idle between requests, quiet longest first: the ones a
+	// newcomer at the total cap may take the slot of. Connections the caps
+	// do not count are under the zero Prefix.
+	quiet     map[netip.Prefix]*list.List
+	active    int
+	uncounted int // connections the caps do not count
 }
 
 // quietGrace is how long a connection must have been quiet before a
@@ -90,7 +94,7 @@ type LimitOptions struct {
 func NewLimitListener(l net.Listener, o LimitOptions) *LimitListener {
 	ll := &LimitListener{Listener: l, max: o.Max, perAddr: o.MaxPerAddr, perNet: o.MaxPerNet, idlePerAddr: o.MaxIdlePerAddr,
 		exempt: o.ExemptAddr, done: make(chan struct{}), byAddr: map[netip.Addr]int{}, byNet: map[netip.Prefix]int{},
-		idle: map[netip.Addr]*list.List{}, quiet: list.New()}
+		idle: map[netip.Addr]*list.List{}, quiet: map[netip.Prefix]*list.List{}}
 	if o.Max > 0 {
 		ll.sem = make(chan struct{}, o.Max)
 	}
@@ -138,6 +142,8 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 		if counted {
 			l.byAddr[key]++
 			l.byNet[network]++
+		} else {
+			l.uncounted++
 		}
 		l.active++
 		l.mu.Unlock()
@@ -157,22 +163,18 @@ func (l *LimitListener) overAddrCapsLocked(key netip.Addr, network netip.Prefix)
 }
 
 // makeRoom takes a slot for a connection accepted at the total cap: it
-// closes the connection quiet longest once that has been quiet for
-// quietGrace, or waits for a slot to free. It reports false if the
-// listener closed meanwhile.
+// closes a connection quiet for quietGrace (the one quiet longest of the
+// network holding the most connections), or waits for a slot to free. It
+// reports false if the listener closed meanwhile.
 func (l *LimitListener) makeRoom() bool {
 	for {
-		var victim *limitConn
 		var wait <-chan time.Time
 		l.mu.Lock()
-		if e := l.quiet.Front(); e != nil {
-			c := e.Value.(*limitConn)
-			if d := quietGrace - time.Since(c.quietSince); d <= 0 {
-				victim = c
-				l.unquietLocked(c)
-			} else {
-				wait = time.After(d)
-			}
+		victim, soonest := l.victimLocked()
+		if victim != nil {
+			l.unquietLocked(victim)
+		} else if soonest > 0 {
+			wait = time.After(soonest)
 		}
 		l.mu.Unlock()
 		if victim != nil {
@@ -186,6 +188,32 @@ func (l *LimitListener) makeRoom() bool {
 			return false
 		}
 	}
+}
+
+// victimLocked picks the connection a newcomer at the cap takes the slot
+// of: of the networks whose quiet longest has been quiet for quietGrace,
+// the one holding the most connections (the oldest quiet first between
+// equals). Without one, it reports how soon one will be (0: none quiet).
+// l.mu is held.
+func (l *LimitListener) victimLocked() (victim *limitConn, soonest time.Duration) {
+	held := -1
+	for network, q := range l.quiet {
+		c := q.Front().Value.(*limitConn)
+		if d := quietGrace - time.Since(c.quietSince); d > 0 {
+			if soonest == 0 || d < soonest {
+				soonest = d
+			}
+			continue
+		}
+		n := l.uncounted
+		if network.IsValid() {
+			n = l.byNet[network]
+		}
+		if n > held || n == held && c.quietSince.Before(victim.quietSince) {
+			victim, held = c, n
+		}
+	}
+	return victim, soonest
 }
 
 // Close closes the listener and ends a waiting Accept.
@@ -238,8 +266,13 @@ func (l *LimitListener) ConnState(nc net.Conn, st http.ConnState) {
 	if l.sem != nil {
 		l.unquietLocked(c)
 		if st == http.StateNew || st == http.StateIdle {
+			q := l.quiet[c.network]
+			if q == nil {
+				q = list.New()
+				l.quiet[c.network] = q
+			}
 			c.quietSince = time.Now()
-			c.quietElem = l.quiet.PushBack(c)
+			c.quietElem = q.PushBack(c)
 		}
 	}
 	l.mu.Unlock()
@@ -283,11 +316,16 @@ func (l *LimitListener) unidleLocked(c *limitConn) {
 	}
 }
 
-// unquietLocked takes c off the quiet list; l.mu is held.
+// unquietLocked takes c off its network's quiet list; l.mu is held.
 func (l *LimitListener) unquietLocked(c *limitConn) {
-	if c.quietElem != nil {
-		l.quiet.Remove(c.quietElem)
-		c.quietElem = nil
+	if c.quietElem == nil {
+		return
+	}
+	q := l.quiet[c.network]
+	q.Remove(c.quietElem)
+	c.quietElem = nil
+	if q.Len() == 0 {
+		delete(l.quiet, c.network)
 	}
 }
 
@@ -299,8 +337,8 @@ type limitConn struct {
 	counted  bool
 	once     sync.Once
 	idleElem *list.Element // in l.idle[key] while idle; guarded by l.mu
-	// quietElem is c's place in l.quiet while it is new or idle, since
-	// quietSince; guarded by l.mu.
+	// quietElem is c's place in l.quiet[network] while it is new or
+	// idle, since quietSince; guarded by l.mu.
 	quietElem  *list.Element
 	quietSince time.Time
 }
@@ -317,6 +355,8 @@ func (c *limitConn) Close() error {
 				delete(c.l.byNet, c.network)
 			}
 			c.l.unidleLocked(c)
+		} else {
+			c.l.uncounted--
 		}
 		c.l.unquietLocked(c)
 		c.l.active--

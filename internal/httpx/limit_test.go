@@ -311,3 +311,41 @@ func TestLimitListenerClosesQuietestAtTotalCap(t *testing.T) {
 		t.Fatalf("the busy connection's answer: %v", err)
 	}
 }
+
+// TestLimitListenerClosesFromTheBusiestNetwork: at the total cap the
+// newcomer takes the slot of a quiet connection of the network holding
+// the most connections, not of a network with one, even when that one
+// has been quiet longer.
+func TestLimitListenerClosesFromTheBusiestNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimitListener(ln, LimitOptions{Max: 4, MaxPerNet: 10})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), ConnState: l.ConnState}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	get := func(c net.Conn, what string) {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v", what, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	// The lone network's connection is quiet first (idle after a
+	// request), then the crowd's three say nothing.
+	lone := dialFrom(t, l, "127.0.11.1")
+	get(lone, "the lone network's request")
+	crowd := []net.Conn{dialFrom(t, l, "127.0.10.1"), dialFrom(t, l, "127.0.10.2"), dialFrom(t, l, "127.0.10.3")}
+	for l.Active() != 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	get(dialFrom(t, l, "127.0.12.1"), "the newcomer at the cap")
+	closedUnread(t, crowd[0], "the crowd's quiet longest")
+	get(lone, "the lone network's connection after the newcomer")
+}
