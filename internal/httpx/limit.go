@@ -170,11 +170,11 @@ func (l *LimitListener) makeRoom() bool {
 	for {
 		var wait <-chan time.Time
 		l.mu.Lock()
-		victim, soonest := l.victimLocked()
+		victim, d := l.victimLocked()
 		if victim != nil {
 			l.unquietLocked(victim)
-		} else if soonest > 0 {
-			wait = time.After(soonest)
+		} else if d > 0 {
+			wait = time.After(d)
 		}
 		l.mu.Unlock()
 		if victim != nil {
@@ -191,29 +191,32 @@ func (l *LimitListener) makeRoom() bool {
 }
 
 // victimLocked picks the connection a newcomer at the cap takes the slot
-// of: of the networks whose quiet longest has been quiet for quietGrace,
-// the one holding the most connections (the oldest quiet first between
-// equals). Without one, it reports how soon one will be (0: none quiet).
-// l.mu is held.
-func (l *LimitListener) victimLocked() (victim *limitConn, soonest time.Duration) {
+// of: the quiet longest of the network that holds the most connections
+// among those with a quiet one (the oldest quiet first between equals),
+// once it has been quiet for quietGrace. Until then it reports how long
+// that is (0: nothing is quiet). A network with a few connections is not
+// picked because its quiet one is older than a crowd's: the crowd's go
+// first, however quickly it replaces them. l.mu is held.
+func (l *LimitListener) victimLocked() (victim *limitConn, wait time.Duration) {
 	held := -1
+	var front *limitConn
 	for network, q := range l.quiet {
 		c := q.Front().Value.(*limitConn)
-		if d := quietGrace - time.Since(c.quietSince); d > 0 {
-			if soonest == 0 || d < soonest {
-				soonest = d
-			}
-			continue
-		}
 		n := l.uncounted
 		if network.IsValid() {
 			n = l.byNet[network]
 		}
-		if n > held || n == held && c.quietSince.Before(victim.quietSince) {
-			victim, held = c, n
+		if n > held || n == held && c.quietSince.Before(front.quietSince) {
+			front, held = c, n
 		}
 	}
-	return victim, soonest
+	if front == nil {
+		return nil, 0
+	}
+	if d := quietGrace - time.Since(front.quietSince); d > 0 {
+		return nil, d
+	}
+	return front, 0
 }
 
 // Close closes the listener and ends a waiting Accept.
