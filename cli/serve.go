@@ -64,7 +64,7 @@ func serveCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "read-timeout", Value: defaultReadTimeout, Usage: "longest time to read a whole request, body included"},
 			&ucli.DurationFlag{Name: "write-timeout", Value: defaultWriteTimeout, Usage: "longest time to write a response (not for WebSockets)"},
 			&ucli.DurationFlag{Name: "idle-timeout", Value: defaultIdleTimeout, Usage: "how long an idle keep-alive connection stays open"},
-			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); more wait"},
+			&ucli.IntFlag{Name: "max-conns", Value: defaultMaxConns, Usage: "open connections per plane, WebSockets included (lowered to fit the open-file limit); at the cap a quiet one (silent or idle for a second) of the network holding the most is closed for a new one, and with none quiet more wait"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: defaultMaxConnsPerIP, Usage: "open connections per plane from one non-loopback address (IPv6: per /64); more are closed; 0 for no cap"},
 			// Client addresses, connection admission and health.
 			&ucli.StringFlag{Name: "trusted-proxy", Usage: "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (or, with --proxy-protocol, PROXY v2 header) names the client; without it every client behind a proxy is the proxy's one address"},

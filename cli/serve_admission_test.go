@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,43 @@ func TestServeIdleSocketsCannotFillRelay(t *testing.T) {
 	resp.Body.Close()
 	if _, err := login("127.0.0.2", "alice"); err != nil {
 		t.Fatalf("an honest login: %v", err)
+	}
+}
+
+// TestServeCrowdOfNetworksCannotFillListener: four /24s, each within its
+// share of a plane's connections, hold all of them with idle keep-alive
+// connections (each used once, then left open). A client from elsewhere
+// still gets in, on both planes: at the cap the listener closes the
+// connection quiet longest for it instead of leaving it in the kernel's
+// queue until an idle timeout.
+func TestServeCrowdOfNetworksCannotFillListener(t *testing.T) {
+	p := serveInProcess(t, serveOptions{Data: t.TempDir(), MaxConns: 64, admissionOptions: admissionOptions{
+		// Loopback stands for the public: only an address nobody uses is
+		// a trusted proxy (which the caps exempt).
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.255.255.254/32")},
+		MaxConnsPerNet: 16,
+	}})
+	for _, base := range []string{p.apiURL, p.relURL} {
+		host := strings.TrimPrefix(base, "http://")
+		for i := range 64 {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.40.%d.%d", i/16, 1+i%16/4))}}
+			c, err := d.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("crowd connection %d: %v", i, err)
+			}
+			resp.Body.Close()
+		}
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(base + "/health")
+		if err != nil {
+			t.Fatalf("%s/health with the listener full of idle connections: %v", base, err)
+		}
+		resp.Body.Close()
 	}
 }

@@ -13,10 +13,11 @@ var healthFlood = flag.Int("health.flood", 0, "TestServeHealthUnderFlood: silent
 
 // TestServeHealthUnderFlood reproduces "4300 silent sockets from loopback
 // made a legitimate /health take 6 s": silent TCP connections from many
-// loopback addresses fill a plane's listener, whose Accept then waits;
-// GET /health on --health-addr still answers at once. The time is
-// logged, not asserted (docs/BENCHMARKS.md has the figures of a
-// -health.flood=4300 run).
+// loopback addresses fill a plane's listener; GET /health on --health-addr
+// still answers at once, and the public listener answers too, once the
+// silent longest has been quiet for a second (it is closed for the
+// newcomer). The times are logged, not asserted (docs/BENCHMARKS.md has
+// the figures of a -health.flood=4300 run).
 func TestServeHealthUnderFlood(t *testing.T) {
 	o := serveOptions{Data: t.TempDir(), MaxConns: 60, ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute,
 		admissionOptions: admissionOptions{HealthAddr: "127.0.0.1:0"}}
@@ -42,15 +43,10 @@ func TestServeHealthUnderFlood(t *testing.T) {
 		}
 		flood = append(flood, c)
 	}
-	// The public listener is full: a health check there waits.
+	// The public listener is full: a health check there takes the slot of
+	// a silent connection.
+	flooded := time.Now()
 	public := getInBackground(p.relURL + "/health")
-	select {
-	case code := <-public:
-		if *healthFlood == 0 {
-			t.Fatalf("the flooded listener answered (%d); the flood did not fill it", code)
-		}
-	case <-time.After(300 * time.Millisecond):
-	}
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	var worst time.Duration
@@ -68,9 +64,15 @@ func TestServeHealthUnderFlood(t *testing.T) {
 		worst = max(worst, took)
 	}
 	t.Logf("flood of %d silent sockets: --health-addr answered 20 of 20, slowest %v", n, worst)
-	if *healthFlood > 0 {
-		start := time.Now()
-		code := <-public
-		t.Logf("the public listener's /health: %d after %v more", code, time.Since(start))
+	select {
+	case code := <-public:
+		if code != 200 {
+			t.Fatalf("the public listener's /health under the flood: %d", code)
+		}
+		t.Logf("the public listener's /health: %d, %v after the flood", code, time.Since(flooded))
+	case <-time.After(45 * time.Second):
+		// The flood's connections would hold it for a minute (the header
+		// timeout) if the listener waited for a free slot.
+		t.Fatal("the public listener's /health did not answer under the flood")
 	}
 }

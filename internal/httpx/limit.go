@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/ratelimit"
@@ -15,10 +16,20 @@ import (
 // total and per remote address, so connections cannot exhaust the
 // process's file descriptors and no one client can take every slot.
 //
-// At the total cap, Accept waits: a new connection stays in the kernel's
-// accept queue until an open one closes (the servers' read and idle
-// timeouts end the ones that hang), so a burst is served late rather than
-// refused. A connection from an address that already holds MaxPerAddr is
+// At the total cap, a new connection takes the slot of a quiet one, which
+// is closed: one that has sent nothing since it connected, or an idle
+// keep-alive connection, quiet for at least quietGrace (this needs the
+// HTTP server's ConnState hook set to [LimitListener.ConnState]; a client
+// retries a request on an idle connection that closes). The victim is the
+// connection quiet longest of the network (IPv4 /24, IPv6 /64) that holds
+// the most connections, so a crowd's connections go before those of a
+// network with a few, and connections that hold a slot and say nothing,
+// from however many addresses, cannot keep a client out. When
+// every connection is busy (a request in progress, or handed over for a
+// WebSocket), Accept waits, the new connection with it, until one closes
+// (the servers' read and idle timeouts end the ones that hang), so a
+// burst is served late rather than refused. A connection from an address
+// that already holds MaxPerAddr is
 // closed at once, before any byte is read: waiting would let that one
 // address hold up everyone queued behind it.
 //
@@ -45,8 +56,20 @@ type LimitListener struct {
 	byAddr map[netip.Addr]int
 	byNet  map[netip.Prefix]int
 	idle   map[netip.Addr]*list.List // of *limitConn, oldest idle first
-	active int
+	// quiet holds, per network, the connections that are new (nothing
+	// read yet) or idle between requests, quiet longest first: the ones a
+	// newcomer at the total cap may take the slot of. Connections the caps
+	// do not count are under the zero Prefix.
+	quiet     map[netip.Prefix]*list.List
+	active    int
+	uncounted int // connections the caps do not count
 }
+
+// quietGrace is how long a connection must have been quiet before a
+// newcomer at the total cap takes its slot: a client that just connected
+// may not have been read yet on a busy machine, while the connections of a
+// crowd that holds slots have been quiet for seconds.
+const quietGrace = time.Second
 
 // LimitOptions configure [NewLimitListener].
 type LimitOptions struct {
@@ -71,31 +94,46 @@ type LimitOptions struct {
 func NewLimitListener(l net.Listener, o LimitOptions) *LimitListener {
 	ll := &LimitListener{Listener: l, max: o.Max, perAddr: o.MaxPerAddr, perNet: o.MaxPerNet, idlePerAddr: o.MaxIdlePerAddr,
 		exempt: o.ExemptAddr, done: make(chan struct{}), byAddr: map[netip.Addr]int{}, byNet: map[netip.Prefix]int{},
-		idle: map[netip.Addr]*list.List{}}
+		idle: map[netip.Addr]*list.List{}, quiet: map[netip.Prefix]*list.List{}}
 	if o.Max > 0 {
 		ll.sem = make(chan struct{}, o.Max)
 	}
 	return ll
 }
 
-// Accept waits for a free slot, then for a connection.
+// Accept waits for a connection, then for a slot for it: a free one, or
+// the one of the connection quiet longest, which it closes.
 func (l *LimitListener) Accept() (net.Conn, error) {
 	for {
-		if l.sem != nil {
+		got := l.sem == nil
+		if !got {
 			select {
 			case l.sem <- struct{}{}:
-			case <-l.done:
-				return nil, net.ErrClosed
+				got = true
+			default:
 			}
 		}
 		c, err := l.Listener.Accept()
 		if err != nil {
-			l.release()
+			if got {
+				l.release()
+			}
 			return nil, err
 		}
 		key, network, counted := l.addrKey(c.RemoteAddr())
+		if !got {
+			// Refused for its address, it takes no one's slot.
+			if counted && l.overAddrCaps(key, network) {
+				c.Close()
+				continue
+			}
+			if !l.makeRoom() {
+				c.Close()
+				return nil, net.ErrClosed
+			}
+		}
 		l.mu.Lock()
-		if counted && (l.perAddr > 0 && l.byAddr[key] >= l.perAddr || l.perNet > 0 && l.byNet[network] >= l.perNet) {
+		if counted && l.overAddrCapsLocked(key, network) {
 			l.mu.Unlock()
 			c.Close()
 			l.release()
@@ -104,11 +142,81 @@ func (l *LimitListener) Accept() (net.Conn, error) {
 		if counted {
 			l.byAddr[key]++
 			l.byNet[network]++
+		} else {
+			l.uncounted++
 		}
 		l.active++
 		l.mu.Unlock()
 		return &limitConn{Conn: c, l: l, key: key, network: network, counted: counted}, nil
 	}
+}
+
+// overAddrCaps reports whether an address or its network holds its cap.
+func (l *LimitListener) overAddrCaps(key netip.Addr, network netip.Prefix) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.overAddrCapsLocked(key, network)
+}
+
+func (l *LimitListener) overAddrCapsLocked(key netip.Addr, network netip.Prefix) bool {
+	return l.perAddr > 0 && l.byAddr[key] >= l.perAddr || l.perNet > 0 && l.byNet[network] >= l.perNet
+}
+
+// makeRoom takes a slot for a connection accepted at the total cap: it
+// closes a connection quiet for quietGrace (the one quiet longest of the
+// network holding the most connections), or waits for a slot to free. It
+// reports false if the listener closed meanwhile.
+func (l *LimitListener) makeRoom() bool {
+	for {
+		var wait <-chan time.Time
+		l.mu.Lock()
+		victim, d := l.victimLocked()
+		if victim != nil {
+			l.unquietLocked(victim)
+		} else if d > 0 {
+			wait = time.After(d)
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			victim.Close() // gives its slot back
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return true
+		case <-wait:
+		case <-l.done:
+			return false
+		}
+	}
+}
+
+// victimLocked picks the connection a newcomer at the cap takes the slot
+// of: the quiet longest of the network that holds the most connections
+// among those with a quiet one (the oldest quiet first between equals),
+// once it has been quiet for quietGrace. Until then it reports how long
+// that is (0: nothing is quiet). A network with a few connections is not
+// picked because its quiet one is older than a crowd's: the crowd's go
+// first, however quickly it replaces them. l.mu is held.
+func (l *LimitListener) victimLocked() (victim *limitConn, wait time.Duration) {
+	held := -1
+	var front *limitConn
+	for network, q := range l.quiet {
+		c := q.Front().Value.(*limitConn)
+		n := l.uncounted
+		if network.IsValid() {
+			n = l.byNet[network]
+		}
+		if n > held || n == held && c.quietSince.Before(front.quietSince) {
+			front, held = c, n
+		}
+	}
+	if front == nil {
+		return nil, 0
+	}
+	if d := quietGrace - time.Since(front.quietSince); d > 0 {
+		return nil, d
+	}
+	return front, 0
 }
 
 // Close closes the listener and ends a waiting Accept.
@@ -147,12 +255,31 @@ func (l *LimitListener) addrKey(a net.Addr) (netip.Addr, netip.Prefix, bool) {
 	return ratelimit.ClientAddr(ip), clientaddr.Net(ip), true
 }
 
-// ConnState is the http.Server hook that counts idle keep-alive
-// connections for MaxIdlePerAddr: when one more of an address's
-// connections goes idle than the cap, its oldest idle one is closed.
+// ConnState is the http.Server hook that tells the listener which
+// connections are quiet (new, or idle between requests), for the total
+// cap, and counts idle keep-alive connections for MaxIdlePerAddr: when one
+// more of an address's connections goes idle than the cap, its oldest idle
+// one is closed.
 func (l *LimitListener) ConnState(nc net.Conn, st http.ConnState) {
 	c, ok := nc.(*limitConn)
-	if !ok || !c.counted || l.idlePerAddr <= 0 {
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	if l.sem != nil {
+		l.unquietLocked(c)
+		if st == http.StateNew || st == http.StateIdle {
+			q := l.quiet[c.network]
+			if q == nil {
+				q = list.New()
+				l.quiet[c.network] = q
+			}
+			c.quietSince = time.Now()
+			c.quietElem = q.PushBack(c)
+		}
+	}
+	l.mu.Unlock()
+	if !c.counted || l.idlePerAddr <= 0 {
 		return
 	}
 	var victim *limitConn
@@ -192,6 +319,19 @@ func (l *LimitListener) unidleLocked(c *limitConn) {
 	}
 }
 
+// unquietLocked takes c off its network's quiet list; l.mu is held.
+func (l *LimitListener) unquietLocked(c *limitConn) {
+	if c.quietElem == nil {
+		return
+	}
+	q := l.quiet[c.network]
+	q.Remove(c.quietElem)
+	c.quietElem = nil
+	if q.Len() == 0 {
+		delete(l.quiet, c.network)
+	}
+}
+
 type limitConn struct {
 	net.Conn
 	l        *LimitListener
@@ -200,6 +340,10 @@ type limitConn struct {
 	counted  bool
 	once     sync.Once
 	idleElem *list.Element // in l.idle[key] while idle; guarded by l.mu
+	// quietElem is c's place in l.quiet[network] while it is new or
+	// idle, since quietSince; guarded by l.mu.
+	quietElem  *list.Element
+	quietSince time.Time
 }
 
 func (c *limitConn) Close() error {
@@ -214,7 +358,10 @@ func (c *limitConn) Close() error {
 				delete(c.l.byNet, c.network)
 			}
 			c.l.unidleLocked(c)
+		} else {
+			c.l.uncounted--
 		}
+		c.l.unquietLocked(c)
 		c.l.active--
 		c.l.mu.Unlock()
 		c.l.release()

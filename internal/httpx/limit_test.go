@@ -252,3 +252,100 @@ func TestLimitListenerIdlePerAddr(t *testing.T) {
 		t.Fatalf("another address's idle connection: %v", err)
 	}
 }
+
+// TestLimitListenerClosesQuietestAtTotalCap: a listener at its total cap
+// with connections that hold a slot and say nothing (never sent a
+// request, or idle between requests) closes the one quiet longest for a
+// new connection, so silent and idle connections from a crowd of
+// addresses cannot keep a client out; a connection with a request in
+// progress is never closed for it.
+func TestLimitListenerClosesQuietestAtTotalCap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimitListener(ln, LimitOptions{Max: 3})
+	busy, release := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			close(busy)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}), ConnState: l.ConnState}
+	go srv.Serve(l)
+	t.Cleanup(func() { close(release); srv.Close() })
+
+	// One connection busy in a request, one silent since it connected,
+	// one idle after a request: the listener is full.
+	active := dialFrom(t, l, "127.0.8.1")
+	fmt.Fprintf(active, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-busy
+	silent := dialFrom(t, l, "127.0.8.2")
+	idle := dialFrom(t, l, "127.0.8.3")
+	fmt.Fprintf(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the idle connection's request: %v", err)
+	}
+	for l.Active() != 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Two newcomers are served in turn: the silent connection goes first
+	// (quiet longest), then the idle one.
+	for i, quiet := range []net.Conn{silent, idle} {
+		c := dialFrom(t, l, fmt.Sprintf("127.0.9.%d", i+1))
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("newcomer %d at the cap: %v", i+1, err)
+		}
+		closedUnread(t, quiet, fmt.Sprintf("the quiet connection %d", i+1))
+	}
+	// The busy connection was not closed for them: its answer comes once
+	// the handler returns.
+	release <- struct{}{}
+	active.SetDeadline(time.Now().Add(20 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(active), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the busy connection's answer: %v", err)
+	}
+}
+
+// TestLimitListenerClosesFromTheBusiestNetwork: at the total cap the
+// newcomer takes the slot of a quiet connection of the network holding
+// the most connections, not of a network with one, even when that one
+// has been quiet longer.
+func TestLimitListenerClosesFromTheBusiestNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimitListener(ln, LimitOptions{Max: 4, MaxPerNet: 10})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}), ConnState: l.ConnState}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	get := func(c net.Conn, what string) {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v", what, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	// The lone network's connection is quiet first (idle after a
+	// request), then the crowd's three say nothing.
+	lone := dialFrom(t, l, "127.0.11.1")
+	get(lone, "the lone network's request")
+	crowd := []net.Conn{dialFrom(t, l, "127.0.10.1"), dialFrom(t, l, "127.0.10.2"), dialFrom(t, l, "127.0.10.3")}
+	for l.Active() != 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	get(dialFrom(t, l, "127.0.12.1"), "the newcomer at the cap")
+	closedUnread(t, crowd[0], "the crowd's quiet longest")
+	get(lone, "the lone network's connection after the newcomer")
+}
