@@ -101,3 +101,45 @@ func TestConsumedWelcomeLeavesNoBytes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDoneClaimsGo: a claim on someone's join offers (who took whose
+// offer, for which room) is kept while it is needed: until the offers'
+// owner acknowledged it, its claimer delivered the Welcome, and the claim
+// window the rate limits count has passed. Then the sweep deletes it; a
+// claim still waiting for either stays.
+func TestDoneClaimsGo(t *testing.T) {
+	fe := newFencedEnv(t, nil)
+	e := fe.env
+	_, owner := e.account("acme")
+	targetID, target := e.account("initech")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 3, true)), 201, "")
+	done := e.claim(owner, targetID, ch)[0]
+	undelivered := e.claim(owner, targetID, ch)[0]
+	want(t, e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": done, "welcome": b64("welcome")}), 201, "")
+	want(t, e.do("DELETE", "/v1/keypackages/claims?through="+undelivered, target, nil), 204, "")
+	count := func() int {
+		var n int
+		if err := e.queryRow(`SELECT count(*) FROM key_package_claims`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sweep := func() {
+		if _, err := e.s.store.sweepInbox(t.Context(), e.clock.Now(), DefaultInboxRetention); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep()
+	if n := count(); n != 2 {
+		t.Fatalf("%d claims within the claim window, want 2", n)
+	}
+	e.clock.Advance(claimWindow + time.Second)
+	sweep()
+	var left string
+	if err := e.queryRow(`SELECT id FROM key_package_claims`).Scan(&left); err != nil || count() != 1 || left != undelivered {
+		t.Fatalf("after the window: %d claims, the one left %q (%v), want only the undelivered %q", count(), left, err, undelivered)
+	}
+}
