@@ -87,6 +87,9 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 		return err
 	}
 	o.OnMessage = nil
+	// Sends from other processes of this home go out on this watch's
+	// connection (handoff.go).
+	defer s.serveHandoff(ctx)()
 	backoff := watchMinBackoff
 	for {
 		start := time.Now()
@@ -241,6 +244,8 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			return false, err
 		}
 	}
+	s.setWatchConn(chans, conn)
+	defer s.setWatchConn(chans, nil)
 	if o.OnEvent != nil {
 		o.OnEvent(WatchEvent{Connected: true})
 	}
