@@ -15,11 +15,16 @@ import (
 	"github.com/skytale-oss/skytale/seat"
 )
 
+// defaultDeviceLabel is the label of a device grant when --label is not
+// given: neutral, where the host name would tell the directory (and
+// whoever reads its database) what the machine is called.
+const defaultDeviceLabel = "new device"
+
 func recoverFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.BoolFlag{Name: "recover", Usage: "new device: enter the phrase, then approve the user code on a signed-in device"},
 		&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "with --recover: how long to wait for the approval"},
-		&ucli.StringFlag{Name: "label", Usage: "with --recover: name of this device shown to the approver (default: the host name)"},
+		&ucli.StringFlag{Name: "label", Usage: "with --recover: name of this device shown to the approver; the directory keeps it until the grant is delivered", Value: defaultDeviceLabel},
 	}
 }
 
@@ -63,10 +68,7 @@ func signinRecover(e *env, s *seat.Seat) error {
 	}
 	label := e.c.String("label")
 	if label == "" {
-		label, _ = os.Hostname()
-		if len(label) > 128 {
-			label = label[:128]
-		}
+		label = defaultDeviceLabel
 	}
 	g, err := s.RequestDevice(ctx, label)
 	if err != nil {

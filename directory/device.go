@@ -450,11 +450,11 @@ func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now t
 		switch {
 		case d.status == "pending" && expired:
 			d.status = "expired"
-			_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired' WHERE id = ?`, id)
+			_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired', label = '', remote = '' WHERE id = ?`, id)
 		case d.status == "approved" && d.sealed != nil && expired:
 			d.status, d.sealed = "expired", nil
 			if _, err = tx.exec(ctx, `DELETE FROM api_keys WHERE hash = ?`, keyHash); err == nil {
-				_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
+				_, err = tx.exec(ctx, `UPDATE device_grants SET status = 'expired', sealed = NULL, sealed_seat = NULL, approved_by = NULL, label = '', remote = '' WHERE id = ?`, id)
 			}
 		case d.status == "approved" && d.sealed != nil:
 			d.account = approver.String
@@ -463,7 +463,11 @@ func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now t
 				d.account, err = "", nil
 			}
 			if err == nil {
-				_, err = tx.exec(ctx, `UPDATE device_grants SET sealed = NULL, sealed_seat = NULL WHERE id = ?`, id)
+				// Delivered: the grant's job is done. It stays (so later
+				// polls say approved) until the sweep, but without who
+				// approved it, the device's label or the address it asked
+				// from.
+				_, err = tx.exec(ctx, `UPDATE device_grants SET sealed = NULL, sealed_seat = NULL, approved_by = NULL, label = '', remote = '' WHERE id = ?`, id)
 			}
 		}
 		if d.sealed == nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -78,6 +79,15 @@ func TestDeviceGrantRoundTrip(t *testing.T) {
 	}
 	if strings.Contains(e.snapshot(), r.str("sealed_credential")) {
 		t.Fatal("sealed credential kept after delivery")
+	}
+	// Its job done, the grant keeps no approver, label or address.
+	var approver sql.NullString
+	var label, remote string
+	if err := e.queryRow(`SELECT approved_by, label, remote FROM device_grants WHERE id = ?`, grant).Scan(&approver, &label, &remote); err != nil {
+		t.Fatal(err)
+	}
+	if approver.Valid || label != "" || remote != "" || strings.Contains(e.snapshot(), "laptop") {
+		t.Fatalf("a delivered grant keeps approver %v, label %q, address %q", approver, label, remote)
 	}
 
 	// Another key cannot open it; the device key can, and the credential works.

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/feed"
 )
 
 // filesHolding names the files in dir that hold any 32-byte piece of b,
@@ -100,4 +104,141 @@ func TestConsumedWelcomeLeavesNoBytes(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestDoneClaimsGo: a claim on someone's join offers (who took whose
+// offer, for which room) is kept while it is needed: until the offers'
+// owner acknowledged it, its claimer delivered the Welcome, and the claim
+// window the rate limits count has passed. Then the sweep deletes it; a
+// claim still waiting for either stays.
+func TestDoneClaimsGo(t *testing.T) {
+	fe := newFencedEnv(t, nil)
+	e := fe.env
+	_, owner := e.account("acme")
+	targetID, target := e.account("initech")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	e.relate(target, owner)
+	want(t, e.do("POST", "/v1/keypackages", target, e.stockUpload(target, "laptop", 3, true)), 201, "")
+	done := e.claim(owner, targetID, ch)[0]
+	undelivered := e.claim(owner, targetID, ch)[0]
+	want(t, e.do("POST", "/v1/inbox", owner, map[string]string{"claim_id": done, "welcome": b64("welcome")}), 201, "")
+	want(t, e.do("DELETE", "/v1/keypackages/claims?through="+undelivered, target, nil), 204, "")
+	count := func() int {
+		var n int
+		if err := e.queryRow(`SELECT count(*) FROM key_package_claims`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sweep := func() {
+		if _, err := e.s.store.sweepInbox(t.Context(), e.clock.Now(), DefaultInboxRetention); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep()
+	if n := count(); n != 2 {
+		t.Fatalf("%d claims within the claim window, want 2", n)
+	}
+	e.clock.Advance(claimWindow + time.Second)
+	sweep()
+	var left string
+	if err := e.queryRow(`SELECT id FROM key_package_claims`).Scan(&left); err != nil || count() != 1 || left != undelivered {
+		t.Fatalf("after the window: %d claims, the one left %q (%v), want only the undelivered %q", count(), left, err, undelivered)
+	}
+}
+
+// TestSupersededMembershipEventsGo: past the retention, the channel feed
+// keeps only the last change of each account's membership of a channel
+// (and the fence resets): a reader that applies the feed from any cursor,
+// the start included, ends with the same members as one that read every
+// event as it came.
+func TestSupersededMembershipEventsGo(t *testing.T) {
+	e := newEnv(t, nil)
+	ownerID, owner := e.account("acme")
+	aID, _ := e.account("globex")
+	bID, _ := e.account("initech")
+	const ch = "acme/rooms/churn"
+	e.channel(owner, ch)
+	for range 3 {
+		want(t, e.addMember(owner, ch, aID), 200, "")
+		want(t, e.do("DELETE", membersPath(ch, aID), owner, nil), 200, "")
+	}
+	want(t, e.addMember(owner, ch, aID), 200, "") // a is in
+	want(t, e.addMember(owner, ch, bID), 200, "")
+	want(t, e.do("DELETE", membersPath(ch, bID), owner, nil), 200, "") // b is out
+	want(t, e.do("POST", "/v1/channels/fence", owner, map[string]any{"channel": ch, "epoch": 3}), 200, "")
+	all := e.events()
+	// apply applies evs to the members in (a new set when nil).
+	apply := func(evs []feed.Event, in map[string]bool) map[string]bool {
+		in = maps.Clone(in)
+		if in == nil {
+			in = map[string]bool{}
+		}
+		for _, ev := range evs {
+			switch ev.Kind {
+			case feed.MemberAdded:
+				in[ev.Account] = true
+			case feed.MemberRemoved:
+				delete(in, ev.Account)
+			}
+		}
+		return in
+	}
+	sweep := func() {
+		if _, err := e.s.store.sweep(t.Context(), e.clock.Now(), DefaultRetention); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep()
+	if got := e.events(); len(got) != len(all) {
+		t.Fatalf("within the retention the sweep left %d of %d events", len(got), len(all))
+	}
+	e.clock.Advance(DefaultRetention + time.Second)
+	sweep()
+	kept := e.events()
+	if got := feedString(kept); got != fmt.Sprintf("member_added %[1]s %[2]s 0\nmember_added %[1]s %[3]s 0\nmember_removed %[1]s %[4]s 0\nfence_reset %[1]s  3\n", ch, ownerID, aID, bID) {
+		t.Fatalf("the feed kept:\n%s", got)
+	}
+	// A reader at any cursor of the full feed (it applied every event up
+	// to it) that reads the rest from the swept feed ends where a reader
+	// of the full feed does.
+	full := apply(all, nil)
+	for _, c := range append([]int64{0}, ids(all)...) {
+		got := apply(all[:indexOf(all, c)], nil)
+		got = apply(after(kept, c), got)
+		if !maps.Equal(got, full) {
+			t.Fatalf("a reader at cursor %d ends with %v, a reader of the full feed with %v", c, got, full)
+		}
+	}
+}
+
+func ids(evs []feed.Event) []int64 {
+	var out []int64
+	for _, ev := range evs {
+		out = append(out, ev.ID)
+	}
+	return out
+}
+
+// after is the events of evs past the cursor c.
+func after(evs []feed.Event, c int64) []feed.Event {
+	var out []feed.Event
+	for _, ev := range evs {
+		if ev.ID > c {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// indexOf is the number of events in evs with an id up to id.
+func indexOf(evs []feed.Event, id int64) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.ID <= id {
+			n++
+		}
+	}
+	return n
 }

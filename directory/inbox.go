@@ -238,7 +238,11 @@ func (s *store) dropInboxEntry(ctx context.Context, account, id string) error {
 }
 
 // sweepInbox deletes the inbox entries and the claims older than
-// retention, acknowledged or not.
+// retention, acknowledged or not, and the claims whose job is done: the
+// stock's owner acknowledged them, their claimer delivered the Welcome,
+// and they are past the claim window the rate limits count (claimWindow).
+// Until then a claim says who took whose join offer; after, nothing needs
+// to know.
 func (s *store) sweepInbox(ctx context.Context, now time.Time, retention time.Duration) (int64, error) {
 	cutoff := now.Add(-retention).UnixNano()
 	var total int64
@@ -248,11 +252,15 @@ func (s *store) sweepInbox(ctx context.Context, now time.Time, retention time.Du
 			return err
 		}
 		total = n
-		for _, q := range []string{
-			`DELETE FROM key_package_claims WHERE created_at < ?`,
-			`DELETE FROM add_tokens WHERE expires_at < ?`,
+		for _, q := range []struct {
+			q   string
+			arg int64
+		}{
+			{`DELETE FROM key_package_claims WHERE created_at < ?`, cutoff},
+			{`DELETE FROM key_package_claims WHERE acked = 1 AND delivered = 1 AND created_at < ?`, now.Add(-claimWindow).UnixNano()},
+			{`DELETE FROM add_tokens WHERE expires_at < ?`, cutoff},
 		} {
-			n, err := tx.execN(ctx, q, cutoff)
+			n, err := tx.execN(ctx, q.q, q.arg)
 			if err != nil {
 				return err
 			}

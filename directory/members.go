@@ -218,8 +218,11 @@ func identityAccounts(ctx context.Context, q txn, chID, identity string) ([]stri
 
 // writeEvent appends an event to the channel feed, in tx. Its id comes
 // from the backend, so that a reader polling the feed never sees an id
-// before every lower one is visible.
+// before every lower one is visible. Its time is kept to the second: the
+// feed is ordered by id, and nothing needs to know more of when someone
+// joined or left.
 func writeEvent(ctx context.Context, tx txn, kind, channel, account string, epoch uint64, now time.Time) error {
+	now = now.Truncate(time.Second)
 	id, err := tx.b.nextID(ctx, tx.tx, "channel_events")
 	if err != nil {
 		return err

@@ -70,6 +70,16 @@ var migrations = []string{
 	ALTER TABLE messages ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
 	UPDATE messages SET size = length(payload);
 	CREATE INDEX messages_seg ON messages (seg, at) WHERE seg IS NOT NULL;`,
+	// No sender per entry: the bytes of a channel's entries are charged
+	// to the channel's payer (budget.go), kept once per channel, and the
+	// per-entry account goes. The payer of a channel that has entries is
+	// the account of its oldest; the figures saved at the last shutdown
+	// were per sender, so they are recounted.
+	`ALTER TABLE channels ADD COLUMN payer TEXT NOT NULL DEFAULT '';
+	UPDATE channels SET payer = coalesce((SELECT m.sub FROM messages m WHERE m.channel = channels.name ORDER BY m.seq LIMIT 1), '');
+	ALTER TABLE messages DROP COLUMN sub;
+	DELETE FROM usage;
+	UPDATE state SET value = 0 WHERE key = 'usage_clean';`,
 }
 
 // Defaults of the archive's zero Config fields.
@@ -79,11 +89,28 @@ const (
 	DefaultMaxPageBytes  = 4 << 20
 )
 
+// DefaultTimeGranularity is the default of Config.TimeGranularity.
+const DefaultTimeGranularity = time.Second
+
+// coarseMillis is t in Unix milliseconds, rounded down to a multiple of
+// g (at least a millisecond).
+func coarseMillis(t time.Time, g time.Duration) int64 {
+	ms := t.UnixMilli()
+	if step := g.Milliseconds(); step > 1 {
+		ms -= ms % step
+	}
+	return ms
+}
+
 // archiveDefaults fills and checks the Config fields the archive applies.
 func archiveDefaults(cfg *Config) error {
 	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 || cfg.OrgBudget < 0 || cfg.GroupBudget < 0 || cfg.ServerBudget < 0 {
 		return errors.New("relay: negative limit in Config")
 	}
+	if cfg.TimeGranularity < 0 {
+		return errors.New("relay: negative TimeGranularity in Config")
+	}
+	setDefault(&cfg.TimeGranularity, DefaultTimeGranularity)
 	setDefault(&cfg.MaxFirstEpoch, DefaultMaxFirstEpoch)
 	setDefault(&cfg.AccountQuota, DefaultAccountQuota)
 	setDefault(&cfg.MaxPageBytes, DefaultMaxPageBytes)
@@ -103,14 +130,17 @@ const (
 	// per-statement overhead dominates the cost of a 1 KiB row otherwise.
 	insertRows = 32
 	// rowCols is the columns of one inserted row.
-	rowCols = 9
+	rowCols = 8
 )
 
 // pubReq is one publish (or, with reply set, one reply that must leave in
 // order after the conn's earlier publishes) queued for the archive.
 type pubReq struct {
-	c       *conn
-	sub     string // the payer (budget.go): the publishing account, with its org and group
+	c *conn
+	// sub is the payer (budget.go): the publishing account, with its org
+	// and group, until the sequencer makes it the channel's payer, whom
+	// the entry is charged to. It is never stored with the entry.
+	sub     string
 	channel string
 	id      string // the scoped key of the publish's "id" (dedupKey), or ""
 	payload []byte // nil once the entry is in the log
@@ -157,6 +187,7 @@ type pubReq struct {
 // committer.
 type chanState struct {
 	name     string
+	payer    string // whom the channel's entries are charged to (budget.go); set once, by the sequencer
 	seq      uint64 // last assigned
 	reserved uint64 // ceiling promised to the committer
 	hasEpoch bool
@@ -274,10 +305,13 @@ type archive struct {
 	usageMu sync.Mutex // guards usage
 	usage   *tally     // payload bytes stored (or being stored) per payer and budget
 	now     func() time.Time
-	log     *slog.Logger
-	reqs    chan *pubReq // to the sequencer
-	seqd    chan *pubReq // from the sequencer to the committer
-	mark    *commitMark  // lets reads wait for what was pushed before them
+	// granularity is Config.TimeGranularity: entries' ts are rounded
+	// down to it.
+	granularity time.Duration
+	log         *slog.Logger
+	reqs        chan *pubReq // to the sequencer
+	seqd        chan *pubReq // from the sequencer to the committer
+	mark        *commitMark  // lets reads wait for what was pushed before them
 
 	inflight *semaphore.Weighted // payload bytes between readers and answers
 
@@ -362,6 +396,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		loaded:        make(map[string]*chanState),
 		ttl:           cfg.ArchiveTTL,
 		now:           cfg.Now,
+		granularity:   cfg.TimeGranularity,
 		log:           cfg.Logger,
 		reqs:          make(chan *pubReq, maxBatch),
 		inflight:      semaphore.NewWeighted(maxInflightBytes),
@@ -398,24 +433,24 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		// multi-row INSERT keeps a statement journal, a copy of each page
 		// before it changes (16 KiB each), so that it alone could be
 		// undone: 4.7 % of the CPU samples of BenchmarkDurable16.
-		{&a.insert, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub, seg, at, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, true},
-		{&a.insertN, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, sub, seg, at, size) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?),", insertRows), ","), true},
+		{&a.insert, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, seg, at, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, true},
+		{&a.insertN, `INSERT OR ROLLBACK INTO messages (channel, seq, entry_type, ts, payload, seg, at, size) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?),", insertRows), ","), true},
 		// The cap counts application entries and handshake entries
 		// (commits, proposals, Welcomes) separately, so chat and cover
 		// traffic never push out the commits an offline member needs to
 		// follow the group; the TTL applies to both.
-		// Each delete has a query that sums what it frees per account,
-		// for the quotas, run just before it. (DELETE ... RETURNING costs
+		// Each delete has a query that sums what it frees per payer (the
+		// channels' payers), for the quotas, run just before it. (DELETE ... RETURNING costs
 		// three times a plain delete, a sum over the same, cached rows
 		// far less.)
 		// Application rows up to the evicted mark are gone already, so
 		// neither needs to walk past the handshake rows kept below it.
-		{&a.evictSum, `SELECT sub, sum(size) FROM messages
-			WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0 GROUP BY sub`, true},
+		{&a.evictSum, `SELECT c.payer, sum(m.size) FROM messages m JOIN channels c ON c.name = m.channel
+			WHERE m.channel = ? AND m.seq > ? AND m.seq <= ? AND m.entry_type = 0 GROUP BY c.payer`, true},
 		{&a.evict, `DELETE FROM messages WHERE channel = ? AND seq > ? AND seq <= ? AND entry_type = 0`, true},
-		{&a.loadApp, `SELECT seq, sub, size FROM messages WHERE channel = ? AND entry_type = 0
-			ORDER BY seq DESC LIMIT ?`, true},
+		{&a.loadApp, `SELECT m.seq, c.payer, m.size FROM messages m JOIN channels c ON c.name = m.channel
+			WHERE m.channel = ? AND m.entry_type = 0 ORDER BY m.seq DESC LIMIT ?`, true},
 		{&a.sweepMax, `SELECT channel, max(seq) FROM messages WHERE id < ? GROUP BY channel`, true},
 		// The drop floors rise just before each delete, in its
 		// transaction: to the newest application entry at or below ?2,
@@ -444,17 +479,20 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		{&a.floorQ, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, false},
 		{&a.hsFloor, `SELECT seq FROM messages WHERE channel = ?1 AND entry_type != 0
 			ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1`, true},
-		{&a.evictHSSum, `SELECT sub, sum(size) FROM messages
-			WHERE channel = ? AND entry_type != 0 AND seq < ? GROUP BY sub`, true},
+		{&a.evictHSSum, `SELECT c.payer, sum(m.size) FROM messages m JOIN channels c ON c.name = m.channel
+			WHERE m.channel = ? AND m.entry_type != 0 AND m.seq < ? GROUP BY c.payer`, true},
 		{&a.evictHS, `DELETE FROM messages WHERE channel = ? AND entry_type != 0 AND seq < ?`, true},
 		{&a.sweepTo, `SELECT coalesce(
 			(SELECT id FROM messages WHERE ts >= ?1 ORDER BY id LIMIT 1),
 			(SELECT coalesce(max(id), 0) + 1 FROM messages))`, true},
-		{&a.sweepSum, `SELECT sub, sum(size) FROM messages WHERE id < ? GROUP BY sub`, true},
+		{&a.sweepSum, `SELECT c.payer, sum(m.size) FROM messages m JOIN channels c ON c.name = m.channel
+			WHERE m.id < ? GROUP BY c.payer`, true},
 		{&a.sweep, `DELETE FROM messages WHERE id < ?`, true},
-		{&a.upsert, `INSERT INTO channels (name, reserved, epoch) VALUES (?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch`, true},
-		{&a.load, `SELECT reserved, epoch FROM channels WHERE name = ?`, false},
+		// A channel's payer is set once; "" leaves it as it is.
+		{&a.upsert, `INSERT INTO channels (name, reserved, epoch, payer) VALUES (?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET reserved = excluded.reserved, epoch = excluded.epoch,
+			payer = CASE WHEN channels.payer = '' THEN excluded.payer ELSE channels.payer END`, true},
+		{&a.load, `SELECT reserved, epoch, payer FROM channels WHERE name = ?`, false},
 		// Rows past the cap may linger until the committer evicts them in
 		// its next chunk, so reads apply the cap themselves: ?5 is the
 		// channel's cap floor.
@@ -515,7 +553,7 @@ func (a *archive) loadUsage(ctx context.Context) error {
 		return err
 	}
 	// Summed here rather than with GROUP BY, which would sort every row.
-	q := `SELECT sub, size FROM messages`
+	q := `SELECT c.payer, m.size FROM messages m JOIN channels c ON c.name = m.channel`
 	if clean == 1 {
 		q = `SELECT sub, bytes FROM usage`
 	}
@@ -704,6 +742,9 @@ func (a *archive) sequence(r *pubReq) []byte {
 	}
 	r.st = st
 	if r.fence {
+		// The committer keeps the channel's row from the batch's last
+		// request: it carries the payer too.
+		r.sub = st.payer
 		st.hasEpoch, st.epoch, r.dirty = true, r.resetTo, true
 		r.reserved, r.hasEpoch, r.epoch = st.reserved, true, st.epoch
 		return nil
@@ -728,13 +769,18 @@ func (a *archive) sequence(r *pubReq) []byte {
 			return nil
 		}
 	}
-	if !fitsRecord(r.channel, r.sub, len(r.payload)) {
-		// Only a token minted with an absurd subject (and a relay whose
-		// PreAuthReadLimit lets it in) gets here; a record could not
-		// carry it.
-		r.refused = errorFrame("name_too_long", "the account name is too long to archive")
+	if !fitsRecord(r.channel, "", len(r.payload)) {
+		// Only a relay whose PreAuthReadLimit lets a payload past the
+		// record's bound gets here; a record could not carry it.
+		r.refused = errorFrame("name_too_long", "the entry is too long to archive")
 		return nil
 	}
+	// The channel pays for its entries: the first account to publish on
+	// it becomes its payer, kept with the channel (not with the entry).
+	if st.payer == "" {
+		st.payer, r.dirty = r.sub, true
+	}
+	r.sub = st.payer
 	r.size = int64(len(r.payload))
 	if scope := a.charge(r.sub, r.size); scope != "" {
 		r.refused = quotaFrame(scope)
@@ -743,7 +789,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 	if r.hdr.commit {
 		st.hasEpoch, st.epoch, r.dirty = true, r.hdr.epoch+1, true
 	}
-	ts := a.now().UnixMilli()
+	ts := coarseMillis(a.now(), a.granularity)
 	if ts < a.lastTS {
 		ts = a.lastTS // ts grows with insertion order; the TTL sweep relies on it
 	}
@@ -779,11 +825,12 @@ func (a *archive) state(name string) *chanState {
 	}
 	var reserved int64
 	var epoch sql.NullInt64
-	err := a.load.QueryRowContext(context.Background(), name).Scan(&reserved, &epoch)
+	var payer string
+	err := a.load.QueryRowContext(context.Background(), name).Scan(&reserved, &epoch, &payer)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
-	st := &chanState{name: name, seq: uint64(reserved), reserved: uint64(reserved), hasEpoch: epoch.Valid, epoch: uint64(epoch.Int64)}
+	st := &chanState{name: name, payer: payer, seq: uint64(reserved), reserved: uint64(reserved), hasEpoch: epoch.Valid, epoch: uint64(epoch.Int64)}
 	st.durable.Store(uint64(reserved))
 	a.states[name] = st
 	return st
@@ -1022,13 +1069,13 @@ func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
 func logRecord(r *pubReq) (logRec, bool) {
 	if r.move {
 		return logRec{kind: recEntry, flags: recMoved, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
-			channel: r.channel, sub: r.sub, payload: r.payload}, true
+			channel: r.channel, payload: r.payload}, true
 	}
 	if r.reply != nil || r.refused != nil || r.st == nil {
 		return logRec{}, false
 	}
 	rec := logRec{kind: recEntry, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
-		reserved: r.reserved, epoch: r.epoch, channel: r.channel, sub: r.sub, payload: r.payload}
+		reserved: r.reserved, epoch: r.epoch, channel: r.channel, payload: r.payload}
 	if r.fence {
 		rec = logRec{kind: recChan, reserved: r.reserved, epoch: r.epoch, channel: r.channel}
 	}
@@ -1201,7 +1248,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 		if a.seglog != nil {
 			payload, seg = emptyBlob, int64(r.seg)
 		}
-		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, payload, r.sub, seg, r.at, r.size)
+		args = append(args, r.channel, int64(r.seq), int64(r.hdr.entryType), r.ts, payload, seg, r.at, r.size)
 		if len(args) == rowCols*insertRows {
 			if _, err := a.insertN.ExecContext(ctx, args...); err != nil {
 				return err
@@ -1233,7 +1280,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 			if r.hasEpoch {
 				epoch = int64(r.epoch)
 			}
-			if _, err := a.upsert.ExecContext(ctx, st.name, int64(r.reserved), epoch); err != nil {
+			if _, err := a.upsert.ExecContext(ctx, st.name, int64(r.reserved), epoch, r.sub); err != nil {
 				return err
 			}
 		}
@@ -1453,7 +1500,7 @@ func (a *archive) finish(ctx context.Context) {
 		if st.hasEpoch {
 			epoch = int64(st.epoch)
 		}
-		if _, err := a.upsert.ExecContext(ctx, name, int64(st.seq), epoch); err != nil {
+		if _, err := a.upsert.ExecContext(ctx, name, int64(st.seq), epoch, st.payer); err != nil {
 			a.w.ExecContext(ctx, "ROLLBACK")
 			return
 		}
@@ -1898,7 +1945,8 @@ func (a *archive) nextEpoch(ctx context.Context, channel string) (uint64, bool, 
 	}
 	var reserved int64
 	var epoch sql.NullInt64
-	err := a.load.QueryRowContext(ctx, channel).Scan(&reserved, &epoch)
+	var payer string
+	err := a.load.QueryRowContext(ctx, channel).Scan(&reserved, &epoch, &payer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

@@ -102,7 +102,7 @@ func plantAndBurst(t *testing.T, tr *testRelay, c *wsClient) []uint64 {
 		}
 	}
 	settled(t, tr)
-	if _, err := tr.db.Exec(`INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, size) VALUES (?, ?, 0, 0, ?, 'mallory', 7)`,
+	if _, err := tr.db.Exec(`INSERT INTO messages (channel, seq, entry_type, ts, payload, size) VALUES (?, ?, 0, 0, ?, 7)`,
 		chA, planted, []byte("planted")); err != nil {
 		t.Fatal(err)
 	}

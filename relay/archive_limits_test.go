@@ -109,14 +109,18 @@ func testAccountQuota(t *testing.T, be *backend) {
 	if got := settled(t, tr).used("alice"); got != 900 {
 		t.Fatalf("alice uses %d bytes, want 900", got)
 	}
-	// Bob is unaffected: he fills chA, whose cap (4) evicts alice's
-	// oldest entries there.
+	// Bob fills chA, whose cap (4) evicts alice's oldest entries there.
+	// The channel pays for its entries: alice, its first publisher, is
+	// charged his 15 bytes too (no entry records that bob sent them).
 	for i := range 3 {
 		bob.publishAck(chA, []byte(fmt.Sprint("bob ", i)))
 		alice.expect(map[string]any{"type": "message", "channel": chA})
 	}
-	if got := settled(t, tr).used("alice"); got != 600 {
-		t.Fatalf("after eviction alice uses %d bytes, want 600", got)
+	if got := settled(t, tr).used("alice"); got != 615 {
+		t.Fatalf("after eviction alice uses %d bytes, want 615", got)
+	}
+	if got := settled(t, tr).used("bob"); got != 0 {
+		t.Fatalf("bob, who pays for no channel, uses %d bytes", got)
 	}
 	alice.publishAck(chQ, p('d'))
 	alice.publish(chQ, p('y'))
@@ -131,7 +135,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 	bob.c.CloseNow()
 	tr.stop(t)
 	tr = be.start(t, cfg)
-	if got, bobs := settled(t, tr).used("alice"), settled(t, tr).used("bob"); got != 900 || bobs != int64(3*len("bob 0")) {
+	if got, bobs := settled(t, tr).used("alice"), settled(t, tr).used("bob"); got != 915 || bobs != 0 {
 		t.Fatalf("after a clean restart alice uses %d, bob %d", got, bobs)
 	}
 	if be.nats != nil {
@@ -155,8 +159,8 @@ func testAccountQuota(t *testing.T, be *backend) {
 	db.Exec(`UPDATE state SET value = 0 WHERE key = 'usage_clean'`) // as a crash leaves it
 	db.Close()
 	tr = be.start(t, cfg)
-	if got := settled(t, tr).used("alice"); got != 900 {
-		t.Fatalf("after an unclean restart alice uses %d, want 900", got)
+	if got := settled(t, tr).used("alice"); got != 915 {
+		t.Fatalf("after an unclean restart alice uses %d, want 915", got)
 	}
 }
 
@@ -205,8 +209,12 @@ func BenchmarkOpenRecomputeUsage(b *testing.B) {
 		b.Fatal(err)
 	}
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO messages (channel, seq, entry_type, ts, payload, sub)
-		SELECT 'acme/ch/' || (i % 100), i, 0, i, randomblob(1024), 'account-' || (i % 50) FROM n`, rows); err != nil {
+		INSERT INTO messages (channel, seq, entry_type, ts, payload, size)
+		SELECT 'acme/ch/' || (i % 100), i, 0, i, randomblob(1024), 1024 FROM n`, rows); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99)
+		INSERT INTO channels (name, reserved, payer) SELECT 'acme/ch/' || i, ?, 'account-' || (i % 50) FROM n`, rows); err != nil {
 		b.Fatal(err)
 	}
 	clear := func() {
@@ -256,7 +264,7 @@ func TestQuotaMatchesArchive(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			want := map[string]int64{}
-			rows, err := tr.db.Query(`SELECT sub, sum(size) FROM messages GROUP BY sub`)
+			rows, err := tr.db.Query(`SELECT c.payer, sum(m.size) FROM messages m JOIN channels c ON c.name = m.channel GROUP BY c.payer`)
 			if err != nil {
 				t.Fatal(err)
 			}

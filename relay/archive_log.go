@@ -121,9 +121,9 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 	}()
 	// The log is the truth: a row the index holds where a record goes
 	// (damage) is replaced by the record.
-	put, err := a.w.PrepareContext(ctx, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, seg, at, size)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, seq) DO UPDATE SET entry_type = excluded.entry_type,
-		ts = excluded.ts, payload = excluded.payload, sub = excluded.sub, seg = excluded.seg, at = excluded.at, size = excluded.size`)
+	put, err := a.w.PrepareContext(ctx, `INSERT INTO messages (channel, seq, entry_type, ts, payload, seg, at, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, seq) DO UPDATE SET entry_type = excluded.entry_type,
+		ts = excluded.ts, payload = excluded.payload, seg = excluded.seg, at = excluded.at, size = excluded.size`)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 				return err
 			}
 			if r.kind == recEntry {
-				if _, err := put.ExecContext(ctx, r.channel, int64(r.seq), int64(r.entryType), r.ts, emptyBlob, r.sub,
+				if _, err := put.ExecContext(ctx, r.channel, int64(r.seq), int64(r.entryType), r.ts, emptyBlob,
 					int64(seg), at, int64(len(r.payload))); err != nil {
 					return err
 				}
@@ -167,7 +167,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 			if r.flags&recHasEpoch != 0 {
 				epoch = int64(r.epoch)
 			}
-			_, err := a.upsert.ExecContext(ctx, r.channel, int64(r.reserved), epoch)
+			_, err := a.upsert.ExecContext(ctx, r.channel, int64(r.reserved), epoch, "")
 			return err
 		})
 		if err != nil {
@@ -354,10 +354,10 @@ func (a *archive) moveSegment(seg uint64) error {
 	}
 	after := int64(-1)
 	for {
-		read, _, err := a.movePage(`SELECT channel, seq, entry_type, ts, sub, at, size FROM messages
+		read, _, err := a.movePage(`SELECT channel, seq, entry_type, ts, at, size FROM messages
 			WHERE seg = ? AND at > ? ORDER BY at LIMIT ?`, []any{int64(seg), after}, func(rows *sql.Rows, r *pubReq) (bool, error) {
 			var at int64
-			if err := rows.Scan(&r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &at, &r.size); err != nil {
+			if err := rows.Scan(&r.channel, &r.seq, &r.hdr.entryType, &r.ts, &at, &r.size); err != nil {
 				return false, err
 			}
 			r.from, after = logPos{seg, at}, at
@@ -387,10 +387,10 @@ func (a *archive) migrateInline() error {
 	after := int64(0)
 	var moved, kept int
 	for {
-		read, n, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, sub, payload FROM messages
+		read, n, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, payload FROM messages
 			WHERE seg IS NULL AND id > ? ORDER BY id LIMIT ?`, []any{after}, func(rows *sql.Rows, r *pubReq) (bool, error) {
 			r.inline = true
-			if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &r.payload); err != nil {
+			if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.payload); err != nil {
 				return false, err
 			}
 			r.size = int64(len(r.payload))

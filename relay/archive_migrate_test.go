@@ -1,13 +1,18 @@
 package relay
 
 import (
+	"bytes"
 	"database/sql"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // oldArchive makes a file-backed archive as a relay from before the log
@@ -125,48 +130,105 @@ func TestLogMigrationReplayed(t *testing.T) {
 	}
 }
 
-// TestLogMigrationKeepsUnfitRows: a row no log record can carry (an
-// account name over 65,535 bytes, which the relay stored before the log
-// and now refuses) stays in its row and is served from it; the others
-// move, and the archive goes on taking publishes. Moving it would have
-// stopped the archive for everyone.
-func TestLogMigrationKeepsUnfitRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	cfg := Config{DBPath: path, NoSync: true, logSegment: 64 << 10}
-	want := oldArchive(t, cfg)
-	var last uint64
-	for _, e := range want {
-		if e.ch == chLog {
-			last = max(last, e.seq)
-		}
+// TestMigrationDropsSenders upgrades an archive whose rows name their
+// senders (the schema before the channel paid for its entries): the
+// column goes, and its bytes with it (no file of the archive holds a
+// sender's name after a checkpoint); the channel's payer is the account
+// of its oldest entry, charged for every entry of the channel; the
+// entries are served as before, moved into the log.
+func TestMigrationDropsSenders(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	long := logEntry{ch: chLog, seq: last + 1, payload: []byte("from an account with a very long name"), et: EntryApp}
-	db := openIndex(t, path)
-	execSQL(t, db, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, size) VALUES (?, ?, 0, ?, ?, ?, ?)`,
-		long.ch, int64(long.seq), time.Now().UnixMilli(), long.payload, strings.Repeat("s", 0x10000), len(long.payload))
-	execSQL(t, db, `UPDATE channels SET reserved = ? WHERE name = ?`, int64(long.seq), chLog)
+	const before = 5 // the migrations of an archive that kept a sender per row
+	if len(migrations) != before+1 {
+		t.Fatalf("%d migrations: this test builds the archive of the %d before the senders went", len(migrations), before)
+	}
+	if err := sqlitedb.Migrate(t.Context(), db, migrations[:before]); err != nil {
+		t.Fatal(err)
+	}
+	const first, second = "sender-first-4f1c9a", "sender-second-8b2e07"
+	var want []logEntry
+	for i, sub := range []string{first, second, second, first} {
+		e := logEntry{ch: chA, seq: uint64(i + 1), payload: fmt.Appendf(nil, "payload %d of the old archive", i), et: EntryApp}
+		execSQL(t, db, `INSERT INTO messages (channel, seq, entry_type, ts, payload, sub, size) VALUES (?, ?, 0, ?, ?, ?, ?)`,
+			e.ch, int64(e.seq), time.Now().UnixMilli(), e.payload, sub, len(e.payload))
+		want = append(want, e)
+	}
+	execSQL(t, db, `INSERT INTO channels (name, reserved) VALUES (?, 4)`, chA)
+	execSQL(t, db, `INSERT INTO usage (sub, bytes) VALUES (?, 1), (?, 2)`, first, second)
+	execSQL(t, db, `INSERT INTO state (key, value) VALUES ('usage_clean', 1)`)
 	db.Close()
-	want = append(want, long)
 
-	tr := startRelay(t, cfg)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL`)
-		if n == 1 {
+	tr := startRelay(t, Config{DBPath: path, NoSync: true, CheckpointInterval: 10 * time.Millisecond})
+	awaitMigrated(t, tr)
+	checkServed(t, tr.URL, want)
+	if n := queryInt(t, tr.db, `SELECT count(*) FROM pragma_table_info('messages') WHERE name = 'sub'`); n != 0 {
+		t.Fatal("the messages table still has its sub column")
+	}
+	var total int64
+	for _, e := range want {
+		total += int64(len(e.payload))
+	}
+	if got, other := tr.arch.used(first), tr.arch.used(second); got != total || other != 0 {
+		t.Fatalf("the channel's payer uses %d bytes (want %d), the other sender %d (want 0)", got, total, other)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		var left []string
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(second)) {
+				left = append(left, filepath.Base(p))
+			}
+			return nil
+		})
+		if len(left) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still hold their payloads, want only the one with the long name", n)
+			t.Fatalf("a sender who pays for nothing is still named in %v", left)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c := dialWS(t, tr.URL, "/ws/"+chA)
-	c.auth(mint(t, "alice", ""))
-	seq := c.publishAck(chA, []byte("after the migration"))
-	want = append(want, logEntry{ch: chA, seq: seq, payload: []byte("after the migration"), et: EntryApp})
-	settled(t, tr)
-	checkServed(t, tr.URL, want)
-	if n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL AND channel = ? AND seq = ?`, long.ch, int64(long.seq)); n != 1 {
-		t.Fatal("the row with the long account name left its row")
+}
+
+// TestBackupFindsOlderRecords: a backup checks each row's record in the
+// copied segments; a record written before records named no sender
+// carries one, of a length the row no longer says, and is found all the
+// same; a record that is not there is errSegmentReused.
+func TestBackupFindsOlderRecords(t *testing.T) {
+	const seg = 7
+	f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := bytes.Repeat([]byte{0xee}, 100)
+	var ats []int64
+	for i, sub := range []string{"", "an-account-of-old", strings.Repeat("s", 300)} {
+		start := len(b)
+		var at int
+		b, at, err = appendRecord(b, segSeed(seg), &logRec{kind: recEntry, seq: uint64(i + 1), channel: chA, sub: sub, payload: []byte("payload")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ats = append(ats, int64(start+at))
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range ats {
+		if _, err := checkRecord(f, seg, chA, uint64(i+1), at, int64(len("payload")), nil); err != nil {
+			t.Errorf("record %d: %v", i+1, err)
+		}
+		if _, err := checkRecord(f, seg, chA, uint64(i+2), at, int64(len("payload")), nil); err != errSegmentReused {
+			t.Errorf("record %d as seq %d: %v, want errSegmentReused", i+1, i+2, err)
+		}
 	}
 }
 
@@ -194,7 +256,7 @@ func TestMovePageBounded(t *testing.T) {
 	scan := func(rows *sql.Rows, r *pubReq) (bool, error) {
 		var seg uint64
 		var at int64
-		if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &r.sub, &seg, &at, &r.size); err != nil {
+		if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &seg, &at, &r.size); err != nil {
 			return false, err
 		}
 		f, err := a.seglog.file(seg)
@@ -207,7 +269,7 @@ func TestMovePageBounded(t *testing.T) {
 	}
 	var pages []int
 	for {
-		read, moved, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, sub, seg, at, size FROM messages
+		read, moved, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, seg, at, size FROM messages
 			WHERE channel = ? AND id > ? ORDER BY id LIMIT ?`, []any{chLog, after}, scan)
 		if err != nil {
 			t.Fatal(err)

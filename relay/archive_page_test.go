@@ -126,7 +126,7 @@ func testPageBytesBounded(t *testing.T, be *backend) {
 func TestPageShape(t *testing.T) { forBackends(t, testPageShape) }
 
 func testPageShape(t *testing.T, be *backend) {
-	at := time.UnixMilli(1700000000123)
+	at := time.UnixMilli(1700000000123) // kept to the second: ts 1700000000000
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true, Now: func() time.Time { return at }})
 	tok := mintAt(t, "alice", "", at)
 	c := dialWS(t, tr.URL, "/ws/"+chA)
@@ -134,13 +134,13 @@ func testPageShape(t *testing.T, be *backend) {
 	c.publishAck(chA, []byte("one"))
 	c.publishAck(chA, welcome())
 	_, body := getRaw(t, tr.URL+"/v1/sync?channel="+chA, tok)
-	want := `{"entries":[{"seq":1,"entry_type":0,"payload":"b25l","ts":1700000000123},` +
-		`{"seq":2,"entry_type":2,"payload":"` + base64.StdEncoding.EncodeToString(welcome()) + `","ts":1700000000123}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"
+	want := `{"entries":[{"seq":1,"entry_type":0,"payload":"b25l","ts":1700000000000},` +
+		`{"seq":2,"entry_type":2,"payload":"` + base64.StdEncoding.EncodeToString(welcome()) + `","ts":1700000000000}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"
 	if string(body) != want {
 		t.Fatalf("sync body\n%s\nwant\n%s", body, want)
 	}
 	_, body = getRaw(t, tr.URL+"/v1/messages?channel="+chA+"&limit=1", tok)
-	if want := `{"messages":[{"seq":1,"payload":"b25l","ts":1700000000123}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"; string(body) != want {
+	if want := `{"messages":[{"seq":1,"payload":"b25l","ts":1700000000000}],"has_more":false,"truncated":false,"oldest_seq":1}` + "\n"; string(body) != want {
 		t.Fatalf("messages body\n%s\nwant\n%s", body, want)
 	}
 	_, body = getRaw(t, tr.URL+"/v1/sync?channel=acme/empty/chan", tok)

@@ -3,11 +3,13 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
@@ -77,7 +79,7 @@ func backupArchive(ctx context.Context, src, dst string) error {
 		return err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT channel, seq, sub, seg, at, size FROM messages
+	rows, err := db.QueryContext(ctx, `SELECT channel, seq, seg, at, size FROM messages
 		WHERE seg IS NOT NULL ORDER BY seg, at`)
 	if err != nil {
 		return err
@@ -88,9 +90,9 @@ func backupArchive(ctx context.Context, src, dst string) error {
 	seg := uint64(0)
 	var buf []byte
 	for rows.Next() {
-		var channel, sub string
+		var channel string
 		var seq, s, at, size int64
-		if err := rows.Scan(&channel, &seq, &sub, &s, &at, &size); err != nil {
+		if err := rows.Scan(&channel, &seq, &s, &at, &size); err != nil {
 			return err
 		}
 		if f == nil || uint64(s) != seg {
@@ -103,23 +105,9 @@ func backupArchive(ctx context.Context, src, dst string) error {
 			}
 		}
 		// The record the row points to, in the copy.
-		n := recordSize(&logRec{channel: channel, sub: sub}) + int(size)
-		start := at + size - int64(n)
-		if start < 0 {
-			return fmt.Errorf("relay: backup: row %s/%d points before its record", channel, seq)
-		}
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		k, err := f.ReadAt(buf, start)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		r, err := decodeRecord(buf[:k], segSeed(seg))
-		if err != nil || r.channel != channel || r.seq != uint64(seq) || r.sub != sub {
+		if buf, err = checkRecord(f, seg, channel, uint64(seq), at, size, buf); err != nil {
 			f.Close()
-			return errSegmentReused
+			return err
 		}
 	}
 	if f != nil {
@@ -190,4 +178,53 @@ func copySegment(from, to string, seg uint64) (*os.File, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkRecord checks that the record of channel's entry seq, whose payload
+// of size bytes is at offset at of segment seg (open as f), is there: a
+// segment whose number was reused holds another record there. Records
+// name no sender now, but a segment written before that holds, between
+// the channel and the payload, the account that published (of a length
+// the row no longer says): that record is found by its name lengths, which
+// sit just before its names.
+func checkRecord(f *os.File, seg uint64, channel string, seq uint64, at, size int64, buf []byte) ([]byte, error) {
+	nc := len(channel)
+	try := func(ns int) (bool, error) {
+		n := recordSize(&logRec{channel: channel, sub: strings.Repeat("\x00", ns)}) + int(size)
+		start := at + size - int64(n)
+		if start < 0 {
+			return false, nil
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		k, err := f.ReadAt(buf, start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		r, err := decodeRecord(buf[:k], segSeed(seg))
+		return err == nil && r.channel == channel && r.seq == seq && len(r.sub) == ns, nil
+	}
+	if ok, err := try(0); ok || err != nil {
+		return buf, err
+	}
+	// An older record: read what may precede the payload and look for the
+	// name lengths (chanLen nc, then subLen ns) ns+nc+4 bytes before it.
+	w := min(at, int64(4+nc+maxRecordName))
+	head := make([]byte, w)
+	if _, err := f.ReadAt(head, at-w); err != nil {
+		return buf, err
+	}
+	for ns := 1; ns <= maxRecordName && int64(ns+nc+4) <= w; ns++ {
+		p := int(w) - ns - nc - 4
+		if binary.LittleEndian.Uint16(head[p:]) != uint16(nc) || binary.LittleEndian.Uint16(head[p+2:]) != uint16(ns) ||
+			string(head[p+4:p+4+nc]) != channel {
+			continue
+		}
+		if ok, err := try(ns); ok || err != nil {
+			return buf, err
+		}
+	}
+	return buf, errSegmentReused
 }

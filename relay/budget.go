@@ -19,15 +19,27 @@ import (
 // groups passes the server's.
 //
 // The relay learns an account's org and group from the token (the org and
-// grp claims the directory mints), without asking the directory. Each
-// entry records its payer: the account, and with the claims its org and
-// group, in the one string both archives already keep per entry for the
-// account quota (the sub column and log record of the SQLite archive, the
-// Skytale-Sub header on JetStream). So whatever gives an entry's bytes
-// back (the cap, the TTL sweep, a restart's recount) gives them back to
-// the same four budgets that were charged, exactly, on both backends. A
-// token without the claims (minted before them) makes its account its
-// own org and its own group.
+// grp claims the directory mints), without asking the directory.
+//
+// # The channel pays
+//
+// No entry records who sent it. The bytes of every entry of a channel are
+// charged to the channel's payer: the first account to publish on the
+// channel (with its org and group), which for a room is its owner, whose
+// first commit starts it, and for a seat's sync channel the seat's own
+// account. The payer is kept once per channel (the payer column of the
+// SQLite archive's channels table; on JetStream the Skytale-Sub header,
+// which holds the channel's payer on each of its entries, never the
+// sender). So whatever gives an entry's bytes back (the cap, the TTL
+// sweep, a restart's recount from the rows) gives them back to the same
+// four budgets that were charged, exactly, and the archive never holds a
+// link from an entry to the member who sent it. The cost: a member's
+// publishes count against the owner's budgets, so an owner vouches, with
+// its quota, for the members it admits (and removes one that floods).
+// What the relay still learns from live traffic is which authenticated
+// connection published when; it keeps none of it (the logs name no one
+// unless LogClients). A token without the claims (minted before them)
+// makes its account its own org and its own group.
 
 // payerSep separates the parts of a payer string. Neither the directory's
 // org names nor its group ids contain it; claims that do are dropped.

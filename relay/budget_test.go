@@ -265,12 +265,15 @@ func TestBudgetDefaults(t *testing.T) {
 func TestBudgetMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tr := startRelay(t, Config{NoSync: true, Metrics: reg, AccountQuota: 1000, GroupBudget: 1500, ServerBudget: 10000})
+	// Each pays for a channel of its own (the channel pays for its
+	// entries, budget.go).
 	for i, sub := range []string{"m1", "m2"} {
-		c := dialWS(t, tr.URL, "/ws/"+chA)
+		ch := []string{chA, chLog}[i]
+		c := dialWS(t, tr.URL, "/ws/"+ch)
 		c.auth(mintPayer(t, sub, "org-m", "grp-m", time.Now()))
-		c.publishAck(chA, bytes.Repeat([]byte{1}, 700+100*i))
+		c.publishAck(ch, bytes.Repeat([]byte{1}, 700+100*i))
 		if i == 1 {
-			c.publish(chA, bytes.Repeat([]byte{1}, 100))
+			c.publish(ch, bytes.Repeat([]byte{1}, 100))
 			c.expectError("quota_exceeded")
 		}
 		c.c.CloseNow()

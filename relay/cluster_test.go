@@ -668,7 +668,8 @@ func TestClusterQuota(t *testing.T) {
 		}
 	}
 	// Bob's entries push alice's out of the cap of 3; every node gives
-	// her bytes back.
+	// her bytes back, and charges her, the channel's payer, for his (no
+	// entry says bob sent it).
 	c := dialWS(t, nodes[1].URL, "/ws/"+ch)
 	c.auth(mint(t, "bob", ""))
 	for i := range 3 {
@@ -678,7 +679,7 @@ func TestClusterQuota(t *testing.T) {
 	}
 	for _, node := range append(nodes, late) {
 		deadline := time.Now().Add(10 * time.Second)
-		for node.arch.used("alice") != 0 {
+		for node.arch.used("alice") != int64(3*len("bob 0")) || node.arch.used("bob") != 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("a node still counts %d bytes for alice", node.arch.used("alice"))
 			}

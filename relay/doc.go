@@ -24,7 +24,7 @@
 // channels) to the log with one write and one fdatasync, and acknowledges
 // them once that returns, so an acknowledged publish survives a crash of
 // the process or of the machine. An indexer goroutine then writes their
-// rows (channel, seq, type, ts, account, and where the payload is) in one
+// rows (channel, seq, type, ts, and where the payload is; no sender) in one
 // SQLite transaction, which is not synced: the transaction records the
 // log position it holds up to, and an open replays what the log holds
 // after it, up to the first record a crash left torn. Reads wait for the
@@ -152,7 +152,8 @@
 // MaxConnsPerAccount (64) sockets (too_many_connections, close 1013); a
 // socket's queue holds at most SendQueue frames and MaxQueueBytes (16 MiB);
 // an account may have AccountQuota bytes (256 MiB) of payload stored across
-// all channels, and its org, its signup group (the accounts the directory
+// the channels it pays for (a channel's entries are charged to the channel:
+// its first publisher, budget.go), and its org, its signup group (the accounts the directory
 // made from one IPv4 /24 or IPv6 /64: the token's grp claim) and the whole
 // relay OrgBudget, GroupBudget and ServerBudget (defaults fitted to the
 // disk; budget.go), each refused with quota_exceeded naming its "scope".
@@ -228,7 +229,8 @@
 //   - GET /v1/messages and /v1/sync read through a short-lived consumer on
 //     the stream leader, in rounds of at most one page's bytes.
 //   - Quotas and budgets: each node mirrors, from the stream, the payer
-//     (account, org, group) and size of the entries within the caps and
+//     of each channel (account, org, group; budget.go: the channel pays,
+//     not the sender) and size of the entries within the caps and
 //     the TTL (it replays the stream's headers at start) and adds the
 //     publishes it has in flight. Nodes admit concurrent publishes each
 //     against their own view, so the cluster may pass a budget by what is

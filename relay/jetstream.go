@@ -53,7 +53,7 @@ import (
 // a publish is acknowledged only once JetStream acknowledged it, and an
 // entry is pushed only once it is in the stream, so a read that starts
 // after a push always finds the entry. The consumer also keeps, per relay,
-// a mirror of the entries within the caps (seq, account, size, time),
+// a mirror of the entries within the caps (seq, the channel's payer, size, time),
 // from which the account quotas are counted; a relay replays the stream's
 // headers into it at start.
 
@@ -64,12 +64,15 @@ const (
 
 // Header names of the stream's messages.
 const (
-	hdrSub    = "Skytale-Sub"    // the publishing account
-	hdrTS     = "Skytale-Ts"     // the relay's time of the publish, Unix ms
-	hdrOrigin = "Skytale-Origin" // <relay node id>.<conn id>
-	hdrType   = "Skytale-Type"   // handshake subject: entry type, or "fence" for a fence reset
-	hdrFence  = "Skytale-Fence"  // handshake subject: the epoch expected after this message
-	hdrReset  = "Skytale-Reset"  // handshake subject: the id of the last fence reset applied
+	hdrSub = "Skytale-Sub" // the channel's payer (budget.go), the same on all its entries; not the sender
+	hdrTS  = "Skytale-Ts"  // the relay's time of the publish, Unix ms
+	// hdrOrigin (<relay node id>.<conn id>) was set by relays that
+	// marked each entry with the connection that published it; none is
+	// written now (see origins).
+	hdrOrigin = "Skytale-Origin"
+	hdrType   = "Skytale-Type"  // handshake subject: entry type, or "fence" for a fence reset
+	hdrFence  = "Skytale-Fence" // handshake subject: the epoch expected after this message
+	hdrReset  = "Skytale-Reset" // handshake subject: the id of the last fence reset applied
 )
 
 const fenceMarker = "fence"
@@ -132,6 +135,7 @@ type jsEntry struct {
 
 // jsChan is a relay's mirror of one channel.
 type jsChan struct {
+	payer   string    // whom the channel's entries are charged to (budget.go)
 	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
 	head    jsHead
 	known   bool // head is the newest the relay has seen (not only a guess)
@@ -160,6 +164,8 @@ type jsArchive struct {
 	hub    *hub
 	log    *slog.Logger
 	now    func() time.Time
+	// granularity is Config.TimeGranularity (archive.go's coarseMillis).
+	granularity time.Duration
 
 	cap           int
 	ttl           time.Duration
@@ -170,6 +176,16 @@ type jsArchive struct {
 	// max_payload admits (at most MaxHandshakePayload).
 	maxHandshake int
 	msgIDs       atomic.Uint64
+
+	// origins maps the message id of each publish this relay has in
+	// flight to the connection that made it, so the publisher does not
+	// get its own entry back, without the stream recording per entry
+	// which connection published it. An entry is taken when the message
+	// comes back through the consumer; one whose message never does (a
+	// refused or duplicate publish) is dropped by the sweep after
+	// originTTL.
+	omu     sync.Mutex
+	origins map[string]origin
 
 	reqs    chan *pubReq
 	answers chan jsAnswer
@@ -193,6 +209,16 @@ type jsArchive struct {
 	readyAt  time.Time
 	readyErr error
 }
+
+// origin is the connection of a publish in flight, and when it was sent.
+type origin struct {
+	conn uint64
+	at   time.Time
+}
+
+// originTTL is how long an origin waits for its message: longer than any
+// publish may be tried (jsBudget).
+const originTTL = 4 * jsBudget
 
 // jsAnswer is a request on its way to its answer, in arrival order.
 type jsAnswer struct {
@@ -296,7 +322,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	var id [8]byte
 	rand.Read(id[:])
 	a := &jsArchive{
-		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now,
+		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
 		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, maxFirstEpoch: cfg.MaxFirstEpoch,
 		maxHandshake: maxHS,
 		node:         hex.EncodeToString(id[:]),
@@ -308,6 +334,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		pend:         newTally(),
 		pendSeq:      make(map[uint64]subBytes),
 		subs:         make(map[string]string),
+		origins:      make(map[string]origin),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -503,6 +530,22 @@ func (a *jsArchive) chanLocked(name string) *jsChan {
 	return c
 }
 
+// channelPayer returns whom the entries of ch are charged to: the payer
+// the mirror knows for it (from its entries' headers), or, for a channel
+// it has seen no entry of, sub, the first publisher. Two relays taking the
+// first publishes of a new channel at once may each pick their own; each
+// entry's bytes go back to the payer its header names, so the budgets stay
+// exact, and the mirror keeps the first it sees.
+func (a *jsArchive) channelPayer(ch, sub string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.chanLocked(ch)
+	if c.payer == "" {
+		c.payer = a.intern(sub)
+	}
+	return c.payer
+}
+
 func (a *jsArchive) intern(sub string) string {
 	if s, ok := a.subs[sub]; ok {
 		return s
@@ -529,6 +572,9 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	a.hw = seq
 	c := a.chanLocked(ch)
 	sub := a.intern(h.Get(hdrSub))
+	if c.payer == "" {
+		c.payer = sub
+	}
 	if marker {
 		n = 0
 	}
@@ -760,14 +806,22 @@ func (a *jsArchive) deliver(m jetstream.Msg) {
 	if !ok {
 		return
 	}
-	var origin uint64
+	var from uint64
+	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		a.omu.Lock()
+		if o, ok := a.origins[id]; ok {
+			from = o.conn
+			delete(a.origins, id)
+		}
+		a.omu.Unlock()
+	}
 	if node, id, ok := strings.Cut(m.Headers().Get(hdrOrigin), "."); ok && node == a.node {
-		origin, _ = strconv.ParseUint(id, 10, 64)
+		from, _ = strconv.ParseUint(id, 10, 64) // a message from before origins
 	}
 	f := pushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
 	f = base64.StdEncoding.AppendEncode(f, data)
 	f = pushSuffix(f, seq, et, ts)
-	a.hub.fanoutExcept(ch, f, origin)
+	a.hub.fanoutExcept(ch, f, from)
 }
 
 func (a *jsArchive) submit(r *pubReq) { a.reqs <- r }
@@ -785,6 +839,9 @@ func (a *jsArchive) waitVisible(context.Context) error { return nil }
 func (a *jsArchive) runSender() {
 	defer close(a.answers)
 	for r := range a.reqs {
+		if r.reply == nil && !r.fence {
+			r.sub = a.channelPayer(r.channel, r.sub)
+		}
 		switch {
 		case r.reply != nil:
 			a.answers <- jsAnswer{r: r}
@@ -810,10 +867,7 @@ func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 	m := nats.NewMsg(subj)
 	m.Data = r.payload
 	m.Header.Set(hdrSub, r.sub)
-	m.Header.Set(hdrTS, strconv.FormatInt(a.now().UnixMilli(), 10))
-	if r.c != nil {
-		m.Header.Set(hdrOrigin, a.node+"."+strconv.FormatUint(r.c.id, 10))
-	}
+	m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
 	// Every publish has an id, so the relay may try it again after a
 	// timeout (see jsTry) and JetStream stores it once: the client's, if
 	// it gave one (scoped to its account and channel, see dedup.go), so
@@ -823,6 +877,11 @@ func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 		id = a.node + "." + strconv.FormatUint(a.msgIDs.Add(1), 10)
 	}
 	m.Header.Set(jetstream.MsgIDHeader, id)
+	if r.c != nil {
+		a.omu.Lock()
+		a.origins[id] = origin{conn: r.c.id, at: time.Now()}
+		a.omu.Unlock()
+	}
 	return m
 }
 
@@ -999,7 +1058,7 @@ func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
 		next := jsHead{hasEpoch: true, epoch: epoch, reset: max(hd.reset, id)}
 		m := nats.NewMsg(a.hsSubject(channel))
 		m.Header.Set(hdrType, fenceMarker)
-		m.Header.Set(hdrTS, strconv.FormatInt(a.now().UnixMilli(), 10))
+		m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
 		m.Header.Set(jetstream.MsgIDHeader, a.node+".f"+strconv.FormatUint(a.msgIDs.Add(1), 10))
 		next.header(m.Header)
@@ -1139,6 +1198,13 @@ func (a *jsArchive) runSweep() {
 }
 
 func (a *jsArchive) sweep() {
+	a.omu.Lock()
+	for id, o := range a.origins {
+		if time.Since(o.at) > originTTL {
+			delete(a.origins, id)
+		}
+	}
+	a.omu.Unlock()
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
 	var del []uint64
 	a.mu.Lock()

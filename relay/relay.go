@@ -102,6 +102,13 @@ type Config struct {
 	ArchiveCap int
 	// ArchiveTTL is how long entries are kept (default 7 days).
 	ArchiveTTL time.Duration
+	// TimeGranularity is how coarse the time kept with each entry (its
+	// ts, in the archive and in push frames) is: Unix milliseconds
+	// rounded down to a multiple of it. 0 means DefaultTimeGranularity
+	// (one second); time.Millisecond keeps the exact time. Entries keep
+	// their order by seq, so nothing needs a finer ts; the archive keeps
+	// no more of when a person wrote than a second.
+	TimeGranularity time.Duration
 	// Revocations, if set, is polled for revoked subjects.
 	Revocations RevocationSource
 	// RevocationPoll is the polling interval (default 1 s).
@@ -164,8 +171,10 @@ type Config struct {
 	// never reach.
 	MaxFirstEpoch uint64
 	// AccountQuota bounds the payload bytes one account may have stored
-	// in the archive across all channels (default 256 MiB); a publish
-	// past it is refused with quota_exceeded.
+	// in the archive across the channels it pays for (default 256 MiB): a
+	// channel's entries are charged to the channel's payer, its first
+	// publisher (budget.go), never recorded per sender. A publish past it
+	// is refused with quota_exceeded.
 	AccountQuota int64
 	// OrgBudget, GroupBudget and ServerBudget bound the payload bytes
 	// the archive keeps for one org's accounts, for one signup group's

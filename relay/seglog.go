@@ -19,8 +19,8 @@ import (
 
 // The archive's log. A file-backed archive appends every batch of entries
 // to a segment file and flushes it with one fdatasync before it answers
-// the batch; SQLite holds the index (each entry's channel, seq, type, ts,
-// account and where its payload is in the log) and the channel rows, and
+// the batch; SQLite holds the index (each entry's channel, seq, type, ts
+// and where its payload is in the log; no sender) and the channel rows, and
 // commits them without syncing. The log is the source of truth: SQLite
 // records the log position it has applied up to in the same transaction
 // as the rows, and an open replays the records after that position, so an
@@ -51,7 +51,10 @@ import (
 //	reserved  uint64  the channel's reserved ceiling after the record (recDirty)
 //	epoch     uint64  the commit epoch expected next (recHasEpoch)
 //	chanLen   uint16
-//	subLen    uint16
+//	subLen    uint16  0: records name no sender (the channel pays, budget.go);
+//	                  segments written before that may hold the publishing
+//	                  account here, read and ignored, until the cap, the
+//	                  TTL or compaction (which rewrites without it) drops them
 //	channel, sub, payload
 const (
 	recEntry = 1 // an archived entry

@@ -3,12 +3,20 @@ package seat_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/cover"
 	"github.com/skytale-oss/skytale/padding"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -151,4 +159,129 @@ func TestDeviceOfferIsPadded(t *testing.T) {
 	if offers == 0 {
 		t.Error("no device offer in the room's channel")
 	}
+}
+
+// countIn counts the occurrences of each needle in the files under dir,
+// once every SQLite WAL there has been checkpointed away (the planes
+// checkpoint every few milliseconds here), and in log.
+func countIn(t *testing.T, dir, log string, needles []string) []int {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		wal := false
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, "-wal") {
+				if fi, err := d.Info(); err == nil && fi.Size() > 0 {
+					wal = true
+				}
+			}
+			return nil
+		})
+		if !wal {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the WAL files were not checkpointed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	counts := make([]int, len(needles))
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, n := range needles {
+			counts[i] += bytes.Count(b, []byte(n))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range needles {
+		counts[i] += strings.Count(log, n)
+	}
+	return counts
+}
+
+// TestNoSenderPerEntry: what the servers keep (every file of both planes,
+// the archive's log segments included, and their logs) names a member the
+// same number of times after the member sent 2 messages and after 12:
+// nothing is stored per entry that says who sent it. That holds for the
+// room's owner, whose channel pays for the entries, and for a member.
+func TestNoSenderPerEntry(t *testing.T) {
+	dir := t.TempDir()
+	lb := &logBuffer{}
+	lg := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{DBPath: filepath.Join(dir, "relay.db"), Logger: lg, CheckpointInterval: 10 * time.Millisecond},
+		Directory: skytale.DirectoryConfig{DBPath: filepath.Join(dir, "directory.db"), Logger: lg, CheckpointInterval: 10 * time.Millisecond},
+	})
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	for _, m := range []*member{alice, bob} {
+		needles := []string{m.acct.AccountID, m.did}
+		send := func(n int) {
+			for i := range n {
+				sendTo(t, m, room, fmt.Sprintf("message %d", i))
+			}
+		}
+		send(2)
+		after2 := countIn(t, dir, lb.String(), needles)
+		send(10)
+		after12 := countIn(t, dir, lb.String(), needles)
+		if !slices.Equal(after2, after12) {
+			t.Errorf("%s's account id and identity are in the servers' files %v times after 2 messages, %v after 12", m.did, after2, after12)
+		}
+	}
+}
+
+// TestOneShotSendLooksLikeCover plays the classifier that told one-shot
+// sends from cover: it matches each archived entry to the connection that
+// carried it, by that connection's lifetime and the requests before it (a
+// token, a read of the log). While a watch of the home runs, sends from
+// another handle of the home (another process, as tally msg is) open no
+// connection and make no request: they leave on the watch's connection,
+// among its cover frames, so the classifier has nothing to tell them
+// apart by. The other member reads them.
+func TestOneShotSendLooksLikeCover(t *testing.T) {
+	ctx := context.Background()
+	lb := &logBuffer{}
+	lg := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	st := skytaletest.NewStackWith(t, skytaletest.Options{
+		Relay:     skytale.RelayConfig{Logger: lg},
+		Directory: skytale.DirectoryConfig{Logger: lg},
+	})
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	watcher, err := seat.Open(ctx, seat.Config{Home: alice.home, APIURL: st.APIURL, RelayURL: st.RelayURL, Cover: cover.Config{MeanInterval: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watcher.Close() })
+	w := startWatch(t, watcher, room)
+	w.connected(t)
+	time.Sleep(100 * time.Millisecond) // a few cover frames
+	counts := func() map[string]int {
+		l := lb.String()
+		return map[string]int{
+			"relay connections": strings.Count(l, "relay: connection opened"),
+			"relay requests":    strings.Count(l, "relay: request"),
+			"tokens":            strings.Count(l, "path=/v1/tokens"),
+		}
+	}
+	before := counts()
+	for i := range 3 {
+		sendTo(t, alice, room, fmt.Sprintf("one-shot %d", i)) // alice's own handle: another process of the home
+	}
+	if after := counts(); !maps.Equal(before, after) {
+		t.Fatalf("the one-shot sends were seen apart from the watch: before %v, after %v", before, after)
+	}
+	expect(t, "bob", received(t, bob, room), "one-shot 0", "one-shot 1", "one-shot 2")
+	w.stop()
+	// With no watch, a send goes out on its own again.
+	sendTo(t, alice, room, "alone")
+	expect(t, "bob", received(t, bob, room), "alone")
 }

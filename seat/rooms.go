@@ -1144,6 +1144,16 @@ func addedAccount(before, now map[string]bool) string {
 
 // RoomSend sends text to a room and returns its seq.
 func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) {
+	// A watch of this home running in another process sends it on its
+	// connection, among its cover (handoff.go).
+	if seq, ok, err := s.sendViaWatch(ctx, name, text); ok {
+		return seq, err
+	}
+	return s.roomSend(ctx, name, text)
+}
+
+// roomSend is RoomSend in this process.
+func (s *Seat) roomSend(ctx context.Context, name, text string) (uint64, error) {
 	ch, err := s.RoomChannel(ctx, name)
 	if err != nil {
 		return 0, err
@@ -1154,7 +1164,13 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	}
 	var seq uint64
 	err = s.withRoom(ctx, ch, func(r *room) error {
-		if err := s.catchUpSettled(ctx, r, nil); err != nil {
+		// A watch in this process keeps the room caught up by its pushes:
+		// a read of the log before the send would tell it from cover.
+		if _, watched := s.watchConn(ch); !watched {
+			if err := s.catchUpSettled(ctx, r, nil); err != nil {
+				return err
+			}
+		} else if err := s.settle(ctx, r); err != nil {
 			return err
 		}
 		var err error
@@ -1187,16 +1203,38 @@ func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(
 	if err := s.saveRoom(ctx, r, false); err != nil {
 		return 0, err
 	}
-	conn, err := s.roomPublisher(ctx, r.channel)
-	if err != nil {
-		return 0, err
+	// A watch in this process sends on its connection, as its cover.
+	var pub interface {
+		Publish(ctx context.Context, channel string, payload []byte) (uint64, error)
 	}
-	defer conn.Close()
-	seq, err := conn.Publish(ctx, r.channel, ct)
+	wc, watched := s.watchConn(r.channel)
+	if watched {
+		pub = wc
+	} else {
+		p, err := s.roomPublisher(ctx, r.channel)
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		pub = p
+	}
+	seq, err := pub.Publish(ctx, r.channel, ct)
 	if err != nil {
 		return 0, err
 	}
 	s.observeSend(r.channel, len(plain))
+	if watched {
+		// As after a cover frame: no read of the log follows the send
+		// (it would mark the frame as a real one). The watch's pushes
+		// bring what came before it, and its own message coming back is
+		// skipped, so the cursor moves only when nothing is between.
+		if r.lastSeq+1 == seq {
+			r.lastSeq = seq
+		}
+		if err := s.saveRoom(ctx, r, false, hist(seq)...); !errors.Is(err, errRoomMoved) {
+			return seq, err
+		}
+	}
 	// The message is out: from here on nothing may send it again, so a
 	// state another process stored meanwhile is reloaded, not retried.
 	for attempt := 0; ; attempt++ {

@@ -78,6 +78,11 @@ type Seat struct {
 	tokens   map[string]cachedToken
 	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
 	swept    map[string]time.Time        // last lapse sweep of each owned room (settle.go)
+	// watchConns are the connections of this process's watch, by the
+	// channels they follow; handoff is set while it takes sends from
+	// other processes of the home (handoff.go).
+	watchConns map[string]*Conn
+	handoff    bool
 
 	// addCheck, when set (under the room lock, only while this seat
 	// builds a Commit), must accept the identity of every member the

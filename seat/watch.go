@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 	"github.com/skytale-oss/skytale/padding"
 )
 
@@ -95,6 +96,17 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 		return err
 	}
 	o.OnMessage = nil
+	// Sends from other processes of this home go out on this watch's
+	// connection (handoff.go).
+	defer s.serveHandoff(ctx)()
+	// A watch runs for long: what it deletes (spent KeyPackages, the
+	// state it replaced) leaves the WAL at the next checkpoint, as on
+	// the servers, not only when the home closes.
+	cctx, stopCheckpoints := context.WithCancel(ctx)
+	var cwg sync.WaitGroup
+	cwg.Go(func() { sqlitedb.RunCheckpoints(cctx, s.st.db, sqlitedb.DefaultCheckpointInterval, func(error) {}) })
+	defer cwg.Wait()
+	defer stopCheckpoints()
 	backoff := watchMinBackoff
 	for {
 		start := time.Now()
@@ -252,6 +264,8 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			return false, err
 		}
 	}
+	s.setWatchConn(chans, conn)
+	defer s.setWatchConn(chans, nil)
 	if o.OnEvent != nil {
 		o.OnEvent(WatchEvent{Connected: true})
 	}
