@@ -45,8 +45,7 @@ func scriptTally() {
 
 func TestReadmeWalkthroughs(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/readme",
-		RequireExplicitExec: false,
+		Dir: "testdata/readme",
 		Setup: func(env *testscript.Env) error {
 			api, relay, err := twoFreePorts()
 			if err != nil {
