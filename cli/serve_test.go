@@ -19,15 +19,17 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // TestMain lets the test binary act as the tally command, so the serve
-// tests run the real thing as a subprocess without a separate build.
+// tests run the real thing as a subprocess without a separate build, and
+// the README's scripts (testdata/readme) find it as `tally` on their PATH.
 func TestMain(m *testing.M) {
 	if os.Getenv("TALLY_TEST_AS_MAIN") == "1" {
 		os.Exit(Command(append([]string{"tally"}, os.Args[1:]...)))
 	}
-	os.Exit(m.Run())
+	testscript.Main(m, map[string]func(){"tally": scriptTally})
 }
 
 type served struct {
