@@ -21,6 +21,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
 var clusterCycles = flag.Int("cluster.cycles", 0, "fault cycles of TestNATSClusterFaults (default 4, or 3 with -short)")
@@ -268,7 +270,7 @@ type readStats struct {
 // round, until stop: a read either is a whole 200 page, or a 503 with
 // Retry-After; a dropped connection or a broken body is counted.
 // Reads of a node that was killed (dead) are not counted.
-func readLoop(rs *readStats, urls func() []string, dead func(string) bool, ch, tok string, stop <-chan struct{}) {
+func readLoop(rs *readStats, urls func() []string, dead func(string) bool, ch string, tok func() string, stop <-chan struct{}) {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -278,7 +280,7 @@ func readLoop(rs *readStats, urls func() []string, dead func(string) bool, ch, t
 		us := urls()
 		base := us[i%len(us)]
 		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/sync?channel=%s&since_seq=%d&limit=200", base, ch, uint64(i*37%2000)), nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Authorization", "Bearer "+tok())
 		resp, err := http.DefaultClient.Do(req)
 		if dead(base) {
 			if resp != nil {
@@ -397,13 +399,15 @@ func TestNATSClusterFaults(t *testing.T) {
 		}
 		return us
 	}
-	tok := mint(t, "reader", "")
+	// Tokens live a minute: every dial and read takes a fresh one, so
+	// the long form (-cluster.cycles) outlives them.
+	tok := func() string { return freshToken("reader") }
 	l := &ledger{acked: map[uint64]string{}, errs: map[string]int{}}
 	stopP := make(chan struct{})
 	var pwg sync.WaitGroup
 	startPub := func(i int, gen int) {
 		base := urls()[i]
-		ptok := mint(t, fmt.Sprint("pub-", i, "-", gen), "")
+		sub := fmt.Sprint("pub-", i, "-", gen)
 		pwg.Go(func() {
 			for k := 0; ; k++ {
 				select {
@@ -413,7 +417,7 @@ func TestNATSClusterFaults(t *testing.T) {
 				}
 				// A publisher whose socket dropped starts again on the
 				// same node, with new payloads.
-				pipelinePublisher(l, base, ch, ptok, fmt.Sprintf("n%d.%d.%d", i, gen, k), 8, stopP)
+				pipelinePublisher(l, base, ch, freshToken(sub), fmt.Sprintf("n%d.%d.%d", i, gen, k), 8, stopP)
 				if urls()[i] != base {
 					return // its relay was killed
 				}
@@ -494,7 +498,7 @@ func TestNATSClusterFaults(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, base := range urls() {
-		got := readWhole(t, base, ch, tok)
+		got := readWhole(t, base, ch, tok())
 		lost, dup := 0, 0
 		for seq, p := range l.acked {
 			if got[seq] != p {
@@ -595,4 +599,15 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 		t.Fatalf("a node at the stream's new count: %v", err)
 	}
 	s.Close(context.Background())
+}
+
+// freshToken mints a relay token for sub, valid for a minute from now,
+// for the goroutines of a test (which may not call t.Fatal).
+func freshToken(sub string) string {
+	now := time.Now()
+	tok, err := jwt.Mint(testSecret, jwt.Claims{Subject: sub, Audience: jwt.AudienceRelay, IssuedAt: now, ExpiresAt: now.Add(time.Minute)})
+	if err != nil {
+		panic(err) // the test's own secret and claims: a broken invariant
+	}
+	return tok
 }
