@@ -95,6 +95,12 @@ var errorTable = []struct {
 	{errAddTokenInvalid, http.StatusForbidden, "invalid_add_token", "add-token is invalid, expired, used up or revoked"},
 	{errTooManyAddTokens, http.StatusTooManyRequests, "too_many_add_tokens", "the account already holds 100 live add-tokens; revoke some or let them expire"},
 	{errOffersRationed, http.StatusTooManyRequests, "rate_limited", "the person's one-time join offers for this hour are used up and the device has no last-resort offer"},
+	{errTooManyDevices, http.StatusConflict, "too_many_devices", "the account has linked the most devices allowed (50, revoked ones included)"},
+	{errBadCertificate, http.StatusForbidden, "invalid_certificate", "the device certificate is not signed by an identity of this account over this grant's keys, or names a revoked key"},
+	{errLinkNeedsSignature, http.StatusBadRequest, "invalid_request", "a certificate can only approve a grant made with a signing_key"},
+	{errLinkedApprover, http.StatusForbidden, "not_identity_holder", "a linked device holds no identity: it can approve only a device restored from the phrase (whose grant carries the identity's proof); link devices from one that holds the identity"},
+	{errBadRevocation, http.StatusForbidden, "revocation_not_yours", "the revocation is not signed by an identity this account registered"},
+	{errTooManyRevocations, http.StatusConflict, "too_many_revocations", "this identity has revoked the most devices allowed (200)"},
 	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up (10 Welcomes and 2 MiB per sender) until the person reads or declines them"},
 }
 
