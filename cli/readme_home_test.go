@@ -66,6 +66,17 @@ func TestREADMESecondHome(t *testing.T) {
 			code, _, _ = strings.Cut(code, "\n")
 			_, fp, _ = strings.Cut(rec.out.String(), "device fingerprint: ")
 			fp, _, _ = strings.Cut(fp, "\n")
+		case strings.HasPrefix(cmd, "signin --link"):
+			ctx, cancel := context.WithCancel(context.Background())
+			rec = &background{cancel: cancel, done: make(chan error, 1)}
+			go func() {
+				rec.done <- Run(ctx, append([]string{"tally"}, args...), strings.NewReader(""), &rec.out, &rec.errw)
+			}()
+			eventually(t, "the code", func() bool { return strings.Contains(rec.out.String(), "fingerprint: ") })
+			_, code, _ = strings.Cut(rec.out.String(), "code: ")
+			code, _, _ = strings.Cut(code, "\n")
+			_, fp, _ = strings.Cut(rec.out.String(), "fingerprint: ")
+			fp, _, _ = strings.Cut(fp, "\n")
 		case strings.HasPrefix(cmd, "devices approve "):
 			args[len(args)-1] = code
 			for i, a := range args {
@@ -77,7 +88,7 @@ func TestREADMESecondHome(t *testing.T) {
 				t.Fatalf("%s: %v", line, err)
 			}
 			if err := rec.wait(t); err != nil {
-				t.Fatalf("signin --recover: %v (%s)", err, rec.errw.String())
+				t.Fatalf("the new device's signin: %v (%s)", err, rec.errw.String())
 			}
 		default:
 			if lastOut, err = tally(t, "", args...); err != nil {

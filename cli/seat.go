@@ -274,7 +274,7 @@ func hint(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, seat.ErrNoSeed):
-		return &usageError{"this home has no seat yet (no seed)", "run `tally init` (or `tally signin --recover` on a new device)"}
+		return &usageError{"this home has no seat yet (no seed)", "run `tally init` (or, on a new device, `tally signin --link`, or `tally signin --recover` to bring the phrase)"}
 	case errors.Is(err, seat.ErrSeedExists):
 		return &usageError{"this home already has a seed", "use another --home, or `tally backup` to see it"}
 	case errors.Is(err, seat.ErrNotSignedIn):
@@ -296,6 +296,10 @@ func hint(err error) error {
 	if errors.As(err, &ae) && ae.Code == "revoked" && strings.Contains(ae.Message, "device") || !errors.As(err, &ae) && errors.Is(err, seat.ErrRevoked) {
 		return &usageError{"revoked: this device was revoked by its person; it can no longer use the account, and reads nothing sent after the revocation",
 			"link it again from a device that holds the identity (`tally signin --link` here, `tally devices approve` there), or recover with the phrase"}
+	}
+	if !errors.As(err, &ae) && strings.Contains(err.Error(), "subject is revoked") {
+		return &usageError{"revoked: the relay refuses this device's credentials (the device or its account was revoked)",
+			"see `tally devices list` on a device that holds the identity"}
 	}
 	if errors.Is(err, seat.ErrNotIdentityHolder) {
 		return &usageError{"this device does not hold the identity (it was linked, and holds no phrase)",
@@ -384,7 +388,7 @@ func seatCommands() []*ucli.Command {
 					return signinLink(e, s)
 				}
 				if err := needSeed(s); err != nil {
-					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --recover` to bring a seat from another device)"}
+					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --link` to link this device to your account without the phrase, or `tally signin --recover` to bring the phrase)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
 				if key := e.c.String("api-key"); key != "" {

@@ -288,6 +288,12 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p pr
 		if err != nil {
 			return err
 		}
+		if person, _, _ := devcert.SplitIdentity(identity); person != did {
+			// Certified by another identity of the account: only that
+			// identity revokes it.
+			device = ""
+			return nil
+		}
 		if _, err := tx.exec(r.Context(), `UPDATE devices SET revoked_at = ? WHERE account_id = ? AND id = ?`,
 			now.UnixNano(), p.account, device); err != nil {
 			return err

@@ -125,6 +125,10 @@ func TestLinkDeviceCertificate(t *testing.T) {
 	r = e.do("POST", "/v1/device/grants", "", map[string]string{"device_key": x64})
 	want(t, e.do("POST", "/v1/device/grants/approve", cred, map[string]string{"user_code": r.str("user_code")}), 403, "not_identity_holder")
 	want(t, e.do("POST", "/v1/revocations", cred, map[string]string{"did": "did:skytale:" + e.accountOf(key)}), 403, "forbidden")
+	// Nor register an identity of its own (which could then certify or
+	// revoke the account's devices).
+	thief := newTestPerson("thief")
+	want(t, e.do("POST", "/v1/seats", cred, thief.seatBody(e.accountOf(key), "acme/tally/thief")), 403, "forbidden")
 	// A restored device proves the phrase: the linked device may let it in.
 	xk, x64 := newDevice(t)
 	proof := ed25519.Sign(alice.priv, append([]byte(RecoverLabel), xk.PublicKey().Bytes()...))
@@ -175,6 +179,17 @@ func TestRevokeLinkedDevice(t *testing.T) {
 			t.Fatalf("%s changed the store", name)
 		}
 	}
+	// Another identity of the same account revokes only what it
+	// certified.
+	second := newTestPerson("second identity of acme")
+	want(t, e.do("POST", "/v1/seats", key, second.seatBody(e.accountOf(key), "acme/tally/second")), 201, "")
+	bySecond, _ := devcert.Revoke(second.priv, pub, e.clock.Now())
+	r0 := e.do("POST", "/v1/devices/revocations", key, map[string]string{"revocation": base64.StdEncoding.EncodeToString(bySecond.Bytes())})
+	want(t, r0, 200, "")
+	if r0.str("device") != "" {
+		t.Fatalf("another identity revoked alice's device: %s", r0)
+	}
+	want(t, e.do("GET", "/v1/devices", cred, nil), 200, "")
 	rev, _ := devcert.Revoke(alice.priv, pub, e.clock.Now())
 	r := e.do("POST", "/v1/devices/revocations", key, map[string]string{"revocation": base64.StdEncoding.EncodeToString(rev.Bytes())})
 	want(t, r, 200, "")

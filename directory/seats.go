@@ -119,6 +119,12 @@ func (s *Server) handleRegisterSeat(w http.ResponseWriter, r *http.Request, p pr
 		forbidScoped(w)
 		return
 	}
+	if p.device != "" {
+		// A linked device holds no identity; one it registered could
+		// certify and revoke devices of the account (devices.go).
+		writeError(w, http.StatusForbidden, "forbidden", "a linked device cannot register an identity")
+		return
+	}
 	var req registerSeatRequest
 	if !decode(w, r, smallBody, &req) {
 		return

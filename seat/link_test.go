@@ -227,6 +227,7 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
+	phone, _, _ := secondDevice(t, st, alice) // holds the phrase too
 	laptop, _, a := linkDevice(t, st, alice, "laptop")
 	tablet, _, _ := linkDevice(t, st, alice, "tablet")
 	if _, err := alice.RoomSync(ctx, room); err != nil {
@@ -316,6 +317,23 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	expect(t, "the tablet", received(t, tablet, room), "room message after")
 	if e, _ := tablet.SyncEpoch(ctx); e != 1 {
 		t.Fatalf("the tablet's epoch: %d", e)
+	}
+	// The other home with the phrase learns the new epoch too, and what
+	// it pushes under it reaches the tablet.
+	if _, err := phone.Pull(ctx, nil); err != nil || !slices.Contains(texts(t, phone.Seat), "after the revocation") {
+		t.Fatalf("the phone: %v %v", texts(t, phone.Seat), err)
+	}
+	if _, err := phone.Add(ctx, "from the phone after"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := phone.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := phone.SyncEpoch(ctx); e != 1 {
+		t.Fatalf("the phone's epoch: %d", e)
+	}
+	if _, err := tablet.Pull(ctx, nil); err != nil || !slices.Contains(texts(t, tablet.Seat), "from the phone after") {
+		t.Fatalf("the tablet after the phone pushed: %v %v", texts(t, tablet.Seat), err)
 	}
 
 	// The thief: the laptop's keys with the ciphertext, through a

@@ -366,7 +366,7 @@ func (s *Seat) rekey(ctx context.Context, exclude []byte) (uint32, int, error) {
 		if err != nil {
 			continue // not a certificate of ours: it gets nothing
 		}
-		box, err := hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), keyBoxInfoFor(ch, epoch), raw)
+		box, err := sealKey(hk, ch, epoch, raw)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -401,3 +401,11 @@ func certifiedHPKE(person ed25519.PublicKey, d LinkedDevice) (hpke.PublicKey, er
 	}
 	return hpke.NewDHKEMPublicKey(pub)
 }
+
+// sealKey seals an epoch's key to a linked device's X25519 key.
+func sealKey(hk hpke.PublicKey, ch string, epoch uint32, raw []byte) ([]byte, error) {
+	return hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), keyBoxInfoFor(ch, epoch), raw)
+}
+
+// hpkePublic is the HPKE form of an X25519 public key.
+func hpkePublic(pub *ecdh.PublicKey) (hpke.PublicKey, error) { return hpke.NewDHKEMPublicKey(pub) }

@@ -102,3 +102,27 @@ func FuzzBatchEpoch(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyBundleSizes pins what one revocation costs on the sync channel
+// (docs/SECURITY.md): a bundle per linked device of 186 bytes, and one of
+// 166 bytes for the homes holding the phrase.
+func TestKeyBundleSizes(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	xk, _ := ecdh.X25519().GenerateKey(rand.Reader)
+	hk, err := hpkePublic(xk.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := sealKey(hk, fuzzChannel, 1, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(encodeKeyBundle(priv, fuzzChannel, 1, make([]byte, 32), box)); n != 186 {
+		t.Fatalf("a device's bundle is %d bytes", n)
+	}
+	var seed Seed
+	aead, _ := wrapAEAD(&seed)
+	if n := len(encodeKeyBundle(priv, fuzzChannel, 1, phraseRecipient, aead.Seal(nil, nil, make([]byte, 32), nil))); n != 166 {
+		t.Fatalf("the phrase holders' bundle is %d bytes", n)
+	}
+}
