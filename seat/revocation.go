@@ -214,8 +214,10 @@ func (s *Seat) noteRevocations(ctx context.Context, did string) error {
 }
 
 // revocationsFresh is how long a person's revocations fetched for a
-// Commit's check are used before they are fetched again.
-const revocationsFresh = time.Minute
+// Commit's check are used before they are fetched again: long enough for
+// the checks of one Commit, short enough that a revocation is seen by the
+// next device Add.
+const revocationsFresh = 5 * time.Second
 
 // refreshRevocations fetches the person's revocations unless this seat
 // did within revocationsFresh. A directory that does not answer leaves
@@ -258,7 +260,7 @@ func (s *Seat) revocationRules(c mls.CommitCheck) error {
 	for _, p := range c.Proposals {
 		if p.Type == mls.ProposalTypeAdd && p.Added != nil && isDeviceIdentity(p.Added.Identity) {
 			// Before a device is let in, this member asks the directory
-			// what its person revoked (at most once a minute a person).
+			// what its person revoked.
 			s.refreshRevocations(PersonOf(p.Added.Identity))
 		}
 		if p.Type == mls.ProposalTypeAdd && p.Added != nil && s.revokedBy(p.Added.SignatureKey, at) {
