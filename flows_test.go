@@ -154,7 +154,7 @@ func (s *flowSocket) publish(ch string, payload []byte) uint64 {
 	return f.Seq
 }
 
-// TestSeedFlows runs the seeds' three client flows end to end over real
+// TestSeedFlows runs the three basic client flows end to end over real
 // HTTP and WebSockets, with opaque bytes standing in for MLS key packages
 // and Welcomes and hand-built MLS headers for the commits: the owner's
 // add-loop, the joiner's publish-poll-ack, and a returning member's

@@ -4,6 +4,8 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
+	"os/exec"
 
 	"path/filepath"
 	"strconv"
@@ -22,6 +24,11 @@ func goPackages(t *testing.T) map[string][]string {
 		}
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
+		}
+		if d.IsDir() && path != "." {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module (the examples)
+			}
 		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
 			pkgs[filepath.Dir(path)] = append(pkgs[filepath.Dir(path)], path)
@@ -66,6 +73,8 @@ func TestImportRules(t *testing.T) {
 			return "mls does no I/O and never logs"
 		case top == "mls" && strings.HasPrefix(imp, "github.com/skytale-oss/skytale/") && !strings.HasPrefix(imp, "github.com/skytale-oss/skytale/mls"):
 			return "mls imports nothing else of this module"
+		case strings.HasPrefix(imp, "github.com/nats-io/nats-server"):
+			return "only tests and the examples' module run an embedded nats-server"
 		case top == "relay" && strings.HasPrefix(imp, "github.com/skytale-oss/skytale/directory"),
 			top == "directory" && strings.HasPrefix(imp, "github.com/skytale-oss/skytale/relay"):
 			return "the planes are independent"
@@ -87,6 +96,26 @@ func TestImportRules(t *testing.T) {
 				if why := forbidden(dir, imp); why != "" {
 					t.Errorf("%s imports %s: %s", f, imp, why)
 				}
+			}
+		}
+	}
+}
+
+// TestSeatLinksNoServer: a program that embeds only a seat links none of
+// the servers' backends or metrics.
+func TestSeatLinksNoServer(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "./seat").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, server := range []string{"github.com/jackc/pgx", "github.com/nats-io/", "github.com/prometheus/",
+			"github.com/skytale-oss/skytale/directory", "github.com/skytale-oss/skytale/relay"} {
+			if strings.HasPrefix(dep, server) {
+				t.Errorf("seat links %s", dep)
 			}
 		}
 	}

@@ -13,14 +13,24 @@
 // derive, a personal log synced as sealed, padded batches, and rooms that
 // are MLS groups.
 //
-// Both are [net/http.Handler]s that mount under any mux; neither listens on
-// its own. [NewStack] wires the two together in one process, with
-// revocations flowing from the directory to the relay directly.
+// Both planes are [net/http.Handler]s that mount under any mux; neither
+// listens on its own. [NewStack] wires the two together in one process:
+// revocations and channel members flow from the directory to the relay,
+// and the directory reads the relay's commit fence, directly.
 //
 // # Storage
 //
-// Each plane keeps its state in one pure-Go SQLite database: a file when
-// the config names a path, or a private in-memory database otherwise.
+// By default each plane keeps its state in a pure-Go SQLite database: a
+// file when the config names a path (DBPath), or a private in-memory
+// database otherwise; a file-backed relay archive also keeps its payloads
+// in an append-only log beside the file ([relay.LogDir]). For more than
+// one process per plane, the directory keeps its state in PostgreSQL
+// (DirectoryConfig.Database, a postgres:// URL) and any number of directory
+// processes share it, and the relays of a cluster share one NATS JetStream
+// stream as their archive (RelayConfig.NATSURL), each keeping only what it
+// learned of members and revocations in its own SQLite. docs/POSTGRES.md
+// and docs/CLUSTER.md describe running them; docs/ARCHITECTURE.md is the
+// overview of the whole system.
 //
 // # What the planes see
 //
@@ -57,8 +67,8 @@ import (
 //     ([relay.NewHTTPRevocations] for a directory elsewhere).
 //   - Logger: one line per request; nil discards.
 //
-// A zero field means its documented default (archive cap 1000 entries,
-// 7 days). A [Stack] sets JWTSecret, Revocations and Members itself.
+// A zero field means its documented default (archive cap 10,000
+// application entries per channel, 7 days). A [Stack] sets JWTSecret, Revocations and Members itself.
 type RelayConfig = relay.Config
 
 // Relay is the message plane: an http.Handler plus Close.

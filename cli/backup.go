@@ -40,12 +40,9 @@ func backupCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "the data folder of the serve to back up"},
 		},
 		Action: func(c *ucli.Context) error {
-			args, err := trailingFlags(c, c.Args().Slice())
-			if err != nil {
-				return err
-			}
+			args := c.Args().Slice()
 			if len(args) != 1 {
-				return &usageError{"want the folder to write the backup to", "tally serve backup [--data DIR] TARGET"}
+				return badUsage("want the folder to write the backup to", "tally serve backup [--data DIR] TARGET")
 			}
 			copied, err := backup(c.Context, c.String("data"), args[0])
 			if err != nil {
@@ -72,7 +69,7 @@ func backup(ctx context.Context, data, target string) (copied []string, err erro
 		}
 	}
 	if len(found) == 0 {
-		return nil, &usageError{"no database in " + data, "pass the data folder of the serve: --data DIR"}
+		return nil, notFound("no database in "+data, "pass the data folder of the serve: --data DIR")
 	}
 	defer datadir.RestrictUmask()()
 	if err := os.Mkdir(target, 0o700); err != nil {

@@ -25,7 +25,7 @@ func contactCommand() *ucli.Command {
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally contact token takes no arguments", "tally contact token [--ttl D] [--uses N]"}
+						return badUsage("tally contact token takes no arguments", "tally contact token [--ttl D] [--uses N]")
 					}
 					uses, ttl, err := e.usesTTL()
 					if err != nil {
@@ -34,7 +34,7 @@ func contactCommand() *ucli.Command {
 					tok, err := s.ContactToken(e.c.Context, ttl, uses)
 					var ae *seat.APIError
 					if errors.As(err, &ae) && ae.Status == 400 {
-						return &usageError{ae.Message, "--uses is 1 to 100, --ttl 1m to 168h"}
+						return badUsage(ae.Message, "--uses is 1 to 100, --ttl 1m to 168h")
 					}
 					if err != nil {
 						return err
@@ -54,7 +54,7 @@ func contactCommand() *ucli.Command {
 				Name: "tokens", Usage: "list your add-tokens (ids, uses, expiry; never the tokens)",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally contact tokens takes no arguments", ""}
+						return badUsage("tally contact tokens takes no arguments", "")
 					}
 					toks, err := s.ContactTokens(e.c.Context)
 					if err != nil {
@@ -78,12 +78,12 @@ func contactCommand() *ucli.Command {
 				Name: "revoke", Usage: "revoke an add-token at once", ArgsUsage: "ID",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 1 {
-						return &usageError{"want the add-token's ID", "see `tally contact tokens`"}
+						return badUsage("want the add-token's ID", "see `tally contact tokens`")
 					}
 					err := s.ContactRevoke(e.c.Context, e.args[0])
 					var ae *seat.APIError
 					if errors.As(err, &ae) && ae.Status == 404 {
-						return &usageError{"no add-token " + e.args[0] + " of yours", "see `tally contact tokens`"}
+						return notFound("no add-token "+e.args[0]+" of yours", "see `tally contact tokens`")
 					}
 					if err != nil {
 						return err
@@ -96,7 +96,7 @@ func contactCommand() *ucli.Command {
 				Name: "claims", Usage: "who took your join offers, for which room (newest first, as of the last sync)",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally contact claims takes no arguments", ""}
+						return badUsage("tally contact claims takes no arguments", "")
 					}
 					s.Restock(e.c.Context) // read the directory's news first; offline, the home's list stands
 					claims, err := s.ContactClaims(e.c.Context)

@@ -89,7 +89,7 @@ func readPhrase(e *env) (string, error) {
 		return "", err
 	}
 	if strings.TrimSpace(line) == "" {
-		return "", &usageError{"no recovery phrase given", "type the 24 words, or pipe them on stdin"}
+		return "", badUsage("no recovery phrase given", "type the 24 words, or pipe them on stdin")
 	}
 	return line, nil
 }
@@ -158,7 +158,7 @@ func devicesCommand() *ucli.Command {
 				Name: "list", Usage: "list this person's devices: label, id, when linked, last seen, whether it holds the identity",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally devices list takes no arguments", ""}
+						return badUsage("tally devices list takes no arguments", "")
 					}
 					devs, err := s.DeviceList(e.c.Context)
 					if err != nil {
@@ -221,11 +221,11 @@ func devicesCommand() *ucli.Command {
 					"A device that held the phrase can make itself new keys: revoking it cannot cut that.",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 1 {
-						return &usageError{"want the device's ID", "see `tally devices list`"}
+						return badUsage("want the device's ID", "see `tally devices list`")
 					}
 					r, err := s.Revoke(e.c.Context, e.args[0])
 					if errors.Is(err, seat.ErrNoDevice) {
-						return &usageError{"no device " + e.args[0] + " of yours", "see `tally devices list`"}
+						return notFound("no device "+e.args[0]+" of yours", "see `tally devices list`")
 					}
 					if err != nil {
 						return err
@@ -251,7 +251,7 @@ func devicesCommand() *ucli.Command {
 				Name: "join", Usage: "join the rooms this device was let into after its approval",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally devices join takes no arguments", ""}
+						return badUsage("tally devices join takes no arguments", "")
 					}
 					rooms, err := s.JoinDeviceRooms(e.c.Context)
 					if err != nil {
@@ -285,16 +285,16 @@ func devicesCommand() *ucli.Command {
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 1 {
-						return &usageError{"want the user code", "tally devices approve XXXX-XXXX"}
+						return badUsage("want the user code", "tally devices approve XXXX-XXXX")
 					}
 					code := e.args[0]
-					notFound := func(err error) bool {
+					isNotFound := func(err error) bool {
 						var apiErr *seat.APIError
 						return errors.As(err, &apiErr) && apiErr.Status == 404
 					}
 					p, err := s.PendingDevice(e.c.Context, code)
-					if notFound(err) {
-						return &usageError{"no pending device with that code", "check the code, or start `tally signin --recover` again on the new device"}
+					if isNotFound(err) {
+						return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
 					}
 					if err != nil {
 						return err
@@ -302,8 +302,8 @@ func devicesCommand() *ucli.Command {
 					shown := e.c.String("fingerprint")
 					if shown == "" {
 						if !isTerminal(e.c.App.Reader) && !testOnlyTerminal {
-							return &usageError{"not on a terminal, so the fingerprint cannot be confirmed here",
-								"pass the fingerprint the new device shows: tally devices approve --fingerprint \"XXXX XXXX XXXX\" " + code}
+							return badUsage("not on a terminal, so the fingerprint cannot be confirmed here",
+								"pass the fingerprint the new device shows: tally devices approve --fingerprint \"XXXX XXXX XXXX\" "+code)
 						}
 						label := p.Label
 						if label == "" {
@@ -312,17 +312,17 @@ func devicesCommand() *ucli.Command {
 						showf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
 						answer, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
 						if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-							return &usageError{"not approved", "approve only a device whose screen shows the same fingerprint"}
+							return notAllowed("not approved", "approve only a device whose screen shows the same fingerprint")
 						}
 						shown = p.Fingerprint
 					}
 					a, err := s.ApproveDevice(e.c.Context, code, shown)
 					if errors.Is(err, seat.ErrFingerprintMismatch) {
-						return &usageError{"the fingerprint does not match the device behind that code: nothing was approved",
-							"check the fingerprint on the new device's screen; if it differs, someone else used the code: start `tally signin --recover` again"}
+						return notAllowed("the fingerprint does not match the device behind that code: nothing was approved",
+							"check the fingerprint on the new device's screen; if it differs, someone else used the code: start `tally signin --recover` again")
 					}
-					if notFound(err) {
-						return &usageError{"no pending device with that code", "check the code, or start `tally signin --recover` again on the new device"}
+					if isNotFound(err) {
+						return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
 					}
 					if err != nil {
 						return err

@@ -25,7 +25,7 @@ func ttlFlag() ucli.Flag {
 func (e *env) usesTTL() (int, time.Duration, error) {
 	uses, ttl := e.c.Int("uses"), e.c.Duration("ttl")
 	if uses < 0 || ttl < 0 || (ttl > 0 && ttl < time.Second) {
-		return 0, 0, &usageError{"--uses and --ttl must be positive", "for example --uses 3 --ttl 24h"}
+		return 0, 0, badUsage("--uses and --ttl must be positive", "for example --uses 3 --ttl 24h")
 	}
 	return uses, ttl, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -65,7 +66,21 @@ func versionString() string {
 // docApp is a fresh command tree for the generated documents: one that
 // has not run, so it holds no help commands of its own making.
 func docApp() *ucli.App {
-	return newApp(nil, io.Discard, io.Discard)
+	app := newApp(nil, io.Discard, io.Discard)
+	withoutGlobalFlags(app.Commands)
+	return app
+}
+
+// withoutGlobalFlags drops the global flags from cmds, for documents that
+// list them once, under the app.
+func withoutGlobalFlags(cmds []*ucli.Command) {
+	for _, c := range cmds {
+		c.Flags = slices.DeleteFunc(c.Flags, func(f ucli.Flag) bool {
+			cf, ok := f.(ucli.CategorizableFlag)
+			return ok && cf.GetCategory() == globalCategory
+		})
+		withoutGlobalFlags(c.Subcommands)
+	}
 }
 
 // infoCommands are the commands about tally itself.
@@ -93,7 +108,7 @@ func infoCommands() []*ucli.Command {
 				"  fish: tally completion fish | source",
 			Action: func(c *ucli.Context) error {
 				if c.NArg() != 1 {
-					return &usageError{"want a shell", "tally completion bash|zsh|fish"}
+					return badUsage("want a shell", "tally completion bash|zsh|fish")
 				}
 				switch sh := c.Args().First(); sh {
 				case "bash":
@@ -107,7 +122,7 @@ func infoCommands() []*ucli.Command {
 					}
 					io.WriteString(c.App.Writer, s)
 				default:
-					return &usageError{fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish"}
+					return badUsage(fmt.Sprintf("no completion for the shell %q", sh), "tally completion bash|zsh|fish")
 				}
 				return nil
 			},

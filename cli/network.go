@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -116,6 +117,9 @@ func rootCause(err error) error {
 func closedHint(err error) error {
 	var ce websocket.CloseError
 	if !errors.As(err, &ce) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return errors.New("the connection to the relay dropped")
+		}
 		return nil
 	}
 	why := ce.Reason

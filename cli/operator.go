@@ -8,17 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/seat"
 )
 
@@ -29,7 +34,8 @@ import (
 func operatorFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "data", Value: defaultDataDir, Usage: "the data folder of the serve, which holds its internal secret"},
-		&ucli.StringFlag{Name: "api-url", Value: "http://" + defaultAPIAddr, Usage: "the directory of that serve"},
+		&ucli.StringFlag{Name: "api-url", Value: "http://" + defaultAPIAddr, Usage: "the directory of that serve (when nothing answers there, the command opens the data folder's directory itself)"},
+		&ucli.StringFlag{Name: "directory-db", Usage: "the directory's database, as tally serve --directory-db names it", DefaultText: "<data>/directory.db"},
 	}
 }
 
@@ -45,7 +51,7 @@ func signupTokenCommand() *ucli.Command {
 		),
 		Action: operatorAction(func(o *operator, args []string) error {
 			if len(args) != 0 {
-				return &usageError{"tally serve token takes no arguments", "tally serve token [--ttl 48h]"}
+				return badUsage("tally serve token takes no arguments", "tally serve token [--ttl 48h]")
 			}
 			var out struct {
 				Token     string `json:"token"`
@@ -60,36 +66,42 @@ func signupTokenCommand() *ucli.Command {
 	}
 }
 
-// accountCommand is tally serve account create.
+// accountCommand is tally serve account create (also tally serve
+// accounts create).
 func accountCommand() *ucli.Command {
 	return &ucli.Command{
-		Name:  "account",
-		Usage: "make an account for a person (any --signup mode)",
-		Subcommands: []*ucli.Command{{
-			Name:  "create",
-			Usage: "create an account and print its API key, to hand to its person",
-			Description: "The person takes it with `tally signin --api-key KEY`. The key is shown once;\n" +
-				"the directory keeps only its hash. The org is created if it does not exist.",
-			Flags: append(operatorFlags(),
-				&ucli.StringFlag{Name: "email", Usage: "the account's e-mail", Required: true},
-				&ucli.StringFlag{Name: "org", Usage: "the account's org", Required: true},
-			),
-			Action: operatorAction(func(o *operator, args []string) error {
-				if len(args) != 0 {
-					return &usageError{"tally serve account create takes no arguments", "tally serve account create --email E --org ORG"}
-				}
-				var out struct {
-					AccountID string `json:"account_id"`
-					Org       string `json:"org"`
-					APIKey    string `json:"api_key"`
-				}
-				if err := o.call("POST", "/v1/accounts", map[string]string{"email": o.c.String("email"), "org": o.c.String("org")}, &out); err != nil {
-					return err
-				}
-				o.e.out(out, "%s\n(account %s of org %s; shown once: tally signin --api-key KEY)", out.APIKey, out.AccountID, safe(out.Org))
-				return nil
-			}),
-		}},
+		Name:        "account",
+		Usage:       "make an account for a person (any --signup mode)",
+		Subcommands: []*ucli.Command{accountCreateCommand()},
+	}
+}
+
+// accountCreateCommand is tally serve account(s) create.
+func accountCreateCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "create",
+		Usage: "create an account and print its API key, to hand to its person",
+		Description: "The person takes it with `tally signin --api-key KEY`. The key is shown once;\n" +
+			"the directory keeps only its hash. The org is created if it does not exist.",
+		Flags: append(operatorFlags(),
+			&ucli.StringFlag{Name: "email", Usage: "the account's e-mail", Required: true},
+			&ucli.StringFlag{Name: "org", Usage: "the account's org", Required: true},
+		),
+		Action: operatorAction(func(o *operator, args []string) error {
+			if len(args) != 0 {
+				return badUsage("tally serve account create takes no arguments", "tally serve account create --email E --org ORG")
+			}
+			var out struct {
+				AccountID string `json:"account_id"`
+				Org       string `json:"org"`
+				APIKey    string `json:"api_key"`
+			}
+			if err := o.call("POST", "/v1/accounts", map[string]string{"email": o.c.String("email"), "org": o.c.String("org")}, &out); err != nil {
+				return err
+			}
+			o.e.out(out, "%s\n(account %s of org %s; shown once: tally signin --api-key KEY)", out.APIKey, out.AccountID, safe(out.Org))
+			return nil
+		}),
 	}
 }
 
@@ -97,8 +109,25 @@ func accountCommand() *ucli.Command {
 func accountsCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "accounts",
-		Usage: "list the accounts idle for a while, and remove them",
-		Subcommands: []*ucli.Command{{
+		Usage: "create, list, disable and remove accounts",
+		Subcommands: []*ucli.Command{accountCreateCommand(), {
+			Name:      "disable",
+			Usage:     "revoke accounts at once: their keys and tokens stop working on both planes, their data stays",
+			ArgsUsage: "ACCOUNT_ID…",
+			Flags:     operatorFlags(),
+			Action: operatorAction(func(o *operator, args []string) error {
+				if len(args) == 0 {
+					return badUsage("name the accounts to disable", "tally serve accounts disable ACCOUNT_ID…")
+				}
+				for _, id := range args {
+					if err := o.call("POST", "/v1/revocations", map[string]string{"did": "did:skytale:" + id}, nil); err != nil {
+						return fmt.Errorf("%s: %w", safe(id), err)
+					}
+					o.e.out(map[string]any{"account_id": id, "disabled": true}, "disabled %s", safe(id))
+				}
+				return nil
+			}),
+		}, {
 			Name:  "list",
 			Usage: "list the accounts whose last sign-in is at least --idle ago",
 			Flags: append(operatorFlags(),
@@ -106,7 +135,7 @@ func accountsCommand() *ucli.Command {
 			),
 			Action: operatorAction(func(o *operator, args []string) error {
 				if len(args) != 0 {
-					return &usageError{"tally serve accounts list takes no arguments", "tally serve accounts list [--idle 720h]"}
+					return badUsage("tally serve accounts list takes no arguments", "tally serve accounts list [--idle 720h]")
 				}
 				days := int64(o.c.Duration("idle") / (24 * time.Hour))
 				after := ""
@@ -142,7 +171,7 @@ func accountsCommand() *ucli.Command {
 			Flags:     operatorFlags(),
 			Action: operatorAction(func(o *operator, args []string) error {
 				if len(args) == 0 {
-					return &usageError{"name the accounts to remove", "tally serve accounts remove ACCOUNT_ID…"}
+					return badUsage("name the accounts to remove", "tally serve accounts remove ACCOUNT_ID…")
 				}
 				for _, id := range args {
 					if err := o.call("DELETE", "/v1/internal/accounts/"+url.PathEscape(id), nil, nil); err != nil {
@@ -162,28 +191,89 @@ type operator struct {
 	e      *env
 	api    string
 	secret string
+	data   string
+
+	// local is set when the data folder's directory runs in this
+	// process, on a loopback listener api then names, because no tally
+	// serve answered at api (see do).
+	local      bool
+	localClose func()
 }
 
 func operatorAction(f func(*operator, []string) error) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		args, err := trailingFlags(c, c.Args().Slice())
-		if err != nil {
-			return err
-		}
+		args := c.Args().Slice()
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(c.String("data"), "internal_secret")
-		b, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return &usageError{"no internal secret in " + c.String("data"), "point --data at the data folder of the running tally serve"}
-		}
-		if err != nil {
+		o := &operator{c: c, e: e, api: strings.TrimRight(c.String("api-url"), "/"), data: c.String("data")}
+		b, err := os.ReadFile(filepath.Join(o.data, "internal_secret"))
+		switch {
+		case err == nil:
+			o.secret = strings.TrimSpace(string(b))
+		case !errors.Is(err, os.ErrNotExist):
 			return err
 		}
-		return f(&operator{c: c, e: e, api: strings.TrimRight(c.String("api-url"), "/"), secret: strings.TrimSpace(string(b))}, args)
+		defer o.close()
+		return f(o, args)
 	}
+}
+
+// close stops the local directory, if one was started.
+func (o *operator) close() {
+	if o.localClose != nil {
+		o.localClose()
+	}
+}
+
+// openLocal runs the directory of the data folder in this process: for a
+// data folder whose tally serve is not running (or was never started,
+// whose secrets it then makes as serve would). It holds the directory's
+// lock meanwhile, so a serve starting on the folder waits its turn.
+func (o *operator) openLocal() error {
+	if err := datadir.Prepare(o.data); err != nil {
+		return err
+	}
+	lock, err := datadir.Lock(filepath.Join(o.data, "directory.lock"))
+	if err != nil {
+		return fmt.Errorf("no tally serve answers at %s, and another holds %s (pass the --api-url it listens on): %w", o.api, o.data, err)
+	}
+	jwtSecret, internal, err := secretSources{}.load(o.data)
+	if err != nil {
+		lock.Unlock()
+		return err
+	}
+	cfg := skytale.DirectoryConfig{DBPath: filepath.Join(o.data, "directory.db"), JWTSecret: jwtSecret, InternalSecret: internal,
+		Logger: slog.New(slog.DiscardHandler)}
+	if db := o.c.String("directory-db"); db != "" {
+		cfg.DBPath, cfg.Database = "", db
+	}
+	d, err := skytale.NewDirectory(cfg)
+	if err != nil {
+		lock.Unlock()
+		return err
+	}
+	if err := datadir.Secure(o.data); err != nil {
+		d.Close(context.Background())
+		lock.Unlock()
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		d.Close(context.Background())
+		lock.Unlock()
+		return err
+	}
+	srv := &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	o.local, o.secret, o.api = true, string(internal), "http://"+ln.Addr().String()
+	o.localClose = func() {
+		srv.Close()
+		d.Close(context.Background())
+		lock.Unlock()
+	}
+	return nil
 }
 
 // call sends a JSON request with the internal secret and decodes the
@@ -207,7 +297,7 @@ func (o *operator) call(method, path string, in, out any) error {
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := o.do(req)
 	if err != nil {
 		return fmt.Errorf("the directory at %s: %w", o.api, err)
 	}
@@ -228,6 +318,34 @@ func (o *operator) call(method, path string, in, out any) error {
 		return nil
 	}
 	return json.Unmarshal(b, out)
+}
+
+// do sends req to the running tally serve or, when nothing listens at
+// its address, to the data folder's directory run here.
+func (o *operator) do(req *http.Request) (*http.Response, error) {
+	if !o.local && o.secret != "" {
+		resp, err := http.DefaultClient.Do(req)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return resp, err
+		}
+	}
+	if !o.local {
+		if err := o.openLocal(); err != nil {
+			return nil, err
+		}
+	}
+	local, err := url.Parse(o.api)
+	if err != nil {
+		return nil, err
+	}
+	req.URL.Scheme, req.URL.Host, req.Host = local.Scheme, local.Host, local.Host
+	req.Header.Set("Authorization", "Bearer "+o.secret)
+	if req.GetBody != nil {
+		if req.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // safe is text a server sent, fit for a terminal: control characters and
@@ -251,7 +369,7 @@ func signinAPIKey(e *env, s *seat.Seat, key string) (seat.Account, error) {
 	tok, _, err := dc.Token(e.c.Context)
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
-		return seat.Account{}, &usageError{"the directory does not know this API key", "check the key the operator gave you, and that --api-url is that operator's directory"}
+		return seat.Account{}, notAllowed("the directory does not know this API key", "check the key the operator gave you, and that --api-url is that operator's directory")
 	}
 	if err != nil {
 		return seat.Account{}, err
@@ -322,13 +440,13 @@ func signupHint(err error) error {
 	}
 	switch {
 	case ae.Status == http.StatusUnauthorized:
-		return &usageError{"signup on this directory is closed: its operator makes the accounts",
-			"ask the operator for an account (`tally serve account create --email E --org ORG` prints its API key), then run `tally signin --api-key KEY`"}
+		return notAllowed("signup on this directory is closed: its operator makes the accounts",
+			"ask the operator for an account (`tally serve account create --email E --org ORG` prints its API key), then run `tally signin --api-key KEY`")
 	case ae.Code == "signup_requires_invite":
-		return &usageError{"signup on this directory needs an invite",
-			"ask an account of the org for an org invite (`tally signin --org ORG --org-invite TOKEN`), or the operator for a signup token (`tally serve token`, then `tally signin --signup-token TOKEN`)"}
+		return notAllowed("signup on this directory needs an invite",
+			"ask an account of the org for an org invite (`tally signin --org ORG --org-invite TOKEN`), or the operator for a signup token (`tally serve token`, then `tally signin --signup-token TOKEN`)")
 	case ae.Code == "invalid_signup_token":
-		return &usageError{"the signup token is invalid, expired or already used", "ask the operator for a new one (`tally serve token`)"}
+		return notAllowed("the signup token is invalid, expired or already used", "ask the operator for a new one (`tally serve token`)")
 	}
 	return err
 }

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,14 +99,22 @@ func TestOperatorPathInviteSignup(t *testing.T) {
 	}
 }
 
-// TestServeSignupFlags: the flags that choose signup and the budgets
-// refuse bad values.
+// TestServeSignupFlags: the flags that choose signup, the budgets and
+// the consent limits refuse bad values (zero or negative among them).
 func TestServeSignupFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--signup", "sometimes"},
 		{"serve", "--signup", "open", "--open-signup"},
 		{"serve", "--relay-server-budget", "lots"},
 		{"serve", "--relay-group-budget", "0"},
+		{"serve", "--directory-account-budget", "-1"},
+		{"serve", "--directory-server-budget", "a lot"},
+		{"serve", "--directory-claims-per-claimer", "0"},
+		{"serve", "--directory-claims-per-device", "-3"},
+		{"serve", "--directory-inbox-per-sender", "0"},
+		{"serve", "--directory-inbox-entries", "-1"},
+		{"serve", "--directory-inbox-bytes", "0"},
+		{"serve", "--directory-claims-per-claimer", "40"},
 	} {
 		if _, err := tally(t, "", args...); err == nil {
 			t.Errorf("tally %s: no error", strings.Join(args, " "))
@@ -113,5 +124,50 @@ func TestServeSignupFlags(t *testing.T) {
 		if got, err := parseSize(in); err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
+	}
+}
+
+// TestOperatorWithoutServe: tally serve accounts create works on a data
+// folder whose serve is not running (and on one never started), the serve
+// then started on the folder knows the account, the person signs in with
+// the key from a file (or stdin), and accounts disable cuts it off at once.
+// While a serve holds the folder, an operator command that cannot reach it
+// says so instead of opening the folder beside it.
+func TestOperatorWithoutServe(t *testing.T) {
+	data := t.TempDir()
+	down := refusedURL(t)
+	var acct struct {
+		AccountID string `json:"account_id"`
+		APIKey    string `json:"api_key"`
+	}
+	out := mustTally(t, "--json", "serve", "accounts", "create", "--data", data, "--api-url", down, "--email", "ann@example.com", "--org", "acme")
+	if err := json.Unmarshal([]byte(out), &acct); err != nil || !strings.HasPrefix(acct.APIKey, "sk_live_") {
+		t.Fatalf("accounts create with no serve printed %q (%v)", out, err)
+	}
+
+	srv := startServe(t, data, "--signup", "closed")
+	g := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
+	mustTally(t, append(g, "init")...)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(acct.APIKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustTally(t, append(g, "signin", "--api-key-file", keyFile)...); !strings.Contains(out, acct.AccountID) {
+		t.Fatalf("signin --api-key-file printed %q", out)
+	}
+	g2 := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
+	mustTally(t, append(g2, "init")...)
+	if _, err := tally(t, acct.APIKey+"\n", append(g2, "signin", "--api-key-file", "-")...); err != nil {
+		t.Fatalf("signin --api-key-file - : %v", err)
+	}
+	mustTally(t, append(g, "connect")...)
+
+	if code, _, errw := mainOut(context.Background(), "", "serve", "accounts", "create", "--data", data, "--api-url", down, "--email", "x@example.com", "--org", "x"); code == 0 || !strings.Contains(errw, "another holds") {
+		t.Fatalf("accounts create beside a running serve: exit %d, %q", code, errw)
+	}
+
+	mustTally(t, "serve", "accounts", "disable", acct.AccountID, "--data", data, "--api-url", srv.apiURL)
+	if code, _, errw := mainOut(context.Background(), "", append(g, "connect")...); code != exitNotAllowed {
+		t.Fatalf("connect after disable: exit %d, %q", code, errw)
 	}
 }

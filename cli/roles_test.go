@@ -26,11 +26,10 @@ func roomRoles(t *testing.T, g []string, room string) (map[string]string, uint64
 	return out, mem.Epoch
 }
 
-// TestCLIRoomRoles is finding 4 of issue 9 through the command tree: a
-// member that is not the owner could remove the owner. Now `room remove`
-// by a plain member fails with a clear error before anything is sent,
-// nobody removes the owner, and the owner names admins who may remove
-// members.
+// TestCLIRoomRoles, through the command tree: a member that is not the
+// owner could once remove the owner. Now `room remove` by a plain member
+// fails with a clear error before anything is sent, nobody removes the
+// owner, and the owner names admins who may remove members.
 func TestCLIRoomRoles(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice, aliceDID := newHome(t, st, "acme")

@@ -39,7 +39,7 @@ func roomCommands() []*ucli.Command {
 					Flags: []ucli.Flag{&ucli.BoolFlag{Name: "pending", Usage: "list the Welcomes waiting in your inbox instead, without joining them"}},
 					Action: withSeat(func(e *env, s *seat.Seat) error {
 						if len(e.args) != 0 {
-							return &usageError{"tally room list takes no arguments", "tally room list [--pending]"}
+							return badUsage("tally room list takes no arguments", "tally room list [--pending]")
 						}
 						if e.c.Bool("pending") {
 							return listPending(e, s)
@@ -78,7 +78,7 @@ func roomCommands() []*ucli.Command {
 					Action: roomAction(1, "tally room create NAME [--suite pq|classic]", func(e *env, s *seat.Seat, ch string, _ []string) error {
 						suite, err := seat.ParseSuite(e.c.String("suite"))
 						if err != nil {
-							return &usageError{err.Error(), "for example --suite pq"}
+							return badUsage(err.Error(), "for example --suite pq")
 						}
 						if _, err := s.RoomCreateWith(e.c.Context, ch, seat.RoomOptions{Suite: suite}); err != nil {
 							return err
@@ -168,8 +168,8 @@ func roomCommands() []*ucli.Command {
 						}
 						switch {
 						case errors.Is(err, seat.ErrWelcomeWait):
-							return &usageError{"not admitted yet to " + ch,
-								fmt.Sprintf("ask the owner to run `tally room admit %s`, then run `tally room join %s %s` again", ch, ch, args[0])}
+							return notAllowed("not admitted yet to "+ch,
+								fmt.Sprintf("ask the owner to run `tally room admit %s`, then run `tally room join %s %s` again", ch, ch, args[0]))
 						case errors.Is(err, context.Canceled):
 							if !e.json {
 								fmt.Fprintf(errw, "stopped waiting; run the same command again to keep waiting\n")
@@ -284,7 +284,7 @@ func roomCommands() []*ucli.Command {
 					Name: "decline", Usage: "decline a room someone added you to (see `tally room list --pending`); the adder is told nothing", ArgsUsage: "NAME",
 					Action: withSeat(func(e *env, s *seat.Seat) error {
 						if len(e.args) != 1 {
-							return &usageError{"wrong arguments", "usage: tally room decline NAME"}
+							return badUsage("wrong arguments", "usage: tally room decline NAME")
 						}
 						ch, err := pendingChannel(e, s, e.args[0])
 						if err != nil {
@@ -292,7 +292,7 @@ func roomCommands() []*ucli.Command {
 						}
 						n, err := s.RoomDecline(e.c.Context, ch)
 						if errors.Is(err, seat.ErrNotPending) {
-							return &usageError{"no Welcome to " + ch + " waits for you", "see `tally room list --pending`"}
+							return notFound("no Welcome to "+ch+" waits for you", "see `tally room list --pending`")
 						}
 						if err != nil {
 							return err
@@ -318,11 +318,11 @@ func roomCommands() []*ucli.Command {
 							added, err = s.RoomAddWith(e.c.Context, ch, who, e.c.String("token"))
 						}
 						if errors.Is(err, seat.ErrNotAllowed) {
-							return &usageError{who + " has not agreed to be added by you: you share no room or org",
-								"ask them for an add-token (`tally contact token`) and run `tally room add " + shortRoom(e, s, ch) + " TOKEN`"}
+							return notAllowed(who+" has not agreed to be added by you: you share no room or org",
+								"ask them for an add-token (`tally contact token`) and run `tally room add "+shortRoom(e, s, ch)+" TOKEN`")
 						}
 						if errors.Is(err, seat.ErrInvalidAddToken) {
-							return &usageError{"the add-token is invalid, expired, used up or revoked", "ask the person for a new one (`tally contact token`)"}
+							return notAllowed("the add-token is invalid, expired, used up or revoked", "ask the person for a new one (`tally contact token`)")
 						}
 						if err != nil {
 							return err
@@ -409,10 +409,10 @@ func roomCommands() []*ucli.Command {
 			},
 		},
 		{
-			Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin)", ArgsUsage: "NAME TEXT…|-",
-			Action: roomActionRaw(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
+			Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin; after -- every word is text)", ArgsUsage: "NAME TEXT…|-",
+			Action: roomAction(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
 				text := strings.Join(args, " ")
-				if len(args) == 1 && args[0] == "-" {
+				if len(args) == 1 && args[0] == "-" && e.literal == len(e.args) {
 					b, err := io.ReadAll(io.LimitReader(e.c.App.Reader, maxMessageBytes+1))
 					if err != nil {
 						return err
@@ -422,8 +422,11 @@ func roomCommands() []*ucli.Command {
 					}
 					text = strings.TrimSuffix(string(b), "\n")
 					if strings.TrimSpace(text) == "" {
-						return &usageError{"no message on stdin", "echo TEXT | tally msg NAME -"}
+						return badUsage("no message on stdin", "echo TEXT | tally msg NAME -")
 					}
+				}
+				if strings.TrimSpace(text) == "" {
+					return badUsage("the message is empty", "tally msg NAME TEXT…")
 				}
 				seq, err := s.RoomSend(e.c.Context, ch, text)
 				if err != nil {
@@ -465,8 +468,10 @@ func roomCommands() []*ucli.Command {
 					names[i] = ch
 				}
 				st := newStatus(e.c.App.ErrWriter)
+				var lost time.Time // when the connection last dropped
 				err := s.WatchWith(ctx, names, seat.WatchOptions{
 					OnMessage: func(m seat.RoomMessage) { st.clear(); printMessage(e, s, m, false) },
+					OnNotice:  func(m seat.RoomMessage) { st.clear(); printMessage(e, s, m, false) },
 					OnCatchUp: func(room string, seq uint64) {
 						if st.tty {
 							st.update("catching up on %s: seq %d", shortRoom(e, s, room), seq)
@@ -475,9 +480,16 @@ func roomCommands() []*ucli.Command {
 					OnEvent: func(ev seat.WatchEvent) {
 						st.clear()
 						// Status goes to stderr, also with --json.
-						if ev.Connected {
+						switch {
+						case ev.Connected && !lost.IsZero():
+							showf(e.c.App.ErrWriter, "reconnected after %s; watching %s\n", time.Since(lost).Round(100*time.Millisecond), watchedList(e, s, names))
+							lost = time.Time{}
+						case ev.Connected:
 							showf(e.c.App.ErrWriter, "watching %s; Ctrl-C stops\n", watchedList(e, s, names))
-						} else {
+						default:
+							if lost.IsZero() {
+								lost = time.Now()
+							}
 							why := e.hintOrErr(ev.Err)
 							if h := closedHint(ev.Err); h != nil && why == ev.Err {
 								why = h
@@ -501,17 +513,11 @@ func roomAction(nargs int, usage string, f func(e *env, s *seat.Seat, ch string,
 	return withSeat(roomBody(nargs, usage, f))
 }
 
-// roomActionRaw is roomAction for a command whose arguments after the
-// room are text, taken as they are, dashes included.
-func roomActionRaw(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) ucli.ActionFunc {
-	return withSeatRaw(roomBody(nargs, usage, f))
-}
-
 func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, rest []string) error) func(*env, *seat.Seat) error {
 	return func(e *env, s *seat.Seat) error {
 		args := e.args
 		if (nargs >= 0 && len(args) != nargs) || (nargs < 0 && len(args) < -nargs) {
-			return &usageError{"wrong arguments", "usage: " + usage}
+			return badUsage("wrong arguments", "usage: "+usage)
 		}
 		ch, err := s.RoomChannel(e.c.Context, args[0])
 		if err != nil {
@@ -519,53 +525,6 @@ func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, r
 		}
 		return roomError(f(e, s, ch, args[1:]), shortRoom(e, s, ch))
 	}
-}
-
-// trailingFlags sets the command's flags that follow its arguments (the
-// fixed syntax puts them there: room invite NAME --uses 3) and returns the
-// arguments left. Commands without flags take every argument as is.
-func trailingFlags(c *ucli.Context, args []string) ([]string, error) {
-	if len(c.Command.Flags) == 0 {
-		return args, nil
-	}
-	var pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(pos, args[i+1:]...), nil
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			pos = append(pos, a)
-			continue
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f ucli.Flag
-		for _, x := range c.Command.Flags {
-			for _, n := range x.Names() {
-				if n == name {
-					f = x
-				}
-			}
-		}
-		if f == nil {
-			return nil, &usageError{"unknown flag " + a, "see `" + c.Command.HelpName + " --help`"}
-		}
-		if _, isBool := f.(*ucli.BoolFlag); isBool {
-			if !hasVal {
-				val = "true"
-			}
-		} else if !hasVal {
-			if i+1 >= len(args) {
-				return nil, &usageError{"flag " + a + " needs a value", ""}
-			}
-			i++
-			val = args[i]
-		}
-		if err := c.Set(name, val); err != nil {
-			return nil, &usageError{fmt.Sprintf("bad value %q for %s", val, a), ""}
-		}
-	}
-	return pos, nil
 }
 
 // roomError turns room errors into hints that name the room.
@@ -578,45 +537,45 @@ func roomError(err error, ch string) error {
 	if errors.As(err, &ae) && ch != "" {
 		switch ae.Code {
 		case "not_owner":
-			return &usageError{"only the owner of " + ch + " can do that", ""}
+			return notAllowed("only the owner of "+ch+" can do that", "")
 		case "invalid_invite":
-			return &usageError{"the invite token is invalid, expired or used up", "ask the owner of " + ch + " for a new one (`tally room invite`)"}
+			return notAllowed("the invite token is invalid, expired or used up", "ask the owner of "+ch+" for a new one (`tally room invite`)")
 		case "wrong_org":
 			return &usageError{"rooms you create live under your own org, not " + ch, "use a bare name: `tally room create NAME`"}
 		case "channel_not_found":
-			return &usageError{"the directory has no room " + ch, "check the name, or create it with `tally room create`"}
+			return notFound("the directory has no room "+ch, "check the name, or create it with `tally room create`")
 		}
 	}
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, seat.ErrNoRooms):
-		return &usageError{"this home has no rooms", "run `tally room create NAME`, or `tally room join NAME TOKEN` with an invite"}
+		return notFound("this home has no rooms", "run `tally room create NAME`, or `tally room join NAME TOKEN` with an invite")
 	case ch == "":
 		return err
 	case errors.Is(err, seat.ErrNoRoom):
-		return &usageError{"not a member of " + ch, "run `tally room join " + ch + " TOKEN` with an invite from its owner, or `tally room create` to make a room"}
+		return notAllowed("not a member of "+ch, "run `tally room join "+ch+" TOKEN` with an invite from its owner, or `tally room create` to make a room")
 	case errors.Is(err, seat.ErrRoomExists):
 		return &usageError{"this home already has " + ch, "pick another name, or `tally room leave " + ch + "` first"}
 	case errors.Is(err, seat.ErrNotOwner):
-		return &usageError{"only the owner of " + ch + " can do that", ""}
+		return notAllowed("only the owner of "+ch+" can do that", "")
 	case errors.Is(err, seat.ErrRoomLive):
 		return &usageError{"other accounts are still members of " + ch + ", in the group this seat made there: a new room on it would split the room in two",
 			"pick another name, or have its members leave first (`tally room leave " + ch + "`)"}
 	case errors.Is(err, seat.ErrRemoveOwner):
-		return &usageError{"nobody can remove the owner of " + ch, "see `tally room members " + ch + "` for the roles"}
+		return notAllowed("nobody can remove the owner of "+ch, "see `tally room members "+ch+"` for the roles")
 	case errors.Is(err, seat.ErrNotAdmin):
-		return &usageError{"only the owner and admins of " + ch + " can remove or add others; nothing was sent",
-			"ask the owner to make you an admin (`tally room admins add " + ch + " DID`), or ask an admin; see `tally room members " + ch + "`"}
+		return notAllowed("only the owner and admins of "+ch+" can remove or add others; nothing was sent",
+			"ask the owner to make you an admin (`tally room admins add "+ch+" DID`), or ask an admin; see `tally room members "+ch+"`")
 	case errors.Is(err, seat.ErrNoRoles):
 		return &usageError{ch + " was created before rooms had roles, so it has no admins", "create a new room to have roles"}
 	case errors.Is(err, mls.ErrRefusedByPolicy):
-		return &usageError{"the room's roles do not allow that: " + err.Error(), "see `tally room members " + ch + "`"}
+		return notAllowed("the room's roles do not allow that: "+err.Error(), "see `tally room members "+ch+"`")
 	case errors.Is(err, seat.ErrNotMember):
-		return &usageError{"this account is not a member of " + ch + " at the relay: the owner removed it, or has not admitted it yet",
-			"ask the owner of " + ch + " for an invite and run `tally room join " + ch + " TOKEN`; `tally room leave " + ch + "` forgets the room"}
+		return notAllowed("this account is not a member of "+ch+" at the relay: the owner removed it, or has not admitted it yet",
+			"ask the owner of "+ch+" for an invite and run `tally room join "+ch+" TOKEN`; `tally room leave "+ch+"` forgets the room")
 	case errors.Is(err, seat.ErrRemovedRoom):
-		return &usageError{"this seat was removed from " + ch, "ask the owner for a new invite; `tally room leave " + ch + "` forgets the room"}
+		return notAllowed("this seat was removed from "+ch, "ask the owner for a new invite; `tally room leave "+ch+"` forgets the room")
 	}
 	return err
 }
@@ -717,6 +676,9 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		if m.Kind != "" {
 			v["kind"] = m.Kind
 		}
+		if m.Role != "" {
+			v["role"] = m.Role
+		}
 		e.out(v, "")
 		return
 	}
@@ -736,6 +698,14 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 		line = fmt.Sprintf("[%s] %s removed you from the room; nothing sent there after reaches you", room, who)
 	case seat.NoticeGap, seat.NoticeRejoined:
 		line = fmt.Sprintf("[%s] %s", room, text)
+	case seat.NoticeJoined, seat.NoticeLeft:
+		verb := map[string]string{seat.NoticeJoined: "joined", seat.NoticeLeft: "left"}[m.Kind]
+		line = fmt.Sprintf("[%s] %s %s", room, termtext.Line(subjectName(e, s, m)), verb)
+	case seat.NoticeAdded, seat.NoticeRemovedMember:
+		verb := map[string]string{seat.NoticeAdded: "added", seat.NoticeRemovedMember: "removed"}[m.Kind]
+		line = fmt.Sprintf("[%s] %s %s %s", room, who, verb, termtext.Line(subjectName(e, s, m)))
+	case seat.NoticeRole:
+		line = fmt.Sprintf("[%s] %s made %s %s", room, who, termtext.Line(subjectName(e, s, m)), termtext.Line(article(m.Role)))
 	default:
 		line = fmt.Sprintf("[%s] (%s) %s: %s", room, termtext.Line(m.Kind), who, text)
 	}
@@ -745,10 +715,27 @@ func printMessage(e *env, s *seat.Seat, m seat.RoomMessage, withTime bool) {
 	fmt.Fprintln(e.c.App.Writer, line)
 }
 
+// subjectName is how a notice names the person it is about (m.Text):
+// "you" for this seat's person, else as members are shown.
+func subjectName(e *env, s *seat.Seat, m seat.RoomMessage) string {
+	return senderName(e, s, seat.RoomMessage{Room: m.Room, Sender: m.Text})
+}
+
+// article is a role with its article: "an admin", "the owner", "a member".
+func article(role string) string {
+	switch role {
+	case seat.RoleAdmin:
+		return "an admin"
+	case seat.RoleOwner:
+		return "the owner"
+	}
+	return "a " + role
+}
+
 // adminsError explains a failed change of admins.
 func adminsError(err error, ch string) error {
 	if errors.Is(err, seat.ErrNotDIDKey) {
-		return &usageError{"not a member identity (a did:key)", "see `tally room members " + ch + "`"}
+		return badUsage("not a member identity (a did:key)", "see `tally room members "+ch+"`")
 	}
 	return err
 }
@@ -808,7 +795,7 @@ func pendingChannel(e *env, s *seat.Seat, name string) (string, error) {
 	case 1:
 		return match[0], nil
 	case 0:
-		return "", &usageError{"no Welcome to a room called " + name + " waits for you", "see `tally room list --pending`"}
+		return "", notFound("no Welcome to a room called "+name+" waits for you", "see `tally room list --pending`")
 	}
 	return "", &usageError{name + " names several pending rooms: " + strings.Join(match, ", "), "give the full name"}
 }

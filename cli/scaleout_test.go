@@ -52,7 +52,12 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", p)
 
 	data := t.TempDir()
-	flags := []string{"--directory-db", dbURL, "--relay-nats", natsURL}
+	// A node on PostgreSQL and NATS takes the cluster's secrets.
+	secrets := t.TempDir()
+	jwtFile, internalFile := filepath.Join(secrets, "jwt"), filepath.Join(secrets, "internal")
+	os.WriteFile(jwtFile, []byte(hexSecret()), 0o600)
+	os.WriteFile(internalFile, []byte(hexSecret()), 0o600)
+	flags := []string{"--directory-db", dbURL, "--relay-nats", natsURL, "--jwt-secret-file", jwtFile, "--internal-secret-file", internalFile}
 	srv := startServe(t, data, flags...)
 	home := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
 	mustTally(t, append(home, "init")...)
@@ -77,7 +82,9 @@ func TestServeOnPostgresAndNATS(t *testing.T) {
 }
 
 // TestServeMetrics: --metrics-addr serves the planes' Prometheus metrics
-// on a listener of its own, and the public listeners do not.
+// (and /health and /ready) on a listener of its own, and the public
+// listeners do not; the
+// directory's budgets are the flags' (--directory-org-budget).
 func TestServeMetrics(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,7 +92,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	srv := startServe(t, t.TempDir(), "--metrics-addr", addr)
+	srv := startServe(t, t.TempDir(), "--metrics-addr", addr, "--directory-org-budget", "3MiB")
 	home := []string{"--home", t.TempDir(), "--api-url", srv.apiURL, "--relay-url", srv.relURL}
 	mustTally(t, append(home, "init")...)
 	mustTally(t, append(home, "signin", "--org", "acme")...)
@@ -102,13 +109,25 @@ func TestServeMetrics(t *testing.T) {
 			t.Fatalf("no metrics at %s: %v", addr, err)
 		}
 	}
-	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines"} {
+	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines",
+		`skytale_directory_budget_limit_bytes{scope="org"} 3.145728e+06`, "skytale_directory_budget_used_bytes "} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
 	if strings.Contains(body, "acme") {
 		t.Error("a metric names the org")
+	}
+	// Health and readiness are on the metrics listener too.
+	for _, path := range []string{"/health", "/ready"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s on the metrics listener: %s", path, resp.Status)
+		}
 	}
 	for _, u := range []string{srv.apiURL, srv.relURL} {
 		resp, err := http.Get(u + "/metrics")

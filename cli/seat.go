@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,8 +29,8 @@ type setting struct {
 
 // settings are the keys of `tally config`, in the order config list shows.
 var settings = []setting{
-	{"api_url", "directory base URL (env SKYTALE_API_URL, flag --api-url)", func() string { a, _ := defaultURLs(); return a }},
-	{"relay_url", "relay base URL (env SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
+	{"api_url", "directory base URL (env TALLY_API_URL or SKYTALE_API_URL, flag --api-url)", func() string { a, _ := defaultURLs(); return a }},
+	{"relay_url", "relay base URL (env TALLY_RELAY_URL or SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
 	{"cover_traffic", "on or off: cover frames while a watch is connected", func() string { return "on" }},
 	{"cover_interval", "mean time between cover frames, e.g. 30s (at least 1s)", func() string { return cover.DefaultMeanInterval.String() }},
 	{seat.SettingName, "the name your rooms show beside your key's short form (1 to 64 printable characters)", func() string { return "" }},
@@ -46,15 +47,18 @@ func settingNamed(k string) (setting, bool) {
 
 // The global flags, accepted before the command and after it.
 func globalFlags() []ucli.Flag {
-	const cat = "global"
+	const cat = globalCategory
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "home", Category: cat, Usage: "seat folder", DefaultText: "$TALLY_HOME or ~/.tally"},
-		&ucli.StringFlag{Name: "api-url", Category: cat, Usage: "directory URL (beats SKYTALE_API_URL and the config file)", DefaultText: "http://" + defaultAPIAddr},
-		&ucli.StringFlag{Name: "relay-url", Category: cat, Usage: "relay URL (beats SKYTALE_RELAY_URL and the config file)", DefaultText: "http://" + defaultRelayAddr},
+		&ucli.StringFlag{Name: "api-url", Category: cat, Usage: "directory URL (beats TALLY_API_URL, or its alias SKYTALE_API_URL, and the config file)", DefaultText: "http://" + defaultAPIAddr},
+		&ucli.StringFlag{Name: "relay-url", Category: cat, Usage: "relay URL (beats TALLY_RELAY_URL, or its alias SKYTALE_RELAY_URL, and the config file)", DefaultText: "http://" + defaultRelayAddr},
 		&ucli.BoolFlag{Name: "json", Category: cat, Usage: "print JSON for scripts", DisableDefaultText: true},
 		&ucli.BoolFlag{Name: "verbose", Category: cat, Usage: "show whole identities (DIDs) instead of their short form", DisableDefaultText: true},
 	}
 }
+
+// globalCategory heads the global flags in every command's help.
+const globalCategory = "GLOBAL OPTIONS (before the command or after its arguments):"
 
 // globalString is the value of a global flag wherever on the command line
 // it was given; the one nearest the command wins.
@@ -88,6 +92,7 @@ type env struct {
 	verbose bool
 
 	args             []string // the arguments, without the flags that followed them
+	literal          int      // e.args[literal:] came after `--`: text, never a flag or stdin
 	apiURL, relayURL string   // as resolved by openSeat
 	hooks            *hookTransport
 }
@@ -100,7 +105,7 @@ func newEnv(c *ucli.Context) (*env, error) {
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, &usageError{"no home folder", "pass --home DIR or set TALLY_HOME"}
+			return nil, badUsage("no home folder", "pass --home DIR or set TALLY_HOME")
 		}
 		home = filepath.Join(h, ".tally")
 	}
@@ -129,8 +134,11 @@ func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
 	if v := globalString(e.c, flag); v != "" {
 		return v, nil
 	}
-	if v := getenv(e.c, envKey); v != "" {
-		return v, nil
+	// TALLY_* first; the older SKYTALE_* names stay as aliases.
+	for _, k := range []string{envKey, strings.Replace(envKey, "TALLY_", "SKYTALE_", 1)} {
+		if v := getenv(e.c, k); v != "" {
+			return v, nil
+		}
 	}
 	cfg, err := e.readConfig()
 	if err != nil {
@@ -140,11 +148,11 @@ func (e *env) setting(flag, envKey, cfgKey string) (string, error) {
 }
 
 func (e *env) openSeat() (*seat.Seat, error) {
-	api, err := e.setting("api-url", "SKYTALE_API_URL", "api_url")
+	api, err := e.setting("api-url", "TALLY_API_URL", "api_url")
 	if err != nil {
 		return nil, err
 	}
-	rel, err := e.setting("relay-url", "SKYTALE_RELAY_URL", "relay_url")
+	rel, err := e.setting("relay-url", "TALLY_RELAY_URL", "relay_url")
 	if err != nil {
 		return nil, err
 	}
@@ -214,31 +222,16 @@ func (e *env) out(v any, format string, args ...any) {
 }
 
 // withSeat runs f on an opened seat and turns seat errors into hints. The
-// command's flags, global ones included, may also follow its arguments.
+// command's flags, global ones included, may also follow its arguments
+// (see [hoistFlags]); after `--` every argument is an argument.
 func withSeat(f func(*env, *seat.Seat) error) ucli.ActionFunc {
-	return seatAction(true, f)
-}
-
-// withSeatRaw is withSeat for a command whose arguments are text, taken
-// as they are, dashes included.
-func withSeatRaw(f func(*env, *seat.Seat) error) ucli.ActionFunc {
-	return seatAction(false, f)
-}
-
-func seatAction(flagsAfter bool, f func(*env, *seat.Seat) error) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		args := c.Args().Slice()
-		if flagsAfter {
-			var err error
-			if args, err = trailingFlags(c, args); err != nil {
-				return err
-			}
-		}
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		e.args = args
+		e.args = c.Args().Slice()
+		e.literal = literalFrom(c)
 		s, err := e.openSeat()
 		if err != nil {
 			return e.hint(err)
@@ -284,13 +277,13 @@ func hint(err error) error {
 	case errors.Is(err, seat.ErrSignedIn):
 		return &usageError{"this home is already signed in", "use another --home for another account"}
 	case errors.Is(err, seat.ErrNoDirectoryURL):
-		return &usageError{"no directory URL", "pass --api-url URL, set SKYTALE_API_URL, or run `tally config set api_url URL`"}
+		return &usageError{"no directory URL", "pass --api-url URL, set TALLY_API_URL, or run `tally config set api_url URL`"}
 	case errors.Is(err, seat.ErrNoRelayURL):
-		return &usageError{"no relay URL", "pass --relay-url URL, set SKYTALE_RELAY_URL, or run `tally config set relay_url URL`"}
+		return &usageError{"no relay URL", "pass --relay-url URL, set TALLY_RELAY_URL, or run `tally config set relay_url URL`"}
 	}
 	if errors.Is(err, seat.ErrNotMember) {
-		return &usageError{"the relay refused: this account is not a member of the channel (" + err.Error() + ")",
-			"a channel's owner adds members: rooms by `tally room admit`"}
+		return notAllowed("the relay refused: this account is not a member of the channel ("+err.Error()+")",
+			"a channel's owner adds members: rooms by `tally room admit`")
 	}
 	var ae *seat.APIError
 	if errors.As(err, &ae) && ae.Code == "revoked" && strings.Contains(ae.Message, "device") || !errors.As(err, &ae) && errors.Is(err, seat.ErrRevoked) {
@@ -309,10 +302,40 @@ func hint(err error) error {
 		return &usageError{"this home is a linked device's and holds no phrase", "use another --home for a phrase"}
 	}
 	if errors.As(err, &ae) && ae.Code == "revoked" {
-		return &usageError{"this account has been revoked at the directory",
-			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)"}
+		return notAllowed("this account has been revoked at the directory",
+			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)")
 	}
 	return err
+}
+
+// apiKeyFlag is the API key of --api-key or --api-key-file ("" when
+// neither is given).
+func apiKeyFlag(e *env) (string, error) {
+	key, path := e.c.String("api-key"), e.c.String("api-key-file")
+	switch {
+	case path == "":
+		return key, nil
+	case key != "":
+		return "", badUsage("--api-key and --api-key-file both set", "give the key one way")
+	}
+	var r io.Reader = e.c.App.Reader
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", notFound("cannot read the API key file", err.Error())
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, 4096))
+	if err != nil {
+		return "", err
+	}
+	key, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if key = strings.TrimSpace(key); key == "" {
+		return "", badUsage("the API key file is empty", "put the sk_live_… key that tally serve accounts create printed in it")
+	}
+	return key, nil
 }
 
 // plural is n followed by the singular or plural of a noun.
@@ -328,7 +351,7 @@ func seatCommands() []*ucli.Command {
 		{
 			Name:  "init",
 			Usage: "create the seed (prints the identity, never the words)",
-			Flags: []ucli.Flag{&ucli.StringFlag{Name: "name", Usage: "the name your rooms show beside your key's short form (`tally config set name` changes it)"}},
+			Flags: []ucli.Flag{&ucli.StringFlag{Name: "name", Usage: "the name your rooms show beside your key's short form (tally config set name changes it later)"}},
 			Action: withSeat(func(e *env, s *seat.Seat) error {
 				name := e.c.String("name")
 				if name != "" && seat.CheckName(name) != nil {
@@ -371,7 +394,8 @@ func seatCommands() []*ucli.Command {
 			Name:  "signin",
 			Usage: "mint an account (open signup, or with an invite or signup token), take one the operator made (--api-key), link a new device without the phrase (--link), or bring the phrase to a new device (--recover)",
 			Flags: append([]ucli.Flag{
-				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve account create"},
+				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve accounts create (the key shows in the process list and shell history: --api-key-file does not)"},
+				&ucli.StringFlag{Name: "api-key-file", Usage: "--api-key, the key read from this `FILE` (- for stdin)"},
 				&ucli.StringFlag{Name: "signup-token", Usage: "a one-use signup `TOKEN` (skt_sup_…) from the operator (tally serve token), for a directory whose signup is invite"},
 				&ucli.StringFlag{Name: "email", Usage: "account e-mail", DefaultText: "tally@localhost"},
 				&ucli.StringFlag{Name: "org", Usage: "account org; an existing org needs --org-invite", DefaultText: "seat-<the identity's short form>"},
@@ -391,9 +415,13 @@ func seatCommands() []*ucli.Command {
 					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --link` to link this device to your account without the phrase, or `tally signin --recover` to bring the phrase)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
-				if key := e.c.String("api-key"); key != "" {
+				key, err := apiKeyFlag(e)
+				if err != nil {
+					return err
+				}
+				if key != "" {
 					if invite != "" || org != "" || e.c.String("signup-token") != "" {
-						return &usageError{"--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token"}
+						return badUsage("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
 					}
 					a, err := signinAPIKey(e, s, key)
 					if err != nil {
@@ -406,7 +434,7 @@ func seatCommands() []*ucli.Command {
 					email = "tally@localhost"
 				}
 				if invite != "" && org == "" {
-					return &usageError{"--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for"}
+					return badUsage("--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for")
 				}
 				if org == "" {
 					did, err := s.Identity()
@@ -416,7 +444,6 @@ func seatCommands() []*ucli.Command {
 					org = "seat-" + did[len(did)-8:]
 				}
 				var a seat.Account
-				var err error
 				if tok := e.c.String("signup-token"); tok != "" {
 					a, err = signinSignupToken(e, s, email, org, tok)
 				} else {
@@ -428,8 +455,8 @@ func seatCommands() []*ucli.Command {
 					return &usageError{"the org " + org + " already exists and belongs to its accounts",
 						"ask an account of " + org + " to run `tally org invite`, then run `tally signin --org " + org + " --org-invite TOKEN`; or pick a new org"}
 				case errors.Is(err, seat.ErrInvalidOrgInvite):
-					return &usageError{"the org invite is invalid, expired, used up or not for " + org,
-						"ask an account of " + org + " for a new one (`tally org invite`)"}
+					return notAllowed("the org invite is invalid, expired, used up or not for "+org,
+						"ask an account of "+org+" for a new one (`tally org invite`)")
 				case err != nil:
 					return err
 				}
@@ -453,13 +480,13 @@ func seatCommands() []*ucli.Command {
 			Name:      "add",
 			Usage:     "append to the local log",
 			ArgsUsage: "TEXT…",
-			Action: withSeatRaw(func(e *env, s *seat.Seat) error {
+			Action: withSeat(func(e *env, s *seat.Seat) error {
 				if err := needSeed(s); err != nil {
 					return err
 				}
 				text := strings.Join(e.args, " ")
-				if text == "" {
-					return &usageError{"nothing to add", "tally add TEXT…"}
+				if strings.TrimSpace(text) == "" {
+					return badUsage("nothing to add", "tally add TEXT…")
 				}
 				en, err := s.Add(e.c.Context, text)
 				if err != nil {
@@ -556,7 +583,7 @@ func orgCommand() *ucli.Command {
 				},
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
-						return &usageError{"tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]"}
+						return badUsage("tally org invite takes no arguments", "tally org invite [--uses N] [--ttl D]")
 					}
 					uses, ttl, err := e.usesTTL()
 					if err != nil {
@@ -627,7 +654,7 @@ func configCommand() *ucli.Command {
 				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.c.NArg() != 2 {
-						return &usageError{"want a key and a value", "tally config set KEY VALUE"}
+						return badUsage("want a key and a value", "tally config set KEY VALUE")
 					}
 					k, v := e.c.Args().Get(0), e.c.Args().Get(1)
 					if _, err := checkKey(k); err != nil {
@@ -644,7 +671,7 @@ func configCommand() *ucli.Command {
 						}
 					case "cover_traffic":
 						if v != "on" && v != "off" {
-							return &usageError{"cover_traffic is on or off", ""}
+							return badUsage("cover_traffic is on or off", "")
 						}
 					case seat.SettingName:
 						if seat.CheckName(v) != nil {
@@ -663,7 +690,7 @@ func configCommand() *ucli.Command {
 				Description: "Settings:" + about.String(),
 				Action: action(func(e *env, cfg map[string]string) error {
 					if e.c.NArg() != 1 {
-						return &usageError{"want a key", "tally config get KEY; settings are " + strings.Join(keys, ", ")}
+						return badUsage("want a key", "tally config get KEY; settings are "+strings.Join(keys, ", "))
 					}
 					st, err := checkKey(e.c.Args().First())
 					if err != nil {

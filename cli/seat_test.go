@@ -112,6 +112,11 @@ func TestCLIConfigPrecedence(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:2") {
 		t.Fatalf("env did not beat config: %v", err)
 	}
+	// TALLY_API_URL is the name; the older SKYTALE_API_URL is its alias.
+	testOnlyEnv["TALLY_API_URL"] = "http://127.0.0.1:4"
+	if _, err := tally(t, "", append(g, "signin")...); err == nil || !strings.Contains(err.Error(), "127.0.0.1:4") {
+		t.Fatalf("TALLY_API_URL did not beat its alias: %v", err)
+	}
 	_, err = tally(t, "", append(g, "--api-url", "http://127.0.0.1:3", "signin")...)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:3") {
 		t.Fatalf("flag did not beat env: %v", err)
@@ -171,7 +176,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"room", "bogus"}, `unknown command "tally room bogus"`},
 		{[]string{"config", "frob"}, `unknown command "tally config frob"`},
 		{[]string{"devices", "nope"}, `unknown command "tally devices nope"`},
-		{[]string{"--bogus", "init"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus", "init"}, "unknown flag --bogus"},
 		{[]string{"room", "invite", "x", "--bogus"}, "unknown flag --bogus"},
 	} {
 		var out, errw bytes.Buffer

@@ -20,6 +20,13 @@ type budgetOptions struct {
 	// The relay's archive budgets in bytes (relay.Config); zero means the
 	// relay's default.
 	AccountQuota, OrgBudget, GroupBudget, ServerBudget int64
+	// The directory's storage budgets in bytes (directory.Config); zero
+	// means the directory's default.
+	DirAccountBudget, DirGroupBudget, DirOrgBudget, DirServerBudget int64
+	// The directory's consent limits (directory.Config); zero means the
+	// directory's default.
+	ClaimsPerClaimer, ClaimsPerDevice, InboxPerSender, InboxEntries int
+	InboxSenderBytes, InboxBytes                                    int64
 	// SignupPerIP and SignupPerNet are the signup bursts per address and
 	// per IPv4 /24 or IPv6 /64 (directory.Limits); zero means the default.
 	SignupPerIP, SignupPerNet int
@@ -35,6 +42,16 @@ func budgetFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "relay-group-budget", Usage: "payload bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may keep together", DefaultText: "1GiB, at most a quarter of --relay-server-budget"},
 		&ucli.StringFlag{Name: "relay-org-budget", Usage: "payload bytes the accounts of one org may keep together", DefaultText: "half of --relay-server-budget"},
 		&ucli.StringFlag{Name: "relay-server-budget", Usage: "payload bytes the relay's archive keeps in all", DefaultText: "half of the data folder's free space plus the archive at start, at most 1TiB"},
+		&ucli.StringFlag{Name: "directory-account-budget", Usage: "bytes one account may have the directory keep (key packages, Welcomes, join requests, GroupInfos, trees)", DefaultText: "256MiB, at most --directory-group-budget"},
+		&ucli.StringFlag{Name: "directory-group-budget", Usage: "bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may have the directory keep together", DefaultText: "1GiB, at most a quarter of --directory-server-budget"},
+		&ucli.StringFlag{Name: "directory-org-budget", Usage: "bytes the accounts of one org may have the directory keep together", DefaultText: "half of --directory-server-budget"},
+		&ucli.IntFlag{Name: "directory-claims-per-claimer", Value: directory.ClaimsPerClaimer, Usage: "one-time join offers of one device one account may claim an hour; past it a claim gets the device's last-resort offer"},
+		&ucli.IntFlag{Name: "directory-claims-per-device", Value: directory.ClaimsPerDevice, Usage: "one-time join offers of one device all accounts together may claim an hour"},
+		&ucli.IntFlag{Name: "directory-inbox-per-sender", Value: directory.MaxInboxPerSender, Usage: "Welcomes one sender may have waiting in one person's inbox"},
+		&ucli.StringFlag{Name: "directory-inbox-sender-bytes", Usage: "bytes of Welcomes one sender may have waiting in one person's inbox", DefaultText: "2MiB"},
+		&ucli.IntFlag{Name: "directory-inbox-entries", Value: directory.MaxInbox, Usage: "Welcomes one inbox holds"},
+		&ucli.StringFlag{Name: "directory-inbox-bytes", Usage: "bytes of Welcomes one inbox holds", DefaultText: "16MiB"},
+		&ucli.StringFlag{Name: "directory-server-budget", Usage: "bytes the directory keeps for clients in all", DefaultText: "a quarter of the data folder's free space plus what it stores at start, at most 256GiB; 16GiB with --directory-db postgres://"},
 	}
 }
 
@@ -47,13 +64,15 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 		return &usageError{fmt.Sprintf("--signup %q is not open, invite or closed", o.Signup), "tally serve --signup open|invite|closed"}
 	}
 	if o.Signup != "" && c.IsSet("open-signup") {
-		return &usageError{"--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)"}
+		return badUsage("--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)")
 	}
 	o.SignupPerIP, o.SignupPerNet = c.Int("signup-per-ip"), c.Int("signup-per-net")
 	for _, f := range []struct {
 		name string
 		v    *int64
-	}{{"relay-account-quota", &o.AccountQuota}, {"relay-group-budget", &o.GroupBudget}, {"relay-org-budget", &o.OrgBudget}, {"relay-server-budget", &o.ServerBudget}} {
+	}{{"relay-account-quota", &o.AccountQuota}, {"relay-group-budget", &o.GroupBudget}, {"relay-org-budget", &o.OrgBudget}, {"relay-server-budget", &o.ServerBudget},
+		{"directory-account-budget", &o.DirAccountBudget}, {"directory-group-budget", &o.DirGroupBudget}, {"directory-org-budget", &o.DirOrgBudget}, {"directory-server-budget", &o.DirServerBudget},
+		{"directory-inbox-sender-bytes", &o.InboxSenderBytes}, {"directory-inbox-bytes", &o.InboxBytes}} {
 		if s := c.String(f.name); s != "" {
 			n, err := parseSize(s)
 			if err != nil {
@@ -62,10 +81,22 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 			*f.v = n
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"directory-claims-per-claimer", &o.ClaimsPerClaimer}, {"directory-claims-per-device", &o.ClaimsPerDevice},
+		{"directory-inbox-per-sender", &o.InboxPerSender}, {"directory-inbox-entries", &o.InboxEntries}} {
+		if *f.v = c.Int(f.name); *f.v <= 0 {
+			return &usageError{fmt.Sprintf("--%s %d: it must be positive", f.name, *f.v), "see `tally serve --help` for the default"}
+		}
+	}
+	if o.ClaimsPerClaimer > o.ClaimsPerDevice {
+		return &usageError{"--directory-claims-per-claimer is more than --directory-claims-per-device", "the per-device limit bounds all claimers together, so it is the larger"}
+	}
 	return nil
 }
 
-// applyBudgets sets the signup mode, the signup limits and the relay's
+// applyBudgets sets the signup mode, the signup limits and both planes'
 // budgets; open is the mode's default.
 func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config, open bool) {
 	dcfg.Signup = directory.SignupClosed
@@ -83,6 +114,9 @@ func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.C
 		dcfg.Limits.SignupPerNet.Burst = o.SignupPerNet
 	}
 	rcfg.AccountQuota, rcfg.GroupBudget, rcfg.OrgBudget, rcfg.ServerBudget = o.AccountQuota, o.GroupBudget, o.OrgBudget, o.ServerBudget
+	dcfg.AccountBudget, dcfg.GroupBudget, dcfg.OrgBudget, dcfg.ServerBudget = o.DirAccountBudget, o.DirGroupBudget, o.DirOrgBudget, o.DirServerBudget
+	dcfg.ClaimsPerClaimer, dcfg.ClaimsPerDevice = o.ClaimsPerClaimer, o.ClaimsPerDevice
+	dcfg.InboxPerSender, dcfg.InboxEntries, dcfg.InboxSenderBytes, dcfg.InboxBytes = o.InboxPerSender, o.InboxEntries, o.InboxSenderBytes, o.InboxBytes
 }
 
 // parseSize reads a byte count: digits with an optional binary suffix

@@ -242,7 +242,7 @@ func TestCLIDidYouMean(t *testing.T) {
 		{"frobnicate", "tally: unknown command \"tally frobnicate\": see `tally --help`\n"},
 	} {
 		code, out, errw := mainOut(context.Background(), "", append([]string{"--home", home}, strings.Fields(c.args)...)...)
-		if code != 1 || out != "" || !strings.Contains(errw, c.want) || strings.Count(errw, "\n") != 1 {
+		if code != exitUsage || out != "" || !strings.Contains(errw, c.want) || strings.Count(errw, "\n") != 1 {
 			t.Errorf("tally %s: exit %d stderr %q, want %q", c.args, code, errw, c.want)
 		}
 	}
@@ -326,13 +326,14 @@ func TestCLIJoinChecksBeforeWaiting(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{append(bob, "room", "join", "acme/rooms/ops", "skt_inv_nonsense"), "the invite token is invalid, expired or used up"},
-		{append(bob, "room", "join", "acme/rooms/nope", "skt_inv_nonsense"), ""},
-		{append(bob, "room", "join", "Not A Name!", "skt_inv_x"), ""},
+		{append(bob, "room", "join", "acme/rooms/ops", "skt_inv_nonsense"), "the invite token is invalid, expired or used up", exitNotAllowed},
+		{append(bob, "room", "join", "acme/rooms/nope", "skt_inv_nonsense"), "", exitNotFound},
+		{append(bob, "room", "join", "Not A Name!", "skt_inv_x"), "", 1},
 	} {
 		code, _, errw := mainOut(context.Background(), "", c.args...)
-		if code != 1 || strings.Contains(errw, "waiting") || !strings.Contains(errw, c.want) {
+		if code != c.code || strings.Contains(errw, "waiting") || !strings.Contains(errw, c.want) {
 			t.Errorf("tally %s: exit %d, stderr %q", strings.Join(c.args[2:], " "), code, errw)
 		}
 	}
@@ -531,7 +532,8 @@ func TestCLINamesAreConsistent(t *testing.T) {
 }
 
 // TestCLIMsgFromStdin: `msg NAME -` sends what stdin holds; history shows
-// its second line under its header.
+// its second line under its header; after `--` a word that looks like a
+// flag is text.
 func TestCLIMsgFromStdin(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice, _ := newHome(t, st, "acme")
@@ -539,7 +541,7 @@ func TestCLIMsgFromStdin(t *testing.T) {
 	if _, err := tally(t, "line one\nline two\n", append(alice, "msg", "ops", "-")...); err != nil {
 		t.Fatal(err)
 	}
-	mustTally(t, append(alice, "msg", "ops", "--not-a-flag")...)
+	mustTally(t, append(alice, "msg", "ops", "--", "--not-a-flag")...)
 	out := mustTally(t, append(alice, "history", "ops")...)
 	if !strings.Contains(out, "you: line one\n"+continuation+"line two\n") || !strings.Contains(out, "you: --not-a-flag\n") {
 		t.Fatalf("history:\n%s", out)
@@ -628,7 +630,7 @@ func TestCLIWatchRelayGoesAway(t *testing.T) {
 // command.
 func TestCLIFlagDidYouMean(t *testing.T) {
 	code, _, errw := mainOut(context.Background(), "", "--home", t.TempDir(), "log", "--jsno")
-	if code != 1 || errw != "tally: flag provided but not defined: -jsno: did you mean --json? see `tally log --help`\n" {
+	if code != exitUsage || errw != "tally: unknown flag --jsno: did you mean --json? see `tally log --help`\n" {
 		t.Fatalf("exit %d, stderr %q", code, errw)
 	}
 }

@@ -344,7 +344,7 @@ func TestAwayAutoInvite(t *testing.T) {
 	want(t, r, 201, "")
 	auto := r.str("token")
 
-	r = e.do("POST", "/v1/channels/join", j1, map[string]string{"channel": ch, "token": auto, "identity": "did:key:z1"})
+	r = e.do("POST", "/v1/channels/join", j1, e.autoJoin(j1, ch, auto, "1"))
 	want(t, r, 201, "")
 	if !reflect.DeepEqual(r.keys(), []string{"auto", "request_id"}) || r.body["auto"] != true {
 		t.Fatalf("auto join before any GroupInfo: %s", r)
@@ -356,7 +356,9 @@ func TestAwayAutoInvite(t *testing.T) {
 	}
 	// The joiner is a member at once: it may put the GroupInfo.
 	want(t, e.do("PUT", "/v1/channels/groupinfo", j1, map[string]any{"channel": ch, "epoch": 7, "group_info": b64("gi 7")}), 200, "")
-	r = e.do("POST", "/v1/channels/join", j2, map[string]string{"channel": ch, "token": auto, "identity": "did:key:z2", "key_package": b64("kp")})
+	j2body := e.autoJoin(j2, ch, auto, "2")
+	j2body["key_package"] = b64("kp")
+	r = e.do("POST", "/v1/channels/join", j2, j2body)
 	want(t, r, 201, "")
 	if r.body["auto"] != true || r.body["epoch"] != float64(7) || r.str("group_info") != b64("gi 7") {
 		t.Fatalf("auto join with a GroupInfo: %s", r)

@@ -236,3 +236,62 @@ func benchPutGroupInfo(b *testing.B, database string) {
 		}
 	}
 }
+
+// BenchmarkAutoJoinProved measures POST /v1/channels/join by an auto
+// invite with its proof of the identity's key, over loopback HTTP with an
+// in-memory database: the proof's check (an Ed25519 verification and a
+// read of the invite's kind) beside the join's transaction.
+func BenchmarkAutoJoinProved(b *testing.B) {
+	e := newEnv(b, nil)
+	_, owner := e.account("acme")
+	const ch = "acme/rooms/bench"
+	e.channel(owner, ch)
+	var keys []string
+	for i := 0; i < 64; i++ {
+		_, key := e.account(fmt.Sprintf("joiner%d", i))
+		keys = append(keys, key)
+	}
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "auto": true})
+		if r.status != 201 {
+			b.Fatal(r)
+		}
+		key := keys[i%len(keys)]
+		body := e.autoJoin(key, ch, r.str("token"), fmt.Sprint("bench ", i))
+		i++
+		b.StartTimer()
+		if r := e.do("POST", "/v1/channels/join", key, body); r.status != 201 {
+			b.Fatal(r)
+		}
+	}
+}
+
+// BenchmarkInviteJoinsPage measures the owner's read of a full page (500)
+// of a channel's invite-join records, what its seat reads at most once
+// every five minutes per room before lapsing any.
+func BenchmarkInviteJoinsPage(b *testing.B) {
+	e := newEnv(b, nil)
+	_, owner := e.account("acme")
+	joinerID, _ := e.account("globex")
+	const ch = "acme/rooms/bench"
+	e.channel(owner, ch)
+	var chID string
+	if err := e.queryRow(`SELECT id FROM channels WHERE name = ?`, ch).Scan(&chID); err != nil {
+		b.Fatal(err)
+	}
+	for i := range maxInviteJoinsListed {
+		if _, err := e.exec(`INSERT INTO channel_identities (channel_id, identity, account_id, added_at) VALUES (?, ?, ?, ?)`,
+			chID, tid(fmt.Sprint("bench ", i)), joinerID, int64(1000+i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if r := e.do("GET", "/v1/channels/invite-joins?channel="+ch, owner, nil); r.status != 200 || len(r.body["joins"].([]any)) != maxInviteJoinsListed {
+			b.Fatal(r)
+		}
+	}
+}

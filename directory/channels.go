@@ -219,15 +219,23 @@ type joinRequestBody struct {
 	KeyPackage      string `json:"key_package"`
 	Identity        string `json:"identity"`
 	FederationToken string `json:"federation_token"`
+	// Proof is the named identity's member key's Ed25519 signature over
+	// JoinProof (standard base64); DeviceKey is that key (standard
+	// base64) when Identity is a device identity (joinproof.go).
+	Proof     string `json:"proof"`
+	DeviceKey string `json:"device_key"`
 }
 
-// POST /v1/channels/join {channel, token, key_package?, identity, federation_token?} → 201 {request_id}
+// POST /v1/channels/join {channel, token, key_package?, identity, federation_token?, proof?, device_key?} → 201 {request_id}
 //
 // With federation_token the standard invite is not checked (nor consumed):
 // the federation invite is, for the caller's org. With an auto invite the
 // caller becomes a member at once, key_package is optional, and the
 // answer is 201 {request_id, auto: true, epoch?, group_info?} with the
-// channel's GroupInfo if one was put.
+// channel's GroupInfo if one was put. A join by an auto invite proves
+// possession of the identity's member key (joinproof.go): without proof
+// it is 403 proof_required, with a proof that does not verify 403
+// invalid_proof, and neither uses the invite.
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal) {
 	var req joinRequestBody
 	if !decode(w, r, joinBody, &req) || !checkChannel(w, p, req.Channel) {
@@ -264,10 +272,15 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p principal)
 		maxPending: MaxPending,
 		now:        s.cfg.Now(),
 	}
+	tokenHash := hashSecret(req.Token)
 	if req.FederationToken != "" {
-		jp.fedHash = hashSecret(req.FederationToken)
+		tokenHash = hashSecret(req.FederationToken)
+		jp.fedHash = tokenHash
 	} else {
-		jp.inviteHash = hashSecret(req.Token)
+		jp.inviteHash = tokenHash
+	}
+	if !s.checkJoinRequestProof(w, r, p.account, &req, tokenHash) {
+		return
 	}
 	j, err := s.store.join(r.Context(), jp)
 	if err != nil {

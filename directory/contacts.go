@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -127,27 +130,56 @@ func (s *store) createAddToken(ctx context.Context, id, account string, hash []b
 	})
 }
 
-// addTokens lists account's add-tokens, newest first (at most
-// MaxAddTokens, so the answer is bounded).
-func (s *store) addTokens(ctx context.Context, account string) ([]addToken, error) {
+// maxAddTokensListed bounds one page of GET /v1/contacts/tokens: 50
+// tokens of about 200 bytes each.
+const maxAddTokensListed = 50
+
+// addTokenCursor is where a page of add-tokens ends: the last token's
+// creation time and id, the order they are listed in (newest first).
+type addTokenCursor struct {
+	at int64
+	id string
+}
+
+func (c addTokenCursor) String() string { return fmt.Sprintf("%d.%s", c.at, c.id) }
+
+func parseAddTokenCursor(s string) (addTokenCursor, bool) {
+	a, id, ok := strings.Cut(s, ".")
+	at, err := strconv.ParseInt(a, 10, 64)
+	return addTokenCursor{at, id}, ok && err == nil && at >= 0 && id != "" && storable(id)
+}
+
+// addTokens lists up to limit of account's add-tokens, newest first,
+// after the cursor (nil: from the newest), and the cursor of the page
+// after when there are more.
+func (s *store) addTokens(ctx context.Context, account string, after *addTokenCursor, limit int) ([]addToken, *addTokenCursor, error) {
+	c := addTokenCursor{at: math.MaxInt64}
+	if after != nil {
+		c = *after
+	}
 	rows, err := s.query(ctx,
-		`SELECT id, max_uses, uses, expires_at, created_at FROM add_tokens WHERE account_id = ?
-		 ORDER BY created_at DESC, id LIMIT ?`, account, MaxAddTokens)
+		`SELECT id, max_uses, uses, expires_at, created_at FROM add_tokens
+		 WHERE account_id = ? AND (created_at < ? OR (created_at = ? AND id > ?))
+		 ORDER BY created_at DESC, id LIMIT ?`, account, c.at, c.at, c.id, limit+1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	out := []addToken{}
 	for rows.Next() {
+		if len(out) == limit {
+			last := out[len(out)-1]
+			return out, &addTokenCursor{last.created.UnixNano(), last.id}, nil
+		}
 		var t addToken
 		var exp, at int64
 		if err := rows.Scan(&t.id, &t.maxUses, &t.uses, &exp, &at); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.expires, t.created = time.Unix(0, exp).UTC(), time.Unix(0, at).UTC()
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	return out, nil, rows.Err()
 }
 
 // revokeAddToken deletes one of account's own add-tokens.
@@ -220,16 +252,28 @@ func (s *Server) handleCreateAddToken(w http.ResponseWriter, r *http.Request, p 
 	writeJSON(w, http.StatusCreated, addTokenAnswer{ID: id, Token: tok, MaxUses: uses, ExpiresAt: rfc3339(exp), CreatedAt: rfc3339(now)})
 }
 
-// GET /v1/contacts/tokens → 200 {tokens: [{id, max_uses, uses, expires_at, created_at}]}
+// GET /v1/contacts/tokens?after=<cursor> → 200 {tokens: [{id, max_uses, uses, expires_at, created_at}], has_more, next?}
 //
-// The caller's own add-tokens, newest first, never their secrets; at
-// most MaxAddTokens entries.
+// Who may call: an account, with an account-wide credential. On whom it
+// acts: nobody; it lists the caller's own add-tokens, newest first, never
+// their secrets, at most maxAddTokensListed a page (about 10 KiB); next,
+// present with has_more, is the cursor of the page after. It stores
+// nothing; a stranger sees only its own.
 func (s *Server) handleListAddTokens(w http.ResponseWriter, r *http.Request, p principal) {
 	if p.channel != "" {
 		forbidScoped(w)
 		return
 	}
-	toks, err := s.store.addTokens(r.Context(), p.account)
+	var after *addTokenCursor
+	if a := r.URL.Query().Get("after"); a != "" {
+		c, ok := parseAddTokenCursor(a)
+		if !ok {
+			badRequest(w, "after must be a cursor from an earlier page")
+			return
+		}
+		after = &c
+	}
+	toks, next, err := s.store.addTokens(r.Context(), p.account, after, maxAddTokensListed)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -238,9 +282,15 @@ func (s *Server) handleListAddTokens(w http.ResponseWriter, r *http.Request, p p
 	for i, t := range toks {
 		out[i] = addTokenAnswer{ID: t.id, MaxUses: t.maxUses, Uses: t.uses, ExpiresAt: rfc3339(t.expires), CreatedAt: rfc3339(t.created)}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Tokens []addTokenAnswer `json:"tokens"`
-	}{out})
+	ans := struct {
+		Tokens  []addTokenAnswer `json:"tokens"`
+		HasMore bool             `json:"has_more"`
+		Next    string           `json:"next,omitempty"`
+	}{Tokens: out, HasMore: next != nil}
+	if next != nil {
+		ans.Next = next.String()
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 // DELETE /v1/contacts/tokens/{id} → 204

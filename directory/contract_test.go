@@ -37,7 +37,7 @@ func reopenTestStore(t *testing.T, database string) *store {
 }
 
 // must fails the test unless err is nil.
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

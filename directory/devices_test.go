@@ -244,13 +244,3 @@ func TestLinkedDevicesBounded(t *testing.T) {
 	code, _, _, signing, hk := e.linkGrant()
 	want(t, e.do("POST", "/v1/device/grants/approve", key, map[string]string{"user_code": code, "certificate": certFor(t, alice, signing, hk)}), 409, "too_many_devices")
 }
-
-// accountOf is the account id of an API key.
-func (e *env) accountOf(key string) string {
-	e.t.Helper()
-	p, _, err := e.s.store.lookupKey(e.t.Context(), hashSecret(key))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return p.account
-}

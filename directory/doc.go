@@ -65,7 +65,9 @@
 //     a claim or delivery by an account the person has not agreed to),
 //     invalid_add_token (403), identity_not_yours (403, stock under an
 //     identity the uploader did not register), invalid_proof (403, a seat
-//     registration without proof of the identity's key).
+//     registration, or a join by invite, without a valid proof of the
+//     identity's key), proof_required (403, a join by an auto invite
+//     with no proof at all, as from a seat that predates proofs).
 //   - not_found, channel_not_found, account_not_found, no_key_packages
 //     (404); method_not_allowed (405).
 //   - channel_taken, seat_exists, already_approved, owner_cannot_leave,
@@ -119,8 +121,8 @@
 // POST /v1/seats for a seat's sync channel); a joiner when the owner
 // publishes its Welcome (federated joins too). Each entry of
 // GET /v1/channels/pending carries the requesting account's account_id
-// besides the seeds' fields, so the owner knows which account its Welcome
-// makes a member. Explicit changes:
+// besides the request's id, identity, key_package and created_at, so the
+// owner knows which account its Welcome makes a member. Explicit changes:
 //
 //   - POST /v1/channels/members {channel, account_id} (owner-only,
 //     idempotent) → 200 {"channel", "account_id", "member": true}; an
@@ -148,6 +150,21 @@
 //     members; others get 403 not_member, a removed member 403 removed)
 //     → 200 {"channel", "identity", "recorded"}: whether an account
 //     joined by auto invite under identity, never which.
+//   - A join by an auto invite carries proof that the joiner holds the
+//     member key of the identity it names ([JoinProof], signed by the
+//     did:key, or by a device key with its certificate): without one it
+//     is 403 proof_required, with a wrong one 403 invalid_proof, so no
+//     joiner ties another person's identity to its account.
+//   - GET /v1/channels/invite-joins?channel=…&after=… (owner-only) →
+//     200 {"channel", "joins": [{"identity", "account_id", "joined_at",
+//     "lapses_at"}], "has_more", "next"?}, oldest first, 500 a page; and
+//     POST /v1/channels/invite-joins/lapse {channel, epoch, identities}
+//     (owner-only, 1 to 32 identities, epoch the relay's fence) → 200
+//     {"channel", "epoch", "lapsed", "waiting", "ended"}: the records of
+//     identities that never joined the group, older than [LapseGrace],
+//     lapse, their invite uses are given back (once per account and
+//     invite), and the memberships only
+//     they made end, without a removal being recorded (lapse.go).
 //   - GET /v1/channels/members?channel=… (owner and members; others get
 //     403 not_member) → 200 {"channel", "owner": account id, "members":
 //     [{"account_id", "added_at"}]}, oldest first.
@@ -196,7 +213,8 @@
 // person's add-token, else 403 not_allowed), takes one key package of each
 // of the account's devices that has stock: the oldest one-time key
 // package, consumed, or, when there is none or the hourly limits
-// ([ClaimsPerClaimer], [ClaimsPerDevice]) are reached, the device's
+// (Config.ClaimsPerClaimer, ClaimsPerDevice; defaults [ClaimsPerClaimer],
+// [ClaimsPerDevice]) are reached, the device's
 // last-resort key package, which stays; 200
 // {"claims": [{"account_id", "claim_id", "device", "key_package",
 // "last_resort"}]}, or
@@ -229,17 +247,39 @@
 // DELETE /v1/inbox/{id} declines one (204; the sender learns nothing).
 // One sender holds at most [MaxInboxPerSender] entries and
 // [MaxInboxSenderBytes] in one inbox (429 quota_exceeded), an inbox at
-// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full):
+// most [MaxInbox] entries and [MaxInboxBytes] (409 inbox_full), the
+// defaults of Config.InboxPerSender, InboxSenderBytes, InboxEntries and
+// InboxBytes:
 // last-resort key packages can be claimed again and again, so without the
 // caps a related account could fill another's inbox without bound.
 //
+// Storage budgets. Every blob a client has the directory keep (stock key
+// packages, inbox Welcomes, join requests and their Welcomes, GroupInfos,
+// tree parts) counts against its account's, its signup group's, its org's
+// and the server's budget (Config.AccountBudget, GroupBudget, OrgBudget,
+// ServerBudget), kept as one ledger changed in the row's own transaction;
+// a put past any is 413 quota_exceeded naming the scope (budget.go).
+//
 // GroupInfo. PUT /v1/channels/groupinfo {channel, epoch, group_info} (at
 // most 1,048,576 bytes, epoch at most 2^63-1), by the owner or a member,
-// keeps one GroupInfo per channel, the one of the highest epoch: an equal
-// epoch replaces it, a lower one is 409 stale_epoch with the epoch kept.
-// The check is in the upsert's own statement. GET
+// is taken only for the epoch the relay's commit fence has reached for the
+// channel (Config.Fence): an earlier epoch is 409 stale_epoch, a later one
+// 409 epoch_not_reached, each with the fence's epoch, so no member can
+// park a GroupInfo at a far epoch and lock the others out. One GroupInfo
+// is kept per channel, the latest put for the fence's epoch; the check
+// against a racing put of a later epoch is in the upsert's own statement.
+// A fence reset and the removal of the member who put it clear it. GET
 // /v1/channels/groupinfo?channel=… answers {"epoch", "group_info"}, or 404
-// not_found when none was put.
+// not_found when none is kept.
+//
+// Trees. PUT /v1/channels/tree {channel, id, epoch, part, parts, data}
+// keeps a ratchet tree (RFC 9420 §12.4.3.3) in up to 64 parts of at most
+// 1 MiB, under the uploader's own id, for the fence's epoch or the next
+// one (the tree a Welcome names goes up before its Commit): other epochs
+// are 409 stale_epoch or epoch_not_reached as for GroupInfo. GroupInfo and
+// tree bytes count against the putter's budget of [MaxTreeBytes] together
+// (413 quota_exceeded). A joiner checks a fetched tree against the
+// GroupContext's tree_hash, so the directory cannot change it unnoticed.
 //
 // Auto invites. POST /v1/channels/invites (and /v1/federation/invites)
 // take "auto": true. A join with an auto invite is checked and counted as

@@ -47,13 +47,20 @@ func hasBody(r *http.Request) bool {
 // request values) and answered with a bare 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	retryAfterFor(w, err)
+	var qe *quotaError
+	if errors.As(err, &qe) {
+		s.metrics.quotaRefusal(qe.scope)
+		writeQuotaExceeded(w, qe.scope)
+		return
+	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
 			writeError(w, e.status, e.code, e.msg)
 			return
 		}
 	}
-	s.log.Error("directory internal error", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
+	s.metrics.backendError()
+	s.log.Error("directory internal error", "method", r.Method, "path", s.logPath(r.URL.Path, r.Pattern), "err", err)
 	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 
@@ -101,7 +108,9 @@ var errorTable = []struct {
 	{errLinkedApprover, http.StatusForbidden, "not_identity_holder", "a linked device holds no identity: it can approve only a device restored from the phrase (whose grant carries the identity's proof); link devices from one that holds the identity"},
 	{errBadRevocation, http.StatusForbidden, "revocation_not_yours", "the revocation is not signed by an identity this account registered"},
 	{errTooManyRevocations, http.StatusConflict, "too_many_revocations", "this identity has revoked the most devices allowed (200)"},
-	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up (10 Welcomes and 2 MiB per sender) until the person reads or declines them"},
+	{errProofRequired, http.StatusForbidden, "proof_required", "a join by an auto invite needs proof: the identity's member key's signature over the join (an older seat must be updated)"},
+	{errInvalidProof, http.StatusForbidden, "invalid_proof", "proof must be the signature of the named identity's member key over the join label, the account id, the channel, the identity and the token's SHA-256"},
+	{errSenderQuota, http.StatusTooManyRequests, "quota_exceeded", "the caller's share of that person's inbox is used up until the person reads or declines them"},
 }
 
 func badRequest(w http.ResponseWriter, msg string) {

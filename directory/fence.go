@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,24 +61,65 @@ func (s *Server) fenceEpoch(ctx context.Context, channel string) (uint64, error)
 // NewHTTPFence returns a FenceSource that reads a relay's
 // GET /v1/internal/fence with the internal secret (the relay's
 // Config.InternalSecret), for a directory that runs apart from its relay.
-// A nil client means http.DefaultClient.
+// A nil client means http.DefaultClient. relayURL may name several relays
+// of one cluster (they share the fence), separated by commas: a read goes
+// to the relay that answered last, and to the next in turn when that one
+// fails or does not answer within fenceTry.
 func NewHTTPFence(relayURL, internalSecret string, client *http.Client) FenceSource {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &httpFence{base: strings.TrimRight(relayURL, "/"), secret: internalSecret, client: client}
+	var bases []string
+	for _, u := range strings.Split(relayURL, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			bases = append(bases, u)
+		}
+	}
+	if len(bases) == 0 {
+		bases = []string{""}
+	}
+	return &httpFence{bases: bases, secret: internalSecret, client: client}
 }
 
 type httpFence struct {
-	base, secret string
-	client       *http.Client
+	bases  []string
+	secret string
+	client *http.Client
+	cur    atomic.Int32 // the index in bases of the relay that answered last
+}
+
+// fenceTry bounds one relay's answer when there are others to ask.
+const fenceTry = 3 * time.Second
+
+func (f *httpFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	first := int(f.cur.Load())
+	var err error
+	for k := range f.bases {
+		i := (first + k) % len(f.bases)
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(f.bases) > 1 {
+			tctx, cancel = context.WithTimeout(ctx, fenceTry)
+		}
+		var epoch uint64
+		var known bool
+		epoch, known, err = f.nextEpochFrom(tctx, f.bases[i], channel)
+		cancel()
+		if err == nil {
+			f.cur.Store(int32(i))
+			return epoch, known, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return 0, false, err
 }
 
 // maxFenceAnswer bounds the body of a fence answer the directory reads.
 const maxFenceAnswer = 4 << 10
 
-func (f *httpFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
-	u := f.base + "/v1/internal/fence?" + url.Values{"channel": {channel}}.Encode()
+func (f *httpFence) nextEpochFrom(ctx context.Context, base, channel string) (uint64, bool, error) {
+	u := base + "/v1/internal/fence?" + url.Values{"channel": {channel}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, false, fmt.Errorf("directory: fence request: %w", err)

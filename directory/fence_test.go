@@ -239,7 +239,7 @@ func TestGroupInfoFenceReset(t *testing.T) {
 // another account replaces or a removal clears is given back.
 func TestGroupInfoQuota(t *testing.T) {
 	e := newFencedEnv(t, nil)
-	e.s.store.treeQuota = 3000
+	e.s.store.budgets.account = 3000
 	_, owner := e.account("acme")
 	hogID, hog := e.account("globex")
 	var chans []string

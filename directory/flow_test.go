@@ -200,8 +200,9 @@ func TestInvites(t *testing.T) {
 	want(t, e.do("POST", "/v1/channels/invites", owner, map[string]string{"channel": "acme/pay/none"}), 404, "channel_not_found")
 }
 
-// TestOwnerAndJoinerFlows runs the seeds' owner add-loop and joiner flow
-// with opaque bytes standing in for key packages and Welcomes.
+// TestOwnerAndJoinerFlows runs the owner's add-loop (pending requests,
+// one Welcome each) and the joiner's flow (join, poll, ack) with opaque
+// bytes standing in for key packages and Welcomes.
 func TestOwnerAndJoinerFlows(t *testing.T) {
 	e := newEnv(t, nil)
 	_, owner := e.account("acme")
@@ -369,6 +370,7 @@ func TestPendingCap(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	e.rebuildLedger()
 	want(t, e.join(owner, ch, inv, "did:web:999", []byte("kp")), 201, "")
 	before := e.snapshot()
 	want(t, e.join(owner, ch, inv, "did:web:1000", []byte("kp")), 429, "too_many_pending")

@@ -21,6 +21,7 @@ func FuzzRequestBodies(f *testing.F) {
 		"/v1/device/grants", "/v1/device/grants/approve", "/v1/device/grants/lookup", "/v1/seats", "/v1/revocations",
 		"/v1/channels/members", "/v1/channels/fence", "/v1/orgs/invites",
 		"/v1/keypackages", "/v1/keypackages/claim", "/v1/inbox", "PUT /v1/channels/groupinfo",
+		"/v1/channels/invite-joins/lapse",
 	}
 	for _, seed := range []string{
 		`{"name":"acme/pay/agent"}`,
@@ -43,6 +44,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"channel":"acme/pay/agent","epoch":3,"group_info":"AA=="}`,
 		`{"channel":"acme/pay/agent","epoch":0,"group_info":"AA=="}`,
 		`{"channel":"acme/pay/agent","max_uses":5,"auto":true}`,
+		`{"channel":"acme/pay/agent","token":"` + inv + `","identity":"did:key:z6Mk","proof":"AA==","device_key":"AA=="}`,
+		`{"channel":"acme/pay/agent","epoch":0,"identities":["did:key:z6Mk"]}`,
 		``, `[]`, `{"a":`, "\x00",
 	} {
 		for i := range paths {

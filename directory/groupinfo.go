@@ -75,16 +75,18 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 		if _, err := memberChannel(ctx, tx, channel, caller); err != nil {
 			return err
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, treeQuotaPrefix+caller); err != nil {
+		// The GroupInfo replaced, if any, is given back to whoever put
+		// it, and the new one charged to the caller (budget.go).
+		u := usage{}
+		var oldBy string
+		var oldSize int64
+		switch err := tx.queryRow(ctx, `SELECT updated_by, LENGTH(group_info) FROM group_infos WHERE channel_id = ?`, chID).Scan(&oldBy, &oldSize); {
+		case err == nil:
+			u.add(oldBy, -oldSize)
+		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		used, err := roomBytes(ctx, tx, caller, chID)
-		if err != nil {
-			return err
-		}
-		if used+int64(len(data)) > s.treeQuota {
-			return errTreeQuota
-		}
+		u.add(caller, int64(len(data)))
 		n, err := tx.execN(ctx,
 			`INSERT INTO group_infos (channel_id, epoch, group_info, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 			 ON CONFLICT (channel_id) DO UPDATE SET epoch = excluded.epoch, group_info = excluded.group_info,
@@ -95,7 +97,7 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 			return err
 		}
 		if n == 1 {
-			return nil
+			return tx.settle(ctx, u)
 		}
 		gi, err := readGroupInfo(ctx, tx, chID)
 		if err != nil {
@@ -103,23 +105,6 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 		}
 		return &staleEpochError{gi.epoch}
 	})
-}
-
-// roomBytes returns the bytes account makes the directory keep for rooms:
-// the trees it put and the GroupInfos it put, except the one of the
-// channel except (which the caller is about to replace). The caller holds
-// the account's quota lock.
-func roomBytes(ctx context.Context, q queryer, account, except string) (int64, error) {
-	var trees, infos int64
-	if err := q.queryRow(ctx, `SELECT COALESCE(SUM(size), 0) FROM channel_trees WHERE uploaded_by = ?`, account).Scan(&trees); err != nil {
-		return 0, err
-	}
-	if err := q.queryRow(ctx,
-		`SELECT COALESCE(SUM(LENGTH(group_info)), 0) FROM group_infos WHERE updated_by = ? AND channel_id <> ?`,
-		account, except).Scan(&infos); err != nil {
-		return 0, err
-	}
-	return trees + infos, nil
 }
 
 // clearPutBy deletes the GroupInfo and the trees account put for the
@@ -130,7 +115,8 @@ func clearPutBy(ctx context.Context, tx txn, chID, account string) error {
 	if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
 		return err
 	}
-	if _, err := tx.exec(ctx, `DELETE FROM group_infos WHERE channel_id = ? AND updated_by = ?`, chID, account); err != nil {
+	if _, err := freeRows(ctx, tx,
+		`DELETE FROM group_infos WHERE channel_id = ? AND updated_by = ? RETURNING updated_by, LENGTH(group_info)`, chID, account); err != nil {
 		return err
 	}
 	if _, err := tx.exec(ctx,
@@ -138,7 +124,8 @@ func clearPutBy(ctx context.Context, tx txn, chID, account string) error {
 		chID, account); err != nil {
 		return err
 	}
-	_, err := tx.exec(ctx, `DELETE FROM channel_trees WHERE channel_id = ? AND uploaded_by = ?`, chID, account)
+	_, err := freeRows(ctx, tx,
+		`DELETE FROM channel_trees WHERE channel_id = ? AND uploaded_by = ? RETURNING uploaded_by, size`, chID, account)
 	return err
 }
 
@@ -192,8 +179,8 @@ type groupInfoAnswer struct {
 // epoch_not_reached, each with the fence's epoch. Without a fence source
 // (Config.Fence) nothing is accepted (503 fence_unavailable), since the
 // directory could not tell a real epoch from a jam. How much: at most
-// MaxGroupInfo bytes, charged with the caller's trees to one per-account
-// budget of MaxTreeBytes (413 quota_exceeded, scope account). A member's
+// MaxGroupInfo bytes, charged to the caller's storage budgets (budget.go:
+// 413 quota_exceeded naming the scope). A member's
 // removal and a fence reset clear what no longer belongs (members.go).
 func (s *Server) handlePutGroupInfo(w http.ResponseWriter, r *http.Request, p principal) {
 	var req putGroupInfoRequest
@@ -245,17 +232,6 @@ func writeEpochError(w http.ResponseWriter, code, message string, epoch uint64) 
 	}{code, message, epoch})
 }
 
-// writeQuotaExceeded answers a put past the account's budget for rooms.
-func writeQuotaExceeded(w http.ResponseWriter) {
-	writeJSON(w, http.StatusRequestEntityTooLarge, struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-		Scope   string `json:"scope"`
-	}{"quota_exceeded",
-		"the GroupInfos and trees this account has put use up its 256 MiB; they are replaced as its channels' newer ones come in, and cleared when it leaves",
-		"account"})
-}
-
 // groupInfoFail answers the fence's and the quota's errors, and the others
 // as fail.
 func (s *Server) groupInfoFail(w http.ResponseWriter, r *http.Request, err error) {
@@ -266,8 +242,6 @@ func (s *Server) groupInfoFail(w http.ResponseWriter, r *http.Request, err error
 	case errors.Is(err, errFenceUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "fence_unavailable", "the relay's commit fence cannot be read now; try again")
-	case errors.Is(err, errTreeQuota):
-		writeQuotaExceeded(w)
 	default:
 		s.fail(w, r, err)
 	}

@@ -50,6 +50,8 @@ type env struct {
 	clock *clock
 
 	orgKeys map[string]string // an API key of each org's first account
+
+	databaseGone bool // the test stopped the database: no ledger check at the end
 }
 
 func newEnv(t testing.TB, mod func(*Config)) *env {
@@ -75,13 +77,20 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(s)
+	e := &env{t: t, s: s, ts: ts, clock: c}
 	t.Cleanup(func() {
 		ts.Close()
+		// Whatever the test did, the storage ledger must hold exactly
+		// what is stored (budget.go), unless the test took the
+		// database away.
+		if !t.Failed() && !e.databaseGone {
+			checkLedger(t, s)
+		}
 		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &env{t: t, s: s, ts: ts, clock: c}
+	return e
 }
 
 // reply is a decoded JSON answer.

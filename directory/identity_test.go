@@ -131,3 +131,34 @@ func (e *env) relate(key string, others ...string) {
 		want(e.t, e.do("POST", "/v1/channels/members", key, map[string]string{"channel": ch, "account_id": mustID(e.t, e, o)}), 200, "")
 	}
 }
+
+// tid is the did:key of the test person made from name.
+func tid(name string) string { return newTestPerson(name).did }
+
+// accountOf is the account id behind key.
+func (e *env) accountOf(key string) string {
+	e.t.Helper()
+	pr, _, err := e.s.store.lookupKey(e.t.Context(), hashSecret(key))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pr.account
+}
+
+// autoJoin is the body of POST /v1/channels/join by key's account with
+// the invite token under tid(name), with the proof that it holds that
+// identity's key, as the seat sends it.
+func (e *env) autoJoin(key, ch, token, name string) map[string]string {
+	e.t.Helper()
+	p := newTestPerson(name)
+	proof := ed25519.Sign(p.priv, JoinProof(e.accountOf(key), ch, p.did, hashSecret(token)))
+	return map[string]string{"channel": ch, "token": token, "identity": p.did, "proof": base64.StdEncoding.EncodeToString(proof)}
+}
+
+// fedJoin is autoJoin with a federation token.
+func (e *env) fedJoin(key, ch, fed, name string) map[string]string {
+	e.t.Helper()
+	p := newTestPerson(name)
+	proof := ed25519.Sign(p.priv, JoinProof(e.accountOf(key), ch, p.did, hashSecret(fed)))
+	return map[string]string{"channel": ch, "federation_token": fed, "identity": p.did, "proof": base64.StdEncoding.EncodeToString(proof)}
+}

@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 )
 
-// Inbox limits. A Welcome is at most MaxWelcome (256 KiB).
+// Inbox limits; the first four are the defaults of Config.InboxEntries,
+// InboxBytes, InboxPerSender and InboxSenderBytes. A Welcome is at most
+// MaxWelcome (256 KiB).
 const (
 	// MaxInbox is how many entries one account's inbox holds, and
 	// MaxInboxBytes how many bytes of Welcomes: enough for a person added
@@ -72,7 +75,9 @@ type inboxEntry struct {
 // member: the person's seat does, by accepting the entry (acceptInbox).
 // The caller's share of the inbox is bounded (MaxInboxPerSender,
 // MaxInboxSenderBytes: errSenderQuota), and so is the inbox
-// (MaxInbox, MaxInboxBytes: errInboxFull).
+// (MaxInbox, MaxInboxBytes: errInboxFull); the Welcome is charged to the
+// caller's storage budgets (budget.go) until it is accepted, declined or
+// swept.
 //
 // The claim is marked delivered by one conditional UPDATE, which a
 // concurrent delivery of the same claim waits on and then re-checks, so a
@@ -117,16 +122,19 @@ func (s *store) deliver(ctx context.Context, id, claimID, caller, scope string, 
 			return err
 		}
 		size := int64(len(welcome))
-		if mine >= MaxInboxPerSender || mineBytes+size > MaxInboxSenderBytes {
+		c := s.consent
+		if mine >= c.inboxPerSender || mineBytes+size > c.inboxSenderBytes {
 			return errSenderQuota
 		}
-		if held >= MaxInbox || heldBytes+size > MaxInboxBytes {
+		if held >= c.inboxEntries || heldBytes+size > c.inboxBytes {
 			return errInboxFull
 		}
-		_, err = tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO inbox (id, account_id, channel_id, device, from_id, welcome, size, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, target, chID, device, caller, welcome, size, now.UnixNano())
-		return err
+			id, target, chID, device, caller, welcome, size, now.UnixNano()); err != nil {
+			return err
+		}
+		return tx.charge(ctx, caller, size)
 	})
 }
 
@@ -149,7 +157,7 @@ func (s *store) acceptInbox(ctx context.Context, account, id string, now time.Ti
 		if err != nil {
 			return err
 		}
-		n, err := tx.execN(ctx, `DELETE FROM inbox WHERE id = ? AND account_id = ?`, id, account)
+		n, err := freeRows(ctx, tx, `DELETE FROM inbox WHERE id = ? AND account_id = ? RETURNING from_id, size`, id, account)
 		if err != nil {
 			return err
 		}
@@ -221,7 +229,7 @@ func (s *store) dropInboxEntry(ctx context.Context, account, id string) error {
 		return errNotFound
 	}
 	return s.write(ctx, func(tx txn) error {
-		n, err := tx.execN(ctx, `DELETE FROM inbox WHERE id = ? AND account_id = ?`, id, account)
+		n, err := freeRows(ctx, tx, `DELETE FROM inbox WHERE id = ? AND account_id = ? RETURNING from_id, size`, id, account)
 		if err == nil && n != 1 {
 			err = errNotFound
 		}
@@ -235,9 +243,12 @@ func (s *store) sweepInbox(ctx context.Context, now time.Time, retention time.Du
 	cutoff := now.Add(-retention).UnixNano()
 	var total int64
 	err := s.write(ctx, func(tx txn) error {
-		total = 0
+		n, err := freeRows(ctx, tx, `DELETE FROM inbox WHERE created_at < ? RETURNING from_id, size`, cutoff)
+		if err != nil {
+			return err
+		}
+		total = n
 		for _, q := range []string{
-			`DELETE FROM inbox WHERE created_at < ?`,
 			`DELETE FROM key_package_claims WHERE created_at < ?`,
 			`DELETE FROM add_tokens WHERE expires_at < ?`,
 		} {
@@ -286,7 +297,14 @@ func (s *Server) handleDeliver(w http.ResponseWriter, r *http.Request, p princip
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.store.deliver(r.Context(), id, req.ClaimID, p.account, p.channel, welcome, s.cfg.Now()); err != nil {
+	err = s.store.deliver(r.Context(), id, req.ClaimID, p.account, p.channel, welcome, s.cfg.Now())
+	if errors.Is(err, errSenderQuota) {
+		writeError(w, http.StatusTooManyRequests, "quota_exceeded", fmt.Sprintf(
+			"the caller's share of that person's inbox is used up (%d Welcomes and %s per sender) until the person reads or declines them",
+			s.cfg.InboxPerSender, sizeText(s.cfg.InboxSenderBytes)))
+		return
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -313,14 +331,9 @@ func (s *Server) handleInbox(w http.ResponseWriter, r *http.Request, p principal
 		forbidScoped(w)
 		return
 	}
-	var after int64
-	if a := r.URL.Query().Get("after"); a != "" {
-		v, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || v < 0 {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = v
+	after, ok := seqCursor(w, r, "after must be a cursor from an earlier page")
+	if !ok {
+		return
 	}
 	entries, more, err := s.store.inbox(r.Context(), p.account, after, maxInboxListed, maxInboxPageBytes)
 	if err != nil {

@@ -19,12 +19,33 @@ const MaxFenceEpoch = 1 << 32
 
 // addMember makes account a member of the channel (id chID, name chName)
 // and writes a member_added event, in tx. It reports whether the account
-// was not a member before; adding a member again writes nothing.
+// was not a member before; adding a member again writes nothing but
+// marks the membership as not owed to an invite join (lapse.go): the
+// owner or the person said so.
 func addMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	added, err := insertMember(ctx, tx, chID, chName, account, false, now)
+	if err != nil || added {
+		return added, err
+	}
+	_, err = tx.exec(ctx,
+		`UPDATE channel_members SET via_invite = 0 WHERE channel_id = ? AND account_id = ? AND via_invite <> 0`,
+		chID, account)
+	return false, err
+}
+
+// addInviteMember is addMember for a join by an auto invite: a new
+// membership is marked as owed to the invite join alone, so that it ends
+// when its record lapses (lapse.go); one the account had already keeps
+// what it was.
+func addInviteMember(ctx context.Context, tx txn, chID, chName, account string, now time.Time) (bool, error) {
+	return insertMember(ctx, tx, chID, chName, account, true, now)
+}
+
+func insertMember(ctx context.Context, tx txn, chID, chName, account string, viaInvite bool, now time.Time) (bool, error) {
 	n, err := tx.execN(ctx,
-		`INSERT INTO channel_members (channel_id, account_id, added_at) VALUES (?, ?, ?)
+		`INSERT INTO channel_members (channel_id, account_id, added_at, via_invite) VALUES (?, ?, ?, ?)
 		 ON CONFLICT (channel_id, account_id) DO NOTHING`,
-		chID, account, now.UnixNano())
+		chID, account, now.UnixNano(), sqlBool(viaInvite))
 	if err != nil || n == 0 {
 		return false, err
 	}
@@ -66,12 +87,16 @@ func removeMember(ctx context.Context, tx txn, chID, chName, account string, now
 // from a removed account too.
 
 // recordIdentity notes, in tx, that account joined the channel chID under
-// identity.
-func recordIdentity(ctx context.Context, tx txn, chID, identity, account string, now time.Time) error {
+// identity at now, with the invite (a federation invite, with fed) of
+// inviteHash. A join again under the same identity renews the record: its
+// time and invite are the latest join's, so its grace (lapse.go) starts
+// again.
+func recordIdentity(ctx context.Context, tx txn, chID, identity, account string, inviteHash []byte, fed bool, now time.Time) error {
 	_, err := tx.exec(ctx,
-		`INSERT INTO channel_identities (channel_id, identity, account_id, added_at) VALUES (?, ?, ?, ?)
-		 ON CONFLICT (channel_id, identity, account_id) DO NOTHING`,
-		chID, identity, account, now.UnixNano())
+		`INSERT INTO channel_identities (channel_id, identity, account_id, added_at, invite_hash, invite_fed) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (channel_id, identity, account_id) DO UPDATE
+		 SET added_at = excluded.added_at, invite_hash = excluded.invite_hash, invite_fed = excluded.invite_fed`,
+		chID, identity, account, now.UnixNano(), inviteHash, sqlBool(fed))
 	return err
 }
 
@@ -643,16 +668,22 @@ func (s *Server) internalCursor(w http.ResponseWriter, r *http.Request) (int64, 
 		writeError(w, http.StatusUnauthorized, "unauthorized", "the internal secret is required")
 		return 0, false
 	}
-	var after int64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a non-negative integer")
-			return 0, false
-		}
-		after = n
+	return seqCursor(w, r, "after must be a non-negative integer")
+}
+
+// seqCursor parses a request's after parameter, a sequence number (0 when
+// absent). On failure it answers 400 with complaint and returns false.
+func seqCursor(w http.ResponseWriter, r *http.Request, complaint string) (int64, bool) {
+	a := r.URL.Query().Get("after")
+	if a == "" {
+		return 0, true
 	}
-	return after, true
+	v, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || v < 0 {
+		badRequest(w, complaint)
+		return 0, false
+	}
+	return v, true
 }
 
 // identityRecorded reports, for the owner or a member of channel
@@ -691,7 +722,8 @@ func (s *store) identityRecorded(ctx context.Context, channel, caller, identity 
 // to 256 characters), as the directory recorded at the join, before it
 // handed out the GroupInfo: a room's members ask it of each joiner by
 // invite, and remove one the directory holds no record of (a joiner that
-// named another identity here, whose removal could not name its account).
+// named another key of its own here, whose removal could not name its
+// account; the record of that other key lapses, lapse.go).
 // Who may call it: the channel's owner and members. On whom it acts:
 // nobody; it reads one row and stores nothing. What it returns: one
 // boolean, never an account. A stranger gets 403 not_member (404 for a

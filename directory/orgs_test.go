@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// TestFinding5OrgsAreOwned reproduces finding 5: a second signup claiming
-// an existing org used to succeed and register the org's channel names
-// first. Now the org belongs to its first account.
-func TestFinding5OrgsAreOwned(t *testing.T) {
+// TestSignupCannotClaimAnotherOrg: a second signup claiming an existing org used
+// to succeed and register the org's channel names first. Now the org
+// belongs to its first account.
+func TestSignupCannotClaimAnotherOrg(t *testing.T) {
 	e := newEnv(t, nil)
 	_, acme := e.account("acme")
 	before := e.snapshot()

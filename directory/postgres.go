@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -280,6 +281,58 @@ ALTER TABLE channel_trees ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE channel_trees DROP CONSTRAINT channel_trees_channel_id_tree_id_key;
 ALTER TABLE channel_trees ADD CONSTRAINT channel_trees_channel_tree_uploader UNIQUE (channel_id, tree_id, uploaded_by);
 `,
+	// Storage budgets (budget.go): the bytes each account, signup group,
+	// org and the whole directory are charged for what they store, one
+	// row per scope and key, back-filled from what is stored: stock key
+	// packages to their account, Welcomes in inboxes to their sender,
+	// join requests' key packages to the joiner and their Welcomes to the
+	// channel's owner, GroupInfos and trees to who put them. Rows of
+	// accounts that are gone count nowhere.
+	`
+CREATE TABLE budget_usage (
+	scope TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	bytes BIGINT NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX budget_usage_bytes ON budget_usage(scope, bytes);
+CREATE TEMPORARY TABLE budget_charges AS
+	SELECT c.account AS account, a.org AS org, a.signup_group AS grp, SUM(c.bytes) AS bytes FROM (
+		SELECT account_id AS account, LENGTH(key_package) AS bytes FROM key_packages
+		UNION ALL SELECT from_id, size FROM inbox
+		UNION ALL SELECT account_id, LENGTH(key_package) FROM join_requests
+		UNION ALL SELECT ch.owner_id, LENGTH(r.welcome) FROM join_requests r JOIN channels ch ON ch.id = r.channel_id WHERE r.welcome IS NOT NULL
+		UNION ALL SELECT updated_by, LENGTH(group_info) FROM group_infos
+		UNION ALL SELECT uploaded_by, size FROM channel_trees
+	) c JOIN accounts a ON a.id = c.account GROUP BY c.account, a.org, a.signup_group;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'account', account, bytes FROM budget_charges WHERE bytes > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'group', grp, SUM(bytes) FROM budget_charges WHERE grp <> '' GROUP BY grp HAVING SUM(bytes) > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'org', org, SUM(bytes) FROM budget_charges GROUP BY org HAVING SUM(bytes) > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'server', '', SUM(bytes) FROM budget_charges HAVING SUM(bytes) > 0;
+DROP TABLE budget_charges;
+`,
+	// Invite-join records lapse (lapse.go): each record keeps the invite
+	// it used, so that a lapse gives the use back (once per invite and
+	// account, invite_lapses), and each membership
+	// says whether an auto invite join alone made it, so that a lapse ends
+	// only those. Memberships made in the same instant as an invite-join
+	// record of the account were made by that join.
+	`
+ALTER TABLE channel_identities ADD COLUMN invite_hash BYTEA;
+ALTER TABLE channel_identities ADD COLUMN invite_fed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE channel_members ADD COLUMN via_invite INTEGER NOT NULL DEFAULT 0;
+UPDATE channel_members SET via_invite = 1 WHERE EXISTS (
+	SELECT 1 FROM channel_identities i
+	WHERE i.channel_id = channel_members.channel_id AND i.account_id = channel_members.account_id
+	  AND i.added_at = channel_members.added_at);
+CREATE INDEX channel_identities_added ON channel_identities(channel_id, added_at);
+CREATE TABLE invite_lapses (
+	invite_hash BYTEA NOT NULL,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	lapsed_at   BIGINT NOT NULL,
+	PRIMARY KEY (invite_hash, account_id)
+);
+`,
 	// Linked devices (devices.go): a device an identity holder certified
 	// gets an API key of its own (api_keys.device), a row here, and, once
 	// revoked, a revocation signed by the identity, kept for every member
@@ -347,16 +400,54 @@ const pgMaxAttempts = 10
 // pgMaxAttempts times.
 type pgBackend struct{}
 
+// poolSettings returns which pool_ settings url sets (as a URL query or
+// as key=value words).
+func poolSettings(dsn string) map[string]bool {
+	set := map[string]bool{}
+	if u, err := neturl.Parse(dsn); err == nil && u.Scheme != "" {
+		for k := range u.Query() {
+			set[k] = true
+		}
+		return set
+	}
+	for _, w := range strings.Fields(dsn) {
+		if k, _, ok := strings.Cut(w, "="); ok {
+			set[k] = true
+		}
+	}
+	return set
+}
+
 func openPostgres(ctx context.Context, url string) (*sql.DB, *pgBackend, error) {
-	cfg, err := pgx.ParseConfig(url)
+	// pgxpool's parser takes the pool settings (pool_max_conns,
+	// pool_min_conns, pool_max_conn_lifetime, pool_max_conn_idle_time,
+	// pool_health_check_period…) out of the URL; pgx's alone would send
+	// them to the server as unknown parameters, which it refuses.
+	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// Not wrapped: the parser's error quotes the URL, password and all.
-		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse")
+		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse (check its pool_ settings too)")
 	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(pgMaxConns)
-	db.SetMaxIdleConns(pgMaxConns)
+	db := stdlib.OpenDB(*pcfg.ConnConfig)
+	set := poolSettings(url)
+	maxConns := pgMaxConns
+	if set["pool_max_conns"] {
+		maxConns = int(pcfg.MaxConns)
+	}
+	db.SetMaxOpenConns(maxConns)
+	// Idle connections are kept up to the maximum. database/sql has no
+	// minimum to open ahead, so pool_min_conns (and
+	// pool_health_check_period) are checked but have no effect: a broken
+	// connection is dropped on its next use.
+	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	if set["pool_max_conn_idle_time"] {
+		db.SetConnMaxIdleTime(pcfg.MaxConnIdleTime)
+	}
+	if set["pool_max_conn_lifetime"] {
+		db.SetConnMaxLifetime(pcfg.MaxConnLifetime)
+	}
+
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("directory: connect to PostgreSQL: %w", err)

@@ -198,6 +198,7 @@ func TestRacePendingCap(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
+		e.rebuildLedger()
 		invites := make([]string, 10)
 		for i := range invites {
 			invites[i] = e.invite(owner, ch, 1)
@@ -379,10 +380,12 @@ func TestRaceAutoInviteUses(t *testing.T) {
 		for i := range keys {
 			_, keys[i] = e.account("globex")
 		}
+		bodies := make([]map[string]string, len(keys))
+		for i := range keys {
+			bodies[i] = e.autoJoin(keys[i], ch, inv, fmt.Sprint(i))
+		}
 		count := raceStatuses(len(keys), func(i int) int {
-			return e.do("POST", "/v1/channels/join", keys[i], map[string]string{
-				"channel": ch, "token": inv, "identity": fmt.Sprint("did:key:z", i),
-			}).status
+			return e.do("POST", "/v1/channels/join", keys[i], bodies[i]).status
 		})
 		wantWinners(t, count, 3, 9)
 		var uses, members int

@@ -25,8 +25,8 @@ func TestRemovalByIdentity(t *testing.T) {
 	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 5, "auto": true})
 	want(t, r, 201, "")
 	old := r.str("token")
-	for _, j := range []struct{ key, id string }{{member, "did:key:zMember"}, {joiner, "did:key:zJoiner"}} {
-		want(t, e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": old, "identity": j.id}), 201, "")
+	for _, j := range []struct{ key, id string }{{member, "Member"}, {joiner, "Joiner"}} {
+		want(t, e.do("POST", "/v1/channels/join", j.key, e.autoJoin(j.key, ch, old, j.id)), 201, "")
 	}
 	e.setFence(owner, ch, 3) // GroupInfo follows the relay's fence
 	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 3, "group_info": b64("gi 3")}), 200, "")
@@ -34,10 +34,10 @@ func TestRemovalByIdentity(t *testing.T) {
 	del := func(key, identity string) reply {
 		return e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "identity": {identity}}.Encode(), key, nil)
 	}
-	want(t, del(stranger, "did:key:zJoiner"), 403, "not_owner")
-	want(t, del(member, "did:key:zJoiner"), 403, "not_owner")
-	want(t, del(joiner, "did:key:zMember"), 403, "not_owner")
-	r = del(owner, "did:key:zNobody")
+	want(t, del(stranger, tid("Joiner")), 403, "not_owner")
+	want(t, del(member, tid("Joiner")), 403, "not_owner")
+	want(t, del(joiner, tid("Member")), 403, "not_owner")
+	r = del(owner, tid("Nobody"))
 	want(t, r, 200, "")
 	if ended := r.body["ended"].([]any); len(ended) != 0 {
 		t.Fatalf("an identity nobody joined under: %s", r)
@@ -55,7 +55,7 @@ func TestRemovalByIdentity(t *testing.T) {
 		t.Fatalf("members after refused removals: %v", members())
 	}
 
-	r = del(owner, "did:key:zJoiner")
+	r = del(owner, tid("Joiner"))
 	want(t, r, 200, "")
 	if !reflect.DeepEqual(r.body["ended"], []any{joinerID}) || r.body["kept"] != false {
 		t.Fatalf("the removal: %s", r)
@@ -65,8 +65,8 @@ func TestRemovalByIdentity(t *testing.T) {
 	}
 	// Its way back through the directory is closed.
 	want(t, e.do("GET", "/v1/channels/groupinfo?channel="+url.QueryEscape(ch), joiner, nil), 403, "removed")
-	want(t, e.do("POST", "/v1/channels/join", joiner, map[string]string{"channel": ch, "token": old, "identity": "did:key:zJoiner"}), 403, "removed")
-	want(t, e.do("POST", "/v1/channels/join", joiner, map[string]string{"channel": ch, "token": old, "identity": "did:key:zOther"}), 403, "removed")
+	want(t, e.do("POST", "/v1/channels/join", joiner, e.autoJoin(joiner, ch, old, "Joiner")), 403, "removed")
+	want(t, e.do("POST", "/v1/channels/join", joiner, e.autoJoin(joiner, ch, old, "Other")), 403, "removed")
 	var uses int
 	if err := e.queryRow(`SELECT uses FROM invites WHERE hash = ?`, hashSecret(old)).Scan(&uses); err != nil || uses != 2 {
 		t.Fatalf("the refused joins used the invite: %d %v", uses, err)
@@ -80,7 +80,7 @@ func TestRemovalByIdentity(t *testing.T) {
 	e.clock.Advance(1)
 	r = e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "auto": true})
 	want(t, r, 201, "")
-	want(t, e.do("POST", "/v1/channels/join", joiner, map[string]string{"channel": ch, "token": r.str("token"), "identity": "did:key:zJoiner2"}), 201, "")
+	want(t, e.do("POST", "/v1/channels/join", joiner, e.autoJoin(joiner, ch, r.str("token"), "Joiner2")), 201, "")
 	if got := members(); len(got) != 3 || !slices.Contains(got, joinerID) {
 		t.Fatalf("members after the new invite: %v", got)
 	}
@@ -98,13 +98,13 @@ func TestRemovalByAccountIsRecorded(t *testing.T) {
 	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 5, "auto": true})
 	want(t, r, 201, "")
 	tok := r.str("token")
-	for _, j := range []struct{ key, id string }{{gone, "did:key:zGone"}, {left, "did:key:zLeft"}} {
-		want(t, e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": tok, "identity": j.id}), 201, "")
+	for _, j := range []struct{ key, id string }{{gone, "Gone"}, {left, "Left"}} {
+		want(t, e.do("POST", "/v1/channels/join", j.key, e.autoJoin(j.key, ch, tok, j.id)), 201, "")
 	}
 	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "account_id": {goneID}}.Encode(), owner, nil), 200, "")
 	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "account_id": {leftID}}.Encode(), left, nil), 200, "")
-	want(t, e.do("POST", "/v1/channels/join", gone, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zGone"}), 403, "removed")
-	want(t, e.do("POST", "/v1/channels/join", left, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zLeft"}), 201, "")
+	want(t, e.do("POST", "/v1/channels/join", gone, e.autoJoin(gone, ch, tok, "Gone")), 403, "removed")
+	want(t, e.do("POST", "/v1/channels/join", left, e.autoJoin(left, ch, tok, "Left")), 201, "")
 }
 
 // TestInviteByTokenHash: an owner's seat registers an auto invite by the
@@ -151,12 +151,12 @@ func TestInviteByTokenHash(t *testing.T) {
 		t.Fatalf("the answer: %s", r)
 	}
 	want(t, e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "auto": true, "token_hash": hash}), 409, "invite_exists")
-	r = e.do("POST", "/v1/channels/join", member, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zMember"})
+	r = e.do("POST", "/v1/channels/join", member, e.autoJoin(member, ch, tok, "Member"))
 	want(t, r, 201, "")
 	if r.body["auto"] != true {
 		t.Fatalf("the join: %s", r)
 	}
-	want(t, e.do("POST", "/v1/channels/join", stranger, map[string]string{"channel": ch, "token": tok, "identity": "did:key:zStranger"}), 403, "invalid_invite")
+	want(t, e.do("POST", "/v1/channels/join", stranger, e.autoJoin(stranger, ch, tok, "Stranger")), 403, "invalid_invite")
 }
 
 // TestIdentityRecorded: GET /v1/channels/identities tells the owner and
@@ -178,8 +178,8 @@ func TestIdentityRecorded(t *testing.T) {
 	r := e.do("POST", "/v1/channels/invites", owner, map[string]any{"channel": ch, "max_uses": 5, "auto": true})
 	want(t, r, 201, "")
 	tok := r.str("token")
-	for _, j := range []struct{ key, id string }{{member, "did:key:zMember"}, {joiner, "did:key:zJoiner"}} {
-		r := e.do("POST", "/v1/channels/join", j.key, map[string]string{"channel": ch, "token": tok, "identity": j.id})
+	for _, j := range []struct{ key, id string }{{member, "Member"}, {joiner, "Joiner"}} {
+		r := e.do("POST", "/v1/channels/join", j.key, e.autoJoin(j.key, ch, tok, j.id))
 		want(t, r, 201, "")
 		if r.str("group_info") == "" {
 			t.Fatalf("the join handed out no GroupInfo: %s", r)
@@ -199,28 +199,28 @@ func TestIdentityRecorded(t *testing.T) {
 	}
 	before := e.snapshot()
 	for _, key := range []string{owner, member, joiner} {
-		if !recorded(key, "did:key:zJoiner") || !recorded(key, "did:key:zMember") || recorded(key, "did:key:zNobody") {
+		if !recorded(key, tid("Joiner")) || !recorded(key, tid("Member")) || recorded(key, tid("Nobody")) {
 			t.Fatalf("the records as %s sees them are wrong", key)
 		}
 	}
-	want(t, get(stranger, "did:key:zJoiner"), 403, "not_member")
+	want(t, get(stranger, tid("Joiner")), 403, "not_member")
 	want(t, get(owner, ""), 400, "invalid_request")
 	want(t, get(owner, strings.Repeat("x", 257)), 400, "invalid_request")
-	want(t, e.do("GET", "/v1/channels/identities?"+url.Values{"channel": {"acme/rooms/none"}, "identity": {"did:key:zJoiner"}}.Encode(), owner, nil), 404, "channel_not_found")
+	want(t, e.do("GET", "/v1/channels/identities?"+url.Values{"channel": {"acme/rooms/none"}, "identity": {tid("Joiner")}}.Encode(), owner, nil), 404, "channel_not_found")
 	if e.snapshot() != before {
 		t.Fatal("a read changed the database")
 	}
 
 	// A removal by identity drops the record; the removed account is told
 	// it was removed.
-	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "identity": {"did:key:zJoiner"}}.Encode(), owner, nil), 200, "")
-	if recorded(owner, "did:key:zJoiner") {
+	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "identity": {tid("Joiner")}}.Encode(), owner, nil), 200, "")
+	if recorded(owner, tid("Joiner")) {
 		t.Fatal("the record outlived the removal")
 	}
-	want(t, get(joiner, "did:key:zMember"), 403, "removed")
+	want(t, get(joiner, tid("Member")), 403, "removed")
 	// A leave drops the leaver's records.
 	want(t, e.do("DELETE", "/v1/channels/members?"+url.Values{"channel": {ch}, "account_id": {memberID}}.Encode(), member, nil), 200, "")
-	if recorded(owner, "did:key:zMember") {
+	if recorded(owner, tid("Member")) {
 		t.Fatal("the record outlived the leave")
 	}
 }

@@ -11,12 +11,15 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/internal/redact"
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // Defaults for the zero values of [Config].
@@ -77,9 +80,15 @@ type Config struct {
 	// and false SignupClosed, as before.
 	OpenSignup bool
 
-	// Logger receives one line per request (method, path, status,
-	// duration); never a credential or a body. nil discards.
+	// Logger receives one line per request (method, route pattern,
+	// status, duration); never a credential or a body, and no client
+	// address, account id, channel name or request path unless
+	// LogClients. nil discards.
 	Logger *slog.Logger
+	// LogClients puts client addresses, account ids, channel names and
+	// raw request paths in the log lines, for debugging. Off by default:
+	// a log that names people is a record of who talked when.
+	LogClients bool
 
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
@@ -91,6 +100,16 @@ type Config struct {
 	// SweepInterval is how often completed and expired join requests are
 	// garbage-collected; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
+
+	// CheckpointInterval is how often a SQLite database's WAL is
+	// checkpointed and truncated; 0 means
+	// sqlitedb.DefaultCheckpointInterval (one minute). Every connection
+	// runs with secure_delete, so a deleted row (a consumed Welcome, an
+	// acknowledged join request) leaves no bytes in directory.db, and
+	// after the next checkpoint none in directory.db-wal either. On
+	// PostgreSQL deleted rows stay in the table's files until VACUUM
+	// (autovacuum) reuses their space: see docs/POSTGRES.md.
+	CheckpointInterval time.Duration
 
 	// Retention is how long completed and expired join requests, invites
 	// and device grants are kept before the sweep deletes them; 0 means
@@ -126,6 +145,36 @@ type Config struct {
 	// fence a far epoch cannot be told from a real one.
 	Fence FenceSource
 
+	// ClaimsPerClaimer and ClaimsPerDevice are the hourly claim limits
+	// (stock.go): how many one-time offers of one device one claimer, and
+	// all claimers together, take an hour; past them a claim gets the
+	// last-resort offer. Zero means the default (ClaimsPerClaimer 10,
+	// ClaimsPerDevice 30); negative is an error.
+	ClaimsPerClaimer, ClaimsPerDevice int
+
+	// InboxPerSender and InboxSenderBytes bound one sender's share of one
+	// inbox (429 quota_exceeded past it), InboxEntries and InboxBytes the
+	// whole inbox (409 inbox_full). Zero means the default
+	// (MaxInboxPerSender 10, MaxInboxSenderBytes 2 MiB, MaxInbox 200,
+	// MaxInboxBytes 16 MiB); negative is an error.
+	InboxPerSender, InboxEntries int
+	InboxSenderBytes, InboxBytes int64
+
+	// AccountBudget, GroupBudget, OrgBudget and ServerBudget bound the
+	// bytes the directory keeps (key packages, Welcomes, join requests,
+	// GroupInfos, trees; budget.go) for one account, for the accounts
+	// signed up from one IPv4 /24 or IPv6 /64 together, for the accounts
+	// of one org together, and in all. A put past any is 413
+	// quota_exceeded naming the budget's scope. Zero means the default:
+	// ServerBudget a quarter of the free space of DBPath's folder plus
+	// what is stored at start, at most DefaultServerBudgetCap
+	// (DefaultMemoryBudget in memory, DefaultPostgresBudget on
+	// PostgreSQL); OrgBudget half of ServerBudget; GroupBudget
+	// DefaultGroupBudget, at most a quarter of ServerBudget;
+	// AccountBudget DefaultAccountBudget, at most GroupBudget. Negative
+	// is an error.
+	AccountBudget, GroupBudget, OrgBudget, ServerBudget int64
+
 	// Metrics, if set, receives the directory's Prometheus metrics
 	// (skytale_directory_*: requests by route pattern and status, their
 	// durations, rate-limit refusals, revocations, sweeps). No label
@@ -152,6 +201,7 @@ type Server struct {
 	// groupKey keys the signup groups' ids (signup.go).
 	groupKey []byte
 	reads    *readGate // blob and list reads in flight (reads.go)
+	dbCheck  dbCheck   // ready.go
 }
 
 // New opens (and migrates) the database and starts the background sweep.
@@ -162,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.LogClients))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -192,7 +243,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("directory: Signup %q is not open, invite or closed", cfg.Signup)
 	}
 	cfg.OpenSignup = cfg.Signup == SignupOpen
-	m, err := newMetrics(cfg.Metrics)
+	var self atomic.Pointer[Server] // for the collectors, once New has made it
+	m, err := newMetrics(cfg.Metrics, func() bool { s := self.Load(); return s != nil && s.dbUp() })
 	if err != nil {
 		return nil, fmt.Errorf("directory: metrics: %w", err)
 	}
@@ -200,9 +252,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Database != "" {
 		dsn = cfg.Database
 	}
+	if cfg.AccountBudget < 0 || cfg.GroupBudget < 0 || cfg.OrgBudget < 0 || cfg.ServerBudget < 0 {
+		return nil, errors.New("directory: a storage budget (AccountBudget, GroupBudget, OrgBudget, ServerBudget) is negative")
+	}
+	consent, err := resolveConsent(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(context.Background(), dsn)
 	if err != nil {
 		return nil, err
+	}
+	stored, err := st.storedBytes(context.Background())
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
+	}
+	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
+	st.consent = consent
+	if err := m.watchBudgets(cfg.Metrics, st); err != nil {
+		st.close()
+		return nil, fmt.Errorf("directory: metrics: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -217,8 +287,18 @@ func New(cfg Config) (*Server, error) {
 		groupKey: groupKey(cfg.JWTSecret),
 	}
 	s.routes()
+	self.Store(s)
 	s.wg.Add(1)
 	go s.sweepLoop(ctx)
+	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.wg.Go(func() {
+			sqlitedb.RunCheckpoints(ctx, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
+		})
+	}
 	return s, nil
 }
 
@@ -281,6 +361,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", s.handleHealth)
+	m.HandleFunc("GET /ready", s.handleReady)
 	m.HandleFunc("POST /v1/accounts", s.handleCreateAccount)
 	m.HandleFunc("POST /v1/tokens", s.handleToken)
 	m.HandleFunc("POST /v1/channels", s.limited(limitChannel, s.handleRegisterChannel))
@@ -309,6 +390,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/channels/members", s.limited(limitMember, s.handleRemoveMember))
 	m.HandleFunc("GET /v1/channels/members", s.reading(s.handleListMembers))
 	m.HandleFunc("GET /v1/channels/identities", s.authed(s.handleIdentityRecorded))
+	m.HandleFunc("GET /v1/channels/invite-joins", s.reading(s.handleInviteJoins))
+	m.HandleFunc("POST /v1/channels/invite-joins/lapse", s.limited(limitMember, s.handleLapseInviteJoins))
 	m.HandleFunc("POST /v1/channels/fence", s.limited(limitMember, s.handleResetFence))
 	m.HandleFunc("GET /v1/internal/channels/events", s.handleInternalChannelEvents)
 	m.HandleFunc("POST /v1/keypackages", s.limited(limitStock, s.handlePutStock))
@@ -356,17 +439,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(rec, r)
 	}
 	s.metrics.request(pattern, rec.code(), time.Since(start))
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	attrs := []slog.Attr{
 		slog.String("method", r.Method),
-		slog.String("path", logPath(r.URL.Path)),
+		slog.String("path", s.logPath(r.URL.Path, pattern)),
 		slog.Int("status", rec.code()),
-		slog.Duration("duration", time.Since(start)))
+		slog.Duration("duration", time.Since(start)),
+	}
+	if s.cfg.LogClients {
+		attrs = append(attrs, slog.String("remote", r.RemoteAddr))
+		if ch := r.URL.Query().Get("channel"); ch != "" {
+			attrs = append(attrs, slog.String("channel", ch))
+		}
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
 
-// logPath is the request path as logged: no query string, and any segment
-// that looks like a credential (a client putting a key in the path)
-// replaced.
-func logPath(p string) string { return httpx.LogPath(p) }
+// logPath is the request path as logged: its route pattern, or with
+// LogClients the path without its query string and with any segment that
+// looks like a credential (a client putting a key in the path) replaced.
+func (s *Server) logPath(p, pattern string) string {
+	return redact.Path(s.cfg.LogClients, httpx.LogPath(p), pattern)
+}
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{

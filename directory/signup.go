@@ -216,7 +216,8 @@ func (s *Server) handleListAccounts(w http.ResponseWriter, r *http.Request) {
 // Who: the operator only (401 for anyone else). On whom: one account. It
 // is revoked (the relay closes its sockets and refuses it), and its row
 // is deleted with everything the account holds (API keys, stock, inbox,
-// memberships and join requests go with it). An account that owns
+// memberships and join requests go with it, and the Welcomes it sent and
+// the GroupInfos it put), its bytes given back to its storage budgets. An account that owns
 // channels is not removed (409 account_owns_channels): their members
 // would be left in a channel nobody owns. Unknown ids are 404. A
 // stranger, a member or a crowd of accounts gets 401.
@@ -254,6 +255,11 @@ func (s *Server) handleRemoveAccount(w http.ResponseWriter, r *http.Request) {
 		}
 		if n > 0 {
 			return errOwnsChannels
+		}
+		// What the account stored goes first, its bytes given back to
+		// its budgets (budget.go), then the row and what cascades.
+		if err := freeAccount(r.Context(), tx, id); err != nil {
+			return err
 		}
 		_, err := tx.exec(r.Context(), `DELETE FROM accounts WHERE id = ?`, id)
 		return err

@@ -324,6 +324,58 @@ CREATE TABLE channel_tree_parts (
 INSERT INTO channel_tree_parts (tree_seq, part, data) SELECT tree_seq, part, data FROM channel_tree_parts_kept;
 DROP TABLE channel_tree_parts_kept;
 `,
+	// Storage budgets (budget.go): the bytes each account, signup group,
+	// org and the whole directory are charged for what they store, one
+	// row per scope and key, back-filled from what is stored: stock key
+	// packages to their account, Welcomes in inboxes to their sender,
+	// join requests' key packages to the joiner and their Welcomes to the
+	// channel's owner, GroupInfos and trees to who put them. Rows of
+	// accounts that are gone count nowhere.
+	`
+CREATE TABLE budget_usage (
+	scope TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	bytes INTEGER NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX budget_usage_bytes ON budget_usage(scope, bytes);
+CREATE TEMPORARY TABLE budget_charges AS
+	SELECT c.account AS account, a.org AS org, a.signup_group AS grp, SUM(c.bytes) AS bytes FROM (
+		SELECT account_id AS account, LENGTH(key_package) AS bytes FROM key_packages
+		UNION ALL SELECT from_id, size FROM inbox
+		UNION ALL SELECT account_id, LENGTH(key_package) FROM join_requests
+		UNION ALL SELECT ch.owner_id, LENGTH(r.welcome) FROM join_requests r JOIN channels ch ON ch.id = r.channel_id WHERE r.welcome IS NOT NULL
+		UNION ALL SELECT updated_by, LENGTH(group_info) FROM group_infos
+		UNION ALL SELECT uploaded_by, size FROM channel_trees
+	) c JOIN accounts a ON a.id = c.account GROUP BY c.account, a.org, a.signup_group;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'account', account, bytes FROM budget_charges WHERE bytes > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'group', grp, SUM(bytes) FROM budget_charges WHERE grp <> '' GROUP BY grp HAVING SUM(bytes) > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'org', org, SUM(bytes) FROM budget_charges GROUP BY org HAVING SUM(bytes) > 0;
+INSERT INTO budget_usage (scope, key, bytes) SELECT 'server', '', SUM(bytes) FROM budget_charges HAVING SUM(bytes) > 0;
+DROP TABLE budget_charges;
+`,
+	// Invite-join records lapse (lapse.go): each record keeps the invite
+	// it used, so that a lapse gives the use back (once per invite and
+	// account, invite_lapses), and each membership
+	// says whether an auto invite join alone made it, so that a lapse ends
+	// only those. Memberships made in the same instant as an invite-join
+	// record of the account were made by that join.
+	`
+ALTER TABLE channel_identities ADD COLUMN invite_hash BLOB;
+ALTER TABLE channel_identities ADD COLUMN invite_fed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE channel_members ADD COLUMN via_invite INTEGER NOT NULL DEFAULT 0;
+UPDATE channel_members SET via_invite = 1 WHERE EXISTS (
+	SELECT 1 FROM channel_identities i
+	WHERE i.channel_id = channel_members.channel_id AND i.account_id = channel_members.account_id
+	  AND i.added_at = channel_members.added_at);
+CREATE INDEX channel_identities_added ON channel_identities(channel_id, added_at);
+CREATE TABLE invite_lapses (
+	invite_hash BLOB NOT NULL,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	lapsed_at   INTEGER NOT NULL,
+	PRIMARY KEY (invite_hash, account_id)
+);
+`,
 	// Linked devices (devices.go): a device an identity holder certified
 	// gets an API key of its own (api_keys.device), a row here, and, once
 	// revoked, a revocation signed by the identity, kept for every member

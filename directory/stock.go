@@ -20,7 +20,8 @@ const (
 	maxClaimsListed   = 100 // unacknowledged claims per GET /v1/keypackages
 )
 
-// Claim limits: how many one-time offers of one device claims take per
+// Claim limits, the defaults of Config.ClaimsPerClaimer and
+// ClaimsPerDevice: how many one-time offers of one device claims take per
 // hour (claimWindow). One claimer takes at most ClaimsPerClaimer of a
 // device's one-time offers an hour, a few rooms' worth, and all claimers
 // together at most ClaimsPerDevice, a third of a full stock (the seat
@@ -74,7 +75,8 @@ type stockCount struct {
 
 // putStock adds oneTime key packages to the stock of account's device and,
 // if lastResort is not nil, makes it the device's last-resort key package
-// (replacing the one before). Over a cap nothing is stored.
+// (replacing the one before). Over a cap, and past a storage budget
+// (budget.go), nothing is stored.
 //
 // The device must be account's: person, the did:key the device name
 // belongs to (checkDeviceName), must be a seat identity account
@@ -121,16 +123,21 @@ func (s *store) putStock(ctx context.Context, account, device, person string, on
 				return errStockFull
 			}
 		}
+		u := usage{}
 		for _, kp := range oneTime {
 			if _, err := tx.exec(ctx,
 				`INSERT INTO key_packages (account_id, device, last_resort, key_package, created_at) VALUES (?, ?, 0, ?, ?)`,
 				account, device, kp, now.UnixNano()); err != nil {
 				return err
 			}
+			u.add(account, int64(len(kp)))
 		}
 		if lastResort != nil {
-			if _, err := tx.exec(ctx,
-				`DELETE FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 1`, account, device); err != nil {
+			var old int64
+			err := tx.queryRow(ctx,
+				`DELETE FROM key_packages WHERE account_id = ? AND device = ? AND last_resort = 1 RETURNING LENGTH(key_package)`,
+				account, device).Scan(&old)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			if _, err := tx.exec(ctx,
@@ -138,8 +145,9 @@ func (s *store) putStock(ctx context.Context, account, device, person string, on
 				account, device, lastResort, now.UnixNano()); err != nil {
 				return err
 			}
+			u.add(account, int64(len(lastResort))-old)
 		}
-		return nil
+		return tx.settle(ctx, u)
 	})
 	return sc, err
 }
@@ -221,7 +229,7 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 		for _, d := range devices {
 			c := claim{device: d}
 			var kpID int64
-			limited, err := claimLimited(ctx, tx, caller, target, d, now)
+			limited, err := claimLimited(ctx, tx, s.consent, caller, target, d, now)
 			if err != nil {
 				return err
 			}
@@ -245,6 +253,9 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 				n, err = tx.execN(ctx, `DELETE FROM key_packages WHERE id = ?`, kpID)
 				if err == nil && n != 1 {
 					err = errors.New("directory: a claimed key package went missing under the stock lock")
+				}
+				if err == nil {
+					err = tx.charge(ctx, target, -int64(len(c.keyPackage)))
 				}
 			}
 			if err != nil {
@@ -271,16 +282,16 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 
 // claimLimited reports whether caller's claim on target's device d must
 // take the last-resort offer: in the last claimWindow caller took
-// ClaimsPerClaimer of d's one-time offers, or all claimers together took
-// ClaimsPerDevice. The caller holds target's stock lock, so the counts
+// c.claimsPerClaimer of d's one-time offers (Config.ClaimsPerClaimer), or
+// all claimers together took c.claimsPerDevice. The caller holds target's stock lock, so the counts
 // cannot move under it.
-func claimLimited(ctx context.Context, tx txn, caller, target, d string, now time.Time) (bool, error) {
+func claimLimited(ctx context.Context, tx txn, c consent, caller, target, d string, now time.Time) (bool, error) {
 	var all, mine int
 	err := tx.queryRow(ctx,
 		`SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_by = ? THEN 1 ELSE 0 END), 0) FROM key_package_claims
 		 WHERE account_id = ? AND device = ? AND last_resort = 0 AND created_at > ?`,
 		caller, target, d, now.Add(-claimWindow).UnixNano()).Scan(&all, &mine)
-	return all >= ClaimsPerDevice || mine >= ClaimsPerClaimer, err
+	return all >= c.claimsPerDevice || mine >= c.claimsPerClaimer, err
 }
 
 // claimRecord is a claim as the stock's owner sees it.
@@ -480,14 +491,9 @@ func (s *Server) handleGetStock(w http.ResponseWriter, r *http.Request, p princi
 		forbidScoped(w)
 		return
 	}
-	var after int64
-	if a := r.URL.Query().Get("after"); a != "" {
-		v, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || v < 0 {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = v
+	after, ok := seqCursor(w, r, "after must be a cursor from an earlier page")
+	if !ok {
+		return
 	}
 	devices, claims, more, err := s.store.stockPage(r.Context(), p.account, after, maxClaimsListed)
 	if err != nil {

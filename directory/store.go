@@ -77,9 +77,11 @@ type store struct {
 	keyStmt     *sql.Stmt
 	accountStmt *sql.Stmt
 
-	// treeQuota bounds the bytes of the ratchet trees one account has
-	// put that the store keeps (MaxTreeBytes; tests lower it).
-	treeQuota int64
+	// budgets are the storage budgets every charge is checked against
+	// (budget.go; tests lower them).
+	budgets budgets
+	// consent are the claim and inbox limits (consent.go).
+	consent consent
 }
 
 // backend is a database the store runs on: SQLite ([sqliteBackend], the
@@ -128,7 +130,8 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &store{db: db, b: b, treeQuota: MaxTreeBytes}
+	st := &store{db: db, b: b, budgets: budgets{account: DefaultAccountBudget, group: DefaultGroupBudget, org: DefaultMemoryBudget / 2, server: DefaultMemoryBudget},
+		consent: defaultConsent}
 	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
 		`SELECT k.account_id, a.org, k.channel,
 		 EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id OR (k.device <> '' AND r.sub = k.account_id || '#' || k.device)),
@@ -167,8 +170,9 @@ func storable(s string) bool {
 // txn is a write transaction of the store; its queries are written with
 // ? placeholders.
 type txn struct {
-	tx *sql.Tx
-	b  backend
+	tx      *sql.Tx
+	b       backend
+	budgets *budgets // what charge checks against
 }
 
 func (t txn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -208,7 +212,7 @@ func (s *store) query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 // write runs fn in one write transaction of the backend, committed only if
 // fn returns nil (or errUnchanged, which rolls back and returns nil).
 func (s *store) write(ctx context.Context, fn func(tx txn) error) error {
-	err := s.b.write(ctx, s.db, func(tx *sql.Tx) error { return fn(txn{tx, s.b}) })
+	err := s.b.write(ctx, s.db, func(tx *sql.Tx) error { return fn(txn{tx, s.b, &s.budgets}) })
 	if errors.Is(err, errUnchanged) {
 		return nil
 	}
@@ -521,11 +525,13 @@ func (s *store) join(ctx context.Context, p joinParams) (j joined, err error) {
 		if pending >= p.maxPending {
 			return errTooManyPending
 		}
-		_, err = tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
 			 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
-			p.id, chID, p.caller.account, p.identity, p.keyPackage, now, now)
-		return err
+			p.id, chID, p.caller.account, p.identity, p.keyPackage, now, now); err != nil {
+			return err
+		}
+		return tx.charge(ctx, p.caller.account, int64(len(p.keyPackage)))
 	})
 	return j, err
 }
@@ -548,10 +554,17 @@ func autoJoin(ctx context.Context, tx txn, chID string, p joinParams, j *joined)
 		p.id, chID, p.caller.account, p.identity, kp, now, now); err != nil {
 		return err
 	}
-	if _, err := addMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
+	if err := tx.charge(ctx, p.caller.account, int64(len(kp))); err != nil {
 		return err
 	}
-	if err := recordIdentity(ctx, tx, chID, p.identity, p.caller.account, p.now); err != nil {
+	if _, err := addInviteMember(ctx, tx, chID, p.channel, p.caller.account, p.now); err != nil {
+		return err
+	}
+	hash, fed := p.inviteHash, false
+	if p.fedHash != nil {
+		hash, fed = p.fedHash, true
+	}
+	if err := recordIdentity(ctx, tx, chID, p.identity, p.caller.account, hash, fed, p.now); err != nil {
 		return err
 	}
 	gi, err := readGroupInfo(ctx, tx, chID)
@@ -610,6 +623,10 @@ func (s *store) completeRequest(ctx context.Context, id, account, scope string, 
 		if err := tx.queryRow(ctx, `SELECT name FROM channels WHERE id = ?`, chID).Scan(&chName); err != nil {
 			return err
 		}
+		// The Welcome is the owner's to pay for (budget.go).
+		if err := tx.charge(ctx, account, int64(len(welcome))); err != nil {
+			return err
+		}
 		// The joiner belongs to the channel from the moment its Welcome
 		// is published: it can then take part in the group.
 		_, err = addMember(ctx, tx, chID, chName, joiner, now)
@@ -640,8 +657,8 @@ func (s *store) ackRequest(ctx context.Context, id, account, scope string) (bool
 	}
 	var acked bool
 	err := s.write(ctx, func(tx txn) error {
-		n, err := tx.execN(ctx,
-			`DELETE FROM join_requests WHERE id = ? AND account_id = ? AND status = 'completed'
+		n, err := freeJoinRequests(ctx, tx,
+			`id = ? AND account_id = ? AND status = 'completed'
 			 AND (? = '' OR channel_id IN (SELECT id FROM channels WHERE name = ?))`,
 			id, account, scope, scope)
 		acked = n == 1
@@ -737,12 +754,15 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 	cutoff := now.Add(-retention).UnixNano()
 	var total int64
 	err := s.write(ctx, func(tx txn) error {
-		total = 0
+		n, err := freeJoinRequests(ctx, tx, `(status = 'completed' AND updated_at < ?) OR (status = 'pending' AND created_at < ?)`, cutoff, cutoff)
+		if err != nil {
+			return err
+		}
+		total = n
 		stmts := []struct {
 			q    string
 			args []any
 		}{
-			{`DELETE FROM join_requests WHERE (status = 'completed' AND updated_at < ?) OR (status = 'pending' AND created_at < ?)`, []any{cutoff, cutoff}},
 			{`DELETE FROM invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM federation_invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM org_invites WHERE expires_at < ?`, []any{cutoff}},
@@ -785,7 +805,7 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 			}
 			total += n
 		}
-		n, err := tx.execN(ctx, `DELETE FROM device_grants WHERE expires_at < ?`, cutoff)
+		n, err = tx.execN(ctx, `DELETE FROM device_grants WHERE expires_at < ?`, cutoff)
 		total += n
 		return err
 	})

@@ -42,12 +42,10 @@ const (
 	MaxTreeParts       = 64               // parts per tree
 	MaxTree            = MaxTreePart * 64 // 67,108,864 bytes per tree
 	MaxTreesPerChannel = 4                // trees kept per channel
-	MaxTreeBytes       = 4 * MaxTree      // bytes of trees and GroupInfos one account has put and the directory keeps (256 MiB)
 	maxTreeID          = 128              // characters of a tree id
 	treeBody           = 1536 << 10       // a 1 MiB part is 1,398,104 base64 characters
 	treeUploadWindow   = 10 * time.Minute // how long an unfinished tree is safe from eviction
 	treeLockPrefix     = "trees:"         // lockKey of a channel's trees
-	treeQuotaPrefix    = "tree-quota:"    // lockKey of an account's tree bytes
 	treeSweepAge       = 24 * time.Hour   // unfinished trees older than this are swept
 )
 
@@ -56,7 +54,6 @@ var (
 	errTreeMismatch = errors.New("directory: the tree is being put with another number of parts")
 	errTreePartSet  = errors.New("directory: that part of the tree is stored with other bytes")
 	errTooManyTrees = errors.New("directory: the channel's trees are all being put")
-	errTreeQuota    = errors.New("directory: the account's trees and GroupInfos use up its quota")
 )
 
 // treeState is what the directory holds of one tree.
@@ -139,8 +136,8 @@ func servedTree(ctx context.Context, q queryer, chID, id string) (seq int64, st 
 // replaces its own and cannot push out the trees of the members who
 // commit (a Welcome's or a GroupInfo's). When every tree is still being
 // put, it is errTooManyTrees. The channel's trees change under one lock, and the
-// caller's quota is counted under another, so the caps hold under
-// concurrent puts.
+// part's bytes are charged to the caller's storage budgets (budget.go) in
+// the same transaction, so the caps hold under concurrent puts.
 func (s *store) putTreePart(ctx context.Context, channel, caller, id string, epoch, fence uint64, part, parts int, data []byte, now time.Time) (st treeState, err error) {
 	if epoch > math.MaxInt64 || fence > math.MaxInt64 {
 		return treeState{}, errors.New("directory: epoch out of range")
@@ -187,16 +184,6 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, epo
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, treeQuotaPrefix+caller); err != nil {
-			return err
-		}
-		used, err := roomBytes(ctx, tx, caller, "")
-		if err != nil {
-			return err
-		}
-		if used+int64(len(data)) > s.treeQuota {
-			return errTreeQuota
-		}
 		if _, err := tx.exec(ctx, `INSERT INTO channel_tree_parts (tree_seq, part, data) VALUES (?, ?, ?)`, seq, part, data); err != nil {
 			return err
 		}
@@ -204,7 +191,7 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, epo
 			return err
 		}
 		st = treeState{epoch: cur.epoch, parts: cur.parts, received: cur.received + 1, size: cur.size + int64(len(data))}
-		return nil
+		return tx.charge(ctx, caller, int64(len(data)))
 	})
 	return st, err
 }
@@ -243,11 +230,13 @@ func newTree(ctx context.Context, tx txn, chID, caller, id string, epoch, fence 
 	return seq, treeState{epoch: epoch, parts: parts}, err
 }
 
+// deleteTree deletes the tree seq and gives its bytes back to whoever
+// put it.
 func deleteTree(ctx context.Context, tx txn, seq int64) error {
 	if _, err := tx.exec(ctx, `DELETE FROM channel_tree_parts WHERE tree_seq = ?`, seq); err != nil {
 		return err
 	}
-	_, err := tx.exec(ctx, `DELETE FROM channel_trees WHERE seq = ?`, seq)
+	_, err := freeRows(ctx, tx, `DELETE FROM channel_trees WHERE seq = ? RETURNING uploaded_by, size`, seq)
 	return err
 }
 
@@ -355,7 +344,7 @@ func newTreeAnswer(channel, id string, st treeState) treeAnswer {
 // epoch_not_reached, each with the fence's epoch; without a fence source
 // 503 fence_unavailable. How much: parts of at most MaxTreePart bytes, at
 // most MaxTreeParts of them, MaxTreesPerChannel trees per channel, charged
-// with the caller's GroupInfos to MaxTreeBytes (413 quota_exceeded). A
+// to the caller's storage budgets (413 quota_exceeded naming the scope). A
 // member's removal and a fence reset clear what it put (groupinfo.go).
 func (s *Server) handlePutTree(w http.ResponseWriter, r *http.Request, p principal) {
 	var req putTreeRequest
@@ -441,8 +430,6 @@ func (s *Server) treeFail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(treeUploadWindow/time.Second)))
 		writeError(w, http.StatusTooManyRequests, "too_many_trees",
 			"the channel already holds 4 trees still being put; finish one or wait for it to expire")
-	case errors.Is(err, errTreeQuota):
-		writeQuotaExceeded(w)
 	default:
 		s.fail(w, r, err)
 	}

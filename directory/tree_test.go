@@ -110,14 +110,14 @@ func TestContractTrees(t *testing.T) {
 		must(t, err)
 
 		// The quota counts every tree an account has put, across channels.
-		st.treeQuota = 10
+		st.budgets.account = 10
 		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 0, 0, 2, bytes.Repeat([]byte("q"), 11), later)
-		wantErr(t, err, errTreeQuota)
+		wantErr(t, err, errQuota)
 		_, err = st.treeInfo(ctx, ch, "member", "q1")
 		wantErr(t, err, errNotFound)
 		ok(st.putTreePart(ctx, ch, "member", "q1", 0, 0, 0, 2, bytes.Repeat([]byte("q"), 10), later))
 		_, err = st.putTreePart(ctx, ch, "member", "q1", 0, 0, 1, 2, []byte("q"), later)
-		wantErr(t, err, errTreeQuota)
+		wantErr(t, err, errQuota)
 
 		// A member who left reads nothing any more.
 		must(t, st.dropMember(ctx, ch, "member", "member", t0))
@@ -219,7 +219,7 @@ func TestTreeStrangersChangeNothing(t *testing.T) {
 	for i := 3; i <= MaxTreesPerChannel; i++ {
 		want(t, e.do("PUT", "/v1/channels/tree", member, treePut(ch, "busy"+strconv.Itoa(i), 0, 2, []byte("b"))), 200, "")
 	}
-	e.s.store.treeQuota = 64
+	e.s.store.budgets.account = 64
 	big := base64.StdEncoding.EncodeToString(make([]byte, MaxTreePart+1))
 
 	type tc struct {

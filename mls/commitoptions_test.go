@@ -5,9 +5,8 @@ import (
 	"testing"
 )
 
-// The second half of finding 9 of issue 9: the wire format of a Commit
-// and whether its Welcome carries the ratchet tree are chosen per Commit,
-// defaulting to the group's Config.
+// The wire format of a Commit and whether its Welcome carries the ratchet
+// tree are chosen per Commit, defaulting to the group's Config.
 
 func wireFormatOf(t *testing.T, msg []byte) WireFormat {
 	t.Helper()

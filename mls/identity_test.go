@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// These tests are finding 3 of issue 9: two leaves could hold the same
+// These tests pin a fixed defect: two leaves could hold the same
 // BasicCredential identity (duplicate Adds were caught only by signature
 // key), and an Update or an UpdatePath could change a leaf's identity,
-// after which SenderIdentity reported the spoofed one. One credential,
-// one leaf, for life.
+// after which SenderIdentity reported the spoofed one. One credential, one
+// leaf, for life.
 
 // leafWithIdentity returns a copy of g's own leaf naming identity, with a
 // fresh encryption key, signed for source (update or commit) by g.

@@ -35,10 +35,9 @@ func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
 		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 
-// TestStrangerAddRefused is finding 1 of issue 9: a stranger's
-// new_member_proposal Add was cached, and the next plain SelfUpdate of a
-// member committed it. With no policy it is refused, changes nothing, and
-// the next Commit adds nobody.
+// TestStrangerAddRefused: a stranger's new_member_proposal Add was once
+// cached, and the next plain SelfUpdate of a member committed it. With no
+// policy it is refused, changes nothing, and the next Commit adds nobody.
 func TestStrangerAddRefused(t *testing.T) {
 	tg, alice, bob := twoMembers(t, nil)
 	hello, err := bob.Protect([]byte("hello"), nil)

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 // TestCryptoBasicsCatchesWrongValues changes each expected value of the
@@ -37,7 +35,7 @@ func TestCryptoBasicsCatchesWrongValues(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					rep, err := vectors.Check("crypto-basics.json", in)
+					rep, err := checkVectorFile("crypto-basics.json", in)
 					if err != nil {
 						t.Fatal(err)
 					}

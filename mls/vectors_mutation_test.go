@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/skytale-oss/skytale/mls/internal/vectors"
 )
 
 // TestVectorMutations checks that the checkers compare every value a
@@ -52,12 +50,12 @@ func TestVectorMutations(t *testing.T) {
 			case "tree-math.json": // 128 leaves rather than one
 				base = cases[7]
 			}
-			run := func(c any) vectors.Report {
+			run := func(c any) vectorReport {
 				b, err := json.Marshal([]any{c})
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := vectors.Check(name, b)
+				rep, err := checkVectorFile(name, b)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// These tests are finding 2 of issue 9: one proposal that passed the
-// checks on receipt but broke the proposal list made every later Commit
-// fail, and Protect refused to send while it was pending, so the group
-// was wedged for good. Each test sends such a proposal in a real group
-// and checks that every member can still commit, that the others process
-// the Commit, and that everyone can then send and read.
+// These tests pin a fixed defect: one proposal that passed the checks on
+// receipt but broke the proposal list made every later Commit fail, and
+// Protect refused to send while it was pending, so the group was wedged for
+// good. Each test sends such a proposal in a real group and checks that
+// every member can still commit, that the others process the Commit, and
+// that everyone can then send and read.
 
 // sendRaw frames, signs and protects p as a proposal of g without any
 // check, as a hostile member's own client could, and caches it as a

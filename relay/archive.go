@@ -876,6 +876,15 @@ func (a *archive) fail(err error) error {
 	return a.failed
 }
 
+func (a *archive) ready(context.Context) error {
+	if a.failure() != nil {
+		return errors.New("the archive stopped after a failed write; restart the relay")
+	}
+	return nil
+}
+
+func (a *archive) up() bool { return a.failure() == nil }
+
 func (a *archive) failure() error {
 	a.failMu.Lock()
 	defer a.failMu.Unlock()

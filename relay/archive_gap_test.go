@@ -56,10 +56,9 @@ func leaveGap(t *testing.T, path, ch string, n int) {
 	}
 }
 
-// TestGapKeepsAckedEntries is finding 1: publish, restart with a gap in the
-// seqs (what a crash leaves), publish once more, and every acknowledged
-// entry within the cap is still served, by both read endpoints, and still
-// stored.
+// TestGapKeepsAckedEntries: publish, restart with a gap in the seqs (what a
+// crash leaves), publish once more, and every acknowledged entry within the
+// cap is still served, by both read endpoints, and still stored.
 func TestGapKeepsAckedEntries(t *testing.T) {
 	const capN = 20
 	path := filepath.Join(t.TempDir(), "relay.db")

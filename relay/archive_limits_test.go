@@ -14,10 +14,9 @@ import (
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
-// TestFirstEpochBounded is finding 2's fence half: a first commit far
-// ahead of any group, or at the last epoch, is refused with
-// epoch_out_of_range, is neither stored nor delivered, and leaves the
-// channel open to the real first commit.
+// TestFirstEpochBounded: a first commit far ahead of any group, or at the
+// last epoch, is refused with epoch_out_of_range, is neither stored nor
+// delivered, and leaves the channel open to the real first commit.
 func TestFirstEpochBounded(t *testing.T) { forBackends(t, testFirstEpochBounded) }
 
 func testFirstEpochBounded(t *testing.T, be *backend) {

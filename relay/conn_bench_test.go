@@ -54,12 +54,13 @@ func sampleMem() memSample {
 // BenchmarkUnauthConnMemory: what 1000 unauthenticated sockets cost the
 // relay when each declares a 1.4 MB first frame and sends the whole
 // pre-auth limit's worth of it (4 KiB) without finishing it, the shape of
-// finding 3's attack. The sockets come from 32 loopback addresses so the
-// default caps (1024 in total, 32 per address) admit them all; the
-// clients are bare sockets holding no buffers, so the growth is the
-// relay's. Reported: heap and goroutine stacks per socket, and the
-// process's RSS growth in total (RSS includes the client side's kernel
-// buffers only insofar as they are touched by this process: not at all).
+// an attack on the relay's memory before authentication. The sockets come
+// from 32 loopback addresses so the default caps (1024 in total, 32 per
+// address) admit them all; the clients are bare sockets holding no buffers,
+// so the growth is the relay's. Reported: heap and goroutine stacks per
+// socket, and the process's RSS growth in total (RSS includes the client
+// side's kernel buffers only insofar as they are touched by this process:
+// not at all).
 func BenchmarkUnauthConnMemory(b *testing.B) {
 	const n = 1000
 	tr := benchRelay(b, Config{NoSync: true, AuthTimeout: time.Minute})

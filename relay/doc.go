@@ -99,9 +99,10 @@
 // # Members
 //
 // Only a channel's members may publish to it, and by default only members
-// may subscribe to it or read it (OpenReads keeps reads open, the seeds'
-// behaviour; OpenChannels turns the gate off for an application that gates
-// channels itself). The relay learns members from Config.Members: the
+// may subscribe to it or read it (OpenReads keeps reads open to every
+// authenticated account, leaving the MLS group as the only gate;
+// OpenChannels turns the gate off for an application that gates channels
+// itself). The relay learns members from Config.Members: the
 // directory in process, [NewHTTPMembers] for a directory elsewhere, or a
 // [MemberSet] an embedding application fills itself. It polls every
 // MembersPoll and at once when an account it does not know asks, so a new

@@ -188,6 +188,10 @@ type jsArchive struct {
 	cons      jetstream.ConsumeContext
 	stopSweep chan struct{}
 	sweepDone chan struct{}
+
+	readyMu  sync.Mutex // guards the following fields (ready)
+	readyAt  time.Time
+	readyErr error
 }
 
 // jsAnswer is a request on its way to its answer, in arrival order.
@@ -240,11 +244,20 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}, cfg.NATSOptions...)
 	nc, err := nats.Connect(cfg.NATSURL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("relay: connect to NATS: %w", err)
+		return nil, &natsUnreachable{fmt.Errorf("relay: connect to NATS: %w", err)}
 	}
 	fail := func(err error) (*jsArchive, error) {
 		nc.Close()
 		return nil, err
+	}
+	// unreachable fails for a NATS that stopped answering (or a JetStream
+	// not ready): a later try may succeed.
+	unreachable := func(err error) (*jsArchive, error) {
+		var refused *streamRefusal
+		if errors.As(err, &refused) {
+			return fail(err)
+		}
+		return fail(&natsUnreachable{err})
 	}
 	mp := nc.MaxPayload()
 	if mp < MaxPayload+jsHeaderRoom {
@@ -278,7 +291,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}
 	stream, err := bindStream(ctx, js, scfg, explicitReplicas)
 	if err != nil {
-		return fail(err)
+		return unreachable(err)
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -300,7 +313,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if err := a.replay(ctx); err != nil {
-		return fail(err)
+		return unreachable(err)
 	}
 	a.budget = budgetLimits(cfg, a.usage.total)
 	// Live delivery starts where the replay ended; until the relay
@@ -316,10 +329,21 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		a.cons, err = cons.Consume(a.deliver)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("relay: JetStream consumer: %w", err))
+		return unreachable(fmt.Errorf("relay: JetStream consumer: %w", err))
 	}
 	return a, nil
 }
+
+// ErrNATSUnreachable is matched (errors.Is) by the error of New when
+// NATS did not answer, or its JetStream was not ready, when the relay
+// started: the configuration may be right, and New may succeed later.
+// tally serve waits, reporting not ready, and tries again.
+var ErrNATSUnreachable = errors.New("relay: NATS is unreachable")
+
+type natsUnreachable struct{ err error }
+
+func (e *natsUnreachable) Error() string   { return e.err.Error() }
+func (e *natsUnreachable) Unwrap() []error { return []error{ErrNATSUnreachable, e.err} }
 
 // bindStream creates the stream with scfg if it does not exist, or binds
 // to it if it does: the replica count is cluster state, set by the node
@@ -1043,6 +1067,33 @@ func (a *jsArchive) runAnswerer() {
 		a.answer(r, seq, err)
 	}
 }
+
+// ready checks that NATS is connected and the stream answers; the
+// stream's answer stands for readyCheckEvery, and callers meanwhile wait
+// for the one check in flight.
+func (a *jsArchive) ready(ctx context.Context) error {
+	if !a.nc.IsConnected() {
+		return errors.New("the relay is not connected to NATS")
+	}
+	a.readyMu.Lock()
+	defer a.readyMu.Unlock()
+	if !a.readyAt.IsZero() && time.Since(a.readyAt) < readyCheckEvery {
+		return a.readyErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, jsTry)
+	defer cancel()
+	a.readyErr = nil
+	if _, err := a.stream.Info(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return errors.New("the request ended") // the caller's, not the stream's
+		}
+		a.readyErr = fmt.Errorf("the JetStream stream %s does not answer", a.name)
+	}
+	a.readyAt = time.Now()
+	return a.readyErr
+}
+
+func (a *jsArchive) up() bool { return a.nc.IsConnected() }
 
 func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
 	if r.weight > 0 {

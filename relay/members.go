@@ -136,7 +136,7 @@ func (s *Server) addMemberLocked(ch, sub string) {
 
 func (s *Server) newMembersPoller() *feedPoller[ChannelEvent] {
 	return &feedPoller[ChannelEvent]{
-		s: s, name: "channel events", key: "members_after",
+		s: s, name: "channel events", key: "members_after", health: feedHealth{name: "members"},
 		fetch: func(ctx context.Context, after int64) ([]ChannelEvent, int64, error) {
 			return s.cfg.Members.ChannelEventsSince(ctx, after)
 		},
@@ -259,7 +259,9 @@ func (c *conn) syncMembership() {
 
 // NewHTTPMembers returns a MembershipSource that polls a directory's
 // GET /v1/internal/channels/events endpoint with the internal secret. A nil
-// client means http.DefaultClient.
+// client means http.DefaultClient. directoryURL may name several
+// directories of one database, separated by commas, as for
+// NewHTTPRevocations.
 func NewHTTPMembers(directoryURL, internalSecret string, client *http.Client) MembershipSource {
 	return &httpMembers{newInternalFeed(directoryURL, internalSecret, client)}
 }

@@ -30,11 +30,11 @@ func archivedRows(t *testing.T, tr *testRelay, ch string) int {
 	return n
 }
 
-// TestStrangerCannotJamFence is finding 2 of issue 8: an account that is
-// not a member of a channel publishes forged commit headers (at the room's
-// next epoch, and at 2^64-2 on the first commit), over both socket forms.
-// The relay refuses them all with not_a_member and stores nothing, so the
-// members' next commit is still accepted.
+// TestStrangerCannotJamFence: an account that is not a member of a channel
+// publishes forged commit headers (at the room's next epoch, and at 2^64-2
+// on the first commit), over both socket forms. The relay refuses them all
+// with not_a_member and stores nothing, so the members' next commit is
+// still accepted.
 func TestStrangerCannotJamFence(t *testing.T) { forBackends(t, testStrangerCannotJamFence) }
 
 func testStrangerCannotJamFence(t *testing.T, be *backend) {
@@ -205,8 +205,8 @@ func testRemovedMemberSubscriptionEnds(t *testing.T, be *backend) {
 	alice.expect(map[string]any{"type": "message", "channel": chA, "seq": back})
 }
 
-// TestOpenReads: with OpenReads every account may subscribe and read, as
-// in the seeds, but only members publish; a removed member keeps reading.
+// TestOpenReads: with OpenReads every authenticated account may subscribe
+// and read, but only members publish; a removed member keeps reading.
 func TestOpenReads(t *testing.T) {
 	ms := NewMemberSet()
 	ms.Add(chA, "alice")

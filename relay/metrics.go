@@ -37,6 +37,9 @@ type relayCounters struct {
 	evictedLogin atomic.Uint64
 	evictedIdle  atomic.Uint64
 	pingTimeouts atomic.Uint64
+	// readErrors counts the page reads the archive failed (unavailable
+	// or broken).
+	readErrors atomic.Uint64
 	// publishedBytes counts the decoded payload bytes of publishes handed
 	// to the archive.
 	publishedBytes atomic.Uint64
@@ -243,10 +246,72 @@ func registerMetrics(reg prometheus.Registerer, srv *atomic.Pointer[Server], rc 
 		cs = append(cs, counter("skytale_relay_publishes_total", "Publishes answered, by result.",
 			func(s *Server) *atomic.Uint64 { return &s.counters.published[i] }, prometheus.Labels{"result": r}))
 	}
+	cs = append(cs, backendCollectors(get)...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// backendCollectors are the metrics of the relay's backends: whether the
+// archive's is reachable, the page reads and publishes it failed, and how
+// far behind the directory's feeds the relay is.
+func backendCollectors(get func() *Server) []prometheus.Collector {
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_backend_up", Help: "1 while the archive's backend is reachable (on JetStream, the NATS connection is up; on SQLite, no write has failed), else 0."}, func() float64 {
+			s := get()
+			if s.arch == nil || !s.arch.up() {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "skytale_relay_backend_errors_total", Help: "Archive operations that failed in the backend, by operation (the publishes are those answered internal).", ConstLabels: prometheus.Labels{"op": "read"}}, func() float64 {
+			s := get()
+			if s.counters == nil {
+				return 0
+			}
+			return float64(s.counters.readErrors.Load())
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "skytale_relay_backend_errors_total", Help: "Archive operations that failed in the backend, by operation (the publishes are those answered internal).", ConstLabels: prometheus.Labels{"op": "publish"}}, func() float64 {
+			s := get()
+			if s.counters == nil {
+				return 0
+			}
+			return float64(s.counters.published[slices.Index(publishResults, "internal")].Load())
+		}),
+	}
+	for _, feed := range []string{"revocations", "members"} {
+		health := func(s *Server) *feedHealth {
+			for _, h := range s.feeds() {
+				if h.name == feed {
+					return h
+				}
+			}
+			return nil
+		}
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skytale_relay_feed_lag_seconds", Help: "Seconds since the directory's feed was last read to its end (since the relay started, if never); 0 for a feed the relay does not follow.", ConstLabels: prometheus.Labels{"feed": feed}}, func() float64 {
+				s := get()
+				if s.rev == nil {
+					return 0
+				}
+				if h := health(s); h != nil {
+					return h.lag(time.Now(), s.start).Seconds()
+				}
+				return 0
+			}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "skytale_relay_feed_errors_total", Help: "Polls of the directory's feed that failed (the directory unreachable or refusing, or the relay's own store failing).", ConstLabels: prometheus.Labels{"feed": feed}}, func() float64 {
+				s := get()
+				if s.rev == nil {
+					return 0
+				}
+				if h := health(s); h != nil {
+					return float64(h.fails.Load())
+				}
+				return 0
+			}))
+	}
+	return cs
 }

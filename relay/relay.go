@@ -22,15 +22,16 @@ import (
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/redact"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // Defaults of the zero Config fields.
 const (
-	// DefaultArchiveCap is 10,000 rather than the seeds' 1,000: cover
-	// traffic, which the relay cannot tell from messages, would otherwise
-	// push a day's real messages out of a busy room's log (see
-	// docs/BENCHMARKS.md, "Retention and cover traffic").
+	// DefaultArchiveCap is 10,000 rather than 1,000: cover traffic, which
+	// the relay cannot tell from messages, would otherwise push a day's
+	// real messages out of a busy room's log (see docs/BENCHMARKS.md,
+	// "Retention and cover traffic").
 	DefaultArchiveCap     = 10000
 	DefaultArchiveTTL     = 7 * 24 * time.Hour
 	DefaultRevocationPoll = time.Second
@@ -105,6 +106,10 @@ type Config struct {
 	Revocations RevocationSource
 	// RevocationPoll is the polling interval (default 1 s).
 	RevocationPoll time.Duration
+	// ReadyFeedLag is how long ago the directory's feeds (Revocations,
+	// Members) may have last been read to their end for GET /ready to
+	// say the relay is ready (default 15 s).
+	ReadyFeedLag time.Duration
 	// SendQueue bounds the frames queued for one connection (default 1024).
 	// A connection whose queue is full is disconnected as a slow consumer.
 	SendQueue int
@@ -112,10 +117,23 @@ type Config struct {
 	// (default 10 s).
 	AuthTimeout time.Duration
 	// Logger receives one line per connection event and request; nil
-	// discards. Tokens, payloads and secrets are never logged.
+	// discards. Tokens, payloads and secrets are never logged, and
+	// neither are client addresses, account ids and channel names unless
+	// LogClients: a request's path is logged as its route pattern.
 	Logger *slog.Logger
+	// LogClients puts client addresses, account ids and channel names
+	// (and raw request paths) in the log lines, for debugging. Off by
+	// default: a log that names people is a record of who talked when.
+	LogClients bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CheckpointInterval is how often the SQLite file's WAL is
+	// checkpointed and truncated (default
+	// sqlitedb.DefaultCheckpointInterval, one minute). Every connection
+	// runs with secure_delete, so an entry evicted or expired leaves no
+	// bytes in the database, and after the next checkpoint none in its
+	// WAL.
+	CheckpointInterval time.Duration
 	// NoSync turns off fsync of the archive. For tests only: an
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
@@ -133,12 +151,12 @@ type Config struct {
 	// from an account the relay does not know as a member polls at once.
 	MembersPoll time.Duration
 	// OpenChannels lets every authenticated account publish to and read
-	// every channel, the seeds' behaviour. Only for an embedding
-	// application that gates channels itself.
+	// every channel. Only for an embedding application that gates
+	// channels itself.
 	OpenChannels bool
 	// OpenReads keeps subscribe, GET /v1/messages and GET /v1/sync open
-	// to every authenticated account (the seeds' behaviour, where the MLS
-	// group is the only gate); publishes stay member-only.
+	// to every authenticated account (the MLS group is then the only
+	// gate); publishes stay member-only.
 	OpenReads bool
 
 	// MaxFirstEpoch is the highest epoch the first commit on a channel may
@@ -258,7 +276,8 @@ type Config struct {
 }
 
 // Server is a relay: an http.Handler serving the WebSocket at /ws and
-// /ws/{org}/{ns}/{svc}, GET /v1/messages, GET /v1/sync and GET /health.
+// /ws/{org}/{ns}/{svc}, GET /v1/messages, GET /v1/sync, GET /health and
+// GET /ready.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -311,7 +330,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("relay: JWTSecret is required")
 	}
 	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
-		cfg.MembersPoll < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
+		cfg.MembersPoll < 0 || cfg.ReadyFeedLag < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
 		cfg.MaxUnauthConnsPerNet < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.MaxConnsPerNet < 0 ||
 		cfg.PingInterval < 0 || cfg.PingTimeout < 0 ||
 		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
@@ -339,6 +358,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
 	setDefault(&cfg.ArchiveTTL, DefaultArchiveTTL)
 	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
+	setDefault(&cfg.ReadyFeedLag, DefaultReadyFeedLag)
 	setDefault(&cfg.SendQueue, DefaultSendQueue)
 	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
 	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
@@ -354,6 +374,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = slog.New(redact.Handler(log.Handler(), cfg.LogClients))
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.InternalSecret = append([]byte(nil), cfg.InternalSecret...)
 	// Registered before anything opens, so a refusal leaves nothing to
@@ -434,12 +455,13 @@ func New(cfg Config) (*Server, error) {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /ready", s.handleReady)
 	s.mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, true) })
 	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
 	s.mux.HandleFunc("GET /v1/internal/fence", s.handleInternalFence)
-	for _, p := range []string{"/health", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
+	for _, p := range []string{"/health", "/ready", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.logRequest(r, http.StatusMethodNotAllowed)
 			w.Header().Set("Allow", "GET")
@@ -457,6 +479,15 @@ func New(cfg Config) (*Server, error) {
 	s.arch.start()
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
+	}
+	if cfg.DBPath != "" {
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = sqlitedb.DefaultCheckpointInterval
+		}
+		s.bg.Go(func() {
+			sqlitedb.RunCheckpoints(s.bgCtx, db, every, func(err error) { s.log.Error("relay: checkpoint failed", "err", err) })
+		})
 	}
 	if s.mem != nil {
 		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
@@ -531,8 +562,20 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	httpx.WriteError(w, status, code, message)
 }
 
+// logPath is what a log line says of r's path: its route pattern, or with
+// LogClients the path itself (any segment that looks like a credential
+// replaced).
+func (s *Server) logPath(r *http.Request) string {
+	return redact.Path(s.cfg.LogClients, httpx.LogPath(r.URL.Path), r.Pattern)
+}
+
 func (s *Server) logRequest(r *http.Request, status int) {
-	s.log.Info("relay: request", "method", r.Method, "path", httpx.LogPath(r.URL.Path), "status", status, "remote", r.RemoteAddr)
+	if !s.cfg.LogClients {
+		s.log.Info("relay: request", "method", r.Method, "path", s.logPath(r), "status", status)
+		return
+	}
+	s.log.Info("relay: request", "method", r.Method, "path", s.logPath(r), "status", status, "remote", r.RemoteAddr,
+		"channel", r.URL.Query().Get("channel"))
 }
 
 // authorize checks the bearer token of an HTTP request, answering 401 or
@@ -618,6 +661,9 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		w.WriteHeader(http.StatusOK)
 	}
 	started, err := s.arch.writePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
+	if err != nil {
+		s.counters.readErrors.Add(1)
+	}
 	if errors.Is(err, errArchiveUnavailable) && !started {
 		// JetStream had no stream leader within the read's budget: the
 		// client may try again soon (on this node or another).

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -47,6 +48,8 @@ type feedPoller[T any] struct {
 	apply   func(items []T)
 
 	after int64 // the cursor; owned by the round in progress
+
+	health feedHealth // ready.go
 
 	mu        sync.Mutex // guards the following fields
 	running   bool
@@ -134,15 +137,18 @@ func (p *feedPoller[T]) runRounds() {
 func (p *feedPoller[T]) round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, pollRound)
 	defer cancel()
+	start := time.Now()
 	for range 100 {
 		items, next, err := p.fetch(ctx, p.after)
 		if err != nil {
+			p.health.fails.Add(1)
 			if ctx.Err() == nil {
 				p.s.log.Warn("relay: "+p.name+" poll failed", "err", err)
 			}
 			return
 		}
 		if err := p.storePage(ctx, items, next); err != nil {
+			p.health.fails.Add(1)
 			if ctx.Err() == nil {
 				p.s.log.Error("relay: storing "+p.name+" failed", "err", err)
 			}
@@ -150,6 +156,7 @@ func (p *feedPoller[T]) round(ctx context.Context) {
 		}
 		if len(items) == 0 || next <= p.after {
 			p.after = max(p.after, next)
+			p.health.okAt.Store(start.UnixNano())
 			return
 		}
 		p.after = next
@@ -192,7 +199,7 @@ func (p *feedPoller[T]) storePage(ctx context.Context, items []T, next int64) er
 
 func (s *Server) newRevocationPoller() *feedPoller[string] {
 	return &feedPoller[string]{
-		s: s, name: "revocations", key: "revocations_after",
+		s: s, name: "revocations", key: "revocations_after", health: feedHealth{name: "revocations"},
 		fetch: func(ctx context.Context, after int64) ([]string, int64, error) {
 			return s.cfg.Revocations.RevokedSince(ctx, after)
 		},
@@ -268,7 +275,10 @@ func (s *Server) applyRevoked(subs []string) {
 
 // NewHTTPRevocations returns a RevocationSource that polls a directory's
 // GET /v1/internal/revocations endpoint with the internal secret. A nil
-// client means http.DefaultClient.
+// client means http.DefaultClient. directoryURL may name several
+// directories of one database, separated by commas: the relay reads from
+// the one that answered last and moves to the next when it does not
+// answer (see internalFeed).
 func NewHTTPRevocations(directoryURL, internalSecret string, client *http.Client) RevocationSource {
 	return &httpRevocations{newInternalFeed(directoryURL, internalSecret, client)}
 }
@@ -287,25 +297,65 @@ func (h *httpRevocations) RevokedSince(ctx context.Context, after int64) ([]stri
 }
 
 // internalFeed reads one of a directory's internal feeds:
-// GET <path>?after=N with the internal secret as the bearer token.
+// GET <path>?after=N with the internal secret as the bearer token. With
+// several directories (of one database: their feeds are the database's
+// rows, and the ids a cursor holds mean the same on each), a read goes to
+// the directory that answered last, and to the next in turn when that one
+// fails or does not answer within its share of the read's time, so a
+// directory that died or hangs costs a poll at most that share.
 type internalFeed struct {
-	base   string
+	bases  []string
 	secret string
 	client *http.Client
+	cur    *atomic.Int32 // the index in bases of the directory that answered last
 }
 
 func newInternalFeed(directoryURL, internalSecret string, client *http.Client) internalFeed {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return internalFeed{base: strings.TrimRight(directoryURL, "/"), secret: internalSecret, client: client}
+	var bases []string
+	for _, u := range strings.Split(directoryURL, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			bases = append(bases, u)
+		}
+	}
+	if len(bases) == 0 {
+		bases = []string{""} // fails on use, as an empty URL did
+	}
+	return internalFeed{bases: bases, secret: internalSecret, client: client, cur: new(atomic.Int32)}
+}
+
+// feedTry bounds one directory's answer when there are others to ask.
+const feedTry = 3 * time.Second
+
+func (f internalFeed) get(ctx context.Context, path string, after int64, out any) error {
+	first := int(f.cur.Load())
+	var err error
+	for k := range f.bases {
+		i := (first + k) % len(f.bases)
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(f.bases) > 1 {
+			tctx, cancel = context.WithTimeout(ctx, feedTry)
+		}
+		err = f.getFrom(tctx, f.bases[i], path, after, out)
+		cancel()
+		if err == nil {
+			f.cur.Store(int32(i))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // maxFeedPage bounds the body of one feed page.
 const maxFeedPage = 16 << 20
 
-func (f internalFeed) get(ctx context.Context, path string, after int64, out any) error {
-	u := f.base + path + "?" + url.Values{"after": {strconv.FormatInt(after, 10)}}.Encode()
+func (f internalFeed) getFrom(ctx context.Context, base, path string, after int64, out any) error {
+	u := base + path + "?" + url.Values{"after": {strconv.FormatInt(after, 10)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("relay: %s request: %w", path, err)

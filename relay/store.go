@@ -41,6 +41,11 @@ type archiver interface {
 	// budgetUse returns the use of the archive budgets, for the metrics,
 	// and their sizes.
 	budgetUse() (budgetUse, limits)
+	// ready returns nil while the archive takes publishes (see Ready).
+	ready(ctx context.Context) error
+	// up reports, without a request to a backend, whether the archive's
+	// backend is reachable, for the metrics.
+	up() bool
 	// stop closes the input and returns once every request accepted is
 	// answered.
 	stop()

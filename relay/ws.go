@@ -19,11 +19,10 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/channel"
-	"github.com/skytale-oss/skytale/internal/httpx"
 	"github.com/skytale-oss/skytale/internal/jwt"
 )
 
-// Limits of the WebSocket protocol (the seeds' API reference and DESIGN.md).
+// Limits of the WebSocket protocol (docs/API.md lists them for clients).
 const (
 	// MaxPayload is the largest decoded publish payload, inclusive, of
 	// everything but MLS handshake messages.
@@ -919,7 +918,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	// client is the address admission counts: the remote one, or behind
 	// a trusted proxy the one it forwards for.
-	s.log.Info("relay: connection opened", "remote", c.remote, "client", c.adm.keys.Addr, "path", httpx.LogPath(r.URL.Path))
+	s.log.Info("relay: connection opened", "remote", c.remote, "client", c.adm.keys.Addr, "path", s.logPath(r))
 	s.hub.register(c)
 	if s.gate.Closed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)

@@ -2,6 +2,7 @@ package seat
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"time"
 )
@@ -41,14 +42,41 @@ func (c *DirectoryClient) CreateAddToken(ctx context.Context, maxUses, ttlSecond
 	return out, err
 }
 
-// AddTokens lists the caller's add-tokens, without their secrets.
+// AddTokens lists the caller's add-tokens, newest first, without their
+// secrets. It follows the directory's pages (at most 50 tokens each) up
+// to the 100 an account holds.
 func (c *DirectoryClient) AddTokens(ctx context.Context) ([]ContactToken, error) {
-	var out struct {
-		Tokens []ContactToken `json:"tokens"`
+	var all []ContactToken
+	after := ""
+	for range maxAddTokenPages {
+		var out struct {
+			Tokens  []ContactToken `json:"tokens"`
+			HasMore bool           `json:"has_more"`
+			Next    string         `json:"next"`
+		}
+		path := "/v1/contacts/tokens"
+		if after != "" {
+			path += "?after=" + url.QueryEscape(after)
+		}
+		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
+			return all, err
+		}
+		all = append(all, out.Tokens...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's add-token page has no cursor to go on from")
+		}
+		after = out.Next
 	}
-	err := c.call(ctx, "GET", "/v1/contacts/tokens", nil, &out)
-	return out.Tokens, err
+	return all, errors.New("seat: the directory's add-token pages do not end")
 }
+
+// maxAddTokenPages bounds the pages AddTokens follows: an account holds
+// at most 100 live add-tokens, two pages, and tokens made while it reads
+// may add a few.
+const maxAddTokenPages = 8
 
 // RevokeAddToken revokes one of the caller's add-tokens.
 func (c *DirectoryClient) RevokeAddToken(ctx context.Context, id string) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/mls"
+	"github.com/skytale-oss/skytale/padding"
 )
 
 // Every device of a person in every room of the person.
@@ -30,7 +31,7 @@ import (
 // lists its rooms in the box it seals to the new device. The new device
 // offers itself to each of them: a device offer on the room's channel
 // (deviceOfferMagic, then a KeyPackage of the room's suite for its device
-// identity), which its account, the person's, may publish there. The first
+// identity, padded to a bucket), which its account, the person's, may publish there. The first
 // member to see the offer that may add it (another device of the same
 // person, usually the approving one, or the room's owner or an admin) adds
 // it, if its person is in the room already, and publishes the Welcome on
@@ -46,8 +47,34 @@ import (
 // and every member checks the add like any other (roles.go lets a person
 // add and remove its own devices).
 
-// deviceOfferMagic starts a device offer.
+// deviceOfferMagic starts a device offer. The offer on the wire is padded
+// like every payload (padding.Pad of the magic and the KeyPackage), so its
+// length is a bucket's, not the KeyPackage's; see [encodeDeviceOffer].
 const deviceOfferMagic = "SKD1"
+
+// encodeDeviceOffer is the payload that offers KeyPackage kp.
+func encodeDeviceOffer(kp []byte) []byte {
+	return padding.Pad(append([]byte(deviceOfferMagic), kp...))
+}
+
+// decodeDeviceOffer returns the KeyPackage of a device offer, and whether p is
+// one: a padded block holding the magic and the KeyPackage, or (from a
+// seat before offers were padded, while such entries stay in the archive)
+// the magic and the KeyPackage bare.
+func decodeDeviceOffer(p []byte) ([]byte, bool) {
+	if kp, ok := bytes.CutPrefix(p, []byte(deviceOfferMagic)); ok {
+		return kp, true
+	}
+	// Check the prefix before unpadding: most entries are not offers.
+	if len(p) < padding.HeaderLen+len(deviceOfferMagic) || string(p[padding.HeaderLen:padding.HeaderLen+len(deviceOfferMagic)]) != deviceOfferMagic {
+		return nil, false
+	}
+	b, err := padding.Unpad(p)
+	if err != nil {
+		return nil, false
+	}
+	return bytes.CutPrefix(b, []byte(deviceOfferMagic))
+}
 
 // sealedDeviceKey is the sealed kind of the home's device key.
 const sealedDeviceKey = "device key"
@@ -168,7 +195,7 @@ func (s *Seat) offerDevice(ctx context.Context, br boxRoom) error {
 		return err
 	}
 	defer conn.Close()
-	seq, err := conn.Publish(ctx, br.Channel, append([]byte(deviceOfferMagic), b.Bytes()...))
+	seq, err := conn.Publish(ctx, br.Channel, encodeDeviceOffer(b.Bytes()))
 	if err != nil {
 		return err
 	}
@@ -313,8 +340,11 @@ func (s *Seat) joinDeviceRoom(ctx context.Context, rc *RelayClient, reqID, ch st
 
 // noteOffer reads a device offer from a room entry, if it is one.
 func noteOffer(r *room, e RelayEntry) bool {
-	kp, ok := bytes.CutPrefix(e.Payload, []byte(deviceOfferMagic))
-	if !ok || e.EntryType != EntryApp {
+	if e.EntryType != EntryApp {
+		return false
+	}
+	kp, ok := decodeDeviceOffer(e.Payload)
+	if !ok {
 		return false
 	}
 	if len(r.offers) < maxOffersPerCatchUp {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,8 @@ type APIError struct {
 	Status  int
 	Code    string `json:"error"`
 	Message string `json:"message"`
+	// retryAfter is the answer's Retry-After (0: none, or not in seconds).
+	retryAfter time.Duration
 }
 
 // Is makes an APIError match the sentinel of its code: org_taken
@@ -60,20 +63,43 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("seat: %s (%d %s)", e.Message, e.Status, e.Code)
 }
 
+// doJSON sends one JSON request and decodes the answer into out. A read
+// refused for load is sent again (retry.go).
 func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
+	}
+	for attempt := 0; ; attempt++ {
+		err := doJSONOnce(ctx, hc, method, u, bearer, body, in != nil, out)
+		wait, ok := retryWait(method, err, attempt)
+		if !ok {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+func doJSONOnce(ctx context.Context, hc *http.Client, method, u, bearer string, in []byte, hasBody bool, out any) error {
+	var body io.Reader
+	if hasBody {
+		body = bytes.NewReader(in)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if bearer != "" {
@@ -92,7 +118,7 @@ func doJSON(ctx context.Context, hc *http.Client, method, u, bearer string, in, 
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &APIError{Status: resp.StatusCode}
+		e := &APIError{Status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 		json.Unmarshal(b, e)
 		return e
 	}
@@ -217,19 +243,57 @@ type JoinAnswer struct {
 	GroupInfo []byte  `json:"group_info"`
 }
 
-// Join publishes a key package for channel with an invite token; it
-// returns the request id to poll.
+// Join publishes a key package for channel with an invite token that
+// waits for the owner; it returns the request id to poll. A join by an
+// auto invite needs a proof ([DirectoryClient.JoinWith]).
 func (c *DirectoryClient) Join(ctx context.Context, channel, token, identity string, keyPackage []byte) (string, error) {
-	a, err := c.JoinWith(ctx, channel, token, identity, keyPackage)
+	a, err := c.JoinWith(ctx, channel, token, identity, keyPackage, nil)
 	return a.RequestID, err
 }
 
-// JoinWith is Join with the whole answer.
-func (c *DirectoryClient) JoinWith(ctx context.Context, channel, token, identity string, keyPackage []byte) (JoinAnswer, error) {
+// joinProofLabel starts what a joiner's member key signs to join a
+// channel by invite under its identity (the directory's JoinProofLabel).
+const joinProofLabel = "skytale invite join v1\x00"
+
+// JoinProof shows the directory, at a join by invite, that the joiner
+// holds the member key of the identity it names, so that no joiner can
+// tie another person's identity to its account.
+type JoinProof struct {
+	// Signature is the member key's Ed25519 signature over the join
+	// ([SignJoin]).
+	Signature []byte
+	// DeviceKey is the member key's public half when the identity is a
+	// device identity, whose certificate the directory checks.
+	DeviceKey []byte
+}
+
+// SignJoin makes the proof of a join by account to channel, with token,
+// under identity, whose member key is priv: a signature over the label,
+// the account id, the channel, the identity and the token's SHA-256,
+// each but the last ended by a NUL.
+func SignJoin(priv ed25519.PrivateKey, account, channel, identity, token string) JoinProof {
+	sum := sha256.Sum256([]byte(token))
+	m := []byte(joinProofLabel + account + "\x00" + channel + "\x00" + identity + "\x00")
+	p := JoinProof{Signature: ed25519.Sign(priv, append(m, sum[:]...))}
+	if PersonOf(identity) != identity {
+		p.DeviceKey = priv.Public().(ed25519.PublicKey)
+	}
+	return p
+}
+
+// JoinWith is Join with the whole answer, and a proof for a join by an
+// auto invite (nil for none).
+func (c *DirectoryClient) JoinWith(ctx context.Context, channel, token, identity string, keyPackage []byte, proof *JoinProof) (JoinAnswer, error) {
 	var out JoinAnswer
 	in := map[string]any{"channel": channel, "token": token, "identity": identity}
 	if keyPackage != nil {
 		in["key_package"] = keyPackage
+	}
+	if proof != nil {
+		in["proof"] = proof.Signature
+		if proof.DeviceKey != nil {
+			in["device_key"] = proof.DeviceKey
+		}
 	}
 	err := c.call(ctx, "POST", "/v1/channels/join", in, &out)
 	return out, err
@@ -443,6 +507,73 @@ func (c *DirectoryClient) ResetFence(ctx context.Context, channel string, epoch 
 		Epoch   uint64 `json:"epoch"`
 	}{channel, epoch}
 	return c.call(ctx, "POST", "/v1/channels/fence", in, nil)
+}
+
+// InviteJoin is one of a channel's invite-join records, as its owner
+// reads them: an account that joined by auto invite under Identity at
+// JoinedAt, whose record its owner may lapse from LapsesAt on if Identity
+// is not in the group.
+type InviteJoin struct {
+	Identity  string    `json:"identity"`
+	AccountID string    `json:"account_id"`
+	JoinedAt  time.Time `json:"joined_at"`
+	LapsesAt  time.Time `json:"lapses_at"`
+}
+
+// InviteJoins lists, for the owner of channel, the channel's invite-join
+// records, oldest first (GET /v1/channels/invite-joins, every page).
+func (c *DirectoryClient) InviteJoins(ctx context.Context, channel string) ([]InviteJoin, error) {
+	var all []InviteJoin
+	after := ""
+	for range maxListPages {
+		var out struct {
+			Joins   []InviteJoin `json:"joins"`
+			HasMore bool         `json:"has_more"`
+			Next    string       `json:"next"`
+		}
+		q := url.Values{"channel": {channel}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		if err := c.call(ctx, "GET", "/v1/channels/invite-joins?"+q.Encode(), nil, &out); err != nil {
+			return all, err
+		}
+		all = append(all, out.Joins...)
+		if !out.HasMore {
+			return all, nil
+		}
+		if out.Next == "" || out.Next == after {
+			return all, errors.New("seat: the directory's invite-join page has no cursor to go on from")
+		}
+		after = out.Next
+	}
+	return all, errors.New("seat: the directory's invite-join pages do not end")
+}
+
+// Lapsed is what a lapse of invite-join records did: the identities whose
+// records lapsed, those whose records are still in their grace, and the
+// accounts whose channel membership ended.
+type Lapsed struct {
+	Lapsed  []string `json:"lapsed"`
+	Waiting []string `json:"waiting"`
+	Ended   []string `json:"ended"`
+}
+
+// maxLapse is how many identities one lapse request names.
+const maxLapse = 32
+
+// LapseInviteJoins lapses, for the owner of channel, whose group is at
+// epoch, the invite-join records of identities, none of which is in the
+// group (POST /v1/channels/invite-joins/lapse, at most 32 a request).
+func (c *DirectoryClient) LapseInviteJoins(ctx context.Context, channel string, epoch uint64, identities []string) (Lapsed, error) {
+	var out Lapsed
+	in := struct {
+		Channel    string   `json:"channel"`
+		Epoch      uint64   `json:"epoch"`
+		Identities []string `json:"identities"`
+	}{channel, epoch, identities}
+	err := c.call(ctx, "POST", "/v1/channels/invite-joins/lapse", in, &out)
+	return out, err
 }
 
 // IdentityRecorded reports whether an account joined channel by auto

@@ -55,6 +55,12 @@
 // for want of membership is [ErrNotMember] (errors.Is), from a publish, a
 // subscribe, the catch-up reads, or a live subscription the relay ends.
 //
+// Every publish carries an id of its own, and one the relay could not
+// store (internal, unavailable, busy), or whose answer a dropped socket
+// lost, is sent again with that id (a [Publisher] reconnects for it): the
+// relay stores an id once within its duplicate window and answers the
+// retry with the first seq, so a retry never stores an entry twice.
+//
 // # Cipher suites
 //
 // A room is created in [SuitePQ] (X-Wing: ML-KEM-768 with X25519) unless
@@ -156,4 +162,13 @@
 // way through each token's lifetime ([RelayClient].Refresh mints the
 // fresh ones), so a watch or an open room stays on one connection for as
 // long as it runs.
+//
+// # Busy servers
+//
+// A GET that either plane refuses with 429 rate_limited and a Retry-After
+// of at most 5 s (the directory's read bounds and read buckets, the
+// relay's catch-up reads) is sent again after that wait, at most three
+// times: a crowd of other accounts' reads slows this seat down but does
+// not fail it. Nothing else is retried, and a longer Retry-After reaches
+// the caller at once as an [APIError].
 package seat

@@ -2,6 +2,7 @@ package seat
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/channel"
@@ -160,11 +161,52 @@ func ForgeInviteJoin(member, joiner *Seat, ctx context.Context, ch, token string
 	return err
 }
 
-// LieAtInviteJoin joins s to the room ch by the auto invite token as a
-// joiner that lies would: it names the identity named in its join at the
-// directory, and then joins the room by external Commit as its own
-// identity, which it did not name.
+// LieAtInviteJoin has s join the room ch by the auto invite token as a
+// joiner that lies would: it names at the directory the identity named,
+// whose key it does not hold, with a proof signed by its own member key,
+// and then joins the room by external Commit as its own identity.
 func LieAtInviteJoin(s *Seat, ctx context.Context, ch, token, named string) error {
+	sig, _, err := s.memberKey(ctx)
+	if err != nil {
+		return err
+	}
+	return lieAtInviteJoin(s, ctx, ch, token, named, ed25519.NewKeyFromSeed(sig))
+}
+
+// LieAtInviteJoinAs is LieAtInviteJoin naming the did:key of other, a key
+// s holds besides its own (a second identity of the same person): the
+// directory's check of the proof passes, and the room sees another
+// identity join than the one the directory recorded. It returns the
+// did:key named.
+func LieAtInviteJoinAs(s *Seat, ctx context.Context, ch, token string, other ed25519.PrivateKey) (string, error) {
+	named := DIDKey(other.Public().(ed25519.PublicKey))
+	return named, lieAtInviteJoin(s, ctx, ch, token, named, other)
+}
+
+func lieAtInviteJoin(s *Seat, ctx context.Context, ch, token, named string, signer ed25519.PrivateKey) error {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return err
+	}
+	account, err := s.AccountID(ctx)
+	if err != nil {
+		return err
+	}
+	_, dirTok, err := inviteCredentials(token)
+	if err != nil {
+		return err
+	}
+	proof := SignJoin(signer, account, ch, named, dirTok)
+	if _, err := s.directory(key).JoinWith(ctx, ch, dirTok, named, nil, &proof); err != nil {
+		return err
+	}
+	return ForgeInviteJoin(s, s, ctx, ch, token)
+}
+
+// RedeemInvite redeems the auto invite token for the room ch at the
+// directory, as s's own member identity with its proof, and stops there:
+// the join of a joiner that never commits (or has not yet).
+func RedeemInvite(s *Seat, ctx context.Context, ch, token string) error {
 	key, err := s.apiKey(ctx)
 	if err != nil {
 		return err
@@ -173,10 +215,22 @@ func LieAtInviteJoin(s *Seat, ctx context.Context, ch, token, named string) erro
 	if err != nil {
 		return err
 	}
-	if _, err := s.directory(key).JoinWith(ctx, ch, dirTok, named, nil); err != nil {
+	_, id, err := s.memberKey(ctx)
+	if err != nil {
 		return err
 	}
-	return ForgeInviteJoin(s, s, ctx, ch, token)
+	proof, err := s.joinProof(ctx, ch, id, dirTok)
+	if err != nil {
+		return err
+	}
+	_, err = s.directory(key).JoinWith(ctx, ch, dirTok, id, nil, &proof)
+	return err
+}
+
+// DirectoryToken is the token an auto invite's holder shows the directory.
+func DirectoryToken(token string) (string, error) {
+	_, dirTok, err := inviteCredentials(token)
+	return dirTok, err
 }
 
 // PhraseSecrets are what the phrase gives a home that a linked device

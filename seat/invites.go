@@ -53,15 +53,15 @@ import (
 // who then joins as itself; that use counts like any other. A bearer
 // invite is only as private as its holders keep it. And the directory
 // learns a joiner's account from the join request, which names the
-// identity the joiner says it will join as; a removal by that identity
-// ends the account's membership. A joiner that names one identity there
-// and joins the room as another is removed at once by the first seat of
-// the owner or an admin that reads its join (checkInviteJoiners, in
-// settle.go, which says why a removal and not a refusal), and barred from
-// the room's invites by that removal; its account keeps the relay's
-// service of ciphertext it holds no keys for, as any holder of a token
-// that joins at the directory and never commits does, until the owner
-// removes the account by id.
+// identity the joiner says it will join as, with proof that it holds
+// that identity's key; a removal by that identity ends the account's
+// membership. A joiner that names one of its keys there and joins the
+// room as another is removed at once by the first seat of the owner or
+// an admin that reads its join (checkInviteJoiners, in settle.go, which
+// says why a removal and not a refusal), and barred from the room's
+// invites by that removal; the record of the identity it named, never in
+// the group, lapses once its grace is over (lapseStrayJoins), and with it
+// the account's membership.
 
 // The token of an auto invite is made by the inviting seat: 32 random
 // bytes (roomTokenPrefix and their unpadded base64url), from which HKDF
@@ -224,6 +224,24 @@ func marshalInvites(es []roomInvite) []byte {
 	return out
 }
 
+// readTags reads n tags off the front of data, refusing truncation and a
+// tag listed twice (twice names that refusal). It returns the tags, the
+// rest of data, and why it refused ("" when it did not).
+func readTags(data []byte, n int, twice string) (tags [][]byte, rest []byte, why string) {
+	if len(data) < n*inviteTagSize {
+		return nil, nil, "truncated"
+	}
+	for range n {
+		t := data[:inviteTagSize]
+		if hasTag(tags, t) {
+			return nil, nil, twice
+		}
+		tags = append(tags, t)
+		data = data[inviteTagSize:]
+	}
+	return tags, data, ""
+}
+
 // parseInvites decodes a RoomInvites, refusing anything malformed: another
 // version, truncation, more than maxInvites entries, a key listed twice,
 // max_uses out of 1..100, uses not below max_uses, more than maxBarred
@@ -256,16 +274,9 @@ func parseInvites(data []byte) ([]roomInvite, error) {
 		if uses >= e.maxUses {
 			return bad("an invite used up is still listed")
 		}
-		if len(data) < uses*inviteTagSize {
-			return bad("truncated")
-		}
-		for range uses {
-			t := data[:inviteTagSize]
-			if e.used(t) {
-				return bad("a use listed twice")
-			}
-			e.usedBy = append(e.usedBy, t)
-			data = data[inviteTagSize:]
+		var why string
+		if e.usedBy, data, why = readTags(data, uses, "a use listed twice"); why != "" {
+			return bad(why)
 		}
 		if len(data) < 1 {
 			return bad("truncated")
@@ -275,16 +286,8 @@ func parseInvites(data []byte) ([]roomInvite, error) {
 		if bars > maxBarred {
 			return bad("too many removed persons")
 		}
-		if len(data) < bars*inviteTagSize {
-			return bad("truncated")
-		}
-		for range bars {
-			t := data[:inviteTagSize]
-			if e.bars(t) {
-				return bad("a removed person listed twice")
-			}
-			e.barred = append(e.barred, t)
-			data = data[inviteTagSize:]
+		if e.barred, data, why = readTags(data, bars, "a removed person listed twice"); why != "" {
+			return bad(why)
 		}
 		if slices.ContainsFunc(out, func(o roomInvite) bool { return bytes.Equal(o.key, e.key) }) {
 			return bad("an invite listed twice")

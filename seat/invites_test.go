@@ -3,6 +3,8 @@ package seat_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -487,9 +489,10 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 }
 
 // TestInviteJoinerThatLiedIsRemoved: carol holds an auto invite, names at
-// the directory an identity that is not hers (dave's, who never joins),
-// and joins the room as herself, an identity the directory never tied to
-// her account: a removal of it could not end her membership. The first
+// the directory another key of hers (one the directory's proof check
+// lets through, and that never joins), and joins the room as herself, an
+// identity the directory never tied to her account: a removal of it could
+// not end her membership. The first
 // seat that may remove members and reads her join (an admin's here, the
 // owner's in the second part) removes her at once; every member's roster
 // is without her, and the invite does not take her back (the removal
@@ -506,8 +509,8 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	carol, dave := newMember(t, st, "carolco"), newMember(t, st, "daveco")
-	if err := seat.LieAtInviteJoin(carol.Seat, ctx, room, tok, dave.did); err != nil {
+	carol := newMember(t, st, "carolco")
+	if _, err := seat.LieAtInviteJoinAs(carol.Seat, ctx, room, tok, newKey(t)); err != nil {
 		t.Fatalf("the lying join: %v", err)
 	}
 	want := dids(alice, bob)
@@ -526,7 +529,7 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 
 	// The owner's seat does the same when it is the first to read.
 	frank := newMember(t, st, "frankco")
-	if err := seat.LieAtInviteJoin(frank.Seat, ctx, room, tok, alice.did); err != nil {
+	if _, err := seat.LieAtInviteJoinAs(frank.Seat, ctx, room, tok, newKey(t)); err != nil {
 		t.Fatalf("the second lying join: %v", err)
 	}
 	if got := identities(t, alice, room); !slices.Equal(got, want) {
@@ -556,4 +559,14 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 	if got := memberAccounts(t, st, alice, room); slices.Contains(got, erin.acct.AccountID) {
 		t.Fatalf("channel members once the owner read the removal: %v, still erin's account", got)
 	}
+}
+
+// newKey is a fresh Ed25519 key: a second identity a person holds.
+func newKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -318,24 +318,6 @@ func sealLegacySecrets(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 	}
 	// byType: the column is TEXT, so a clear value is TEXT and a sealed
 	// one a BLOB whatever its bytes; else a clear value lacks the magic.
-	collect := func(q string, byType bool, only map[string]bool) ([]row, error) {
-		rows, err := tx.QueryContext(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.value); err != nil {
-				return nil, err
-			}
-			if (only == nil || only[r.id]) && (byType || !bytes.HasPrefix(r.value, []byte(localMagic))) {
-				out = append(out, r)
-			}
-		}
-		return out, rows.Err()
-	}
 	for _, t := range []struct {
 		kind, sel, upd string
 		byType         bool
@@ -347,11 +329,14 @@ func sealLegacySecrets(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 		{kind: sealedMeta, sel: `SELECT key, value FROM meta WHERE typeof(value) = 'text'`, upd: `UPDATE meta SET value = ? WHERE key = ?`, byType: true, only: sealedMetaKeys},
 		{kind: sealedSetting, sel: `SELECT key, value FROM settings WHERE typeof(value) = 'text'`, upd: `UPDATE settings SET value = ? WHERE key = ?`, byType: true, only: sealedSettings},
 	} {
-		rows, err := collect(t.sel, t.byType, t.only)
+		rows, err := collectRows(ctx, tx, t.sel, func(rows *sql.Rows, r *row) error { return rows.Scan(&r.id, &r.value) })
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
+			if (t.only != nil && !t.only[r.id]) || (!t.byType && bytes.HasPrefix(r.value, []byte(localMagic))) {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, t.upd, l.seal(t.kind, r.id, r.value), r.id); err != nil {
 				return err
 			}
@@ -362,25 +347,15 @@ func sealLegacySecrets(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 
 // sealLegacyHistory seals the history rows kept in the clear (no body).
 func sealLegacyHistory(ctx context.Context, tx *sql.Tx, l *localSealer) error {
-	rows, err := tx.QueryContext(ctx, `SELECT channel, seq, sender, text, ts, kind FROM room_history WHERE body IS NULL`)
-	if err != nil {
-		return err
-	}
 	type row struct {
 		m  RoomMessage
 		ts int64
 	}
-	var clear []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.m.Room, &r.m.Seq, &r.m.Sender, &r.m.Text, &r.ts, &r.m.Kind); err != nil {
-			rows.Close()
-			return err
-		}
-		clear = append(clear, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	clear, err := collectRows(ctx, tx, `SELECT channel, seq, sender, text, ts, kind FROM room_history WHERE body IS NULL`,
+		func(rows *sql.Rows, r *row) error {
+			return rows.Scan(&r.m.Room, &r.m.Seq, &r.m.Sender, &r.m.Text, &r.ts, &r.m.Kind)
+		})
+	if err != nil {
 		return err
 	}
 	for _, r := range clear {
@@ -395,26 +370,14 @@ func sealLegacyHistory(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 
 // sealLegacyLog seals the log entries kept in the clear (no body).
 func sealLegacyLog(ctx context.Context, tx *sql.Tx, l *localSealer) error {
-	rows, err := tx.QueryContext(ctx, `SELECT pos, id, created_at, text FROM log WHERE body IS NULL`)
-	if err != nil {
-		return err
-	}
 	type row struct {
 		pos, at int64
 		id      []byte
 		text    string
 	}
-	var clear []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.pos, &r.id, &r.at, &r.text); err != nil {
-			rows.Close()
-			return err
-		}
-		clear = append(clear, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	clear, err := collectRows(ctx, tx, `SELECT pos, id, created_at, text FROM log WHERE body IS NULL`,
+		func(rows *sql.Rows, r *row) error { return rows.Scan(&r.pos, &r.id, &r.at, &r.text) })
+	if err != nil {
 		return err
 	}
 	for _, r := range clear {
@@ -424,4 +387,24 @@ func sealLegacyLog(ctx context.Context, tx *sql.Tx, l *localSealer) error {
 		}
 	}
 	return nil
+}
+
+// collectRows reads every row of query in tx with scan, closing the rows
+// before it returns, so that the caller may write in tx while it walks
+// them.
+func collectRows[T any](ctx context.Context, tx *sql.Tx, query string, scan func(*sql.Rows, *T) error) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -73,3 +73,40 @@ func TestDirectoryClientFollowsPages(t *testing.T) {
 		t.Fatalf("stock: %d devices, %d claims, want 1 and the %d in order", len(stock.Devices), len(got), len(wantClaims))
 	}
 }
+
+// TestAddTokensFollowsPages: the directory answers an account's
+// add-tokens in pages of 50; AddTokens returns all 100 an account may
+// hold (two pages) once each, newest first.
+func TestAddTokensFollowsPages(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStackWith(t, skytaletest.Options{Directory: skytale.DirectoryConfig{Limits: directory.Limits{Off: true}}})
+	a := st.NewAccount(t, "tokenco")
+	dir := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: a.APIKey}
+	var made []string
+	for range directory.MaxAddTokens {
+		tok, err := dir.CreateAddToken(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, tok.ID)
+	}
+	toks, err := dir.AddTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i, tok := range toks {
+		if seen[tok.ID] {
+			t.Fatalf("token %s listed twice", tok.ID)
+		}
+		seen[tok.ID] = true
+		if i > 0 && tok.CreatedAt.After(toks[i-1].CreatedAt) {
+			t.Fatalf("token %d is newer than the one before", i)
+		}
+	}
+	for _, id := range made {
+		if !seen[id] {
+			t.Fatalf("AddTokens returned %d of %d tokens; %s is missing", len(toks), len(made), id)
+		}
+	}
+}

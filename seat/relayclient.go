@@ -3,6 +3,7 @@ package seat
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -144,6 +145,7 @@ type wireFrame struct {
 	TS        int64  `json:"ts,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
 	Batch     bool   `json:"batch,omitempty"`
+	ID        string `json:"id,omitempty"`
 }
 
 // FrameError is an error frame from the relay.
@@ -355,9 +357,18 @@ func (c *Conn) Expiry() time.Time {
 // the queue and hold back the answers to its requests.
 func (c *Conn) IgnorePushes() { c.ignore.Store(true) }
 
-// DialPublisher opens a connection that only publishes on channel: it is
-// subscribed (the relay requires it) and drops what the relay pushes.
-func (c *RelayClient) DialPublisher(ctx context.Context, channel string) (*Conn, error) {
+// DialPublisher opens a publisher on channel: a connection subscribed to
+// it (the relay requires that) that drops what the relay pushes, and that
+// is opened again when it ends while a publish waits for its answer.
+func (c *RelayClient) DialPublisher(ctx context.Context, channel string) (*Publisher, error) {
+	conn, err := c.dialPublisher(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{rc: c, channel: channel, conn: conn}, nil
+}
+
+func (c *RelayClient) dialPublisher(ctx context.Context, channel string) (*Conn, error) {
 	conn, err := c.Dial(ctx)
 	if err != nil {
 		return nil, err
@@ -369,6 +380,165 @@ func (c *RelayClient) DialPublisher(ctx context.Context, channel string) (*Conn,
 	}
 	return conn, nil
 }
+
+// Publisher publishes on one channel. Each publish carries an id of its
+// own, and a publish the relay could not store ("internal",
+// "unavailable", "busy") or whose answer was lost with the connection is
+// sent again with the same id, at most publishTries times in all, on a
+// new connection when the old one ended: the relay stores an id once
+// within its duplicate window (two minutes, or the archive's TTL if
+// shorter) and acknowledges a retry with the first seq, so a retry never
+// stores an entry twice.
+//
+// A connection that had already ended before a publish was written (the
+// relay closed it, its token expired) is not opened again: nothing was
+// sent, and the caller learns why it ended.
+type Publisher struct {
+	rc      *RelayClient
+	channel string
+	mu      sync.Mutex
+	conn    *Conn
+	closed  bool
+}
+
+// Publish publishes payload on channel (the publisher's own) and returns
+// its seq once the relay has made it durable.
+func (p *Publisher) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
+	if channel != p.channel {
+		return 0, fmt.Errorf("seat: a publisher on %q cannot publish on %q", p.channel, channel)
+	}
+	id := newPublishID()
+	var err error
+	for try := 1; ; try++ {
+		conn := p.current()
+		if conn == nil {
+			return 0, errors.New("seat: publisher closed")
+		}
+		var seq uint64
+		seq, err = conn.publishOnce(ctx, channel, payload, id)
+		if err == nil {
+			return seq, nil
+		}
+		var lost *lostAnswer
+		isLost := errors.As(err, &lost)
+		if isLost {
+			err = lost.err
+		}
+		if !(isLost || retryable(err)) || try == publishTries {
+			return 0, err
+		}
+		if werr := backoffWait(ctx, try); werr != nil {
+			return 0, err
+		}
+		if isLost {
+			n, derr := p.rc.dialPublisher(ctx, p.channel)
+			if derr != nil {
+				return 0, fmt.Errorf("%w (and reconnecting failed: %v)", err, derr)
+			}
+			if !p.replace(conn, n) {
+				return 0, errors.New("seat: publisher closed")
+			}
+		}
+	}
+}
+
+func (p *Publisher) current() *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	return p.conn
+}
+
+// replace puts n in place of old, which has ended; false (and n closed)
+// once the publisher is closed. When a concurrent publish replaced old
+// first, n is closed and the publisher keeps that one.
+func (p *Publisher) replace(old, n *Conn) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		n.Close()
+		return false
+	}
+	if p.conn != old {
+		p.mu.Unlock()
+		n.Close()
+		return true
+	}
+	p.conn = n
+	p.mu.Unlock()
+	old.Close()
+	return true
+}
+
+// Expiry returns when the token in force on the publisher's connection
+// expires (see [Conn.Expiry]).
+func (p *Publisher) Expiry() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conn.Expiry()
+}
+
+// Close closes the publisher's connection.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conn := p.conn
+	p.mu.Unlock()
+	return conn.Close()
+}
+
+// publishTries bounds the sends of one publish: the first and its retries.
+const publishTries = 5
+
+// retryable reports whether err is a relay's answer that the entry was not
+// stored for a passing reason, so the same publish may be sent again.
+func retryable(err error) bool {
+	var fe *FrameError
+	if !errors.As(err, &fe) {
+		return false
+	}
+	switch fe.Code {
+	case "internal", "unavailable", "busy":
+		return true
+	}
+	return false
+}
+
+// backoffWait waits before retry number try: 250 ms doubling to 2 s, with
+// jitter, so that the retries of one publish span a NATS leader election
+// (a few seconds) and many clients do not come back at once.
+func backoffWait(ctx context.Context, try int) error {
+	d := min(250*time.Millisecond<<(try-1), 2*time.Second)
+	var b [1]byte
+	rand.Read(b[:])
+	d = d/2 + d*time.Duration(b[0])/512
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newPublishID returns a fresh publish id: 16 random bytes, in unpadded
+// base64url (22 bytes, under the relay's 64).
+func newPublishID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// lostAnswer marks the error of a request that was sent but whose answer
+// never came: the connection ended while it waited. The relay may or may
+// not have acted on it.
+type lostAnswer struct{ err error }
+
+func (e *lostAnswer) Error() string { return e.err.Error() }
+func (e *lostAnswer) Unwrap() error { return e.err }
 
 // eachFrame calls f with each frame of a relay message: one JSON object,
 // or a batch of them separated by "\n" (no frame holds a raw newline). An
@@ -455,9 +625,32 @@ func (c *Conn) Subscribe(ctx context.Context, channel string) error {
 }
 
 // Publish publishes payload and returns its seq once the relay has made it
-// durable.
+// durable. The publish carries an id, and a relay's answer that it could
+// not store the entry ("internal", "unavailable", "busy") is followed by a
+// retry with the same id on this connection, as [Publisher] does; an
+// answer lost with the connection is not retried here (a [Publisher]
+// reconnects for it).
 func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
-	f, err := c.request(ctx, wireFrame{Type: "publish", Channel: channel, Payload: base64.StdEncoding.EncodeToString(payload)})
+	id := newPublishID()
+	for try := 1; ; try++ {
+		seq, err := c.publishOnce(ctx, channel, payload, id)
+		var lost *lostAnswer
+		if errors.As(err, &lost) {
+			return 0, lost.err
+		}
+		if err == nil || !retryable(err) || try == publishTries {
+			return seq, err
+		}
+		if werr := backoffWait(ctx, try); werr != nil {
+			return 0, err
+		}
+	}
+}
+
+// publishOnce sends one publish frame with id and waits for its answer; an
+// answer lost with the connection is a *lostAnswer.
+func (c *Conn) publishOnce(ctx context.Context, channel string, payload []byte, id string) (uint64, error) {
+	f, err := c.request(ctx, wireFrame{Type: "publish", Channel: channel, Payload: base64.StdEncoding.EncodeToString(payload), ID: id})
 	return f.Seq, err
 }
 
@@ -486,12 +679,21 @@ func (c *Conn) request(ctx context.Context, f wireFrame) (wireFrame, error) {
 	c.wmu.Unlock()
 	if err != nil {
 		c.ws.CloseNow()
-		return wireFrame{}, fmt.Errorf("seat: relay: %w", err)
+		if ctx.Err() != nil {
+			return wireFrame{}, ctx.Err()
+		}
+		// Part of the frame may have left.
+		return wireFrame{}, &lostAnswer{fmt.Errorf("seat: relay: %w", err)}
 	}
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return wireFrame{}, c.Err()
+			err := c.Err()
+			var fe *FrameError
+			if errors.As(err, &fe) {
+				return wireFrame{}, err // the relay's answer ended the connection
+			}
+			return wireFrame{}, &lostAnswer{err}
 		}
 		if r.Type == "error" {
 			return r, &FrameError{Code: r.Code, Message: r.Message, Epoch: r.Epoch, Channel: r.Channel}

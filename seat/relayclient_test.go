@@ -59,7 +59,7 @@ func TestConnUnreadPushes(t *testing.T) {
 	if seq, err := publisher.Publish(ctx, ch, []byte("mine")); err != nil || seq != n+1 {
 		t.Fatalf("publish on a busy channel: seq %d, %v", seq, err)
 	}
-	for name, c := range map[string]*seat.Conn{"publisher": publisher, "reader": reader, "busy": busy} {
+	for name, c := range map[string]interface{ Close() error }{"publisher": publisher, "reader": reader, "busy": busy} {
 		done := make(chan struct{})
 		go func() { c.Close(); close(done) }()
 		select {
@@ -118,7 +118,7 @@ func TestSyncPageTruncated(t *testing.T) {
 // readerAndPublisher registers ch for a new account on a new stack and
 // opens two of its connections: one subscribed to ch, one publishing on
 // it. Both close when the test ends.
-func readerAndPublisher(t *testing.T, ctx context.Context, ch string) (reader, pub *seat.Conn) {
+func readerAndPublisher(t *testing.T, ctx context.Context, ch string) (reader *seat.Conn, pub *seat.Publisher) {
 	t.Helper()
 	st := skytaletest.NewStack(t)
 	a := st.NewAccount(t, "acme")

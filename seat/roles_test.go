@@ -112,11 +112,10 @@ func roleOf(t *testing.T, m *member, room, did string) string {
 	return "absent"
 }
 
-// TestRoomMemberCannotRemoveOwner is finding 4 of issue 9: a member that
-// is not the owner removed the owner. Now its seat refuses before sending
-// anything, and when a hostile member forces the Commit with an engine
-// that ignores the roles, every other member refuses it and the room goes
-// on without it.
+// TestRoomMemberCannotRemoveOwner: a member that is not the owner could
+// once remove the owner. Now its seat refuses before sending anything, and
+// when a hostile member forces the Commit with an engine that ignores the
+// roles, every other member refuses it and the room goes on without it.
 func TestRoomMemberCannotRemoveOwner(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()
@@ -190,10 +189,10 @@ func TestRoomAdmins(t *testing.T) {
 	}
 }
 
-// TestRoomCreateRefusesLiveChannel is the second half of finding 4 of
-// issue 9: the owner's `room leave` and `room create` of the same name
-// silently split the room into two groups on one channel. Now create
-// refuses while other accounts are still members of the channel.
+// TestRoomCreateRefusesLiveChannel: the owner's `room leave` and `room
+// create` of the same name once silently split the room into two groups on
+// one channel. Now create refuses while other accounts are still members of
+// the channel.
 func TestRoomCreateRefusesLiveChannel(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()

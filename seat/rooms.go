@@ -3,7 +3,7 @@ package seat
 import (
 	"bytes"
 	"context"
-
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -72,6 +72,8 @@ type RoomMessage struct {
 	// SenderName is the name the sender gave in the room (names.go), ""
 	// if none.
 	SenderName string
+	// Role is, in a NoticeRole, the role Text now has.
+	Role string
 }
 
 // Notices in a room's history.
@@ -79,7 +81,141 @@ const (
 	// NoticeRemoved: Sender's commit removed this seat from the room; the
 	// seat reads nothing of the room after it.
 	NoticeRemoved = "removed"
+
+	// Membership notices, for watches: kept in the history table (so a
+	// watch learns of the commits another handle of the home made) but
+	// left out of RoomHistory and RoomSync. Text is the person (a did:key)
+	// the change is about, Sender the member whose commit made it.
+	//
+	// NoticeJoined: Text came in by a join of its own (an invite).
+	NoticeJoined = "joined"
+	// NoticeAdded: Sender added Text.
+	NoticeAdded = "added"
+	// NoticeLeft: Text left the room.
+	NoticeLeft = "left"
+	// NoticeRemovedMember: Sender removed Text.
+	NoticeRemovedMember = "removed-member"
+	// NoticeRole: Sender's commit changed the role of Text (now the
+	// room's owner, admin or member; see RoomRoles).
+	NoticeRole = "role"
+
+	// noticeMembers is the history row of one commit's membership
+	// notices.
+	noticeMembers = "members"
 )
+
+// commitNotices are the membership notices of a commit at seq by
+// committer that took r's group from the members before (with the roles
+// rolesBefore) to its members now.
+func (s *Seat) commitNotices(r *room, seq uint64, at time.Time, committer string, before []mls.Member, leavers []string, rolesBefore RoomRoles) []RoomMessage {
+	rolesAfter, _, _ := rolesIn(r.g.Extensions())
+	base := RoomMessage{Room: r.channel, Seq: seq, Time: at}
+	ns := membershipNotices(base, committer, PersonOf(selfIdentity(r.g)), before, r.g.Members(), leavers, rolesBefore, rolesAfter)
+	if len(ns) == 0 {
+		return nil
+	}
+	// The history keeps one row per seq: the commit's notices go in one,
+	// a line each ("kind did [role]"), which the feed splits again.
+	lines := make([]string, len(ns))
+	for i, n := range ns {
+		lines[i] = strings.TrimSpace(n.Kind + " " + n.Text + " " + n.Role)
+	}
+	base.Kind, base.Sender, base.Text = noticeMembers, PersonOf(committer), strings.Join(lines, "\n")
+	return []RoomMessage{base}
+}
+
+// leavers are the persons of members whose pending proposals remove
+// their own leaf: the commit that takes them is their leaving.
+func leavers(g *mls.Group, members []mls.Member) []string {
+	var out []string
+	for _, p := range g.PendingProposals() {
+		if p.Proposal.Remove == nil || p.Sender.SenderType != mls.SenderTypeMember || p.Sender.LeafIndex != p.Proposal.Remove.Removed {
+			continue
+		}
+		for _, m := range members {
+			if m.LeafIndex == p.Sender.LeafIndex {
+				out = append(out, PersonOf(m.Identity))
+			}
+		}
+	}
+	return out
+}
+
+// splitNotices turns a noticeMembers row back into its notices.
+func splitNotices(m RoomMessage) []RoomMessage {
+	var out []RoomMessage
+	for _, line := range strings.Split(m.Text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !isMembershipNotice(f[0]) {
+			continue
+		}
+		n := m
+		n.Kind, n.Text, n.Role = f[0], f[1], ""
+		if len(f) > 2 {
+			n.Role = f[2]
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// isMembershipNotice reports whether kind is one of the membership
+// notices a watch gets.
+func isMembershipNotice(kind string) bool {
+	switch kind {
+	case NoticeJoined, NoticeAdded, NoticeLeft, NoticeRemovedMember, NoticeRole:
+		return true
+	}
+	return false
+}
+
+// membershipNotices are the membership changes a commit by committer made:
+// the persons whose last leaf went (left or removed), whose first leaf
+// came (joined or added), and whose role changed, in the order of before
+// and after. A person who proposed their own removal (leavers) left. self
+// is this seat's person, whose own removal is NoticeRemoved instead.
+func membershipNotices(base RoomMessage, committer, self string, before, after []mls.Member, leavers []string, rolesBefore, rolesAfter RoomRoles) []RoomMessage {
+	persons := func(ms []mls.Member) []string {
+		var out []string
+		for _, m := range ms {
+			if p := PersonOf(m.Identity); !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	was, is := persons(before), persons(after)
+	by := PersonOf(committer)
+	var out []RoomMessage
+	note := func(kind, who string) {
+		m := base
+		m.Kind, m.Text, m.Sender = kind, who, by
+		out = append(out, m)
+	}
+	for _, p := range was {
+		switch {
+		case slices.Contains(is, p) || p == self:
+		case p == by || slices.Contains(leavers, p):
+			note(NoticeLeft, p)
+		default:
+			note(NoticeRemovedMember, p)
+		}
+	}
+	for _, p := range is {
+		switch {
+		case slices.Contains(was, p):
+			if rolesBefore.Owner != "" && rolesBefore.Role(p) != rolesAfter.Role(p) {
+				note(NoticeRole, p)
+				out[len(out)-1].Role = rolesAfter.Role(p)
+			}
+		case p == by:
+			note(NoticeJoined, p)
+		default:
+			note(NoticeAdded, p)
+		}
+	}
+	return out
+}
 
 // RoomChannel turns a room name into its channel: a bare name means
 // <org>/rooms/<name>.
@@ -160,6 +296,9 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 
 // room is a loaded room.
 type room struct {
+	// leaving are the persons whose own Remove proposals the commit being
+	// made takes (commitWithRetry).
+	leaving []string
 	channel string
 	role    string
 	lastSeq uint64
@@ -373,8 +512,8 @@ func (s *Seat) checkChannelUnused(ctx context.Context, dir *DirectoryClient, ch 
 	return nil
 }
 
-// roomPublisher opens a connection that publishes on the room channel ch.
-func (s *Seat) roomPublisher(ctx context.Context, ch string) (*Conn, error) {
+// roomPublisher opens a publisher on the room channel ch.
+func (s *Seat) roomPublisher(ctx context.Context, ch string) (*Publisher, error) {
 	rc, err := s.roomRelay(ctx)
 	if err != nil {
 		return nil, err
@@ -430,7 +569,11 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 			return "", err
 		}
 		bundles = offered
-		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer)
+		proof, err := s.joinProof(ctx, ch, did, dirToken)
+		if err != nil {
+			return "", err
+		}
+		ans, err := dir.JoinWith(ctx, ch, dirToken, did, offer, &proof)
 		if err != nil {
 			return "", err
 		}
@@ -518,6 +661,24 @@ func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Durat
 	s.st.db.ExecContext(ctx, `DELETE FROM key_packages WHERE request_id = ?`, reqID)
 	dir.AckWelcome(ctx, reqID)
 	return ch, nil
+}
+
+// joinProof proves, for a join of ch by invite with the directory token
+// dirToken, that this seat holds the member key of identity, the one it
+// names there and joins the room as.
+func (s *Seat) joinProof(ctx context.Context, ch, identity, dirToken string) (JoinProof, error) {
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return JoinProof{}, err
+	}
+	if id != identity {
+		return JoinProof{}, fmt.Errorf("seat: a join names this seat's member identity, not %s", identity)
+	}
+	account, err := s.AccountID(ctx)
+	if err != nil {
+		return JoinProof{}, err
+	}
+	return SignJoin(ed25519.NewKeyFromSeed(sig), account, ch, identity, dirToken), nil
 }
 
 func (s *Seat) pendingJoin(ctx context.Context, ch string) (string, []*mls.KeyPackageBundle, error) {
@@ -609,10 +770,14 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	}
 	var members int
 	var before []mls.Member
+	var rolesBefore RoomRoles
+	var left []string
 	if e.EntryType == EntryCommit {
 		r.handshake = true
 		before = r.g.Members()
 		members = len(before)
+		rolesBefore, _, _ = rolesIn(r.g.Extensions())
+		left = leavers(r.g, before)
 	}
 	// The revocation rules judge a Commit by when the relay archived it
 	// (revocation.go).
@@ -650,6 +815,9 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 	if rec.Kind == mls.KindCommit && bytes.HasPrefix(rec.AuthenticatedData, []byte(inviteTicketMagic)) &&
 		!slices.ContainsFunc(before, func(m mls.Member) bool { return m.Identity == rec.SenderIdentity }) {
 		r.inviteJoiners = append(r.inviteJoiners, rec.SenderIdentity)
+	}
+	if rec.Kind == mls.KindCommit && r.g.Active() {
+		hist = append(hist, s.commitNotices(r, e.Seq, time.UnixMilli(e.TS), rec.SenderIdentity, before, left, rolesBefore)...)
 	}
 	if err := s.saveRoom(ctx, r, false, hist...); err != nil {
 		return err
@@ -740,9 +908,12 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 		}
 		return err
 	}
+	before := r.g.Members()
+	rolesBefore, _, _ := rolesIn(r.g.Extensions())
 	if err := r.g.ConfirmCommit(); err != nil {
 		return err
 	}
+	notices := s.commitNotices(r, seq, s.cfg.Now(), selfIdentity(r.g), before, r.leaving, rolesBefore)
 	// Entries between our cursor and our own commit were published before
 	// it in the same epoch: catch up on them first (they are application
 	// messages of the old epoch, which the window still decrypts).
@@ -750,7 +921,7 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 		return err
 	}
 	r.lastSeq = max(r.lastSeq, seq)
-	return s.saveRoom(ctx, r, false)
+	return s.saveRoom(ctx, r, false, notices...)
 }
 
 // catchUpTo applies entries up to (not including) seq.
@@ -800,6 +971,9 @@ var testOnlyAfterCommit func() error
 func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.CommitResult, error)) (*mls.CommitResult, error) {
 	var resetAt time.Time
 	for attempt := 0; attempt < 5; {
+		// Who leaves by this commit is known only before it takes their
+		// proposals (the watch's notices, publishCommit).
+		r.leaving = leavers(r.g, r.g.Members())
 		res, err := build()
 		if err != nil {
 			return nil, err
@@ -860,9 +1034,9 @@ type Admitted struct {
 }
 
 // RoomAdmit admits every pending join request of a room this seat owns,
-// one add per commit, as the seeds' add-loop does: the commit goes to the
-// relay first, and the Welcome to the directory only once the relay
-// accepted it.
+// one add per commit: the commit goes to the relay first, and the Welcome
+// to the directory only once the relay accepted it, so no Welcome is
+// published for a commit the relay refused.
 func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
 	s.lockRooms()
 	defer s.unlockRooms()
@@ -1080,7 +1254,7 @@ func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, err
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.history(ctx, `WHERE channel = ? ORDER BY seq`, ch)
+	out, _, err := s.history(ctx, `WHERE channel = ? AND kind <> ? ORDER BY seq`, ch, noticeMembers)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,7 @@ type Seat struct {
 	revFetched map[string]time.Time // when each person's revocations were last fetched
 	tokens     map[string]cachedToken
 	watching   map[string]*cover.Scheduler // cover schedulers of watched rooms
+	swept      map[string]time.Time        // last lapse sweep of each owned room (settle.go)
 
 	// addCheck, when set (under the room lock, only while this seat
 	// builds a Commit), must accept the identity of every member the

@@ -58,15 +58,7 @@ func (s *Seat) commitPending(ctx context.Context, r *room) error {
 
 // pendingLeave reports whether a member's proposal to remove itself waits
 // in g's epoch.
-func pendingLeave(g *mls.Group) bool {
-	for _, p := range g.PendingProposals() {
-		if p.Proposal.ProposalType == mls.ProposalTypeRemove && p.Sender.SenderType == mls.SenderTypeMember &&
-			p.Proposal.Remove != nil && p.Proposal.Remove.Removed == p.Sender.LeafIndex {
-			return true
-		}
-	}
-	return false
-}
+func pendingLeave(g *mls.Group) bool { return len(leavers(g, g.Members())) > 0 }
 
 // manages reports whether this member may add and remove others in r.
 func (r *room) manages() bool {
@@ -118,6 +110,7 @@ func (s *Seat) settle(ctx context.Context, r *room) error {
 	if r.role == "owner" {
 		// A failure is retried on the next settle: the records stay.
 		s.endRemovedMemberships(ctx, r)
+		s.lapseStrayJoins(ctx, r)
 	}
 	// Likewise: the room hears the name on a later settle.
 	s.shareName(ctx, r)
@@ -251,18 +244,38 @@ func waitFence(ctx context.Context) error {
 // The account behind a join by invite.
 //
 // A joiner by auto invite names, in its join at the directory, the
-// identity it will join the room as, and the directory records that
-// identity with the joiner's account (channel_identities) in the same
-// transaction that makes the account a member and hands out the GroupInfo;
-// a removal by identity later ends the membership of every account
-// recorded under it. So an honest joiner's record exists before its
-// external Commit can: the Commit needs the GroupInfo the directory gives
-// only with, or after, the record. A joiner that named another identity
-// at the directory is in the room under an identity no removal can tie to
-// its account. The owner's and the admins' seats therefore ask the
-// directory, after each catch-up, whether each identity that joined by
-// invite in it is recorded, and remove at once, with a commit, one that is
-// not (checkInviteJoiners).
+// identity it will join the room as, with proof that it holds that
+// identity's member key (the directory refuses a join that names an
+// identity whose key the joiner cannot sign with, so nobody ties another
+// person's identity to its account). The directory records that identity
+// with the joiner's account (channel_identities) in the same transaction
+// that makes the account a member and hands out the GroupInfo; a removal
+// by identity later ends the membership of every account recorded under
+// it. So an honest joiner's record exists before its external Commit can:
+// the Commit needs the GroupInfo the directory gives only with, or after,
+// the record.
+//
+// A joiner that holds two keys can still name one at the directory and
+// join the room as the other. Two checks close that:
+//
+//   - The owner's and the admins' seats ask the directory, after each
+//     catch-up, whether each identity that joined by invite is recorded,
+//     and remove at once, with a commit, one that is not
+//     (checkInviteJoiners): the room is rid of the leaf no removal could
+//     tie to an account.
+//   - The owner's seat lists the channel's invite-join records, at most
+//     once every lapseSweepEvery, and lapses at the directory those whose
+//     identity is not in the group (lapseStrayJoins): the identity the
+//     liar named never joins the room, so its record lapses once its
+//     grace (the directory's LapseGrace, 10 minutes) is over, and with it
+//     the membership that only that join made. The relay then serves the
+//     liar's account nothing, and the directory hands it no GroupInfo. A
+//     lapse is not a removal: an honest joiner too slow to commit in its
+//     grace joins by the invite again (the use it did not make in the room
+//     is given back at the directory), and one whose identity is in the
+//     group is never lapsed, since the lapse names the epoch the owner
+//     read the group at and the directory takes it only while the relay's
+//     fence stands there.
 //
 // Why a removal after the join and not a refusal in every member's
 // engine: the answer comes from a server, over the network, while the
@@ -275,14 +288,70 @@ func waitFence(ctx context.Context) error {
 // The roles: the record names the account that made the join, never one
 // the joiner picks, and a removal by identity ends every account recorded
 // under it, so a joiner cannot have another account's membership ended,
-// nor keep its own by naming an identity that others use too. A directory
-// that lies can keep serving ciphertext anyway; with this check it can
-// only have an invite joiner removed. What stays open: the account of a
-// joiner removed because its identity was unrecorded keeps its channel
-// membership (under the identity it named) until the owner removes that
-// account, so the relay serves it ciphertext of epochs it holds no keys
-// for: as much as any holder of a token gets that joins at the directory
-// and never commits.
+// nor keep its own by naming an identity that others use too. Only the
+// owner lapses records: admins are roles in the group, which the
+// directory does not read. A directory that lies can keep serving
+// ciphertext anyway; with these checks it can only have an invite joiner
+// removed. What the window leaves: for up to the grace and one sweep
+// after it, the liar's account keeps the relay's service of ciphertext
+// of epochs it holds no keys for, as any holder of a token that joins at
+// the directory and never commits gets.
+
+// lapseSweepEvery is how often the owner's seat reads a room's invite-join
+// records to lapse those whose identity is not in the group: half the
+// directory's grace, so a stray record lapses at most one sweep after its
+// grace ends, while a busy room costs the directory one read of a page
+// or two every five minutes.
+const lapseSweepEvery = 5 * time.Minute
+
+// lapseStrayJoins lapses, at the directory, the invite-join records of r
+// whose identity is not in the group and whose grace is over, at most
+// once every lapseSweepEvery for r (by this seat's clock). Best effort:
+// what fails is tried on a later sweep.
+func (s *Seat) lapseStrayJoins(ctx context.Context, r *room) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	last, ok := s.swept[r.channel]
+	due := !ok || now.Sub(last) >= lapseSweepEvery || now.Before(last)
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return
+	}
+	dir := s.directory(key)
+	joins, err := dir.InviteJoins(ctx, r.channel)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.swept == nil {
+		s.swept = map[string]time.Time{}
+	}
+	s.swept[r.channel] = now
+	s.mu.Unlock()
+	var stray []string
+	seen := map[string]bool{}
+	for _, j := range joins {
+		if seen[j.Identity] || now.Before(j.LapsesAt) {
+			continue
+		}
+		if _, in := r.g.MemberByIdentity(j.Identity); in {
+			continue
+		}
+		seen[j.Identity] = true
+		stray = append(stray, j.Identity)
+	}
+	for len(stray) > 0 {
+		n := min(len(stray), maxLapse)
+		if _, err := dir.LapseInviteJoins(ctx, r.channel, r.g.Epoch(), stray[:n]); err != nil {
+			return // the room moved on, or the directory is away: next sweep
+		}
+		stray = stray[n:]
+	}
+}
 
 // checkInviteJoiners removes, if this member may remove others, each
 // identity that joined r by invite since the load, is still in the group,

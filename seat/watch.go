@@ -42,6 +42,11 @@ type WatchEvent struct {
 type WatchOptions struct {
 	OnMessage func(RoomMessage)
 	OnEvent   func(WatchEvent)
+	// OnNotice, if set, is called for each change of the rooms'
+	// membership the watch sees (whichever handle of the home made it):
+	// a RoomMessage whose Kind is NoticeJoined, NoticeAdded, NoticeLeft,
+	// NoticeRemovedMember or NoticeRole, in its place among the messages.
+	OnNotice func(RoomMessage)
 	// OnCatchUp, if set, is called during each catch-up of a room (when
 	// the watch connects) after every page of the relay's log, with the
 	// seq reached.
@@ -83,6 +88,9 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 		return err
 	}
 	f, err := s.newFeed(ctx, chans, o.OnMessage)
+	if f != nil {
+		f.onNotice = o.OnNotice
+	}
 	if err != nil {
 		return err
 	}
@@ -228,6 +236,9 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 	}
 	scheds := map[string]*cover.Scheduler{}
 	onMsg := func(m RoomMessage) {
+		if m.Kind == noticeMembers {
+			return // not traffic: cover does not follow it
+		}
 		if sc := scheds[m.Room]; sc != nil {
 			// Cover sizes follow the room's real traffic.
 			sc.Observe(roomBlockSize(len(m.Text) + 1))
@@ -324,6 +335,10 @@ type feed struct {
 	on    func(RoomMessage)
 	rooms map[string]bool
 	last  int64 // rowid of the last history row looked at
+
+	// onNotice, if set, gets the membership notices (NoticeJoined and
+	// the others), in their place among the messages.
+	onNotice func(RoomMessage)
 }
 
 // newFeed starts a feed of the rooms chans from now on.
@@ -346,15 +361,22 @@ func (f *feed) emit(ctx context.Context) error {
 	}
 	var out []RoomMessage
 	for _, m := range all {
-		if f.rooms[m.Room] {
+		switch {
+		case !f.rooms[m.Room]:
+		case m.Kind != noticeMembers:
 			out = append(out, m)
+		case f.onNotice != nil:
+			out = append(out, splitNotices(m)...)
 		}
 	}
 	if err := f.s.withNames(ctx, out); err != nil {
 		return err
 	}
 	for _, m := range out {
-		if f.on != nil {
+		switch {
+		case isMembershipNotice(m.Kind):
+			f.onNotice(m)
+		case f.on != nil:
 			f.on(m)
 		}
 	}

@@ -253,6 +253,24 @@ func WithSearchPath(rawURL, schema string) (string, error) {
 	return u.String(), nil
 }
 
+// Pause stops every process of a server Start started (SIGSTOP), as a
+// machine or network that stops answering: connections stay open and
+// nothing answers on them. Resume continues it.
+func (s *Server) Pause() error {
+	if s.cmd == nil {
+		return errors.New("pgtest: only a server Start started can be paused")
+	}
+	return signalGroup(s.cmd.Process.Pid, syscall.SIGSTOP)
+}
+
+// Resume continues a server Pause stopped.
+func (s *Server) Resume() error {
+	if s.cmd == nil {
+		return errors.New("pgtest: only a server Start started can be resumed")
+	}
+	return signalGroup(s.cmd.Process.Pid, syscall.SIGCONT)
+}
+
 // Close stops a server Start started (fast shutdown, then kill if it
 // lingers) and removes its directory; for a Connect server it drops the
 // schemas NewSchema made.
@@ -270,6 +288,7 @@ func (s *Server) Close() error {
 	}
 	var err error
 	if s.cmd != nil {
+		s.Resume() // a paused server cannot shut down
 		s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.done:

@@ -12,3 +12,7 @@ func asUser(uid, gid uint32) (*syscall.SysProcAttr, error) {
 }
 
 func withParentDeath(attr *syscall.SysProcAttr) *syscall.SysProcAttr { return attr }
+
+func signalGroup(int, syscall.Signal) error {
+	return errors.New("pgtest: pausing PostgreSQL is supported on Linux only")
+}

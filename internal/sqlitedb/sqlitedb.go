@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -18,8 +19,13 @@ import (
 //
 // File databases use WAL with synchronous=FULL, so a committed transaction
 // survives a crash of the process or the machine.
+//
+// Every connection runs with secure_delete, so SQLite overwrites the bytes
+// of a deleted row (and of every page it frees) with zeros instead of
+// leaving them in free space. The WAL still holds the older page images
+// until it is checkpointed and truncated: see [Checkpoint].
 func Open(path string) (*sql.DB, error) {
-	pragmas := []string{"busy_timeout(10000)", "foreign_keys(1)"}
+	pragmas := []string{"busy_timeout(10000)", "foreign_keys(1)", "secure_delete(ON)"}
 	var dsn string
 	if path == "" {
 		var name [8]byte
@@ -52,6 +58,59 @@ func Open(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlitedb: open: %w", err)
 	}
 	return db, nil
+}
+
+// DefaultCheckpointInterval is how often the servers checkpoint their
+// SQLite databases ([RunCheckpoints]): the longest a deleted row's bytes
+// stay in a WAL file.
+const DefaultCheckpointInterval = time.Minute
+
+// Checkpoint copies the WAL of db into the database file and truncates the
+// WAL to zero bytes (PRAGMA wal_checkpoint(TRUNCATE)). With secure_delete
+// (set by [Open]) a row deleted before the checkpoint then leaves no bytes
+// in either file: the database's pages were zeroed, and the WAL frames that
+// held the row before its deletion are gone. SQLite's own automatic
+// checkpoints do not truncate, so without this the WAL keeps old frames
+// until they happen to be overwritten.
+//
+// It reports whether the checkpoint completed: a reader still on an older
+// snapshot leaves it partial (the busy timeout is short here, so a long
+// read does not stall the writers), and the next call finishes it. A
+// database not in WAL mode (in memory) completes at once.
+func Checkpoint(ctx context.Context, db *sql.DB) (bool, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("sqlitedb: checkpoint: %w", err)
+	}
+	defer c.Close()
+	// A truncating checkpoint holds new writers off while it waits for
+	// readers; it waits briefly, not for the pool's busy timeout.
+	if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = 200"); err != nil {
+		return false, fmt.Errorf("sqlitedb: checkpoint: %w", err)
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 10000")
+	var busy, logFrames, done int
+	if err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+		return false, fmt.Errorf("sqlitedb: checkpoint: %w", err)
+	}
+	return busy == 0, nil
+}
+
+// RunCheckpoints calls [Checkpoint] on db every interval until ctx is done,
+// passing any error to fail.
+func RunCheckpoints(ctx context.Context, db *sql.DB, interval time.Duration, fail func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := Checkpoint(ctx, db); err != nil && ctx.Err() == nil {
+				fail(err)
+			}
+		}
+	}
 }
 
 // Migrate brings db up to len(migrations). The schema version is kept in

@@ -153,3 +153,33 @@ func TestMemoryConcurrentWriters(t *testing.T) {
 		t.Fatalf("rows = %d, want 320", n)
 	}
 }
+
+func TestEveryConnectionSecureDeletes(t *testing.T) {
+	ctx := context.Background()
+	for _, path := range []string{"", filepath.Join(t.TempDir(), "x.db")} {
+		db, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(3)
+		var conns []interface{ Close() error }
+		for range 3 {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			var on int
+			if err := c.QueryRowContext(ctx, "PRAGMA secure_delete").Scan(&on); err != nil || on != 1 {
+				t.Fatalf("%q: secure_delete = %d, %v", path, on, err)
+			}
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		if done, err := Checkpoint(ctx, db); err != nil || !done {
+			t.Fatalf("%q: checkpoint %v, %v", path, done, err)
+		}
+		db.Close()
+	}
+}

@@ -97,10 +97,10 @@ func syncAll(t *testing.T, relURL, path, ch, tok string) map[uint64]string {
 	}
 }
 
-// Finding 1: acknowledged entries vanished after a crash, once one more
+// acknowledged entries vanished after a crash, once one more
 // publish followed the restart, because the archive's cap assumed seqs
 // without gaps and a crash leaves one.
-func TestFindingAckedEntriesSurviveACrashGap(t *testing.T) {
+func TestAckedEntriesSurviveACrashGap(t *testing.T) {
 	data := t.TempDir()
 	s := startServe(t, data, "--quiet")
 	acct, tok := signUp(t, s.apiURL)
@@ -144,9 +144,9 @@ func TestFindingAckedEntriesSurviveACrashGap(t *testing.T) {
 	}
 }
 
-// Finding 2: an outsider with any account jammed a room for good with one
+// an outsider with any account jammed a room for good with one
 // forged commit header; and a member could set a fence no group reaches.
-func TestFindingOutsiderCannotJamARoom(t *testing.T) {
+func TestOutsiderCannotJamARoom(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	owner, ownerTok := signUpIn(t, s.apiURL, "owner@acme.test", "acme")
 	_, evilTok := signUpIn(t, s.apiURL, "mallory@evil.test", "evil")
@@ -186,8 +186,8 @@ func TestFindingOutsiderCannotJamARoom(t *testing.T) {
 	}
 }
 
-// Finding 3: memory and disk a client could make the server hold.
-func TestFindingBoundedResources(t *testing.T) {
+// memory and disk a client could make the server hold.
+func TestBoundedResources(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	acct, tok := signUp(t, s.apiURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -255,10 +255,10 @@ func TestFindingBoundedResources(t *testing.T) {
 	}
 }
 
-// Finding 4: one client filled the directory's one global cap on device
+// one client filled the directory's one global cap on device
 // grants, and everybody's sign-in failed. Now the caps are per address:
 // a flood from one loopback address leaves another's grant untouched.
-func TestFindingGrantFloodFromOneAddress(t *testing.T) {
+func TestGrantFloodFromOneAddress(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	from := func(ip string) *http.Client {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
@@ -291,8 +291,8 @@ func TestFindingGrantFloodFromOneAddress(t *testing.T) {
 	}
 }
 
-// Finding 5: a second account claimed an existing org by naming it.
-func TestFindingOrgsAreOwned(t *testing.T) {
+// a second account claimed an existing org by naming it.
+func TestOrgsAreOwned(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	signUpIn(t, s.apiURL, "founder@acme.test", "acme")
 	var e struct{ Error string }
@@ -301,10 +301,10 @@ func TestFindingOrgsAreOwned(t *testing.T) {
 	}
 }
 
-// Finding 6: two servers ran on one data folder (forking groups), an
+// two servers ran on one data folder (forking groups), an
 // unwritable database was found only by requests, and an existing 0755
 // folder left the databases world-readable.
-func TestFindingServeOperationalFaults(t *testing.T) {
+func TestServeOperationalFaults(t *testing.T) {
 	data := t.TempDir()
 	if err := os.Chmod(data, 0o755); err != nil {
 		t.Fatal(err)
@@ -346,9 +346,9 @@ func TestFindingServeOperationalFaults(t *testing.T) {
 	}
 }
 
-// Finding 7: small contract holes: a ten-year token, a socket that kept
+// small contract holes: a ten-year token, a socket that kept
 // publishing past its token's expiry, and request bodies read two ways.
-func TestFindingContractHoles(t *testing.T) {
+func TestContractHoles(t *testing.T) {
 	data := t.TempDir()
 	s := startServe(t, data, "--quiet")
 	acct, _ := signUp(t, s.apiURL)

@@ -1,9 +1,9 @@
 package mls_test
 
-// Black-box tests of the findings of the audit of the engine against RFC
-// 9420's receiver rules. They use only the public API that the engine had
-// when the audit was made, so the same file runs against that engine too,
-// where each of them fails.
+// Black-box tests of RFC 9420 receiver rules that an audit of the engine
+// found broken. They use only the public API that the engine had when the
+// audit was made, so the same file runs against that engine too, where
+// each of them fails.
 
 import (
 	"bytes"
@@ -16,33 +16,33 @@ import (
 	"github.com/skytale-oss/skytale/mls"
 )
 
-const findingSuite = mls.MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
+const blackBoxSuite = mls.MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519
 
-func findingMember(t *testing.T, did string, cfg *mls.Config) *mls.KeyPackageBundle {
+func blackBoxMember(t *testing.T, did string, cfg *mls.Config) *mls.KeyPackageBundle {
 	t.Helper()
-	sk, err := mls.GenerateSignatureKey(findingSuite)
+	sk, err := mls.GenerateSignatureKey(blackBoxSuite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kp, err := mls.NewKeyPackage(findingSuite, did, sk, cfg)
+	kp, err := mls.NewKeyPackage(blackBoxSuite, did, sk, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kp
 }
 
-// findingGroup makes a group of alice, bob and carol, each with its own
+// blackBoxGroup makes a group of alice, bob and carol, each with its own
 // engine, all in the same epoch.
-func findingGroup(t *testing.T) (alice, bob, carol *mls.Group) {
+func blackBoxGroup(t *testing.T) (alice, bob, carol *mls.Group) {
 	t.Helper()
 	id := sha256.Sum256([]byte("findings"))
-	alice, err := mls.NewGroup(id[:], findingMember(t, "did:key:alice", nil), nil)
+	alice, err := mls.NewGroup(id[:], blackBoxMember(t, "did:key:alice", nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var others []*mls.Group
 	for _, did := range []string{"did:key:bob", "did:key:carol"} {
-		kp := findingMember(t, did, nil)
+		kp := blackBoxMember(t, did, nil)
 		res, err := alice.AddMembers(kp.Bytes())
 		if err != nil {
 			t.Fatal(err)
@@ -64,16 +64,16 @@ func findingGroup(t *testing.T) (alice, bob, carol *mls.Group) {
 	return alice, others[0], others[1]
 }
 
-// Finding 1: a stranger entered a group with one message. Here the
+// a stranger entered a group with one message. Here the
 // message is an external Commit from a GroupInfo, which needs no member's
 // consent: with no policy saying otherwise, members must refuse it.
-func TestFindingStrangerCannotEnter(t *testing.T) {
-	alice, bob, _ := findingGroup(t)
+func TestStrangerCannotEnter(t *testing.T) {
+	alice, bob, _ := blackBoxGroup(t)
 	gi, err := alice.GroupInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, commit, err := mls.JoinExternal(gi, findingMember(t, "did:key:mallory", nil), nil, nil)
+	_, commit, err := mls.JoinExternal(gi, blackBoxMember(t, "did:key:mallory", nil), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +82,10 @@ func TestFindingStrangerCannotEnter(t *testing.T) {
 	}
 }
 
-// Finding 2: two GroupContextExtensions proposals (two honest members at
+// two GroupContextExtensions proposals (two honest members at
 // once) made every later Commit fail, so nobody could commit or send.
-func TestFindingProposalsCannotWedge(t *testing.T) {
-	alice, bob, carol := findingGroup(t)
+func TestProposalsCannotWedge(t *testing.T) {
+	alice, bob, carol := blackBoxGroup(t)
 	for _, g := range []*mls.Group{alice, bob} {
 		p, err := g.ProposeGroupContextExtensions(nil)
 		if err != nil {
@@ -106,18 +106,18 @@ func TestFindingProposalsCannotWedge(t *testing.T) {
 	}
 }
 
-// Finding 3: two leaves could hold the same identity.
-func TestFindingOneIdentityOneLeaf(t *testing.T) {
-	alice, _, _ := findingGroup(t)
-	twin := findingMember(t, "did:key:bob", nil) // bob's identity, another key
+// two leaves could hold the same identity.
+func TestOneIdentityOneLeaf(t *testing.T) {
+	alice, _, _ := blackBoxGroup(t)
+	twin := blackBoxMember(t, "did:key:bob", nil) // bob's identity, another key
 	if _, err := alice.AddMembers(twin.Bytes()); err == nil {
 		t.Fatal("a second leaf with bob's identity was added")
 	}
 }
 
-// Finding 5: of 4000 randomly corrupted saved states, 3328 restored.
-func TestFindingCorruptStateRefused(t *testing.T) {
-	alice, _, _ := findingGroup(t)
+// of 4000 randomly corrupted saved states, 3328 restored.
+func TestCorruptStateRefused(t *testing.T) {
+	alice, _, _ := blackBoxGroup(t)
 	state, err := alice.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -139,17 +139,17 @@ func TestFindingCorruptStateRefused(t *testing.T) {
 	}
 }
 
-// Finding 9: KeyPackages with the lifetime other implementations send by
+// KeyPackages with the lifetime other implementations send by
 // default (0 to 2^63-1) could never be added, whatever the application
 // wanted. A negative MaxLeafLifetime now means no maximum.
-func TestFindingNoMaxLeafLifetime(t *testing.T) {
-	alice, _, _ := findingGroup(t)
-	long := findingMember(t, "did:key:dave", &mls.Config{KeyPackageLifetime: 100 * 365 * 24 * time.Hour})
+func TestCenturyKeyPackageNeedsNoMaximum(t *testing.T) {
+	alice, _, _ := blackBoxGroup(t)
+	long := blackBoxMember(t, "did:key:dave", &mls.Config{KeyPackageLifetime: 100 * 365 * 24 * time.Hour})
 	if _, err := alice.AddMembers(long.Bytes()); err == nil {
 		t.Fatal("a 100-year KeyPackage was added under the default maximum")
 	}
 	id := sha256.Sum256([]byte("no maximum"))
-	g, err := mls.NewGroup(id[:], findingMember(t, "did:key:erin", nil), &mls.Config{MaxLeafLifetime: -1})
+	g, err := mls.NewGroup(id[:], blackBoxMember(t, "did:key:erin", nil), &mls.Config{MaxLeafLifetime: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,16 +158,16 @@ func TestFindingNoMaxLeafLifetime(t *testing.T) {
 	}
 }
 
-// Finding 6: a KeyPackage whose leaf encryption key is a low-order X25519
+// a KeyPackage whose leaf encryption key is a low-order X25519
 // point (properly signed by its maker) was added, after which every
 // member's commit failed until that leaf was removed.
-func TestFindingLowOrderKeyRefused(t *testing.T) {
-	alice, _, _ := findingGroup(t)
-	sk, err := mls.GenerateSignatureKey(findingSuite)
+func TestLowOrderKeyRefused(t *testing.T) {
+	alice, _, _ := blackBoxGroup(t)
+	sk, err := mls.GenerateSignatureKey(blackBoxSuite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kp, err := mls.NewKeyPackage(findingSuite, "did:key:mallory", sk, nil)
+	kp, err := mls.NewKeyPackage(blackBoxSuite, "did:key:mallory", sk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +274,11 @@ func (r *tlsReader) vec() []byte {
 	return r.take(n)
 }
 
-// Finding 7 (the part the public API can see): a PrivateMessage that
+// The part the public API can see: a PrivateMessage that
 // fails authentication changed the saved state (the sender ratchets it
 // derived on the way stayed), though the package promised it would not.
-func TestFindingForgedMessageChangesNothing(t *testing.T) {
-	alice, bob, _ := findingGroup(t)
+func TestForgedMessageChangesNothing(t *testing.T) {
+	alice, bob, _ := blackBoxGroup(t)
 	msg, err := alice.Protect([]byte("hello"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,29 +3,18 @@ package mls
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
-
-	"github.com/skytale-oss/skytale/mls/internal/vectors"
+	"strings"
 )
 
-// This file holds the checkers of the IETF MLS test vectors
-// (https://github.com/mlswg/mls-implementations, test-vectors.md), one per
-// vector file, in vectors_<topic>.go. They need the engine's internals, so
-// they are package code, but none of them is exported: the mlsvectors
-// command and the tests reach them through mls/internal/vectors, to which
-// init hands them. That registration is the only thing this package does
-// at initialisation.
-
-func init() {
-	m := make(map[string]vectors.Checker, len(vectorCheckers))
-	for name, check := range vectorCheckers {
-		m[name] = func(data []byte, runCase func(string, func() error)) error {
-			return check(data, &vectorRun{runCase: runCase})
-		}
-	}
-	vectors.Register(m)
-}
+// This file and vectors_<topic>_check_test.go hold the checkers of the
+// IETF MLS test vectors (https://github.com/mlswg/mls-implementations,
+// test-vectors.md), one per vector file. They need the engine's
+// internals, so they are tests of package mls: no vector code is in the
+// package's build.
 
 // hexBytes is a byte string written as hex in the vector JSON.
 type hexBytes []byte
@@ -50,7 +39,62 @@ type vectorRun struct {
 }
 
 // errSkip marks a case that cannot run here; wrap it with the reason.
-var errSkip = vectors.ErrSkip
+var errSkip = errors.New("skipped")
+
+// vectorReport is the outcome of one vector file.
+type vectorReport struct {
+	File                    string
+	Passed, Failed, Skipped int
+	SkipReasons             []string // distinct reasons, in order of first use
+	Failures                []string // "case: error"
+}
+
+// checkVectorFile runs the checker of the vector file called name over
+// its contents. The error is for files that have no checker or do not
+// parse; failing cases are counted in the report.
+func checkVectorFile(name string, data []byte) (vectorReport, error) {
+	rep := vectorReport{File: name}
+	check, ok := vectorCheckers[name]
+	if !ok {
+		return rep, fmt.Errorf("mls: no checker for vector file %q", name)
+	}
+	err := check(data, &vectorRun{runCase: func(c string, f func() error) {
+		err := runVectorCase(f)
+		switch {
+		case err == nil:
+			rep.Passed++
+		case errors.Is(err, errSkip):
+			rep.Skipped++
+			reason := strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+			if !slices.Contains(rep.SkipReasons, reason) {
+				rep.SkipReasons = append(rep.SkipReasons, reason)
+			}
+		default:
+			rep.Failed++
+			rep.Failures = append(rep.Failures, c+": "+err.Error())
+		}
+	}})
+	return rep, err
+}
+
+// runVectorCase runs one case, turning a panic inside it into a failure,
+// so that one bad case cannot hide the others.
+func runVectorCase(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f()
+}
+
+// vectorFiles returns the names of the vector files that have a checker,
+// sorted.
+func vectorFiles() []string {
+	names := slices.Collect(maps.Keys(vectorCheckers))
+	slices.Sort(names)
+	return names
+}
 
 // vectorCheckers maps a vector file name to its checker. Keep one line per
 // file, sorted by name.

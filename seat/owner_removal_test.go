@@ -7,11 +7,11 @@ import (
 	"github.com/skytale-oss/skytale/skytaletest"
 )
 
-// TestFindingMemberCannotRemoveOwner is finding 4 of the audit, with only
+// TestMemberCannotRemoveOwner reproduces an audit finding, with only
 // the API the seat had then, so the same test runs against that seat too
 // (where it fails): a plain member removed the owner, and the owner's
 // leave and re-create of the same name split the room in two.
-func TestFindingMemberCannotRemoveOwner(t *testing.T) {
+func TestMemberCannotRemoveOwner(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// The settings of tally serve come from three places. A flag beats the
+// environment, which beats the config file (--config FILE, TOML). Every
+// flag of tally serve has a key, its name with '_' for '-'
+// (api_addr = "127.0.0.1:3100"), and an environment variable, TALLY_ and
+// the key in capitals (TALLY_API_ADDR); a key the file has and serve does
+// not is an error that names it, so a typo never goes unnoticed. A list
+// flag takes a TOML array or a comma-separated string.
+
+// configEnvPrefix is the prefix of the environment variables of serve's
+// settings.
+const configEnvPrefix = "TALLY_"
+
+// configFlag is the flag of serve's settings that names the file.
+var configFlag = &ucli.StringFlag{Name: "config", Usage: "read settings from this TOML `FILE`: every flag has a key, its name with _ for - (flags beat TALLY_* environment variables, which beat the file); see tally serve check-config"}
+
+// applyServeConfig sets every flag of c's command that the command line
+// did not set from the environment or from the config file c names (or
+// path, when not empty).
+func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
+	if path == "" {
+		path = c.String("config")
+	}
+	file := map[string]any{}
+	if path != "" {
+		if _, err := toml.DecodeFile(path, &file); err != nil {
+			return badUsage("the config file "+path+" is not valid TOML", err.Error())
+		}
+	}
+	known := map[string]ucli.Flag{}
+	for _, f := range cmd.Flags {
+		name := f.Names()[0]
+		if name == "help" || name == configFlag.Name {
+			continue
+		}
+		known[configKey(name)] = f
+	}
+	var unknown []string
+	for k := range file {
+		if _, ok := known[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return badUsage(fmt.Sprintf("the config file %s has keys tally serve does not know: %s", path, strings.Join(unknown, ", ")),
+			"each key is a flag's name with _ for - (see tally serve --help)")
+	}
+	keys := make([]string, 0, len(known))
+	for k := range known {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		f := known[k]
+		name := f.Names()[0]
+		if c.IsSet(name) {
+			continue
+		}
+		if v, ok := os.LookupEnv(configEnvPrefix + strings.ToUpper(k)); ok {
+			if err := setFlag(c, name, []string{v}); err != nil {
+				return badUsage(fmt.Sprintf("%s%s=%q: %v", configEnvPrefix, strings.ToUpper(k), v, err), "")
+			}
+			continue
+		}
+		v, ok := file[k]
+		if !ok {
+			continue
+		}
+		vals, err := configValues(v)
+		if err != nil {
+			return badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
+		}
+		if err := setFlag(c, name, vals); err != nil {
+			return badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
+		}
+	}
+	return nil
+}
+
+// configKey is the config file's key of the flag name.
+func configKey(name string) string { return strings.ReplaceAll(name, "-", "_") }
+
+// configValues turns a TOML value into the flag values it stands for.
+func configValues(v any) ([]string, error) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, nil
+	case bool:
+		return []string{strconv.FormatBool(v)}, nil
+	case int64:
+		return []string{strconv.FormatInt(v, 10)}, nil
+	case float64:
+		return []string{strconv.FormatFloat(v, 'f', -1, 64)}, nil
+	case []any:
+		var out []string
+		for _, x := range v {
+			s, err := configValues(x)
+			if err != nil || len(s) != 1 {
+				return nil, errors.New("a list holds only strings, numbers and booleans")
+			}
+			out = append(out, s...)
+		}
+		return []string{strings.Join(out, ",")}, nil
+	case time.Time:
+		return nil, errors.New("a date is no setting of tally serve; give a string")
+	}
+	return nil, fmt.Errorf("a %T is no setting of tally serve", v)
+}
+
+// setFlag sets the flag name of c to vals, refusing what the flag would.
+func setFlag(c *ucli.Context, name string, vals []string) error {
+	for _, v := range vals {
+		if err := c.Set(name, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkConfigCommand is `tally serve check-config`: what serve would run
+// with, without starting anything.
+func checkConfigCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "check-config",
+		Usage: "check the settings tally serve would start with (its flags, TALLY_* and --config FILE) without starting it",
+		Flags: []ucli.Flag{configFlag},
+		Action: func(c *ucli.Context) error {
+			parent := c.Lineage()[1]
+			if err := applyServeConfig(parent, parent.Command, c.String("config")); err != nil {
+				return err
+			}
+			if _, err := serveOptionsFrom(parent); err != nil {
+				return err
+			}
+			showf(c.App.Writer, "the settings are valid\n")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,131 @@
+package relay
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skytale-oss/skytale/internal/metricstest"
+)
+
+// waitStatus polls url until it answers want, failing the test after a
+// minute; it returns the last body.
+func waitStatus(t *testing.T, url string, want int, what string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, m := httpGet(t, url, "")
+		if code == want {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GET %s answers %d %v, want %d", what, url, code, m, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReadyFollowsNATS: a relay on a real nats-server process is ready
+// while the server answers, not ready (503, and its backend gauge 0)
+// while the server is stopped (SIGSTOP) and after it is killed, and ready
+// again once it is back on its store; /health, liveness, stays 200
+// throughout.
+func TestReadyFollowsNATS(t *testing.T) {
+	dir := t.TempDir()
+	cmd, port := startNATSChild(t, dir, 0)
+	reg := prometheus.NewRegistry()
+	tr := startRelay(t, Config{OpenChannels: true, NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port), NATSStream: "READY", Metrics: reg})
+	waitStatus(t, tr.URL+"/ready", http.StatusOK, "on a running NATS")
+	if v := metricstest.Value(t, reg, "skytale_relay_backend_up"); v != 1 {
+		t.Fatalf("backend up %v while NATS runs", v)
+	}
+
+	cmd.Process.Signal(syscall.SIGSTOP)
+	m := waitStatus(t, tr.URL+"/ready", http.StatusServiceUnavailable, "NATS stopped")
+	if m["error"] != "unavailable" || m["message"] == "" {
+		t.Fatalf("not ready answer %v", m)
+	}
+	if code, _ := httpGet(t, tr.URL+"/health", ""); code != http.StatusOK {
+		t.Fatalf("/health %d while NATS is stopped: liveness must not follow the backend", code)
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitStatus(t, tr.URL+"/ready", http.StatusOK, "NATS continued")
+
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitStatus(t, tr.URL+"/ready", http.StatusServiceUnavailable, "NATS killed")
+	if v := metricstest.Value(t, reg, "skytale_relay_backend_up"); v != 0 {
+		t.Fatalf("backend up %v while NATS is dead", v)
+	}
+	startNATSChild(t, dir, port)
+	waitStatus(t, tr.URL+"/ready", http.StatusOK, "NATS restarted")
+}
+
+// TestReadyFollowsFeeds: a relay whose directory feeds stop answering
+// turns not ready once they are older than ReadyFeedLag, shows the lag
+// and the failed polls in its metrics, and is ready again once the feeds
+// answer.
+func TestReadyFollowsFeeds(t *testing.T) {
+	members := NewMemberSet()
+	var down atomic.Bool
+	feed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		w.Write([]byte(`{"subs":[],"events":[],"next":0}`))
+	}))
+	defer feed.Close()
+	reg := prometheus.NewRegistry()
+	tr := startRelay(t, Config{
+		Members:        members,
+		Revocations:    NewHTTPRevocations(feed.URL, "secret", nil),
+		RevocationPoll: 20 * time.Millisecond,
+		ReadyFeedLag:   300 * time.Millisecond,
+		Metrics:        reg,
+	})
+	waitStatus(t, tr.URL+"/ready", http.StatusOK, "feeds answering")
+	down.Store(true)
+	m := waitStatus(t, tr.URL+"/ready", http.StatusServiceUnavailable, "revocation feed down")
+	if s, _ := m["message"].(string); s == "" {
+		t.Fatalf("answer %v names no reason", m)
+	}
+	if v := metricstest.Value(t, reg, "skytale_relay_feed_errors_total", "feed", "revocations"); v < 1 {
+		t.Fatalf("feed errors %v with the feed down", v)
+	}
+	if v := metricstest.Value(t, reg, "skytale_relay_feed_lag_seconds", "feed", "revocations"); v < 0.3 {
+		t.Fatalf("feed lag %v with the feed down past the bound", v)
+	}
+	down.Store(false)
+	waitStatus(t, tr.URL+"/ready", http.StatusOK, "feeds back")
+}
+
+// TestNewTellsNATSUnreachable: New's error says (ErrNATSUnreachable) when
+// NATS did not answer, so a caller may wait and try again, and does not
+// when the node's settings disagree with the stream, which no wait mends.
+func TestNewTellsNATSUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "nats://" + l.Addr().String()
+	l.Close()
+	_, err = New(Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: dead})
+	if !errors.Is(err, ErrNATSUnreachable) {
+		t.Fatalf("New on a dead NATS: %v, want ErrNATSUnreachable", err)
+	}
+	n := startNATS(t)
+	startRelay(t, Config{NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 1})
+	_, err = New(Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 3})
+	if err == nil || errors.Is(err, ErrNATSUnreachable) {
+		t.Fatalf("New with replicas the stream does not have: %v, want a refusal that is not ErrNATSUnreachable", err)
+	}
+}
