@@ -22,10 +22,56 @@ const defaultDeviceLabel = "new device"
 
 func recoverFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.BoolFlag{Name: "recover", Usage: "new device: enter the phrase, then approve the user code on a signed-in device"},
-		&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "with --recover: how long to wait for the approval"},
-		&ucli.StringFlag{Name: "label", Usage: "with --recover: name of this device shown to the approver; the directory keeps it until the grant is delivered", Value: defaultDeviceLabel},
+		&ucli.BoolFlag{Name: "link", Usage: "new device, in an empty home: link it to your account without the phrase; approve the code it prints on a device that holds the identity (tally devices approve)"},
+		&ucli.BoolFlag{Name: "recover", Usage: "new device: enter the phrase (this device then holds the identity), then approve the user code on a signed-in device"},
+		&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "with --link or --recover: how long to wait for the approval"},
+		&ucli.StringFlag{Name: "label", Usage: "with --link or --recover: name of this device shown to the approver; the directory keeps it until the grant is delivered", Value: defaultDeviceLabel},
 	}
+}
+
+// deviceLabel is --label, or the host name.
+func deviceLabel(e *env) string {
+	label := e.c.String("label")
+	if label == "" {
+		label = defaultDeviceLabel
+	}
+	if len(label) > 128 {
+		label = label[:128]
+	}
+	return label
+}
+
+// signinLink is `tally signin --link`: make this empty home a linked
+// device of an account, approved on a device that holds the identity.
+func signinLink(e *env, s *seat.Seat) error {
+	ctx := e.c.Context
+	g, err := s.RequestLink(ctx, deviceLabel(e))
+	if err != nil {
+		return err
+	}
+	e.out(map[string]any{"code": g.UserCode, "fingerprint": g.Fingerprint, "expires_at": g.ExpiresAt},
+		"code: %s\nfingerprint: %s", g.UserCode, g.Fingerprint)
+	if !e.json {
+		showf(e.c.App.ErrWriter, "on a device that holds your identity run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
+			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
+	defer cancel()
+	res, err := s.WaitLink(wctx, g)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return &usageError{"not approved within " + e.c.Duration("wait").String(), "run `tally signin --link` again"}
+	case ctx.Err() != nil:
+		return &usageError{"stopped before the device was approved", "run `tally signin --link` again"}
+	case errors.Is(err, seat.ErrGrantExpired):
+		return &usageError{"the code expired before it was approved", "run `tally signin --link` again"}
+	case err != nil:
+		return err
+	}
+	e.out(map[string]any{"account_id": res.AccountID, "org": res.Org, "identity": res.Person, "device": res.DeviceID, "epochs": res.Epochs, "rooms": res.Offered},
+		"linked: device %s of %s in org %s (account %s); it holds no phrase. Run `tally pull`; `tally devices join` once the rooms let it in",
+		res.DeviceID, res.Person, safe(res.Org), res.AccountID)
+	return nil
 }
 
 // readPhrase reads the recovery phrase: on a terminal with a prompt and
@@ -66,11 +112,7 @@ func signinRecover(e *env, s *seat.Seat) error {
 	if err != nil {
 		return err
 	}
-	label := e.c.String("label")
-	if label == "" {
-		label = defaultDeviceLabel
-	}
-	g, err := s.RequestDevice(ctx, label)
+	g, err := s.RequestDevice(ctx, deviceLabel(e))
 	if err != nil {
 		return err
 	}
@@ -111,65 +153,102 @@ func devicesCommand() *ucli.Command {
 		Name:  "devices",
 		Usage: "manage this account's devices",
 		Description: "Each device of a person is a member of that person's rooms, shown as the person.\n" +
+			"A linked device (tally signin --link) holds no phrase: only a device that holds the identity\n" +
+			"(made by tally init or tally signin --recover) can approve and revoke devices.\n" +
 			"A device approved with `devices approve` offers itself to the approver's rooms; the approver\n" +
 			"(or a room's owner or admin) adds it on its next command there, and the new device joins\n" +
 			"with `devices join`.",
 		Subcommands: []*ucli.Command{
 			{
-				Name: "list", Usage: "list this person's devices in this home's rooms",
+				Name: "list", Usage: "list this person's devices: label, id, when linked, last seen, whether it holds the identity",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 0 {
 						return badUsage("tally devices list takes no arguments", "")
 					}
-					devs, err := s.Devices(e.c.Context)
+					devs, err := s.DeviceList(e.c.Context)
 					if err != nil {
 						return err
+					}
+					when := func(t time.Time) string {
+						if t.IsZero() {
+							return "-"
+						}
+						return t.UTC().Format(time.RFC3339)
 					}
 					if e.json {
 						list := []map[string]any{}
 						for _, d := range devs {
-							list = append(list, map[string]any{"id": d.ID, "identity": d.Identity, "this": d.This, "rooms": d.Rooms})
+							m := map[string]any{"id": d.ID, "label": d.Label, "holds_identity": d.HoldsIdentity, "this": d.This,
+								"linked_at": when(d.LinkedAt), "last_seen": when(d.LastSeen), "rooms": append([]string{}, d.Rooms...)}
+							if !d.RevokedAt.IsZero() {
+								m["revoked_at"] = when(d.RevokedAt)
+							}
+							list = append(list, m)
 						}
 						e.out(map[string]any{"devices": list}, "")
 						return nil
 					}
 					if len(devs) == 0 {
-						fmt.Fprintln(e.c.App.ErrWriter, "no devices: devices show in rooms, and this home has none (`tally room list`)")
+						fmt.Fprintln(e.c.App.ErrWriter, "no devices yet: link one with `tally signin --link` on it")
 						return nil
 					}
+					showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", "ID", "LABEL", "LINKED", "LAST SEEN", "IDENTITY", "")
 					for _, d := range devs {
-						this := ""
+						notes := []string{}
 						if d.This {
-							this = "  (this device)"
+							notes = append(notes, "this device")
 						}
-						rooms := make([]string, len(d.Rooms))
-						for i, r := range d.Rooms {
-							rooms[i] = shortRoom(e, s, r)
+						if !d.RevokedAt.IsZero() {
+							notes = append(notes, "revoked "+when(d.RevokedAt))
 						}
-						showf(e.c.App.Writer, "%s  in %s: %s%s\n", d.ID, plural(len(d.Rooms), "room", "rooms"), strings.Join(rooms, ", "), this)
+						if len(d.Rooms) > 0 {
+							notes = append(notes, plural(len(d.Rooms), "room", "rooms"))
+						}
+						holds := "no"
+						if d.HoldsIdentity {
+							holds = "yes"
+						}
+						label := d.Label
+						if label == "" {
+							label = "-"
+						}
+						showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", d.ID, label, when(d.LinkedAt), when(d.LastSeen), holds, strings.Join(notes, ", "))
 					}
 					return nil
 				}),
 			},
 			{
-				Name: "revoke", Usage: "remove one of this person's devices from every room of this home", ArgsUsage: "ID",
+				Name: "revoke", Usage: "revoke one of this person's devices, for good (only on a device that holds the identity)", ArgsUsage: "ID",
+				Description: "Signs a revocation with the identity key: the directory ends the device's API key at once\n" +
+					"(both planes refuse it, its open connections close), the sync key moves to a new epoch the\n" +
+					"device is not given, and it is removed from every room of this home (one commit per room);\n" +
+					"every member's seat refuses its key from then on. It keeps what it read before.\n" +
+					"A device that held the phrase can make itself new keys: revoking it cannot cut that.",
 				Action: withSeat(func(e *env, s *seat.Seat) error {
 					if len(e.args) != 1 {
 						return badUsage("want the device's ID", "see `tally devices list`")
 					}
-					rooms, err := s.RevokeDevice(e.c.Context, e.args[0])
+					r, err := s.Revoke(e.c.Context, e.args[0])
 					if errors.Is(err, seat.ErrNoDevice) {
-						return notFound("no device "+e.args[0]+" of yours in this home's rooms", "see `tally devices list`")
+						return notFound("no device "+e.args[0]+" of yours", "see `tally devices list`")
 					}
 					if err != nil {
 						return err
 					}
-					short := make([]string, len(rooms))
-					for i, r := range rooms {
-						short[i] = shortRoom(e, s, r)
+					short := make([]string, len(r.Rooms))
+					for i, x := range r.Rooms {
+						short[i] = shortRoom(e, s, x)
 					}
-					e.out(map[string]any{"device": e.args[0], "rooms": rooms},
-						"removed device %s from %s: it reads nothing sent there from now on", e.args[0], strings.Join(short, ", "))
+					what := "revoked device " + e.args[0]
+					if r.Linked {
+						what += fmt.Sprintf(": its API key no longer works; the sync key moved to epoch %d (given to %s)", r.Epoch, plural(r.Given, "other linked device", "other linked devices"))
+					} else {
+						what += ": its key is refused in every room from now on (it held the phrase, so it can make new keys: only a new identity cuts that)"
+					}
+					if len(short) > 0 {
+						what += "; removed from " + strings.Join(short, ", ")
+					}
+					e.out(map[string]any{"device": e.args[0], "linked": r.Linked, "epoch": r.Epoch, "rooms": append([]string{}, r.Rooms...)}, "%s", what)
 					return nil
 				}),
 			},
@@ -201,7 +280,7 @@ func devicesCommand() *ucli.Command {
 			},
 			{
 				Name:  "approve",
-				Usage: "approve a new device by the user code it shows, once its fingerprint matches",
+				Usage: "approve a new device by the user code it shows, once its fingerprint matches (linking takes a device that holds the identity)",
 				Description: "Shows the requesting device's fingerprint and asks whether the new device shows the same;\n" +
 					"without a terminal, pass the fingerprint the new device shows with --fingerprint.\n" +
 					"A different fingerprint means someone else's device is behind the code: nothing is approved.",
@@ -257,11 +336,14 @@ func devicesCommand() *ucli.Command {
 					if a.SharedSeat {
 						also = "; it also received this seat's sync credential"
 					}
+					if a.Linked {
+						also = "; linked as device " + a.DeviceID + " (it holds no phrase)"
+					}
 					label := a.Label
 					if label == "" {
 						label = "device"
 					}
-					e.out(map[string]any{"grant_id": a.GrantID, "label": a.Label, "device": a.Fingerprint, "shared_seat": a.SharedSeat},
+					e.out(map[string]any{"grant_id": a.GrantID, "label": a.Label, "device": a.Fingerprint, "shared_seat": a.SharedSeat, "linked": a.Linked, "device_id": a.DeviceID},
 						"approved %s (device %s)%s", label, a.Fingerprint, also)
 					return nil
 				}),

@@ -440,7 +440,7 @@ func roomCommands() []*ucli.Command {
 			Name: "history", Usage: "print a room's messages (after fetching new ones)", ArgsUsage: "NAME",
 			Action: roomAction(1, "tally history NAME", func(e *env, s *seat.Seat, ch string, _ []string) error {
 				if _, err := s.RoomSync(e.c.Context, ch); err != nil {
-					if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) {
+					if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) || errors.Is(err, seat.ErrRevoked) {
 						return err
 					}
 					showf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))

@@ -267,7 +267,7 @@ func hint(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, seat.ErrNoSeed):
-		return &usageError{"this home has no seat yet (no seed)", "run `tally init` (or `tally signin --recover` on a new device)"}
+		return &usageError{"this home has no seat yet (no seed)", "run `tally init` (or, on a new device, `tally signin --link`, or `tally signin --recover` to bring the phrase)"}
 	case errors.Is(err, seat.ErrSeedExists):
 		return &usageError{"this home already has a seed", "use another --home, or `tally backup` to see it"}
 	case errors.Is(err, seat.ErrNotSignedIn):
@@ -286,6 +286,21 @@ func hint(err error) error {
 			"a channel's owner adds members: rooms by `tally room admit`")
 	}
 	var ae *seat.APIError
+	if errors.As(err, &ae) && ae.Code == "revoked" && strings.Contains(ae.Message, "device") || !errors.As(err, &ae) && errors.Is(err, seat.ErrRevoked) {
+		return &usageError{"revoked: this device was revoked by its person; it can no longer use the account, and reads nothing sent after the revocation",
+			"link it again from a device that holds the identity (`tally signin --link` here, `tally devices approve` there), or recover with the phrase"}
+	}
+	if !errors.As(err, &ae) && strings.Contains(err.Error(), "subject is revoked") {
+		return &usageError{"revoked: the relay refuses this device's credentials (the device or its account was revoked)",
+			"see `tally devices list` on a device that holds the identity"}
+	}
+	if errors.Is(err, seat.ErrNotIdentityHolder) {
+		return &usageError{"this device does not hold the identity (it was linked, and holds no phrase)",
+			"approve and revoke devices on a device that holds the identity, or recover one with the phrase (`tally signin --recover`)"}
+	}
+	if errors.Is(err, seat.ErrLinkedHome) {
+		return &usageError{"this home is a linked device's and holds no phrase", "use another --home for a phrase"}
+	}
 	if errors.As(err, &ae) && ae.Code == "revoked" {
 		return notAllowed("this account has been revoked at the directory",
 			"ask the directory's operator, or sign up again in a new home (`tally --home DIR init`, then `tally signin`)")
@@ -377,7 +392,7 @@ func seatCommands() []*ucli.Command {
 		},
 		{
 			Name:  "signin",
-			Usage: "mint an account (open signup, or with an invite or signup token), take one the operator made (--api-key), or sign in a new device (--recover)",
+			Usage: "mint an account (open signup, or with an invite or signup token), take one the operator made (--api-key), link a new device without the phrase (--link), or bring the phrase to a new device (--recover)",
 			Flags: append([]ucli.Flag{
 				&ucli.StringFlag{Name: "api-key", Usage: "take the account of this API `KEY` (sk_live_…), which the operator made with tally serve accounts create (the key shows in the process list and shell history: --api-key-file does not)"},
 				&ucli.StringFlag{Name: "api-key-file", Usage: "--api-key, the key read from this `FILE` (- for stdin)"},
@@ -387,11 +402,17 @@ func seatCommands() []*ucli.Command {
 				&ucli.StringFlag{Name: "org-invite", Usage: "an org invite (`TOKEN`, skt_org_…) that an account of --org made with tally org invite"},
 			}, recoverFlags()...),
 			Action: withSeat(func(e *env, s *seat.Seat) error {
+				if e.c.Bool("recover") && e.c.Bool("link") {
+					return &usageError{"--recover and --link are two ways in", "--link on a device that should never hold the phrase; --recover to bring the phrase"}
+				}
 				if e.c.Bool("recover") {
 					return signinRecover(e, s)
 				}
+				if e.c.Bool("link") {
+					return signinLink(e, s)
+				}
 				if err := needSeed(s); err != nil {
-					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --recover` to bring a seat from another device)"}
+					return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --link` to link this device to your account without the phrase, or `tally signin --recover` to bring the phrase)"}
 				}
 				email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
 				key, err := apiKeyFlag(e)

@@ -209,6 +209,10 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.store.touchDevice(r.Context(), p, s.cfg.Now()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	now := s.cfg.Now()
 	exp := now.Add(ttl)
 	token, err := jwt.Mint(s.cfg.JWTSecret, jwt.Claims{
@@ -217,6 +221,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		Channel:   p.channel,
 		Org:       p.org,
 		Group:     p.group,
+		Device:    p.device,
 		IssuedAt:  now,
 		ExpiresAt: exp,
 	})
@@ -258,6 +263,10 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if !internal && sub != p.account {
 		writeError(w, http.StatusForbidden, "forbidden", "an account may only revoke itself")
+		return
+	}
+	if !internal && p.device != "" {
+		writeError(w, http.StatusForbidden, "forbidden", "a linked device cannot revoke its account; a device holding the identity can revoke the device")
 		return
 	}
 	if err := s.store.revoke(r.Context(), sub, s.cfg.Now()); err != nil {

@@ -90,15 +90,22 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (principal
 			writeError(w, http.StatusUnauthorized, "unauthorized", verr.Error())
 			return principal{}, false
 		}
-		p = principal{account: claims.Subject, channel: claims.Channel}
+		p = principal{account: claims.Subject, channel: claims.Channel, device: claims.Device}
 		p.org, revoked, err = s.store.lookupAccount(r.Context(), claims.Subject)
 		if errors.Is(err, errNotFound) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "unknown account")
 			return principal{}, false
 		}
+		if err == nil && !revoked && p.device != "" {
+			revoked, err = s.store.deviceRevoked(r.Context(), p.account, p.device)
+		}
 	}
 	if err != nil {
 		s.fail(w, r, err)
+		return principal{}, false
+	}
+	if revoked && p.device != "" {
+		writeError(w, http.StatusForbidden, "revoked", "this device has been revoked by its person; its credentials no longer work")
 		return principal{}, false
 	}
 	if revoked {

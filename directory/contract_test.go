@@ -318,11 +318,11 @@ func TestContractDeviceGrants(t *testing.T) {
 		seal := func(deviceKey []byte) ([]byte, []byte, error) {
 			return append([]byte("sealed for "), deviceKey...), hashSecret("granted key"), nil
 		}
-		id, err := st.approveGrant(ctx, code1, "owner", []byte("seat box"), t0, seal)
+		id, _, err := st.approveGrant(ctx, code1, principal{account: "owner"}, []byte("seat box"), nil, t0, seal)
 		if err != nil || id != "g1" {
 			t.Fatalf("approve = %q, %v", id, err)
 		}
-		_, err = st.approveGrant(ctx, code1, "owner", nil, t0, seal)
+		_, _, err = st.approveGrant(ctx, code1, principal{account: "owner"}, nil, nil, t0, seal)
 		wantErr(t, err, errGrantNotPending)
 		_, err = st.lookupGrant(ctx, code1, t0)
 		wantErr(t, err, errGrantNotPending)
@@ -345,7 +345,7 @@ func TestContractDeviceGrants(t *testing.T) {
 
 		// Approved but not collected in time: the credential and its key
 		// are withdrawn.
-		if _, err := st.approveGrant(ctx, code2, "owner", nil, t0, func([]byte) ([]byte, []byte, error) {
+		if _, _, err := st.approveGrant(ctx, code2, principal{account: "owner"}, nil, nil, t0, func([]byte) ([]byte, []byte, error) {
 			return []byte("sealed 2"), hashSecret("granted key 2"), nil
 		}); err != nil {
 			t.Fatal(err)
@@ -359,7 +359,7 @@ func TestContractDeviceGrants(t *testing.T) {
 			t.Fatalf("the key of an uncollected grant survived: %v", err)
 		}
 		// Pending past its lifetime: expired, and no longer approvable.
-		_, err = st.approveGrant(ctx, codes[2], "owner", nil, late, seal)
+		_, _, err = st.approveGrant(ctx, codes[2], principal{account: "owner"}, nil, nil, late, seal)
 		wantErr(t, err, errNotFound)
 		if d, err := st.pollGrant(ctx, "g3", hashSecret("poll-g3"), late); err != nil || d.status != "expired" {
 			t.Fatalf("poll of an expired pending grant = %+v, %v", d, err)

@@ -3,6 +3,7 @@ package directory
 import (
 	"context"
 	"crypto/ecdh"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/hpke"
 	"database/sql"
@@ -15,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skytale-oss/skytale/internal/devcert"
 	"github.com/skytale-oss/skytale/internal/httpx"
 )
 
@@ -31,7 +33,7 @@ const (
 	maxLabel    = 128
 	// MaxSealedSeat bounds the optional sealed_seat box of an approval
 	// (decoded bytes).
-	MaxSealedSeat = 4096
+	MaxSealedSeat = 11264
 )
 
 // SealCredential seals an API key to a device's X25519 public key the way
@@ -112,7 +114,20 @@ func normalizeUserCode(c string) (string, bool) {
 type createGrantRequest struct {
 	DeviceKey string `json:"device_key"`
 	Label     string `json:"label"`
+	// SigningKey is optional: a linked device's Ed25519 public key
+	// (base64), which the approver certifies with device_key
+	// (devices.go).
+	SigningKey string `json:"signing_key,omitempty"`
+	// Identity and Proof are optional: a device restored from the phrase
+	// proves it with the identity's signature over RecoverLabel and
+	// device_key, which lets a linked device approve it (devices.go).
+	Identity string `json:"identity,omitempty"`
+	Proof    string `json:"proof,omitempty"`
 }
+
+// RecoverLabel starts what a restored device's identity key signs to
+// prove, in its grant, that it holds the phrase.
+const RecoverLabel = "skytale recover v1\x00"
 
 type createGrantResponse struct {
 	GrantID   string `json:"grant_id"`
@@ -121,7 +136,7 @@ type createGrantResponse struct {
 	ExpiresAt string `json:"expires_at"`
 }
 
-// POST /v1/device/grants {device_key, label} (no auth) → 201 {grant_id, user_code, poll_token, expires_at}
+// POST /v1/device/grants {device_key, label, signing_key?} (no auth) → 201 {grant_id, user_code, poll_token, expires_at}
 //
 // Takes no credential, so it is limited per remote address: a rate limit
 // and a cap on the grants the address has open (Limits).
@@ -137,6 +152,24 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		badRequest(w, "device_key must be a base64 X25519 public key")
 		return
+	}
+	var signingKey []byte
+	if req.SigningKey != "" {
+		if signingKey, ok = parseSigningKey(req.SigningKey); !ok {
+			badRequest(w, "signing_key must be a base64 Ed25519 public key")
+			return
+		}
+	}
+	var proof []byte
+	if req.Proof != "" || req.Identity != "" {
+		idPub, err := parseDIDKey(req.Identity)
+		if err == nil {
+			proof, err = base64.StdEncoding.Strict().DecodeString(req.Proof)
+		}
+		if err != nil || !ed25519.Verify(idPub, append([]byte(RecoverLabel), pub.Bytes()...), proof) {
+			badRequest(w, "proof must be the identity's signature over the recover label and device_key")
+			return
+		}
 	}
 	if !storable(req.Label) || utf8.RuneCountInString(req.Label) > maxLabel {
 		badRequest(w, "label must be at most 128 characters, none of them NUL")
@@ -157,6 +190,9 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 	code, err := s.store.createGrant(r.Context(), grantParams{
 		id:        id,
 		deviceKey: pub.Bytes(),
+		signing:   signingKey,
+		person:    req.Identity,
+		proof:     proof,
 		label:     req.Label,
 		pollHash:  pollHash,
 		remote:    s.limits.clientAddr(r),
@@ -194,7 +230,7 @@ type lookupGrantRequest struct {
 	UserCode string `json:"user_code"`
 }
 
-// POST /v1/device/grants/lookup {user_code} → 200 {grant_id, device_key, label, expires_at}
+// POST /v1/device/grants/lookup {user_code} → 200 {grant_id, device_key, signing_key?, label, expires_at}
 //
 // Lets an authenticated device see which device it is about to approve, and
 // learn its public key so it can seal more for it than the directory can
@@ -210,12 +246,16 @@ func (s *Server) handleLookupGrant(w http.ResponseWriter, r *http.Request, p pri
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{
+	resp := map[string]string{
 		"grant_id":   g.id,
 		"device_key": base64.StdEncoding.EncodeToString(g.deviceKey),
 		"label":      g.label,
 		"expires_at": rfc3339(g.expires),
-	})
+	}
+	if g.signing != nil {
+		resp["signing_key"] = base64.StdEncoding.EncodeToString(g.signing)
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type approveGrantRequest struct {
@@ -224,9 +264,14 @@ type approveGrantRequest struct {
 	// the grant's device_key (from lookup). The directory stores it as is
 	// and delivers it once, with the credential.
 	SealedSeat string `json:"sealed_seat,omitempty"`
+	// Certificate is optional: the compact device certificate
+	// (internal/devcert) an identity of the caller's account signed over
+	// the grant's signing_key and device_key. With it the new API key is
+	// the linked device's own, listed and revocable (devices.go).
+	Certificate string `json:"certificate,omitempty"`
 }
 
-// POST /v1/device/grants/approve {user_code, sealed_seat?} → 200 {grant_id, status: "approved"}
+// POST /v1/device/grants/approve {user_code, sealed_seat?, certificate?} → 200 {grant_id, status: "approved", device?}
 //
 // Mints a new API key of the caller's account, seals it to the device key
 // and keeps only the sealed form and the key's hash.
@@ -247,7 +292,17 @@ func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p pr
 			return
 		}
 	}
-	id, err := s.store.approveGrant(r.Context(), code, p.account, seatBox, s.cfg.Now(), func(deviceKey []byte) ([]byte, []byte, error) {
+	var cert []byte
+	if req.Certificate != "" {
+		if p.device != "" {
+			writeError(w, http.StatusForbidden, "forbidden", "a linked device cannot link another: approve on a device that holds the identity")
+			return
+		}
+		if cert, ok = decodeB64(w, "certificate", req.Certificate, devcert.CompactSize); !ok {
+			return
+		}
+	}
+	id, device, err := s.store.approveGrant(r.Context(), code, p, seatBox, cert, s.cfg.Now(), func(deviceKey []byte) ([]byte, []byte, error) {
 		pub, err := ecdh.X25519().NewPublicKey(deviceKey)
 		if err != nil {
 			return nil, nil, err
@@ -263,7 +318,11 @@ func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p pr
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"grant_id": id, "status": "approved"})
+	resp := map[string]string{"grant_id": id, "status": "approved"}
+	if device != "" {
+		resp["device"] = device
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // GET /v1/device/grants/{grant_id} (Bearer poll_token) → 200 {status, sealed_credential?, sealed_seat?, account_id?, org?}
@@ -296,6 +355,9 @@ func (s *Server) handlePollGrant(w http.ResponseWriter, r *http.Request) {
 type grantParams struct {
 	id        string
 	deviceKey []byte
+	signing   []byte // nil unless the grant is for a linked device
+	person    string // with proof: the identity a restored device proved
+	proof     []byte
 	label     string
 	pollHash  []byte
 	remote    string // the creating client's address key
@@ -331,9 +393,9 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 				return err
 			}
 			n, err := tx.execN(ctx,
-				`INSERT INTO device_grants (id, device_key, label, user_code, poll_hash, status, expires_at, created_at, remote)
-				 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (user_code) DO NOTHING`,
-				g.id, g.deviceKey, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano(), g.remote)
+				`INSERT INTO device_grants (id, device_key, signing_key, person, certificate, label, user_code, poll_hash, status, expires_at, created_at, remote)
+				 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (user_code) DO NOTHING`,
+				g.id, g.deviceKey, g.signing, g.person, g.proof, g.label, code, g.pollHash, g.expires.UnixNano(), g.now.UnixNano(), g.remote)
 			if err != nil || n == 1 {
 				return err
 			}
@@ -346,6 +408,7 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 type grantView struct {
 	id        string
 	deviceKey []byte
+	signing   []byte
 	label     string
 	expires   time.Time
 }
@@ -358,8 +421,8 @@ func (s *store) lookupGrant(ctx context.Context, userCode string, now time.Time)
 		expires int64
 	)
 	err := s.queryRow(ctx,
-		`SELECT id, device_key, label, status, expires_at FROM device_grants WHERE user_code = ?`,
-		userCode).Scan(&g.id, &g.deviceKey, &g.label, &status, &expires)
+		`SELECT id, device_key, signing_key, label, status, expires_at FROM device_grants WHERE user_code = ?`,
+		userCode).Scan(&g.id, &g.deviceKey, &g.signing, &g.label, &status, &expires)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
 		return grantView{}, errNotFound
 	}
@@ -376,16 +439,22 @@ func (s *store) lookupGrant(ctx context.Context, userCode string, now time.Time)
 // approveGrant approves the pending, unexpired grant with userCode: seal
 // mints the credential for the device key, and only its sealed form and
 // hash are stored, with the approver's sealedSeat (nil for none).
-func (s *store) approveGrant(ctx context.Context, userCode, account string, sealedSeat []byte, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id string, err error) {
+func (s *store) approveGrant(ctx context.Context, userCode string, by principal, sealedSeat, cert []byte, now time.Time, seal func(deviceKey []byte) (sealed, keyHash []byte, err error)) (id, device string, err error) {
 	err = s.write(ctx, func(tx txn) error {
 		var (
 			deviceKey []byte
+			signing   []byte
+			person    string
+			proved    []byte
+			label     string
+			account   = by.account
 			status    string
 			expires   int64
 		)
+		device = ""
 		err := tx.queryRow(ctx,
-			`SELECT id, device_key, status, expires_at FROM device_grants WHERE user_code = ?`+tx.b.lockRow(),
-			userCode).Scan(&id, &deviceKey, &status, &expires)
+			`SELECT id, device_key, signing_key, person, certificate, label, status, expires_at FROM device_grants WHERE user_code = ?`+tx.b.lockRow(),
+			userCode).Scan(&id, &deviceKey, &signing, &person, &proved, &label, &status, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
 			return errNotFound
 		}
@@ -394,6 +463,25 @@ func (s *store) approveGrant(ctx context.Context, userCode, account string, seal
 		}
 		if status != "pending" {
 			return errGrantNotPending
+		}
+		if by.device != "" {
+			// A linked device holds no identity key: it approves only a
+			// device that proved it holds the phrase of one of the
+			// account's identities (a recovery).
+			var mine bool
+			if err := tx.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM seats WHERE identity = ? AND account_id = ?)`,
+				person, account).Scan(&mine); err != nil {
+				return err
+			}
+			if signing != nil || proved == nil || !mine {
+				return errLinkedApprover
+			}
+		}
+		var identity string
+		if cert != nil {
+			if _, identity, err = s.certifyGrant(ctx, tx, account, signing, deviceKey, cert); err != nil {
+				return err
+			}
 		}
 		sealed, keyHash, err := seal(deviceKey)
 		if err != nil {
@@ -404,12 +492,18 @@ func (s *store) approveGrant(ctx context.Context, userCode, account string, seal
 			keyHash, account, now.UnixNano()); err != nil {
 			return err
 		}
+		if identity != "" {
+			if err := linkDevice(ctx, tx, account, label, identity, signing, keyHash, now); err != nil {
+				return err
+			}
+			device = deviceID(identity)
+		}
 		_, err = tx.exec(ctx,
 			`UPDATE device_grants SET status = 'approved', sealed = ?, sealed_seat = ?, key_hash = ?, approved_by = ? WHERE id = ?`,
 			sealed, sealedSeat, keyHash, account, id)
 		return err
 	})
-	return id, err
+	return id, device, err
 }
 
 // pollGrant answers a device's poll. The sealed credential comes back at

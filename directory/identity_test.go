@@ -29,10 +29,6 @@ func newTestPerson(seed string) *testPerson {
 	return &testPerson{priv: priv, did: didKeyOf(priv.Public().(ed25519.PublicKey))}
 }
 
-func didKeyOf(pub ed25519.PublicKey) string {
-	return didKeyPrefix + base58.Encode(append([]byte{0xed, 0x01}, pub...))
-}
-
 // seatBody is the body of POST /v1/seats registering p for account with
 // its sync channel ch.
 func (p *testPerson) seatBody(account, ch string) map[string]string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/base58"
 	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/internal/devcert"
 )
 
 // Identities the directory checks: a seat's did:key (Ed25519) proves
@@ -59,6 +60,18 @@ func SeatProof(account, channel string) []byte {
 // DeviceKeyLabel and deviceKey, in its canonical spelling, and deviceKey
 // must not be the person's own key. A plain did:key needs no device key.
 func checkDeviceName(device string, deviceKey []byte) (person string, err error) {
+	if did, compact, ok := devcert.SplitIdentity(device); ok {
+		// A linked device: its certificate is the identity's signature
+		// over deviceKey (devices.go).
+		pub, err := parseDIDKey(did)
+		if err != nil {
+			return "", errIdentityNotYours
+		}
+		if _, err := devcert.Parse(pub, deviceKey, compact); err != nil {
+			return "", errIdentityNotYours
+		}
+		return did, nil
+	}
 	person, sig58, isDevice := strings.Cut(device, deviceMark)
 	pub, err := parseDIDKey(person)
 	if err != nil {
@@ -104,6 +117,12 @@ type registerSeatResponse struct {
 func (s *Server) handleRegisterSeat(w http.ResponseWriter, r *http.Request, p principal) {
 	if p.channel != "" {
 		forbidScoped(w)
+		return
+	}
+	if p.device != "" {
+		// A linked device holds no identity; one it registered could
+		// certify and revoke devices of the account (devices.go).
+		writeError(w, http.StatusForbidden, "forbidden", "a linked device cannot register an identity")
 		return
 	}
 	var req registerSeatRequest

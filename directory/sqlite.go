@@ -376,6 +376,36 @@ CREATE TABLE invite_lapses (
 	PRIMARY KEY (invite_hash, account_id)
 );
 `,
+	// Linked devices (devices.go): a device an identity holder certified
+	// gets an API key of its own (api_keys.device), a row here, and, once
+	// revoked, a revocation signed by the identity, kept for every member
+	// to fetch; its feed entry "<account>#<device>" cuts its tokens at the
+	// relay. A grant may carry the new device's signing key.
+	`
+ALTER TABLE api_keys ADD COLUMN device TEXT NOT NULL DEFAULT '';
+ALTER TABLE device_grants ADD COLUMN signing_key BLOB;
+ALTER TABLE device_grants ADD COLUMN certificate BLOB;
+ALTER TABLE device_grants ADD COLUMN person TEXT NOT NULL DEFAULT '';
+CREATE TABLE devices (
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	id          TEXT NOT NULL,
+	label       TEXT NOT NULL,
+	identity    TEXT NOT NULL,
+	signing_key BLOB NOT NULL,
+	linked_at   INTEGER NOT NULL,
+	last_seen   INTEGER NOT NULL DEFAULT 0,
+	revoked_at  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (account_id, id)
+);
+CREATE TABLE device_revocations (
+	person      TEXT NOT NULL,
+	signing_key BLOB NOT NULL,
+	account_id  TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	revocation  BLOB NOT NULL,
+	created_at  INTEGER NOT NULL,
+	PRIMARY KEY (person, signing_key)
+);
+`,
 }
 
 // sqliteBackend is the default backend: one SQLite file (or a private

@@ -133,8 +133,9 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 	st := &store{db: db, b: b, budgets: budgets{account: DefaultAccountBudget, group: DefaultGroupBudget, org: DefaultMemoryBudget / 2, server: DefaultMemoryBudget},
 		consent: defaultConsent}
 	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
-		`SELECT k.account_id, a.org, k.channel, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id),
-		 a.signup_group, a.last_signin
+		`SELECT k.account_id, a.org, k.channel,
+		 EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id OR (k.device <> '' AND r.sub = k.account_id || '#' || k.device)),
+		 a.signup_group, a.last_signin, k.device
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("directory: prepare: %w", err)
@@ -227,12 +228,15 @@ type principal struct {
 	// JWT grp claim) and the day of its last sign-in (Unix days).
 	group      string
 	lastSignin int64
+	// device is the linked device the credential belongs to (devices.go),
+	// "" for the account's own keys.
+	device string
 }
 
 // lookupKey resolves an API key hash to its account, and reports whether
 // the account is revoked.
 func (s *store) lookupKey(ctx context.Context, hash []byte) (p principal, revoked bool, err error) {
-	err = s.keyStmt.QueryRowContext(ctx, hash).Scan(&p.account, &p.org, &p.channel, &revoked, &p.group, &p.lastSignin)
+	err = s.keyStmt.QueryRowContext(ctx, hash).Scan(&p.account, &p.org, &p.channel, &revoked, &p.group, &p.lastSignin, &p.device)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, errNotFound
 	}
@@ -692,7 +696,12 @@ func (s *store) registerSeat(ctx context.Context, seatID, newChannelID, identity
 
 // revoke records sub as revoked; revoking twice is a no-op.
 func (s *store) revoke(ctx context.Context, sub string, now time.Time) error {
-	return s.write(ctx, func(tx txn) error {
+	return s.write(ctx, func(tx txn) error { return revokeTx(ctx, tx, sub, now) })
+}
+
+// revokeTx is revoke within tx.
+func revokeTx(ctx context.Context, tx txn, sub string, now time.Time) error {
+	{
 		id, err := tx.b.nextID(ctx, tx.tx, "revocations")
 		if err != nil {
 			return err
@@ -710,7 +719,7 @@ func (s *store) revoke(ctx context.Context, sub string, now time.Time) error {
 			err = errUnchanged // give the id back
 		}
 		return err
-	})
+	}
 }
 
 // revokedSince returns up to limit subs revoked after the cursor, and the

@@ -602,7 +602,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (jwt.Claims, 
 		writeError(w, http.StatusUnauthorized, "unauthorized", "invalid or expired token")
 		return jwt.Claims{}, false
 	}
-	if s.isRevoked(claims.Subject) {
+	if s.isRevokedClaims(claims.Subject, claims.Device) {
 		s.logRequest(r, http.StatusForbidden)
 		writeError(w, http.StatusForbidden, "forbidden", "subject is revoked")
 		return jwt.Claims{}, false

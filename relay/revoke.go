@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,6 +223,14 @@ func (s *Server) isRevoked(sub string) bool {
 	return ok
 }
 
+// isRevokedClaims reports whether a token's subject, or the linked device
+// it was minted for (its dev claim), is revoked. A device's revocation
+// comes in the feed as "<sub>#<device>": it ends that device's tokens and
+// leaves the account's others alone.
+func (s *Server) isRevokedClaims(sub, dev string) bool {
+	return s.isRevoked(sub) || dev != "" && s.isRevoked(sub+"#"+dev)
+}
+
 // loadRevoked restores the revoked set and the polling cursor, so a
 // restarted relay keeps refusing.
 func (s *Server) loadRevoked(ctx context.Context) error {
@@ -253,7 +262,11 @@ func (s *Server) applyRevoked(subs []string) {
 	s.revMu.Unlock()
 	s.counters.revocations.Add(uint64(len(subs)))
 	for _, sub := range subs {
-		for _, c := range s.hub.connsOf(sub) {
+		account, dev, isDevice := strings.Cut(sub, "#")
+		for _, c := range s.hub.connsOf(account) {
+			if isDevice && c.dev != dev {
+				continue
+			}
 			s.log.Info("relay: closing connection of revoked subject", "remote", c.remote, "sub", sub)
 			c.closeWith(websocket.StatusPolicyViolation, "subject revoked",
 				errorFrame("forbidden", "subject is revoked"), true)

@@ -91,6 +91,7 @@ type conn struct {
 	sub   string // set once at authentication, before the conn is findable by subject
 	payer string // who the archive charges for the conn's publishes (budget.go); set with sub
 	scope string // the token's chan claim, "" for an unscoped token
+	dev   string // the token's dev claim: the linked device it was minted for, or ""
 
 	// adm is the conn's seat in the relay's admission (admission.go),
 	// guarded by the admission's mutex; active is when it last had
@@ -585,6 +586,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	c.sub = claims.Subject
 	c.payer = payerOf(claims)
 	c.scope = claims.Channel
+	c.dev = claims.Device
 	// Register for revocation before checking it, so a concurrent
 	// revocation either sees this conn or is seen here.
 	if !s.hub.authenticated(c, s.cfg.MaxConnsPerAccount) {
@@ -607,7 +609,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	// past it within the large-frame budget, up to the archive's cap; the
 	// library's limit is that of the largest handshake.
 	c.ws.SetReadLimit(MaxFrame)
-	if s.isRevoked(c.sub) {
+	if s.isRevokedClaims(c.sub, c.dev) {
 		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
 			errorFrame("forbidden", "subject is revoked"), true)
@@ -636,13 +638,13 @@ func (c *conn) reauthenticate(token string) bool {
 		c.fail("unauthorized", "invalid or expired token; the current one stays in force until it expires")
 		return true
 	}
-	if claims.Subject != c.sub || claims.Channel != c.scope {
+	if claims.Subject != c.sub || claims.Channel != c.scope || claims.Device != c.dev {
 		s.log.Info("relay: reauthentication as another subject or scope", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "reauthentication changed the subject or scope",
 			errorFrame("forbidden", "a fresh token must have the same subject and channel scope as the first"), false)
 		return false
 	}
-	if s.isRevoked(c.sub) {
+	if s.isRevokedClaims(c.sub, c.dev) {
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden", errorFrame("forbidden", "subject is revoked"), true)
 		return false
 	}

@@ -111,6 +111,21 @@ func (s *Seat) makeDeviceKey(ctx context.Context) error {
 // memberKey returns the key this home signs its leaves with and the member
 // identity that names the leaves.
 func (s *Seat) memberKey(ctx context.Context) (sig []byte, identity string, err error) {
+	if s.IsLinked() {
+		// A linked device: its certificate is in its identity (link.go).
+		id, err := s.st.meta(ctx, "member_identity")
+		if errors.Is(err, errNoValue) {
+			return nil, "", ErrNotSignedIn
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		k, err := s.deviceSigningKey(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return k.Seed(), id, nil
+	}
 	seed, err := s.getSeed()
 	if err != nil {
 		return nil, "", err
@@ -348,6 +363,9 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 	offers := r.offers
 	r.offers = nil
 	for _, kp := range offers {
+		if s.offerRevoked(ctx, [][]byte{kp}) {
+			continue // a revoked device is never added back
+		}
 		persons := map[string]bool{}
 		identities := map[string]bool{}
 		for _, m := range r.g.Members() {
@@ -357,7 +375,7 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 		self := PersonOf(selfIdentity(r.g))
 		check := func(id string) error {
 			switch {
-			case !strings.Contains(id, deviceMark) || identities[id]:
+			case !isDeviceIdentity(id) || identities[id]:
 				return errors.New("seat: a device offer is for a new device")
 			case !persons[PersonOf(id)]:
 				return errors.New("seat: a device offer is for a person in the room")
@@ -450,36 +468,12 @@ var ErrNoDevice = errors.New("seat: no device of this person with that id in thi
 // home it is in, and returns those rooms. The device can read nothing of
 // those rooms that is sent after the removal; its account is the person's,
 // so the relay still carries the rooms' ciphertext to it.
+//
+// It is [Seat.Revoke] (revocation.go), which also ends a linked device's
+// credentials and moves the sync key on; it needs the identity.
 func (s *Seat) RevokeDevice(ctx context.Context, id string) ([]string, error) {
-	_, self, err := s.memberKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if id == DeviceID(self) {
-		return nil, errors.New("seat: this is this home's own device; leave its rooms instead")
-	}
-	person := PersonOf(self)
-	var done []string
-	err = s.eachRoom(ctx, func(r *room) error {
-		var leaves []uint32
-		for _, m := range r.g.Members() {
-			if PersonOf(m.Identity) == person && m.Identity != self && DeviceID(m.Identity) == id {
-				leaves = append(leaves, m.LeafIndex)
-			}
-		}
-		if len(leaves) == 0 {
-			return nil
-		}
-		if _, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return r.g.RemoveMembers(leaves...) }); err != nil {
-			return fmt.Errorf("seat: removing device %s from %s: %w", id, r.channel, err)
-		}
-		done = append(done, r.channel)
-		return nil
-	})
-	if err == nil && len(done) == 0 {
-		err = ErrNoDevice
-	}
-	return done, err
+	r, err := s.Revoke(ctx, id)
+	return r.Rooms, err
 }
 
 // eachRoom runs f on every active room of this home, caught up.

@@ -3,6 +3,7 @@ package seat
 import (
 	"context"
 	"crypto/ecdh"
+	"crypto/ed25519"
 	"crypto/hpke"
 	"crypto/rand"
 	"crypto/sha256"
@@ -41,6 +42,9 @@ const grantInfo = "skytale device grant v1"
 // follows it, so a box made for one grant does not open for another.
 const seatBoxInfo = "skytale device seat v1 "
 
+// recoverLabel starts what a restored home's identity signs in its grant.
+const recoverLabel = "skytale recover v1\x00"
+
 // DefaultDevicePoll is how often [Seat.WaitDevice] polls when the grant
 // does not say otherwise.
 const DefaultDevicePoll = time.Second
@@ -55,10 +59,12 @@ type GrantTicket struct {
 
 // PendingGrant describes a pending grant to the device about to approve it.
 type PendingGrant struct {
-	GrantID   string    `json:"grant_id"`
-	DeviceKey []byte    `json:"device_key"`
-	Label     string    `json:"label"`
-	ExpiresAt time.Time `json:"expires_at"`
+	GrantID   string `json:"grant_id"`
+	DeviceKey []byte `json:"device_key"`
+	// SigningKey is set for a device asking to be linked ([Seat.RequestLink]).
+	SigningKey []byte    `json:"signing_key"`
+	Label      string    `json:"label"`
+	ExpiresAt  time.Time `json:"expires_at"`
 }
 
 // GrantPoll is one answer to a device's poll. The sealed fields, AccountID
@@ -142,6 +148,10 @@ type DeviceApproval struct {
 	Fingerprint string
 	// SharedSeat says the seat's transport credential went along.
 	SharedSeat bool
+	// Linked says the device was linked (it holds no phrase): it got a
+	// certificate of its keys, and DeviceID is its id.
+	Linked   bool
+	DeviceID string
 	// Rooms is how many rooms the box listed for the device to offer
 	// itself to, and RoomsLeft how many did not fit.
 	Rooms, RoomsLeft int
@@ -190,6 +200,9 @@ func (s *Seat) RequestDevice(ctx context.Context, label string) (*DeviceGrant, e
 	if s.cfg.APIURL == "" {
 		return nil, ErrNoDirectoryURL
 	}
+	if s.IsLinked() {
+		return nil, ErrLinkedHome
+	}
 	if _, err := s.getSeed(); err != nil {
 		return nil, err
 	}
@@ -201,7 +214,14 @@ func (s *Seat) RequestDevice(ctx context.Context, label string) (*DeviceGrant, e
 		return nil, err
 	}
 	pub := key.PublicKey().Bytes()
-	t, err := s.directory("").CreateDeviceGrant(ctx, pub, label)
+	// The grant carries the identity's proof that this home holds the
+	// phrase, so that a linked device may approve it (a recovery).
+	seed, _ := s.getSeed()
+	id := seed.Identity()
+	proof := ed25519.Sign(id.PrivateKey(), append([]byte(recoverLabel), pub...))
+	var t GrantTicket
+	err = s.directory("").call(ctx, "POST", "/v1/device/grants", map[string]any{"device_key": pub, "label": label,
+		"identity": id.DID(), "proof": proof}, &t)
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +352,8 @@ type PendingDevice struct {
 	// the grant; the new device shows the digest of the key it made.
 	// They match unless someone else's key stands behind the user code.
 	Fingerprint string
+	// Link says the device asks to be linked (it holds no phrase).
+	Link bool
 }
 
 // PendingDevice looks up the device grant with userCode, so the person can
@@ -345,6 +367,9 @@ func (s *Seat) PendingDevice(ctx context.Context, userCode string) (PendingDevic
 	g, err := s.directory(key).LookupDeviceGrant(ctx, userCode)
 	if err != nil {
 		return PendingDevice{}, err
+	}
+	if g.SigningKey != nil {
+		return PendingDevice{Label: g.Label, Fingerprint: linkFingerprint(g.DeviceKey, g.SigningKey), Link: true}, nil
 	}
 	return PendingDevice{Label: g.Label, Fingerprint: fingerprint(g.DeviceKey)}, nil
 }
@@ -370,6 +395,12 @@ func (s *Seat) ApproveDevice(ctx context.Context, userCode, fingerprintShown str
 	g, err := dc.LookupDeviceGrant(ctx, userCode)
 	if err != nil {
 		return DeviceApproval{}, err
+	}
+	if g.SigningKey != nil {
+		if !sameFingerprint(linkFingerprint(g.DeviceKey, g.SigningKey), fingerprintShown) {
+			return DeviceApproval{}, ErrFingerprintMismatch
+		}
+		return s.approveLink(ctx, dc, userCode, g)
 	}
 	if !sameFingerprint(fingerprint(g.DeviceKey), fingerprintShown) {
 		return DeviceApproval{}, ErrFingerprintMismatch

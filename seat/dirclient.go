@@ -53,6 +53,7 @@ var codeSentinels = map[string]error{
 	"seat_exists":        ErrSeatExists,
 	"not_allowed":        ErrNotAllowed,
 	"invalid_add_token":  ErrInvalidAddToken,
+	"revoked":            ErrRevoked, // a revoked device's credential
 }
 
 func (e *APIError) Error() string {

@@ -232,3 +232,57 @@ func DirectoryToken(token string) (string, error) {
 	_, dirTok, err := inviteCredentials(token)
 	return dirTok, err
 }
+
+// PhraseSecrets are what the phrase gives a home that a linked device
+// must never hold: the BIP-39 seed, the identity's private key (and its
+// seed), and the keys derived from the phrase that are never handed out
+// (the local store key, the sync key wrap).
+func PhraseSecrets(s *Seat) [][]byte {
+	seed, err := s.getSeed()
+	if err != nil {
+		return nil
+	}
+	id := seed.Identity().PrivateKey()
+	return [][]byte{seed.b[:], id, id.Seed(), seed.derive(labelLocalKey, 32), seed.derive(labelSyncWrap, 32)}
+}
+
+// DeviceOffer is a device offer (the SKD1 payload) of s's own device for
+// the default suite, made from its home as its software would.
+func DeviceOffer(s *Seat, ctx context.Context) ([]byte, error) {
+	sig, id, err := s.memberKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := mls.NewKeyPackage(Suite, id, sig, s.mlsConfig())
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(deviceOfferMagic), b.Bytes()...), nil
+}
+
+// AddToRoom has s commit an Add of the KeyPackage kp in the room name and
+// publish the Commit, skipping its own checks of revocations and offers,
+// as a hostile or out-of-date member's software would.
+func AddToRoom(s *Seat, ctx context.Context, name string, kp []byte) error {
+	s.testOnlyNoRevocations = true
+	defer func() { s.testOnlyNoRevocations = false }()
+	return s.withNamedRoom(ctx, name, func(r *room) error {
+		if err := s.catchUp(ctx, r, nil); err != nil {
+			return err
+		}
+		_, err := s.commitWithRetry(ctx, r, func() (*mls.CommitResult, error) { return addMembers(r, kp) })
+		return err
+	})
+}
+
+// APIKeyOf is the API key s keeps ("" if none).
+func APIKeyOf(s *Seat, ctx context.Context) string {
+	k, _ := s.apiKey(ctx)
+	return k
+}
+
+// MemberIdentityOf is the member identity s's leaves carry.
+func MemberIdentityOf(s *Seat, ctx context.Context) string {
+	_, id, _ := s.memberKey(ctx)
+	return id
+}

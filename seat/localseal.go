@@ -96,7 +96,14 @@ var errNotSealed = errors.New("seat: a stored secret is not sealed")
 type localSealer struct{ aead cipher.AEAD }
 
 func newLocalSealer(seed *Seed) (*localSealer, error) {
-	block, err := aes.NewCipher(seed.derive(labelLocalKey, 32))
+	k := seed.derive(labelLocalKey, 32)
+	defer clear(k)
+	return newLocalSealerKey(k)
+}
+
+// newLocalSealerKey is the sealer of a 32-byte key.
+func newLocalSealerKey(key []byte) (*localSealer, error) {
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +119,17 @@ func newLocalSealer(seed *Seed) (*localSealer, error) {
 func (s *Seat) sealer() (*localSealer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.local != nil {
+		return s.local, nil
+	}
+	if s.seed == nil && s.linked != nil {
+		l, err := linkedSealer(s.linked.secret)
+		if err != nil {
+			return nil, err
+		}
+		s.local = l
+		return l, nil
+	}
 	if s.seed == nil {
 		return nil, ErrNoSeed
 	}
@@ -131,6 +149,9 @@ func (s *Seat) sealer() (*localSealer, error) {
 func homeSealer(home string) (*localSealer, error) {
 	b, err := os.ReadFile(filepath.Join(home, "phrase"))
 	if errors.Is(err, os.ErrNotExist) {
+		if secret, err := readLinkSecret(home); err == nil {
+			return linkedSealer(secret)
+		}
 		return nil, ErrNoSeed
 	}
 	if err != nil {

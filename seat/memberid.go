@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skytale-oss/skytale/internal/base58"
+	"github.com/skytale-oss/skytale/internal/devcert"
 	"github.com/skytale-oss/skytale/mls"
 )
 
@@ -44,8 +45,14 @@ func DeviceIdentity(person *Identity, devicePub ed25519.PublicKey) string {
 
 // PersonOf is the did:key of the person a member identity names.
 func PersonOf(identity string) string {
-	person, _, _ := strings.Cut(identity, deviceMark)
+	person, _, _ := strings.Cut(identity, "#")
 	return person
+}
+
+// isDeviceIdentity reports whether a member identity is a device's (a
+// device key vouched for, or a linked device's certificate).
+func isDeviceIdentity(id string) bool {
+	return strings.Contains(id, deviceMark) || strings.Contains(id, devcert.IdentityMark)
 }
 
 // validateCredential is the seat's Authentication Service (RFC 9420
@@ -55,6 +62,17 @@ func PersonOf(identity string) string {
 func validateCredential(cred mls.Credential, signatureKey []byte) error {
 	if cred.CredentialType != mls.CredentialTypeBasic {
 		return errors.New("seat: a member's credential must be a basic credential")
+	}
+	if did, compact, ok := devcert.SplitIdentity(string(cred.Identity)); ok {
+		// A linked device: the person's certificate of the leaf's key.
+		pub, err := ParseDIDKey(did)
+		if err != nil {
+			return err
+		}
+		if _, err := devcert.Parse(pub, signatureKey, compact); err != nil {
+			return errors.New("seat: a linked device's leaf must carry its person's certificate of the leaf's key")
+		}
+		return nil
 	}
 	person, sig58, device := strings.Cut(string(cred.Identity), deviceMark)
 	pub, err := ParseDIDKey(person)

@@ -254,6 +254,9 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 		if err := roleRules(c); err != nil {
 			return err
 		}
+		if err := s.revocationRules(c); err != nil {
+			return err
+		}
 		if check := s.addCheck; check != nil && !c.ProposalOnly {
 			for _, p := range c.Proposals {
 				if p.Type == mls.ProposalTypeAdd && p.Added != nil {
@@ -776,7 +779,11 @@ func (s *Seat) apply(ctx context.Context, r *room, e RelayEntry, onMsg func(Room
 		rolesBefore, _, _ = rolesIn(r.g.Extensions())
 		left = leavers(r.g, before)
 	}
+	// The revocation rules judge a Commit by when the relay archived it
+	// (revocation.go).
+	s.processingAt = time.UnixMilli(e.TS)
 	rec, err := r.g.Process(e.Payload)
+	s.processingAt = time.Time{}
 	if err != nil {
 		// Entries this member cannot use only advance the cursor: its own
 		// messages coming back, messages from before it joined or past the

@@ -35,6 +35,17 @@ import (
 // would need coordination that random nonces do not.
 var magic = [4]byte{'S', 'K', 'B', '1'}
 
+// A batch sealed under a later key epoch (synckeys.go) names its epoch:
+//
+//	magic "SKB2" (4) | epoch (uint32) | nonce (12) | ciphertext | tag (16)
+//
+// with associated data magic | epoch | channel name. A batch with the
+// magic "SKB1" is epoch 0, the key every phrase derives.
+var magicEpoch = [4]byte{'S', 'K', 'B', '2'}
+
+// epochOverhead is what a batch of an epoch above 0 adds beyond Overhead.
+const epochOverhead = 4
+
 const (
 	nonceLen = 12
 	tagLen   = 16
@@ -124,8 +135,49 @@ type Batch struct {
 // A SyncKey seals and opens a seat's sync batches. It is safe for concurrent
 // use.
 type SyncKey struct {
-	_    [0]func()
-	aead cipher.AEAD // AES-256-GCM with random nonces
+	_     [0]func()
+	aead  cipher.AEAD // AES-256-GCM with random nonces
+	epoch uint32      // the key epoch (synckeys.go); 0 is the phrase's key
+}
+
+// Epoch is the key epoch the key seals under.
+func (k *SyncKey) Epoch() uint32 { return k.epoch }
+
+// header is what a batch sealed under k starts with.
+func (k *SyncKey) header() []byte {
+	if k.epoch == 0 {
+		return magic[:]
+	}
+	return binary.BigEndian.AppendUint32(append([]byte(nil), magicEpoch[:]...), k.epoch)
+}
+
+// maxBlock is the largest padding block of a batch sealed under k.
+func (k *SyncKey) maxBlock() int {
+	if k.epoch == 0 {
+		return maxPadded
+	}
+	return maxPaddedEpoch
+}
+
+// maxPaddedEpoch is maxPadded for a batch that names its epoch.
+var maxPaddedEpoch = func() int {
+	n := MaxSealedLen - Overhead - epochOverhead - padding.HeaderLen
+	for padding.Size(n)+Overhead+epochOverhead > MaxSealedLen {
+		n--
+	}
+	return n
+}()
+
+// BatchEpoch reads the key epoch a sealed batch names, without opening
+// it: 0 for the first format.
+func BatchEpoch(sealed []byte) (uint32, error) {
+	switch {
+	case len(sealed) >= len(magic) && bytes.Equal(sealed[:len(magic)], magic[:]):
+		return 0, nil
+	case len(sealed) >= len(magicEpoch)+epochOverhead && bytes.Equal(sealed[:len(magicEpoch)], magicEpoch[:]):
+		return binary.BigEndian.Uint32(sealed[4:8]), nil
+	}
+	return 0, ErrNotSealed
 }
 
 func newSyncKey(key []byte) (*SyncKey, error) {
@@ -140,9 +192,9 @@ func newSyncKey(key []byte) (*SyncKey, error) {
 	return &SyncKey{aead: aead}, nil
 }
 
-func associatedData(ch string) []byte {
-	ad := make([]byte, 0, len(magic)+len(ch))
-	ad = append(ad, magic[:]...)
+func associatedData(header []byte, ch string) []byte {
+	ad := make([]byte, 0, len(header)+len(ch))
+	ad = append(ad, header...)
 	return append(ad, ch...)
 }
 
@@ -151,15 +203,16 @@ func (k *SyncKey) seal(ch string, plain []byte) ([]byte, error) {
 	if err := channel.Valid(ch); err != nil {
 		return nil, fmt.Errorf("seat: %w", err)
 	}
-	if len(plain) > maxPadded-padding.HeaderLen {
+	if len(plain) > k.maxBlock()-padding.HeaderLen {
 		return nil, ErrTooLarge
 	}
 	block := padding.Pad(plain)
-	out := make([]byte, len(magic), Overhead+len(block))
-	copy(out, magic[:])
+	h := k.header()
+	out := make([]byte, len(h), len(h)+nonceLen+tagLen+len(block))
+	copy(out, h)
 	// With NewGCMWithRandomNonce, Seal draws the nonce from crypto/rand and
 	// writes nonce | ciphertext | tag.
-	return k.aead.Seal(out, nil, block, associatedData(ch)), nil
+	return k.aead.Seal(out, nil, block, associatedData(h, ch)), nil
 }
 
 // Seal encodes entries into one padded batch and seals it for channel ch.
@@ -176,7 +229,7 @@ func (k *SyncKey) Seal(ch string, entries []Entry) ([]byte, error) {
 // [MaxSealedLen] each.
 func (k *SyncKey) SealAll(ch string, entries []Entry) ([][]byte, error) {
 	var out [][]byte
-	limit := maxPadded - padding.HeaderLen
+	limit := k.maxBlock() - padding.HeaderLen
 	start, size := 0, 1+4
 	for i, e := range entries {
 		n := entryFixedLen + len(e.Text)
@@ -208,7 +261,7 @@ func (k *SyncKey) SealCover(ch string, size int) ([]byte, error) {
 	if !padding.Valid(size) {
 		return nil, fmt.Errorf("seat: cover size %d is not a padding block size", size)
 	}
-	if size > maxPadded {
+	if size > k.maxBlock() {
 		return nil, ErrTooLarge
 	}
 	// The largest payload of a block is size-HeaderLen (block sizes are
@@ -220,13 +273,15 @@ func (k *SyncKey) SealCover(ch string, size int) ([]byte, error) {
 
 // Open authenticates and decodes a sealed batch received on channel ch.
 func (k *SyncKey) Open(ch string, sealed []byte) (Batch, error) {
-	if len(sealed) < len(magic) || !bytes.Equal(sealed[:len(magic)], magic[:]) {
+	epoch, err := BatchEpoch(sealed)
+	if err != nil {
 		return Batch{}, ErrNotSealed
 	}
-	if len(sealed) > MaxSealedLen || len(sealed) < Overhead {
+	h := k.header()
+	if epoch != k.epoch || len(sealed) > MaxSealedLen || len(sealed) < len(h)+nonceLen+tagLen {
 		return Batch{}, ErrOpen
 	}
-	block, err := k.aead.Open(nil, nil, sealed[len(magic):], associatedData(ch))
+	block, err := k.aead.Open(nil, nil, sealed[len(h):], associatedData(h, ch))
 	if err != nil {
 		return Batch{}, ErrOpen
 	}

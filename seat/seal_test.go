@@ -344,7 +344,7 @@ func sealFixedNonce(t testing.TB, plain []byte, nonce byte) []byte {
 	}
 	n := bytes.Repeat([]byte{nonce}, nonceLen)
 	out := append(append([]byte(nil), magic[:]...), n...)
-	return gcm.Seal(out, n, padding.Pad(plain), associatedData(testChannel))
+	return gcm.Seal(out, n, padding.Pad(plain), associatedData(magic[:], testChannel))
 }
 
 // FuzzOpen feeds arbitrary bytes to Open, which must never panic and must
@@ -405,7 +405,7 @@ func FuzzOpenPlaintext(f *testing.F) {
 			// An unpadded block: Open must refuse it unless it happens
 			// to be well-formed padding.
 			out := append([]byte(nil), magic[:]...)
-			sealed = k.aead.Seal(out, nil, plain, associatedData(testChannel))
+			sealed = k.aead.Seal(out, nil, plain, associatedData(magic[:], testChannel))
 		}
 		batch, err := k.Open(testChannel, sealed)
 		if err != nil || batch.Cover {

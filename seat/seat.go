@@ -72,12 +72,15 @@ type Seat struct {
 	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
 	lockf  *os.File   // rooms.lock in the home: serializes them across processes
 
-	mu       sync.Mutex // guards the following fields
-	seed     *Seed
-	local    *localSealer // from the seed, on first use (localseal.go)
-	tokens   map[string]cachedToken
-	watching map[string]*cover.Scheduler // cover schedulers of watched rooms
-	swept    map[string]time.Time        // last lapse sweep of each owned room (settle.go)
+	mu         sync.Mutex // guards the following fields
+	seed       *Seed
+	linked     *linkedHome          // a linked device's home: no seed (link.go)
+	local      *localSealer         // from the seed, on first use (localseal.go)
+	revoked    map[string]time.Time // revoked signing keys seen (revocation.go), loaded on first use
+	revFetched map[string]time.Time // when each person's revocations were last fetched
+	tokens     map[string]cachedToken
+	watching   map[string]*cover.Scheduler // cover schedulers of watched rooms
+	swept      map[string]time.Time        // last lapse sweep of each owned room (settle.go)
 	// watchConns are the connections of this process's watch, by the
 	// channels they follow; handoff is set while it takes sends from
 	// other processes of the home (handoff.go).
@@ -92,6 +95,13 @@ type Seat struct {
 	// testOnlyNoRoleRules makes this seat's engine skip the room roles,
 	// as a hostile member's would (tests only).
 	testOnlyNoRoleRules bool
+	// testOnlyNoRevocations makes this seat's engine skip the revocation
+	// rules, as a hostile or out-of-date member's would (tests only).
+	testOnlyNoRevocations bool
+
+	// processingAt, under the room lock, is when the relay archived the
+	// entry being applied; zero while this seat builds its own Commit.
+	processingAt time.Time
 }
 
 type cachedToken struct {
@@ -137,6 +147,9 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 			return nil, fmt.Errorf("seat: sealing the home's stored secrets: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
+		s.Close()
+		return nil, err
+	} else if err := s.loadLinked(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -224,6 +237,9 @@ func (s *Seat) install(p *Phrase) (string, error) {
 	if s.seed != nil {
 		return "", ErrSeedExists
 	}
+	if s.linked != nil {
+		return "", ErrLinkedHome
+	}
 	f, err := os.OpenFile(s.phrasePath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -273,11 +289,8 @@ func (s *Seat) getSeed() (*Seed, error) {
 
 // Identity returns the seat's did:key.
 func (s *Seat) Identity() (string, error) {
-	seed, err := s.getSeed()
-	if err != nil {
-		return "", err
-	}
-	return seed.Identity().DID(), nil
+	did, _, err := s.person()
+	return did, err
 }
 
 func (s *Seat) directory(cred string) *DirectoryClient {
@@ -369,7 +382,7 @@ func (s *Seat) apiKey(ctx context.Context) (string, error) {
 // SyncChannel is the seat's own channel: <org>/tally/<hex of the identity
 // public key>.
 func (s *Seat) SyncChannel(ctx context.Context) (string, error) {
-	seed, err := s.getSeed()
+	_, pub, err := s.person()
 	if err != nil {
 		return "", err
 	}
@@ -377,7 +390,7 @@ func (s *Seat) SyncChannel(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ch := fmt.Sprintf("%s/tally/%x", org, []byte(seed.Identity().PublicKey()))
+	ch := fmt.Sprintf("%s/tally/%x", org, []byte(pub))
 	return ch, channel.Valid(ch)
 }
 
@@ -394,10 +407,11 @@ func (s *Seat) Connect(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.st.meta(ctx, "seat_credential"); err == nil {
-		// Connected; the account must still be good.
+	if _, err := s.st.meta(ctx, "seat_credential"); err == nil || s.IsLinked() {
+		// Connected, or a linked device, whose own API key is its sync
+		// credential; the credential must still be good.
 		if _, _, err := s.directory(key).Token(ctx); err != nil {
-			return "", err
+			return "", revokedOr(err)
 		}
 		return ch, nil
 	}
@@ -458,7 +472,7 @@ func (s *Seat) relay(cred string) *RelayClient {
 
 // Add appends text to the local log.
 func (s *Seat) Add(ctx context.Context, text string) (Entry, error) {
-	if _, err := s.getSeed(); err != nil {
+	if _, _, err := s.person(); err != nil {
 		return Entry{}, err
 	}
 	if len(text) > MaxTextLen {
@@ -479,10 +493,6 @@ func (s *Seat) Push(ctx context.Context) (int, error) { return s.PushWith(ctx, n
 // PushWith is Push, calling progress (if set) after each batch with the
 // batches sent and their total.
 func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (int, error) {
-	seed, err := s.getSeed()
-	if err != nil {
-		return 0, err
-	}
 	ch, err := s.SyncChannel(ctx)
 	if err != nil {
 		return 0, err
@@ -491,22 +501,30 @@ func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (in
 	if err != nil || len(entries) == 0 {
 		return 0, err
 	}
-	batches, err := seed.SyncKey().SealAll(ch, entries)
+	cred, err := s.syncCredential(ctx)
 	if err != nil {
 		return 0, err
 	}
-	cred, err := s.syncCredential(ctx)
+	// Seal under the newest epoch there is (synckeys.go).
+	if err := s.learnKeys(ctx, ch, cred); err != nil {
+		return 0, err
+	}
+	key, err := s.newestSyncKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	batches, err := key.SealAll(ch, entries)
 	if err != nil {
 		return 0, err
 	}
 	conn, err := s.relay(cred).DialPublisher(ctx, ch)
 	if err != nil {
-		return 0, err
+		return 0, revokedOr(err)
 	}
 	defer conn.Close()
 	for i, b := range batches {
 		if _, err := conn.Publish(ctx, ch, b); err != nil {
-			return 0, err
+			return 0, revokedOr(err)
 		}
 		if progress != nil {
 			progress(i+1, len(batches))
@@ -519,10 +537,6 @@ func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (in
 // and merges its entries. It returns how many entries were new here.
 // Progress, if set, is called after each page with the seq reached.
 func (s *Seat) Pull(ctx context.Context, progress func(seq uint64)) (int, error) {
-	seed, err := s.getSeed()
-	if err != nil {
-		return 0, err
-	}
 	ch, err := s.SyncChannel(ctx)
 	if err != nil {
 		return 0, err
@@ -535,17 +549,32 @@ func (s *Seat) Pull(ctx context.Context, progress func(seq uint64)) (int, error)
 	if v, err := s.st.meta(ctx, "pull_seq"); err == nil {
 		since, _ = strconv.ParseUint(v, 10, 64)
 	}
-	key := seed.SyncKey()
+	keys, err := s.keyMap(ctx)
+	if err != nil {
+		return 0, err
+	}
 	rc := s.relay(cred)
 	added := 0
 	for {
 		page, more, err := rc.Sync(ctx, ch, since, 500)
 		if err != nil {
-			return added, err
+			return added, revokedOr(err)
 		}
 		var entries []Entry
 		for _, e := range page {
-			b, err := key.Open(ch, e.Payload)
+			// A key bundle (synckeys.go) comes before anything sealed
+			// under its epoch.
+			if bundle, err := s.installKeyBundle(ctx, ch, e.Payload, keys); bundle || err != nil {
+				if err != nil {
+					return added, err
+				}
+				continue
+			}
+			epoch, err := BatchEpoch(e.Payload)
+			if err != nil || keys[epoch] == nil {
+				continue // not ours, or of an epoch this device was not given
+			}
+			b, err := keys[epoch].Open(ch, e.Payload)
 			if err != nil {
 				// Something on our channel that we did not seal: skip it,
 				// it cannot be ours.

@@ -455,6 +455,10 @@ func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) (
 			return err
 		}
 		for _, c := range claims {
+			// A device its person revoked is never added (revocation.go).
+			if kps, err := decodeOffer(c.KeyPackage); err == nil && s.offerRevoked(ctx, kps) {
+				continue
+			}
 			res, err := s.admitOffer(ctx, r, c.KeyPackage)
 			if err != nil {
 				if errors.Is(err, mls.ErrInvalidLeafNode) || errors.Is(err, mls.ErrInvalidProposal) || errors.Is(err, errBadOffer) {

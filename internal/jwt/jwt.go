@@ -46,8 +46,12 @@ type Claims struct {
 	// directory made from one IPv4 /24 or IPv6 /64, which share one
 	// storage budget on the relay. Either may be empty (tokens minted
 	// before the claims, accounts the operator made).
-	Org       string
-	Group     string
+	Org   string
+	Group string
+	// Device (the "dev" claim) is the linked device whose API key minted
+	// the token, empty for the account's own keys. A revoked device's
+	// tokens are refused by both planes while the account's stand.
+	Device    string
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 }
@@ -56,6 +60,7 @@ type wireClaims struct {
 	Channel string `json:"chan,omitempty"`
 	Org     string `json:"org,omitempty"`
 	Group   string `json:"grp,omitempty"`
+	Device  string `json:"dev,omitempty"`
 	gojwt.RegisteredClaims
 }
 
@@ -78,6 +83,7 @@ func Mint(secret []byte, c Claims) (string, error) {
 		Channel: c.Channel,
 		Org:     c.Org,
 		Group:   c.Group,
+		Device:  c.Device,
 		RegisteredClaims: gojwt.RegisteredClaims{
 			Issuer:    Issuer,
 			Subject:   c.Subject,
@@ -130,7 +136,7 @@ func Verify(secret []byte, token string, now time.Time, audiences ...string) (Cl
 	if aud == "" {
 		return Claims{}, fmt.Errorf("%w: wrong audience", ErrInvalid)
 	}
-	return Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, Org: wc.Org, Group: wc.Group, IssuedAt: wc.IssuedAt.Time, ExpiresAt: wc.ExpiresAt.Time}, nil
+	return Claims{Subject: wc.Subject, Audience: aud, Channel: wc.Channel, Org: wc.Org, Group: wc.Group, Device: wc.Device, IssuedAt: wc.IssuedAt.Time, ExpiresAt: wc.ExpiresAt.Time}, nil
 }
 
 // reason maps a parser error to a short fixed phrase, so nothing from the
