@@ -92,6 +92,10 @@ const (
 // DefaultTimeGranularity is the default of Config.TimeGranularity.
 const DefaultTimeGranularity = time.Second
 
+// MaxTimeGranularity is the coarsest Config.TimeGranularity: seats order
+// device revocations against entry times to that grain.
+const MaxTimeGranularity = time.Second
+
 // coarseMillis is t in Unix milliseconds, rounded down to a multiple of
 // g (at least a millisecond).
 func coarseMillis(t time.Time, g time.Duration) int64 {
@@ -107,8 +111,8 @@ func archiveDefaults(cfg *Config) error {
 	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 || cfg.OrgBudget < 0 || cfg.GroupBudget < 0 || cfg.ServerBudget < 0 {
 		return errors.New("relay: negative limit in Config")
 	}
-	if cfg.TimeGranularity < 0 {
-		return errors.New("relay: negative TimeGranularity in Config")
+	if cfg.TimeGranularity < 0 || cfg.TimeGranularity > MaxTimeGranularity {
+		return errors.New("relay: TimeGranularity in Config must be from 0 to a second")
 	}
 	setDefault(&cfg.TimeGranularity, DefaultTimeGranularity)
 	setDefault(&cfg.MaxFirstEpoch, DefaultMaxFirstEpoch)

@@ -107,7 +107,9 @@ type Config struct {
 	// rounded down to a multiple of it. 0 means DefaultTimeGranularity
 	// (one second); time.Millisecond keeps the exact time. Entries keep
 	// their order by seq, so nothing needs a finer ts; the archive keeps
-	// no more of when a person wrote than a second.
+	// no more of when a person wrote than a second. At most
+	// MaxTimeGranularity (a second): seats order device revocations
+	// against entry times to the second.
 	TimeGranularity time.Duration
 	// Revocations, if set, is polled for revoked subjects.
 	Revocations RevocationSource

@@ -238,19 +238,32 @@ var ErrGrantExpired = errors.New("seat: the device grant expired")
 // errors, 5xx answers) are retried at the next poll. It returns when ctx is
 // done, with ctx's error.
 func (s *Seat) WaitDevice(ctx context.Context, g *DeviceGrant) (DeviceResult, error) {
-	every := g.PollInterval
+	p, err := s.pollApproved(ctx, g.GrantID, g.PollToken, g.PollInterval)
+	if err != nil {
+		return DeviceResult{}, err
+	}
+	return s.finishDevice(ctx, g, p)
+}
+
+// pollApproved polls the device grant id every interval (DefaultDevicePoll
+// when zero) until it is approved, and returns the approved poll. Failures
+// that may pass (network errors, 5xx answers) are retried at the next
+// poll; a 4xx answer, an expired grant, one collected before (not by us)
+// and the end of ctx end it.
+func (s *Seat) pollApproved(ctx context.Context, id, token string, interval time.Duration) (GrantPoll, error) {
+	every := interval
 	if every <= 0 {
 		every = DefaultDevicePoll
 	}
 	dc := s.directory("")
 	for {
-		p, err := dc.PollDeviceGrant(ctx, g.GrantID, g.PollToken)
+		p, err := dc.PollDeviceGrant(ctx, id, token)
 		var apiErr *APIError
 		switch {
 		case ctx.Err() != nil:
-			return DeviceResult{}, ctx.Err()
+			return GrantPoll{}, ctx.Err()
 		case errors.As(err, &apiErr) && apiErr.Status/100 == 4:
-			return DeviceResult{}, err
+			return GrantPoll{}, err
 		case err != nil:
 			// The network or the directory failed for now: a wait of
 			// minutes should outlast that, so poll again.
@@ -258,19 +271,18 @@ func (s *Seat) WaitDevice(ctx context.Context, g *DeviceGrant) (DeviceResult, er
 		}
 		switch p.Status {
 		case "expired":
-			return DeviceResult{}, ErrGrantExpired
+			return GrantPoll{}, ErrGrantExpired
 		case "approved":
 			if p.SealedCredential == nil {
-				// Approved, but collected before: not by us.
-				return DeviceResult{}, errors.New("seat: the device grant was already collected")
+				return GrantPoll{}, errors.New("seat: the device grant was already collected")
 			}
-			return s.finishDevice(ctx, g, p)
+			return p, nil
 		}
 		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return DeviceResult{}, ctx.Err()
+			return GrantPoll{}, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -370,39 +370,11 @@ func (c *DirectoryClient) CreateLinkGrant(ctx context.Context, deviceKey, signin
 // the credential, the certificate, the sync keys, and offers this device
 // to the rooms listed. It returns when ctx is done, with ctx's error.
 func (s *Seat) WaitLink(ctx context.Context, g *LinkGrant) (LinkResult, error) {
-	every := g.PollInterval
-	if every <= 0 {
-		every = DefaultDevicePoll
+	p, err := s.pollApproved(ctx, g.GrantID, g.PollToken, g.PollInterval)
+	if err != nil {
+		return LinkResult{}, err
 	}
-	dc := s.directory("")
-	for {
-		p, err := dc.PollDeviceGrant(ctx, g.GrantID, g.PollToken)
-		var apiErr *APIError
-		switch {
-		case ctx.Err() != nil:
-			return LinkResult{}, ctx.Err()
-		case errors.As(err, &apiErr) && apiErr.Status/100 == 4:
-			return LinkResult{}, err
-		case err != nil:
-			p.Status = ""
-		}
-		switch p.Status {
-		case "expired":
-			return LinkResult{}, ErrGrantExpired
-		case "approved":
-			if p.SealedCredential == nil {
-				return LinkResult{}, errors.New("seat: the device grant was already collected")
-			}
-			return s.finishLink(ctx, g, p)
-		}
-		t := time.NewTimer(every)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return LinkResult{}, ctx.Err()
-		case <-t.C:
-		}
-	}
+	return s.finishLink(ctx, g, p)
 }
 
 func (s *Seat) finishLink(ctx context.Context, g *LinkGrant, p GrantPoll) (LinkResult, error) {

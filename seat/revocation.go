@@ -165,10 +165,19 @@ func (s *Seat) revokedAt(key []byte) (time.Time, bool) {
 
 // revokedBy reports whether key was revoked at or before at: a Commit
 // the relay archived before the revocation was the person's to make.
+// The relay keeps entry times coarse (relay.Config.TimeGranularity, at
+// most revocationGrain), so an entry of the grain the revocation fell in
+// counts as after it: every member decides alike from the same times.
 func (s *Seat) revokedBy(key []byte, at time.Time) bool {
 	r, ok := s.revokedAt(key)
-	return ok && !at.Before(r)
+	return ok && !at.Before(r.Truncate(revocationGrain))
 }
+
+// revocationGrain is the coarsest entry time a relay keeps
+// (relay.MaxTimeGranularity). A Commit the relay archived in the same
+// second as the revocation, before it, is refused too: all members
+// alike, so the room's owner resets the fence past it.
+const revocationGrain = time.Second
 
 // keepRevocation records a checked revocation for good.
 func (s *Seat) keepRevocation(ctx context.Context, r devcert.Revocation) error {
