@@ -25,10 +25,11 @@ func testNoEntryNamesItsSender(t *testing.T, be *backend) {
 	tr := be.start(t, Config{DBPath: filepath.Join(dir, "relay.db"), NoSync: true, OpenChannels: true, CheckpointInterval: 10 * time.Millisecond})
 	p := dialWS(t, tr.URL, "/ws/"+chA)
 	p.auth(mint(t, payer, ""))
-	p.publishAck(chA, []byte("the first entry"))
 	m := dialWS(t, tr.URL, "/ws/"+chA)
 	m.auth(mint(t, member, ""))
 	msg := map[string]any{"type": "message"}
+	p.publishAck(chA, []byte("the first entry"))
+	m.expect(msg)
 	count := func() (int, int) {
 		if be.nats != nil {
 			js := tr.arch.(*jsArchive)
