@@ -6,8 +6,9 @@ import (
 )
 
 // TestEntryTimesAreCoarse: the archive keeps each entry's time rounded
-// down to TimeGranularity (one second by default), in what it serves and
-// pushes; entries published within one second keep their order by seq.
+// down to TimeGranularity (one second by default, at most a second), in
+// what it serves and pushes; entries published within one second keep
+// their order by seq. A coarser grain is refused.
 func TestEntryTimesAreCoarse(t *testing.T) { forBackends(t, testEntryTimesAreCoarse) }
 
 func testEntryTimesAreCoarse(t *testing.T, be *backend) {
@@ -17,7 +18,7 @@ func testEntryTimesAreCoarse(t *testing.T, be *backend) {
 		want        int64
 	}{
 		{0, 1_800_000_047_000},
-		{time.Minute, 1_800_000_000_000},
+		{100 * time.Millisecond, 1_800_000_047_100},
 		{time.Millisecond, 1_800_000_047_123},
 	} {
 		tr := be.start(t, Config{NoSync: true, OpenChannels: true, TimeGranularity: c.granularity, Now: func() time.Time { return at }})
@@ -46,5 +47,8 @@ func testEntryTimesAreCoarse(t *testing.T, be *backend) {
 		pub.c.CloseNow()
 		sub.c.CloseNow()
 		tr.stop(t)
+	}
+	if _, err := New(Config{NoSync: true, TimeGranularity: time.Minute}); err == nil {
+		t.Fatal("a minute's TimeGranularity was taken")
 	}
 }
