@@ -235,6 +235,11 @@ func TestLimitListenerIdlePerAddr(t *testing.T) {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
+		// The server marks the connection idle after the client has its
+		// answer: wait for that, so the idle list's order is the test's.
+		for !idleNow(l, c) {
+			time.Sleep(time.Millisecond)
+		}
 		return c
 	}
 	first := get("127.0.7.1")
@@ -348,4 +353,19 @@ func TestLimitListenerClosesFromTheBusiestNetwork(t *testing.T) {
 	get(dialFrom(t, l, "127.0.12.1"), "the newcomer at the cap")
 	closedUnread(t, crowd[0], "the crowd's quiet longest")
 	get(lone, "the lone network's connection after the newcomer")
+}
+
+// idleNow reports whether the server end of the client connection c is on
+// l's idle list.
+func idleNow(l *LimitListener, c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.idle {
+		for e := q.Front(); e != nil; e = e.Next() {
+			if e.Value.(*limitConn).RemoteAddr().String() == c.LocalAddr().String() {
+				return true
+			}
+		}
+	}
+	return false
 }
