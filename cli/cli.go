@@ -156,7 +156,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	app.Commands = append(app.Commands, helpCommand())
 	// Our help command takes the place of urfave's, which would also have
 	// given the app its --help.
-	app.Flags = append(app.Flags, ucli.HelpFlag)
+	// A flag of its own, not urfave's shared HelpFlag: flags keep state
+	// as they parse, and tally's apps may run side by side.
+	app.Flags = append(app.Flags, &ucli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help", DisableDefaultText: true})
 	app.CustomAppHelpTemplate = ucli.AppHelpTemplate + "\n" + exitCodes
 	withGlobalFlags(app.Commands)
 	nameSubcommands(app.Commands)

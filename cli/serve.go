@@ -44,7 +44,7 @@ func serveCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "api-addr", Value: defaultAPIAddr, Usage: "directory listen address"},
 			&ucli.StringFlag{Name: "relay-addr", Value: defaultRelayAddr, Usage: "relay listen address"},
 			&ucli.StringFlag{Name: "only", Usage: "run one plane: directory or relay"},
-			configFlag,
+			configFlag(),
 			&ucli.IntFlag{Name: "archive-cap", Usage: "application entries the relay keeps per channel (cover traffic counts too: the default holds a day of real messages under a busy room's cover)", Value: relay.DefaultArchiveCap},
 			&ucli.DurationFlag{Name: "archive-ttl", Usage: "how long the relay keeps an entry", Value: relay.DefaultArchiveTTL},
 			&ucli.StringFlag{Name: "log-format", Usage: "text or json", Value: "text"},

@@ -25,8 +25,14 @@ import (
 // settings.
 const configEnvPrefix = "TALLY_"
 
-// configFlag is the flag of serve's settings that names the file.
-var configFlag = &ucli.StringFlag{Name: "config", Usage: "read settings from this TOML `FILE`: every flag has a key, its name with _ for - (flags beat TALLY_* environment variables, which beat the file); see tally serve check-config"}
+// configFlagName is the flag of serve's settings that names the file.
+const configFlagName = "config"
+
+// configFlag is a new --config flag (flags keep state as they parse, so
+// each command gets its own).
+func configFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: configFlagName, Usage: "read settings from this TOML `FILE`: every flag has a key, its name with _ for - (flags beat TALLY_* environment variables, which beat the file); see tally serve check-config"}
+}
 
 // applyServeConfig sets every flag of c's command that the command line
 // did not set from the environment or from the config file c names (or
@@ -44,7 +50,7 @@ func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
 	known := map[string]ucli.Flag{}
 	for _, f := range cmd.Flags {
 		name := f.Names()[0]
-		if name == "help" || name == configFlag.Name {
+		if name == "help" || name == configFlagName {
 			continue
 		}
 		known[configKey(name)] = f
@@ -138,7 +144,7 @@ func checkConfigCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "check-config",
 		Usage: "check the settings tally serve would start with (its flags, TALLY_* and --config FILE) without starting it",
-		Flags: []ucli.Flag{configFlag},
+		Flags: []ucli.Flag{configFlag()},
 		Action: func(c *ucli.Context) error {
 			parent := c.Lineage()[1]
 			if err := applyServeConfig(parent, parent.Command, c.String("config")); err != nil {
