@@ -97,7 +97,7 @@ func syncAll(t *testing.T, relURL, path, ch, tok string) map[uint64]string {
 	}
 }
 
-// acknowledged entries vanished after a crash, once one more
+// Acknowledged entries vanished after a crash, once one more
 // publish followed the restart, because the archive's cap assumed seqs
 // without gaps and a crash leaves one.
 func TestAckedEntriesSurviveACrashGap(t *testing.T) {
@@ -144,7 +144,7 @@ func TestAckedEntriesSurviveACrashGap(t *testing.T) {
 	}
 }
 
-// an outsider with any account jammed a room for good with one
+// An outsider with any account jammed a room for good with one
 // forged commit header; and a member could set a fence no group reaches.
 func TestOutsiderCannotJamARoom(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
@@ -186,7 +186,7 @@ func TestOutsiderCannotJamARoom(t *testing.T) {
 	}
 }
 
-// memory and disk a client could make the server hold.
+// Memory and disk a client could make the server hold.
 func TestBoundedResources(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	acct, tok := signUp(t, s.apiURL)
@@ -255,7 +255,7 @@ func TestBoundedResources(t *testing.T) {
 	}
 }
 
-// one client filled the directory's one global cap on device
+// One client filled the directory's one global cap on device
 // grants, and everybody's sign-in failed. Now the caps are per address:
 // a flood from one loopback address leaves another's grant untouched.
 func TestGrantFloodFromOneAddress(t *testing.T) {
@@ -291,7 +291,7 @@ func TestGrantFloodFromOneAddress(t *testing.T) {
 	}
 }
 
-// a second account claimed an existing org by naming it.
+// A second account claimed an existing org by naming it.
 func TestOrgsAreOwned(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--quiet")
 	signUpIn(t, s.apiURL, "founder@acme.test", "acme")
@@ -301,7 +301,7 @@ func TestOrgsAreOwned(t *testing.T) {
 	}
 }
 
-// two servers ran on one data folder (forking groups), an
+// Two servers ran on one data folder (forking groups), an
 // unwritable database was found only by requests, and an existing 0755
 // folder left the databases world-readable.
 func TestServeOperationalFaults(t *testing.T) {
@@ -346,7 +346,7 @@ func TestServeOperationalFaults(t *testing.T) {
 	}
 }
 
-// small contract holes: a ten-year token, a socket that kept
+// Small contract holes: a ten-year token, a socket that kept
 // publishing past its token's expiry, and request bodies read two ways.
 func TestContractHoles(t *testing.T) {
 	data := t.TempDir()
