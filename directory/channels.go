@@ -321,7 +321,7 @@ type pendingEntry struct {
 // next is the after of the page after.
 func (s *Server) handlePending(w http.ResponseWriter, r *http.Request, p principal) {
 	name := r.URL.Query().Get("channel")
-	after, ok := pendingAfter(w, r)
+	after, ok := pageCursor(w, r, parsePendingCursor)
 	if !ok || !checkChannel(w, p, name) {
 		return
 	}

@@ -264,14 +264,9 @@ func (s *Server) handleListAddTokens(w http.ResponseWriter, r *http.Request, p p
 		forbidScoped(w)
 		return
 	}
-	var after *addTokenCursor
-	if a := r.URL.Query().Get("after"); a != "" {
-		c, ok := parseAddTokenCursor(a)
-		if !ok {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = &c
+	after, ok := pageCursor(w, r, parseAddTokenCursor)
+	if !ok {
+		return
 	}
 	toks, next, err := s.store.addTokens(r.Context(), p.account, after, maxAddTokensListed)
 	if err != nil {

@@ -304,14 +304,13 @@ func (s *Server) handleInviteJoins(w http.ResponseWriter, r *http.Request, p pri
 	if !checkChannel(w, p, name) {
 		return
 	}
+	c, ok := pageCursor(w, r, parseInviteJoinCursor)
+	if !ok {
+		return
+	}
 	var after inviteJoinCursor
-	if a := r.URL.Query().Get("after"); a != "" {
-		c, ok := parseInviteJoinCursor(a)
-		if !ok {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = c
+	if c != nil {
+		after = *c
 	}
 	js, more, err := s.store.inviteJoins(r.Context(), name, p.account, after, maxInviteJoinsListed)
 	if err != nil {

@@ -580,14 +580,13 @@ func (s *Server) handleListMembers(w http.ResponseWriter, r *http.Request, p pri
 	if !checkChannel(w, p, name) {
 		return
 	}
+	c, ok := pageCursor(w, r, parseMemberCursor)
+	if !ok {
+		return
+	}
 	var after memberCursor
-	if a := r.URL.Query().Get("after"); a != "" {
-		c, ok := parseMemberCursor(a)
-		if !ok {
-			badRequest(w, "after must be a cursor from an earlier page")
-			return
-		}
-		after = c
+	if c != nil {
+		after = *c
 	}
 	owner, ms, more, err := s.store.membersPage(r.Context(), name, p.account, after, maxMembersListed)
 	if err != nil {
@@ -677,16 +676,33 @@ func (s *Server) internalCursor(w http.ResponseWriter, r *http.Request) (int64, 
 // seqCursor parses a request's after parameter, a sequence number (0 when
 // absent). On failure it answers 400 with complaint and returns false.
 func seqCursor(w http.ResponseWriter, r *http.Request, complaint string) (int64, bool) {
+	c, ok := pageCursorOr(w, r, complaint, func(a string) (int64, bool) {
+		v, err := strconv.ParseInt(a, 10, 64)
+		return v, err == nil && v >= 0
+	})
+	if c == nil {
+		return 0, ok
+	}
+	return *c, ok
+}
+
+// pageCursor parses a request's after parameter with parse: nil when
+// absent. On a cursor parse refuses it answers 400 and returns false.
+func pageCursor[T any](w http.ResponseWriter, r *http.Request, parse func(string) (T, bool)) (*T, bool) {
+	return pageCursorOr(w, r, "after must be a cursor from an earlier page", parse)
+}
+
+func pageCursorOr[T any](w http.ResponseWriter, r *http.Request, complaint string, parse func(string) (T, bool)) (*T, bool) {
 	a := r.URL.Query().Get("after")
 	if a == "" {
-		return 0, true
+		return nil, true
 	}
-	v, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || v < 0 {
+	c, ok := parse(a)
+	if !ok {
 		badRequest(w, complaint)
-		return 0, false
+		return nil, false
 	}
-	return v, true
+	return &c, true
 }
 
 // identityRecorded reports, for the owner or a member of channel

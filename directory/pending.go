@@ -3,7 +3,6 @@ package directory
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -67,19 +66,4 @@ func (s *store) pendingPage(ctx context.Context, channel, account string, after 
 		reqs = append(reqs, r)
 	}
 	return reqs, nil, rows.Err()
-}
-
-// pendingAfter reads the after parameter of GET /v1/channels/pending. On
-// failure it writes the answer and returns false.
-func pendingAfter(w http.ResponseWriter, r *http.Request) (*pendingCursor, bool) {
-	a := r.URL.Query().Get("after")
-	if a == "" {
-		return nil, true
-	}
-	c, ok := parsePendingCursor(a)
-	if !ok {
-		badRequest(w, "after must be a cursor from an earlier page")
-		return nil, false
-	}
-	return &c, true
 }

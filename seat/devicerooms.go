@@ -170,6 +170,21 @@ func (s *Seat) boxRooms(ctx context.Context, box *seatBox) (left int, err error)
 	return left, nil
 }
 
+// offerDeviceRooms offers this device to each of rooms, and returns the
+// channels offered and what failed (joined, one error per room).
+func (s *Seat) offerDeviceRooms(ctx context.Context, rooms []boxRoom) ([]string, error) {
+	var offered []string
+	var errs []error
+	for _, br := range rooms {
+		if err := s.offerDevice(ctx, br); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", br.Channel, err))
+			continue
+		}
+		offered = append(offered, br.Channel)
+	}
+	return offered, errors.Join(errs...)
+}
+
 // offerDevice offers this device to the room on channel ch (see above).
 func (s *Seat) offerDevice(ctx context.Context, br boxRoom) error {
 	if err := channel.Valid(br.Channel); err != nil || (br.Role != "owner" && br.Role != "member") {

@@ -342,15 +342,7 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 	// its own account, where nobody adds a device of a person who is not
 	// in the room.)
 	if box.AccountID == res.AccountID && box.Org == res.Org {
-		var errs []error
-		for _, br := range box.Rooms {
-			if err := s.offerDevice(ctx, br); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", br.Channel, err))
-				continue
-			}
-			res.Offered = append(res.Offered, br.Channel)
-		}
-		res.OfferErr = errors.Join(errs...)
+		res.Offered, res.OfferErr = s.offerDeviceRooms(ctx, box.Rooms)
 	}
 	s.Restock(ctx) // this device's own join offers (stock.go)
 	return res, nil

@@ -429,15 +429,7 @@ func (s *Seat) finishLink(ctx context.Context, g *LinkGrant, p GrantPoll) (LinkR
 	s.mu.Lock()
 	s.linked.did, s.linked.pub = c.Person, pub
 	s.mu.Unlock()
-	var errs []error
-	for _, br := range c.Rooms {
-		if err := s.offerDevice(ctx, br); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", br.Channel, err))
-			continue
-		}
-		res.Offered = append(res.Offered, br.Channel)
-	}
-	res.OfferErr = errors.Join(errs...)
+	res.Offered, res.OfferErr = s.offerDeviceRooms(ctx, c.Rooms)
 	s.Restock(ctx) // this device's own join offers (stock.go)
 	return res, nil
 }
