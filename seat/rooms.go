@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -114,14 +115,27 @@ func (s *Seat) commitNotices(r *room, seq uint64, at time.Time, committer string
 	if len(ns) == 0 {
 		return nil
 	}
-	// The history keeps one row per seq: the commit's notices go in one,
-	// a line each ("kind did [role]"), which the feed splits again.
-	lines := make([]string, len(ns))
-	for i, n := range ns {
-		lines[i] = strings.TrimSpace(n.Kind + " " + n.Text + " " + n.Role)
-	}
-	base.Kind, base.Sender, base.Text = noticeMembers, PersonOf(committer), strings.Join(lines, "\n")
+	base.Kind, base.Sender, base.Text = noticeMembers, PersonOf(committer), packNotices(ns)
 	return []RoomMessage{base}
+}
+
+// noticeEntry is one notice in a noticeMembers row.
+type noticeEntry struct {
+	Kind string `json:"k"`
+	Who  string `json:"w"`
+	Role string `json:"r,omitempty"`
+}
+
+// packNotices is the text of the history row of one commit's notices (the
+// history keeps one row per seq): JSON, since the identities in it are
+// the members' own strings, which may hold any character.
+func packNotices(ns []RoomMessage) string {
+	es := make([]noticeEntry, len(ns))
+	for i, n := range ns {
+		es[i] = noticeEntry{n.Kind, n.Text, n.Role}
+	}
+	b, _ := json.Marshal(es)
+	return string(b)
 }
 
 // leavers are the persons of members whose pending proposals remove
@@ -143,17 +157,17 @@ func leavers(g *mls.Group, members []mls.Member) []string {
 
 // splitNotices turns a noticeMembers row back into its notices.
 func splitNotices(m RoomMessage) []RoomMessage {
+	var es []noticeEntry
+	if json.Unmarshal([]byte(m.Text), &es) != nil {
+		return nil
+	}
 	var out []RoomMessage
-	for _, line := range strings.Split(m.Text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || !isMembershipNotice(f[0]) {
+	for _, e := range es {
+		if !isMembershipNotice(e.Kind) {
 			continue
 		}
 		n := m
-		n.Kind, n.Text, n.Role = f[0], f[1], ""
-		if len(f) > 2 {
-			n.Role = f[2]
-		}
+		n.Kind, n.Text, n.Role = e.Kind, e.Who, e.Role
 		out = append(out, n)
 	}
 	return out
