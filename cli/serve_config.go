@@ -16,14 +16,16 @@ import (
 // The settings of tally serve come from three places. A flag beats the
 // environment, which beats the config file (--config FILE, TOML). Every
 // flag of tally serve has a key, its name with '_' for '-'
-// (api_addr = "127.0.0.1:3100"), and an environment variable, TALLY_ and
-// the key in capitals (TALLY_API_ADDR); a key the file has and serve does
+// (api_addr = "127.0.0.1:3100"), and an environment variable,
+// TALLY_SERVE_ and the key in capitals (TALLY_SERVE_API_ADDR): the seat's
+// variables are TALLY_* too, and a client's TALLY_RELAY_URL must not
+// become a directory's --relay-url; a key the file has and serve does
 // not is an error that names it, so a typo never goes unnoticed. A list
 // flag takes a TOML array or a comma-separated string.
 
 // configEnvPrefix is the prefix of the environment variables of serve's
 // settings.
-const configEnvPrefix = "TALLY_"
+const configEnvPrefix = "TALLY_SERVE_"
 
 // configFlagName is the flag of serve's settings that names the file.
 const configFlagName = "config"
@@ -31,7 +33,7 @@ const configFlagName = "config"
 // configFlag is a new --config flag (flags keep state as they parse, so
 // each command gets its own).
 func configFlag() ucli.Flag {
-	return &ucli.StringFlag{Name: configFlagName, Usage: "read settings from this TOML `FILE`: every flag has a key, its name with _ for - (flags beat TALLY_* environment variables, which beat the file); see tally serve check-config"}
+	return &ucli.StringFlag{Name: configFlagName, Usage: "read settings from this TOML `FILE`: every flag has a key, its name with _ for - (flags beat TALLY_SERVE_* environment variables, which beat the file); see tally serve check-config"}
 }
 
 // applyServeConfig sets every flag of c's command that the command line
@@ -143,7 +145,7 @@ func setFlag(c *ucli.Context, name string, vals []string) error {
 func checkConfigCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "check-config",
-		Usage: "check the settings tally serve would start with (its flags, TALLY_* and --config FILE) without starting it",
+		Usage: "check the settings tally serve would start with (its flags, TALLY_SERVE_* and --config FILE) without starting it",
 		Flags: []ucli.Flag{configFlag()},
 		Action: func(c *ucli.Context) error {
 			parent := c.Lineage()[1]

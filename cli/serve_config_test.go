@@ -23,7 +23,8 @@ func writeConfig(t *testing.T, text string) string {
 }
 
 // TestServeConfigFile: every flag of tally serve has a key in the config
-// file; a flag beats TALLY_* which beats the file; a key serve does not
+// file; a flag beats TALLY_SERVE_* which beats the file (a seat's
+// TALLY_* variables are not serve's); a key serve does not
 // know, a value a flag would refuse and --limits off off loopback are
 // refused, naming what is wrong; check-config says so without starting.
 func TestServeConfigFile(t *testing.T) {
@@ -64,8 +65,11 @@ trusted_proxy = ["10.0.0.0/8", "192.168.0.0/16"]
 		cap  float64
 	}{
 		{nil, nil, 3},
-		{[]string{"TALLY_ARCHIVE_CAP=4"}, nil, 4},
-		{[]string{"TALLY_ARCHIVE_CAP=4"}, []string{"--archive-cap", "5"}, 5},
+		{[]string{"TALLY_SERVE_ARCHIVE_CAP=4"}, nil, 4},
+		{[]string{"TALLY_SERVE_ARCHIVE_CAP=4"}, []string{"--archive-cap", "5"}, 5},
+		// TALLY_* without SERVE_ is the seat's (TALLY_RELAY_URL set for a
+		// client is not serve's --relay-url): serve reads none of it.
+		{[]string{"TALLY_ARCHIVE_CAP=4"}, nil, 3},
 	} {
 		start := startedLine(t, append([]string{"serve", "--config", good, "--log-level", "info"}, c.args...), c.env)
 		if start["archive_cap"] != c.cap || start["archive_ttl"] != "36h0m0s" {
