@@ -310,9 +310,6 @@ func (s *Seat) roomConfig() (*mls.Config, *groupRef) {
 
 // room is a loaded room.
 type room struct {
-	// leaving are the persons whose own Remove proposals the commit being
-	// made takes (commitWithRetry).
-	leaving []string
 	channel string
 	role    string
 	lastSeq uint64
@@ -881,10 +878,11 @@ func (s *Seat) endDeparted(ctx context.Context, r *room, before []mls.Member, co
 	}
 }
 
-// publishCommit publishes a commit of r's group, confirming it on success.
+// publishCommit publishes a commit of r's group, confirming it on success;
+// leaving are the persons whose own Remove proposals it takes.
 // On stale_epoch it discards the commit, catches up and returns the
 // stale error so the caller rebuilds its commit on the new epoch.
-func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error {
+func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte, leaving []string) error {
 	conn, err := s.roomPublisher(ctx, r.channel)
 	if err != nil {
 		r.g.DiscardCommit()
@@ -927,7 +925,7 @@ func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte) error 
 	if err := r.g.ConfirmCommit(); err != nil {
 		return err
 	}
-	notices := s.commitNotices(r, seq, s.cfg.Now(), selfIdentity(r.g), before, r.leaving, rolesBefore)
+	notices := s.commitNotices(r, seq, s.cfg.Now(), selfIdentity(r.g), before, leaving, rolesBefore)
 	// Entries between our cursor and our own commit were published before
 	// it in the same epoch: catch up on them first (they are application
 	// messages of the old epoch, which the window still decrypts).
@@ -986,8 +984,8 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 	var resetAt time.Time
 	for attempt := 0; attempt < 5; {
 		// Who leaves by this commit is known only before it takes their
-		// proposals (the watch's notices, publishCommit).
-		r.leaving = leavers(r.g, r.g.Members())
+		// proposals (the watch's notices).
+		leaving := leavers(r.g, r.g.Members())
 		res, err := build()
 		if err != nil {
 			return nil, err
@@ -1004,7 +1002,7 @@ func (s *Seat) commitWithRetry(ctx context.Context, r *room, build func() (*mls.
 				return nil, err
 			}
 		}
-		err = s.publishCommit(ctx, r, res.Commit)
+		err = s.publishCommit(ctx, r, res.Commit, leaving)
 		switch {
 		case err == nil:
 			if res.Welcome != nil {
