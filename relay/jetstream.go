@@ -81,17 +81,20 @@ const fenceMarker = "fence"
 const jsTimeout = 10 * time.Second
 
 // A publish or a read is tried for at most jsTry at a time, and tried
-// again (on whichever server now leads the stream) until jsBudget has
-// passed since its first try: a stream leader lost costs NATS's own
-// election plus at most one try, not a fixed long timeout, and a retried
-// publish is stored once (its Nats-Msg-Id, within the stream's duplicate
-// window, see dupWindow). jsPing is the client's ping interval, so a
-// server that stops answering (paused, or cut off) is left after about
-// three pings rather than NATS's default two minutes.
+// again (on whichever server now leads the stream), jsMaxWait apart at
+// most, until jsBudget has passed since its first try: a stream leader
+// lost costs NATS's own election plus at most one try and one wait (under
+// a second), not a fixed long timeout, and a retried publish is stored
+// once (its Nats-Msg-Id, within the stream's duplicate window, see
+// dupWindow), so a try that timed out on a slow but live leader costs a
+// duplicate answer, not a duplicate entry. jsPing is the client's ping
+// interval, so a server that stops answering (paused, or cut off) is left
+// after about three pings rather than NATS's default two minutes.
 const (
-	jsTry    = 2 * time.Second
-	jsBudget = 15 * time.Second
-	jsPing   = time.Second
+	jsTry     = 750 * time.Millisecond
+	jsMaxWait = 200 * time.Millisecond
+	jsBudget  = 15 * time.Second
+	jsPing    = time.Second
 )
 
 // dupWindow is the stream's duplicate window (Duplicates) for a TTL of
@@ -909,7 +912,7 @@ func (a *jsArchive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream
 			return ack, err
 		}
 		time.Sleep(wait)
-		wait = min(2*wait, 500*time.Millisecond)
+		wait = min(2*wait, jsMaxWait)
 	}
 }
 
@@ -1306,7 +1309,7 @@ func (r *pageReader) retry(err error, wait *time.Duration) error {
 		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
 	}
 	time.Sleep(*wait)
-	*wait = min(2**wait, 500*time.Millisecond)
+	*wait = min(2**wait, jsMaxWait)
 	return nil
 }
 

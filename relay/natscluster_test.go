@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,7 +136,12 @@ func (c *natsCluster) resume(i int) { c.cmds[i].Process.Signal(syscall.SIGCONT) 
 
 // streamInfo asks any live server about the stream.
 func (c *natsCluster) streamInfo(stream string) (*jetstream.StreamInfo, error) {
-	nc, err := nats.Connect(c.URL(0), nats.Timeout(time.Second))
+	return c.streamInfoAt(0, stream)
+}
+
+// streamInfoAt asks server i about the stream.
+func (c *natsCluster) streamInfoAt(i int, stream string) (*jetstream.StreamInfo, error) {
+	nc, err := nats.Connect(c.URL(i), nats.Timeout(time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -180,12 +186,57 @@ func (c *natsCluster) healthy(stream string) int {
 	}
 }
 
+// electionWatch measures NATS's own failover, apart from the relays': on
+// a connection to a server other than the leader about to be lost, it
+// waits for JetStream's advisory that the stream elected a new leader,
+// and sends the time it took from the fault (the time fault returns), or
+// -1 if none came within 20 s.
+func (c *natsCluster) electionWatch(stream string, lost int, fault func()) <-chan time.Duration {
+	c.t.Helper()
+	done := make(chan time.Duration, 1)
+	nc, err := nats.Connect(c.URL((lost+1)%3), nats.Timeout(time.Second))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + stream)
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	at := time.Now()
+	fault()
+	go func() {
+		defer nc.Close()
+		if _, err := sub.NextMsg(20 * time.Second); err != nil {
+			done <- -1
+			return
+		}
+		done <- time.Since(at)
+	}()
+	return done
+}
+
 // ledger is what publishers were told: every acknowledged seq and its
 // payload.
 type ledger struct {
 	mu    sync.Mutex
 	acked map[uint64]string
 	errs  map[string]int // error codes answered
+	times []time.Time    // when each acknowledgement came, in order
+}
+
+// firstAckAfter returns when the first acknowledgement after t came, or
+// the zero time if none has yet.
+func (l *ledger) firstAckAfter(t time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.times), func(i int) bool { return l.times[i].After(t) })
+	if i == len(l.times) {
+		return time.Time{}
+	}
+	return l.times[i]
 }
 
 func (l *ledger) count() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.acked) }
@@ -252,6 +303,7 @@ func pipelinePublisher(l *ledger, base, ch, tok, prefix string, window int, stop
 		l.mu.Lock()
 		if m.Message == "published" {
 			l.acked[m.Seq] = p
+			l.times = append(l.times, time.Now())
 		} else {
 			l.errs[m.Code]++
 		}
@@ -447,15 +499,22 @@ func TestNATSClusterFaults(t *testing.T) {
 			if kind == "follower" {
 				victim = (leader + 1) % 3
 			}
-			nc.kill(victim)
+			at := time.Now()
+			var elected <-chan time.Duration
+			if kind == "leader" {
+				elected = nc.electionWatch(stream, victim, func() { at = time.Now(); nc.kill(victim) })
+			} else {
+				nc.kill(victim)
+			}
 			d := l.waitFor(t, base+100, kind+" kill")
-			t.Logf("cycle %d: kill -9 of the %s (%s): 100 more acks after %v", cycle, kind, nc.names[victim], d.Round(time.Millisecond))
+			t.Logf("cycle %d: kill -9 of the %s (%s): 100 more acks after %v%s", cycle, kind, nc.names[victim], d.Round(time.Millisecond), failoverFigures(l, elected, at))
 			nc.start(victim)
 		case "pause":
 			victim := leader
-			nc.pause(victim)
+			var at time.Time
+			elected := nc.electionWatch(stream, victim, func() { at = time.Now(); nc.pause(victim) })
 			d := l.waitFor(t, base+100, "pause")
-			t.Logf("cycle %d: SIGSTOP of the leader (%s): 100 more acks after %v", cycle, nc.names[victim], d.Round(time.Millisecond))
+			t.Logf("cycle %d: SIGSTOP of the leader (%s): 100 more acks after %v%s", cycle, nc.names[victim], d.Round(time.Millisecond), failoverFigures(l, elected, at))
 			nc.resume(victim)
 		case "all":
 			for i := range 3 {
@@ -523,6 +582,25 @@ func TestNATSClusterFaults(t *testing.T) {
 	if len(rs.dropped) > 0 {
 		t.Errorf("%d reads dropped, e.g. %q", len(rs.dropped), rs.dropped[:min(5, len(rs.dropped))])
 	}
+}
+
+// failoverFigures tells NATS's own failover (a new stream leader, as a
+// server reports it) apart from the relays': the first acknowledgement
+// after the new leader, counted from the fault and from the election.
+func failoverFigures(l *ledger, elected <-chan time.Duration, at time.Time) string {
+	if elected == nil {
+		return ""
+	}
+	e := <-elected
+	if e < 0 {
+		return "; no advisory of a new leader came within 20 s"
+	}
+	first := l.firstAckAfter(at.Add(e))
+	if first.IsZero() {
+		return fmt.Sprintf("; NATS elected a new leader after %v", e.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("; NATS elected a new leader after %v, first ack after it %v later",
+		e.Round(time.Millisecond), first.Sub(at.Add(e)).Round(time.Millisecond))
 }
 
 // TestNATSClusterStreamSetup: three relays start at the same moment on a
