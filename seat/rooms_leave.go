@@ -1,0 +1,94 @@
+package seat
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// withNamedRoom runs f on the room called name; see withRoom.
+func (s *Seat) withNamedRoom(ctx context.Context, name string, f func(*room) error) error {
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return err
+	}
+	return s.withRoom(ctx, ch, f)
+}
+
+// RoomLeave leaves a room: it proposes the removal of this seat's leaf
+// (RFC 9420 §12.1.3; a member cannot commit its own removal), which the
+// next owner or admin to see it commits and any member commits before it
+// next sends; then it ends this account's membership of the room's
+// channel at the directory (so the relay stops carrying the room for it)
+// and forgets the room on this seat. Every seat of the account loses the
+// relay's service for the room, not only this one. If the relay or the
+// directory cannot be reached, the room is kept and the error says why;
+// leaving again retries.
+//
+// The owner cannot leave its room (nobody removes the owner, roles.go):
+// for the owner, RoomLeave only forgets the room on this seat, and its
+// leaf and its channel membership stay.
+func (s *Seat) RoomLeave(ctx context.Context, name string) error {
+	s.lockRooms()
+	defer s.unlockRooms()
+	ch, err := s.RoomChannel(ctx, name)
+	if err != nil {
+		return err
+	}
+	var role string
+	err = s.st.db.QueryRowContext(ctx, `SELECT role FROM rooms WHERE channel = ?`, ch).Scan(&role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNoRoom
+	}
+	if err != nil {
+		return err
+	}
+	if role != "owner" {
+		r, err := s.loadRoom(ctx, ch)
+		if err != nil {
+			return err
+		}
+		// An account the relay no longer serves the room was removed
+		// already, or is leaving again after a failure at the directory.
+		if err := s.proposeLeave(ctx, r); err != nil && !errors.Is(err, ErrNotMember) {
+			return fmt.Errorf("seat: proposing to leave %s: %w", ch, err)
+		}
+		if err := s.leaveChannel(ctx, ch); err != nil {
+			return err
+		}
+	}
+	res, err := s.st.db.ExecContext(ctx, `DELETE FROM rooms WHERE channel = ?`, ch)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNoRoom
+	}
+	return nil
+}
+
+// leaveChannel removes this account from the channel's members. A
+// channel or account the directory no longer knows has nothing to leave.
+func (s *Seat) leaveChannel(ctx context.Context, ch string) error {
+	key, err := s.apiKey(ctx)
+	if err != nil {
+		return err
+	}
+	account, err := s.st.meta(ctx, "account_id")
+	if errors.Is(err, errNoValue) {
+		return nil // a home from before accounts were kept: nothing to name
+	}
+	if err != nil {
+		return err
+	}
+	err = s.directory(key).RemoveMember(ctx, ch, account)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 404 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("seat: leaving %s at the directory: %w", ch, err)
+	}
+	return nil
+}
