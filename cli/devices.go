@@ -2,11 +2,8 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -14,135 +11,6 @@ import (
 
 	"github.com/skytale-oss/skytale/seat"
 )
-
-// defaultDeviceLabel is the label of a device grant when --label is not
-// given: neutral, where the host name would tell the directory (and
-// whoever reads its database) what the machine is called.
-const defaultDeviceLabel = "new device"
-
-func recoverFlags() []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.BoolFlag{Name: "link", Usage: "new device, in an empty home: link it to your account without the phrase; approve the code it prints on a device that holds the identity (tally devices approve)"},
-		&ucli.BoolFlag{Name: "recover", Usage: "new device: enter the phrase (this device then holds the identity), then approve the user code on a signed-in device"},
-		&ucli.DurationFlag{Name: "wait", Value: 10 * time.Minute, Usage: "with --link or --recover: how long to wait for the approval"},
-		&ucli.StringFlag{Name: "label", Usage: "with --link or --recover: name of this device shown to the approver; the directory keeps it until the grant is delivered", Value: defaultDeviceLabel},
-	}
-}
-
-// deviceLabel is --label, or the host name.
-func deviceLabel(e *env) string {
-	label := e.c.String("label")
-	if label == "" {
-		label = defaultDeviceLabel
-	}
-	if len(label) > 128 {
-		label = label[:128]
-	}
-	return label
-}
-
-// signinLink is `tally signin --link`: make this empty home a linked
-// device of an account, approved on a device that holds the identity.
-func signinLink(e *env, s *seat.Seat) error {
-	ctx := e.c.Context
-	g, err := s.RequestLink(ctx, deviceLabel(e))
-	if err != nil {
-		return err
-	}
-	e.out(map[string]any{"code": g.UserCode, "fingerprint": g.Fingerprint, "expires_at": g.ExpiresAt},
-		"code: %s\nfingerprint: %s", g.UserCode, g.Fingerprint)
-	if !e.json {
-		showf(e.c.App.ErrWriter, "on a device that holds your identity run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
-			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
-	}
-	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
-	defer cancel()
-	res, err := s.WaitLink(wctx, g)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return &usageError{"not approved within " + e.c.Duration("wait").String(), "run `tally signin --link` again"}
-	case ctx.Err() != nil:
-		return &usageError{"stopped before the device was approved", "run `tally signin --link` again"}
-	case errors.Is(err, seat.ErrGrantExpired):
-		return &usageError{"the code expired before it was approved", "run `tally signin --link` again"}
-	case err != nil:
-		return err
-	}
-	e.out(map[string]any{"account_id": res.AccountID, "org": res.Org, "identity": res.Person, "device": res.DeviceID, "epochs": res.Epochs, "rooms": res.Offered},
-		"linked: device %s of %s in org %s (account %s); it holds no phrase. Run `tally pull`; `tally devices join` once the rooms let it in",
-		res.DeviceID, res.Person, safe(res.Org), res.AccountID)
-	return nil
-}
-
-// readPhrase reads the recovery phrase: on a terminal with a prompt and
-// the echo off, else the first line of stdin. tally never prints the words.
-func readPhrase(e *env) (string, error) {
-	in := e.c.App.Reader
-	if f, ok := in.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprint(e.c.App.ErrWriter, "recovery phrase (24 words, not shown): ")
-			if restore, err := echoOff(f); err == nil {
-				defer func() {
-					restore()
-					fmt.Fprintln(e.c.App.ErrWriter)
-				}()
-			}
-		}
-	}
-	line, err := bufio.NewReaderSize(io.LimitReader(in, 8192), 8192).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	if strings.TrimSpace(line) == "" {
-		return "", badUsage("no recovery phrase given", "type the 24 words, or pipe them on stdin")
-	}
-	return line, nil
-}
-
-// signinRecover is `tally signin --recover`: restore the seed from the
-// phrase, ask the directory for a device grant, show the user code and
-// wait for a signed-in device to approve it.
-func signinRecover(e *env, s *seat.Seat) error {
-	ctx := e.c.Context
-	phrase, err := readPhrase(e)
-	if err != nil {
-		return err
-	}
-	did, err := s.Recover(ctx, phrase)
-	if err != nil {
-		return err
-	}
-	g, err := s.RequestDevice(ctx, deviceLabel(e))
-	if err != nil {
-		return err
-	}
-	e.out(map[string]any{"user_code": g.UserCode, "fingerprint": g.Fingerprint, "device": g.Fingerprint, "expires_at": g.ExpiresAt, "identity": did},
-		"user code: %s\ndevice fingerprint: %s", g.UserCode, g.Fingerprint)
-	if !e.json {
-		showf(e.c.App.ErrWriter, "on a signed-in device run: tally devices approve %s\n(approve only if it shows the fingerprint %s; waiting up to %v, Ctrl-C to stop)\n",
-			g.UserCode, g.Fingerprint, e.c.Duration("wait"))
-	}
-	wctx, cancel := context.WithTimeout(ctx, e.c.Duration("wait"))
-	defer cancel()
-	res, err := s.WaitDevice(wctx, g)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return &usageError{"not approved within " + e.c.Duration("wait").String(), "run `tally signin --recover` again"}
-	case ctx.Err() != nil:
-		return &usageError{"stopped before the device was approved", "run `tally signin --recover` again"}
-	case errors.Is(err, seat.ErrGrantExpired):
-		return &usageError{"the user code expired before it was approved", "run `tally signin --recover` again"}
-	case err != nil:
-		return err
-	}
-	next := "run `tally connect`, then `tally pull`"
-	if res.Connected {
-		next = "sync is set up: run `tally pull`"
-	}
-	e.out(map[string]any{"account_id": res.AccountID, "org": res.Org, "connected": res.Connected},
-		"signed in: org %s (account %s); %s", res.Org, res.AccountID, next)
-	return nil
-}
 
 // testOnlyTerminal makes devices approve treat its input as a terminal, so
 // tests can answer its question.
@@ -159,195 +27,215 @@ func devicesCommand() *ucli.Command {
 			"(or a room's owner or admin) adds it on its next command there, and the new device joins\n" +
 			"with `devices join`.",
 		Subcommands: []*ucli.Command{
-			{
-				Name: "list", Usage: "list this person's devices: label, id, when linked, last seen, whether it holds the identity",
-				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if len(e.args) != 0 {
-						return badUsage("tally devices list takes no arguments", "")
-					}
-					devs, err := s.DeviceList(e.c.Context)
-					if err != nil {
-						return err
-					}
-					when := func(t time.Time) string {
-						if t.IsZero() {
-							return "-"
-						}
-						return t.UTC().Format(time.RFC3339)
-					}
-					if e.json {
-						list := []map[string]any{}
-						for _, d := range devs {
-							m := map[string]any{"id": d.ID, "label": d.Label, "holds_identity": d.HoldsIdentity, "this": d.This,
-								"linked_at": when(d.LinkedAt), "last_seen": when(d.LastSeen), "rooms": append([]string{}, d.Rooms...)}
-							if !d.RevokedAt.IsZero() {
-								m["revoked_at"] = when(d.RevokedAt)
-							}
-							list = append(list, m)
-						}
-						e.out(map[string]any{"devices": list}, "")
-						return nil
-					}
-					if len(devs) == 0 {
-						fmt.Fprintln(e.c.App.ErrWriter, "no devices yet: link one with `tally signin --link` on it")
-						return nil
-					}
-					showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", "ID", "LABEL", "LINKED", "LAST SEEN", "IDENTITY", "")
-					for _, d := range devs {
-						notes := []string{}
-						if d.This {
-							notes = append(notes, "this device")
-						}
-						if !d.RevokedAt.IsZero() {
-							notes = append(notes, "revoked "+when(d.RevokedAt))
-						}
-						if len(d.Rooms) > 0 {
-							notes = append(notes, plural(len(d.Rooms), "room", "rooms"))
-						}
-						holds := "no"
-						if d.HoldsIdentity {
-							holds = "yes"
-						}
-						label := d.Label
-						if label == "" {
-							label = "-"
-						}
-						showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", d.ID, label, when(d.LinkedAt), when(d.LastSeen), holds, strings.Join(notes, ", "))
-					}
-					return nil
-				}),
-			},
-			{
-				Name: "revoke", Usage: "revoke one of this person's devices, for good (only on a device that holds the identity)", ArgsUsage: "ID",
-				Description: "Signs a revocation with the identity key: the directory ends the device's API key at once\n" +
-					"(both planes refuse it, its open connections close), the sync key moves to a new epoch the\n" +
-					"device is not given, and it is removed from every room of this home (one commit per room);\n" +
-					"every member's seat refuses its key from then on. It keeps what it read before.\n" +
-					"A device that held the phrase can make itself new keys: revoking it cannot cut that.",
-				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if len(e.args) != 1 {
-						return badUsage("want the device's ID", "see `tally devices list`")
-					}
-					r, err := s.Revoke(e.c.Context, e.args[0])
-					if errors.Is(err, seat.ErrNoDevice) {
-						return notFound("no device "+e.args[0]+" of yours", "see `tally devices list`")
-					}
-					if err != nil {
-						return err
-					}
-					short := make([]string, len(r.Rooms))
-					for i, x := range r.Rooms {
-						short[i] = shortRoom(e, s, x)
-					}
-					what := "revoked device " + e.args[0]
-					if r.Linked {
-						what += fmt.Sprintf(": its API key no longer works; the sync key moved to epoch %d (given to %s)", r.Epoch, plural(r.Given, "other linked device", "other linked devices"))
-					} else {
-						what += ": its key is refused in every room from now on (it held the phrase, so it can make new keys: only a new identity cuts that)"
-					}
-					if len(short) > 0 {
-						what += "; removed from " + strings.Join(short, ", ")
-					}
-					e.out(map[string]any{"device": e.args[0], "linked": r.Linked, "epoch": r.Epoch, "rooms": append([]string{}, r.Rooms...)}, "%s", what)
-					return nil
-				}),
-			},
-			{
-				Name: "join", Usage: "join the rooms this device was let into after its approval",
-				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if len(e.args) != 0 {
-						return badUsage("tally devices join takes no arguments", "")
-					}
-					rooms, err := s.JoinDeviceRooms(e.c.Context)
-					if err != nil {
-						return err
-					}
-					if e.json {
-						e.out(map[string]any{"joined": append([]string{}, rooms...)}, "")
-						return nil
-					}
-					if len(rooms) == 0 {
-						fmt.Fprintln(e.c.App.ErrWriter, "no room has let this device in yet: the approving device adds it on its next command in each room (or in its watch); run this again then")
-						return nil
-					}
-					short := make([]string, len(rooms))
-					for i, r := range rooms {
-						short[i] = shortRoom(e, s, r)
-					}
-					showf(e.c.App.Writer, "joined %s\n", strings.Join(short, ", "))
-					return nil
-				}),
-			},
-			{
-				Name:  "approve",
-				Usage: "approve a new device by the user code it shows, once its fingerprint matches (linking takes a device that holds the identity)",
-				Description: "Shows the requesting device's fingerprint and asks whether the new device shows the same;\n" +
-					"without a terminal, pass the fingerprint the new device shows with --fingerprint.\n" +
-					"A different fingerprint means someone else's device is behind the code: nothing is approved.",
-				ArgsUsage: "CODE",
-				Flags: []ucli.Flag{
-					&ucli.StringFlag{Name: "fingerprint", Usage: "the device fingerprint (`FP`) the new device shows, for scripts and pipes"},
-				},
-				Action: withSeat(func(e *env, s *seat.Seat) error {
-					if len(e.args) != 1 {
-						return badUsage("want the user code", "tally devices approve XXXX-XXXX")
-					}
-					code := e.args[0]
-					isNotFound := func(err error) bool {
-						var apiErr *seat.APIError
-						return errors.As(err, &apiErr) && apiErr.Status == 404
-					}
-					p, err := s.PendingDevice(e.c.Context, code)
-					if isNotFound(err) {
-						return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
-					}
-					if err != nil {
-						return err
-					}
-					shown := e.c.String("fingerprint")
-					if shown == "" {
-						if !isTerminal(e.c.App.Reader) && !testOnlyTerminal {
-							return badUsage("not on a terminal, so the fingerprint cannot be confirmed here",
-								"pass the fingerprint the new device shows: tally devices approve --fingerprint \"XXXX XXXX XXXX\" "+code)
-						}
-						label := p.Label
-						if label == "" {
-							label = "a device"
-						}
-						showf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
-						answer, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
-						if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-							return notAllowed("not approved", "approve only a device whose screen shows the same fingerprint")
-						}
-						shown = p.Fingerprint
-					}
-					a, err := s.ApproveDevice(e.c.Context, code, shown)
-					if errors.Is(err, seat.ErrFingerprintMismatch) {
-						return notAllowed("the fingerprint does not match the device behind that code: nothing was approved",
-							"check the fingerprint on the new device's screen; if it differs, someone else used the code: start `tally signin --recover` again")
-					}
-					if isNotFound(err) {
-						return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
-					}
-					if err != nil {
-						return err
-					}
-					also := ""
-					if a.SharedSeat {
-						also = "; it also received this seat's sync credential"
-					}
-					if a.Linked {
-						also = "; linked as device " + a.DeviceID + " (it holds no phrase)"
-					}
-					label := a.Label
-					if label == "" {
-						label = "device"
-					}
-					e.out(map[string]any{"grant_id": a.GrantID, "label": a.Label, "device": a.Fingerprint, "shared_seat": a.SharedSeat, "linked": a.Linked, "device_id": a.DeviceID},
-						"approved %s (device %s)%s", label, a.Fingerprint, also)
-					return nil
-				}),
-			},
+			devicesListCommand(),
+			devicesRevokeCommand(),
+			devicesJoinCommand(),
+			devicesApproveCommand(),
 		},
+	}
+}
+
+// devicesListCommand is `tally devices list`.
+func devicesListCommand() *ucli.Command {
+	return &ucli.Command{
+		Name: "list", Usage: "list this person's devices: label, id, when linked, last seen, whether it holds the identity",
+		Action: withSeat(func(e *env, s *seat.Seat) error {
+			if len(e.args) != 0 {
+				return badUsage("tally devices list takes no arguments", "")
+			}
+			devs, err := s.DeviceList(e.c.Context)
+			if err != nil {
+				return err
+			}
+			when := func(t time.Time) string {
+				if t.IsZero() {
+					return "-"
+				}
+				return t.UTC().Format(time.RFC3339)
+			}
+			if e.json {
+				list := []map[string]any{}
+				for _, d := range devs {
+					m := map[string]any{"id": d.ID, "label": d.Label, "holds_identity": d.HoldsIdentity, "this": d.This,
+						"linked_at": when(d.LinkedAt), "last_seen": when(d.LastSeen), "rooms": append([]string{}, d.Rooms...)}
+					if !d.RevokedAt.IsZero() {
+						m["revoked_at"] = when(d.RevokedAt)
+					}
+					list = append(list, m)
+				}
+				e.out(map[string]any{"devices": list}, "")
+				return nil
+			}
+			if len(devs) == 0 {
+				fmt.Fprintln(e.c.App.ErrWriter, "no devices yet: link one with `tally signin --link` on it")
+				return nil
+			}
+			showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", "ID", "LABEL", "LINKED", "LAST SEEN", "IDENTITY", "")
+			for _, d := range devs {
+				notes := []string{}
+				if d.This {
+					notes = append(notes, "this device")
+				}
+				if !d.RevokedAt.IsZero() {
+					notes = append(notes, "revoked "+when(d.RevokedAt))
+				}
+				if len(d.Rooms) > 0 {
+					notes = append(notes, plural(len(d.Rooms), "room", "rooms"))
+				}
+				holds := "no"
+				if d.HoldsIdentity {
+					holds = "yes"
+				}
+				label := d.Label
+				if label == "" {
+					label = "-"
+				}
+				showf(e.c.App.Writer, "%-8s  %-20s  %-20s  %-20s  %-8s  %s\n", d.ID, label, when(d.LinkedAt), when(d.LastSeen), holds, strings.Join(notes, ", "))
+			}
+			return nil
+		}),
+	}
+}
+
+// devicesRevokeCommand is `tally devices revoke`.
+func devicesRevokeCommand() *ucli.Command {
+	return &ucli.Command{
+		Name: "revoke", Usage: "revoke one of this person's devices, for good (only on a device that holds the identity)", ArgsUsage: "ID",
+		Description: "Signs a revocation with the identity key: the directory ends the device's API key at once\n" +
+			"(both planes refuse it, its open connections close), the sync key moves to a new epoch the\n" +
+			"device is not given, and it is removed from every room of this home (one commit per room);\n" +
+			"every member's seat refuses its key from then on. It keeps what it read before.\n" +
+			"A device that held the phrase can make itself new keys: revoking it cannot cut that.",
+		Action: withSeat(func(e *env, s *seat.Seat) error {
+			if len(e.args) != 1 {
+				return badUsage("want the device's ID", "see `tally devices list`")
+			}
+			r, err := s.Revoke(e.c.Context, e.args[0])
+			if errors.Is(err, seat.ErrNoDevice) {
+				return notFound("no device "+e.args[0]+" of yours", "see `tally devices list`")
+			}
+			if err != nil {
+				return err
+			}
+			short := make([]string, len(r.Rooms))
+			for i, x := range r.Rooms {
+				short[i] = shortRoom(e, s, x)
+			}
+			what := "revoked device " + e.args[0]
+			if r.Linked {
+				what += fmt.Sprintf(": its API key no longer works; the sync key moved to epoch %d (given to %s)", r.Epoch, plural(r.Given, "other linked device", "other linked devices"))
+			} else {
+				what += ": its key is refused in every room from now on (it held the phrase, so it can make new keys: only a new identity cuts that)"
+			}
+			if len(short) > 0 {
+				what += "; removed from " + strings.Join(short, ", ")
+			}
+			e.out(map[string]any{"device": e.args[0], "linked": r.Linked, "epoch": r.Epoch, "rooms": append([]string{}, r.Rooms...)}, "%s", what)
+			return nil
+		}),
+	}
+}
+
+// devicesJoinCommand is `tally devices join`.
+func devicesJoinCommand() *ucli.Command {
+	return &ucli.Command{
+		Name: "join", Usage: "join the rooms this device was let into after its approval",
+		Action: withSeat(func(e *env, s *seat.Seat) error {
+			if len(e.args) != 0 {
+				return badUsage("tally devices join takes no arguments", "")
+			}
+			rooms, err := s.JoinDeviceRooms(e.c.Context)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				e.out(map[string]any{"joined": append([]string{}, rooms...)}, "")
+				return nil
+			}
+			if len(rooms) == 0 {
+				fmt.Fprintln(e.c.App.ErrWriter, "no room has let this device in yet: the approving device adds it on its next command in each room (or in its watch); run this again then")
+				return nil
+			}
+			short := make([]string, len(rooms))
+			for i, r := range rooms {
+				short[i] = shortRoom(e, s, r)
+			}
+			showf(e.c.App.Writer, "joined %s\n", strings.Join(short, ", "))
+			return nil
+		}),
+	}
+}
+
+// devicesApproveCommand is `tally devices approve`.
+func devicesApproveCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "approve",
+		Usage: "approve a new device by the user code it shows, once its fingerprint matches (linking takes a device that holds the identity)",
+		Description: "Shows the requesting device's fingerprint and asks whether the new device shows the same;\n" +
+			"without a terminal, pass the fingerprint the new device shows with --fingerprint.\n" +
+			"A different fingerprint means someone else's device is behind the code: nothing is approved.",
+		ArgsUsage: "CODE",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "fingerprint", Usage: "the device fingerprint (`FP`) the new device shows, for scripts and pipes"},
+		},
+		Action: withSeat(func(e *env, s *seat.Seat) error {
+			if len(e.args) != 1 {
+				return badUsage("want the user code", "tally devices approve XXXX-XXXX")
+			}
+			code := e.args[0]
+			isNotFound := func(err error) bool {
+				var apiErr *seat.APIError
+				return errors.As(err, &apiErr) && apiErr.Status == 404
+			}
+			p, err := s.PendingDevice(e.c.Context, code)
+			if isNotFound(err) {
+				return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
+			}
+			if err != nil {
+				return err
+			}
+			shown := e.c.String("fingerprint")
+			if shown == "" {
+				if !isTerminal(e.c.App.Reader) && !testOnlyTerminal {
+					return badUsage("not on a terminal, so the fingerprint cannot be confirmed here",
+						"pass the fingerprint the new device shows: tally devices approve --fingerprint \"XXXX XXXX XXXX\" "+code)
+				}
+				label := p.Label
+				if label == "" {
+					label = "a device"
+				}
+				showf(e.c.App.ErrWriter, "%s asks to join this account with device fingerprint\n\n    %s\n\nDoes the new device show the same fingerprint? [y/N] ", label, p.Fingerprint)
+				answer, _ := bufio.NewReader(e.c.App.Reader).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					return notAllowed("not approved", "approve only a device whose screen shows the same fingerprint")
+				}
+				shown = p.Fingerprint
+			}
+			a, err := s.ApproveDevice(e.c.Context, code, shown)
+			if errors.Is(err, seat.ErrFingerprintMismatch) {
+				return notAllowed("the fingerprint does not match the device behind that code: nothing was approved",
+					"check the fingerprint on the new device's screen; if it differs, someone else used the code: start `tally signin --recover` again")
+			}
+			if isNotFound(err) {
+				return notFound("no pending device with that code", "check the code, or start `tally signin --recover` again on the new device")
+			}
+			if err != nil {
+				return err
+			}
+			also := ""
+			if a.SharedSeat {
+				also = "; it also received this seat's sync credential"
+			}
+			if a.Linked {
+				also = "; linked as device " + a.DeviceID + " (it holds no phrase)"
+			}
+			label := a.Label
+			if label == "" {
+				label = "device"
+			}
+			e.out(map[string]any{"grant_id": a.GrantID, "label": a.Label, "device": a.Fingerprint, "shared_seat": a.SharedSeat, "linked": a.Linked, "device_id": a.DeviceID},
+				"approved %s (device %s)%s", label, a.Fingerprint, also)
+			return nil
+		}),
 	}
 }

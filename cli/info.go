@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
 	"slices"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
-
-	"github.com/skytale-oss/skytale/seat"
 )
 
 // buildInfo describes the running binary: the module version, the commit
@@ -180,90 +176,3 @@ if [[ "$(basename -- ${(%):-%x})" != "_tally" ]]; then
 	compdef _tally tally
 fi
 `
-
-func jsonLine(c *ucli.Context, v any) error {
-	e := &env{c: c, json: true}
-	e.out(v, "")
-	return nil
-}
-
-func whoamiCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "whoami",
-		Usage: "print this home's identity, org, sync channel and servers",
-		Action: withSeat(func(e *env, s *seat.Seat) error {
-			did, err := s.Identity()
-			if err != nil {
-				return err
-			}
-			org, err := s.Org(e.c.Context)
-			if err != nil && !errors.Is(err, seat.ErrNotSignedIn) {
-				return err
-			}
-			var sync string
-			if org != "" {
-				if sync, err = s.SyncChannel(e.c.Context); err != nil {
-					return err
-				}
-			}
-			account, _ := s.AccountID(e.c.Context)
-			defAPI, defRelay := defaultURLs()
-			if e.json {
-				name, _ := s.Name(e.c.Context)
-				e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "account_id": account, "sync_channel": sync,
-					"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
-				return nil
-			}
-			w := e.c.App.Writer
-			name, err := s.Name(e.c.Context)
-			if err != nil {
-				return err
-			}
-			showf(w, "identity   %s\n", personLabel(e, did, name))
-			if org == "" {
-				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
-			} else {
-				showf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
-			}
-			mark := func(u, def string) string {
-				if u == def {
-					return u + "  (default)"
-				}
-				return u
-			}
-			showf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
-			return nil
-		}),
-	}
-}
-
-// shortID is the short form of a person that tally shows: the last 8
-// characters of the person's did:key ([seat.ShortID]; a device's identity
-// shows as its person). The org a signin makes by default ends with the
-// same.
-func shortID(did string) string { return seat.ShortID(did) }
-
-// displayID is how a person is shown: the short form, or the person's
-// whole did:key with --verbose.
-func displayID(e *env, did string) string {
-	if e.verbose {
-		return seat.PersonOf(did)
-	}
-	return shortID(did)
-}
-
-// personLabel is a person as tally shows one: the name they gave, if any,
-// always beside the short form of their key (a name is a claim anyone can
-// make; the key is not).
-func personLabel(e *env, did, name string) string {
-	if name == "" {
-		return displayID(e, did)
-	}
-	return name + " (" + displayID(e, did) + ")"
-}
-
-// isShortIDOf reports whether s names the person of the member identity
-// id: the whole identity, the person's did:key, or its short form.
-func isShortIDOf(s, id string) bool {
-	return s == id || s == seat.PersonOf(id) || len(s) >= 8 && strings.HasSuffix(seat.PersonOf(id), s)
-}
