@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/skytale-oss/skytale/internal/leakcheck"
 )
 
 // TestMain lets the test binary act as the tally command, so the serve
@@ -29,8 +30,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TALLY_TEST_AS_MAIN") == "1" {
 		os.Exit(Command(append([]string{"tally"}, os.Args[1:]...)))
 	}
-	testscript.Main(m, map[string]func(){"tally": scriptTally})
+	testscript.Main(leakChecked{m}, map[string]func(){"tally": scriptTally})
 }
+
+// leakChecked runs the tests, then fails the run if a goroutine of the
+// module's code outlives them.
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int { return leakcheck.Run(l.m.Run, os.Stderr) }
 
 type served struct {
 	cmd            *exec.Cmd
