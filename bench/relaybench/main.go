@@ -14,7 +14,7 @@
 // Rounds interleave the scenarios, so a change in the machine's load hits
 // them alike; the summary gives the median of the rounds.
 //
-//	go run ./internal/cmd/relaybench -data ~/.local/share/skytale
+//	go -C bench run ./relaybench -data ~/.local/share/skytale
 //
 // With -data (the serve's data folder) it creates accounts with the
 // operator's internal secret and mints tokens with the JWT secret;
@@ -43,7 +43,7 @@
 // scenario for scenario within each round, and each round starts with
 // the next server in the list:
 //
-//	go run ./internal/cmd/relaybench -target skytale,nats,centrifugo \
+//	go -C bench run ./relaybench -target skytale,nats,centrifugo \
 //		-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data D \
 //		-nats nats://127.0.0.1:4290 \
 //		-centrifugo http://127.0.0.1:8590 -centrifugo-config centrifugo.json

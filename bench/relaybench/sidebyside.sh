@@ -3,7 +3,7 @@
 # loopback, runs relaybench against the three in one process (interleaved
 # round for round, the same client and flags for each), and stops them.
 #
-#	internal/cmd/relaybench/sidebyside.sh [relaybench flags...]
+#	bench/relaybench/sidebyside.sh [relaybench flags...]
 #
 # Environment:
 #
@@ -30,10 +30,11 @@
 # before the ack, as the relay's archive does.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/../../.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work"
+work=$(cd "$work" && pwd) # absolute: the bench module builds from its own folder
 
 tally=${TALLY:-}
 if [ -z "$tally" ]; then
@@ -41,7 +42,7 @@ if [ -z "$tally" ]; then
 	go build -o "$tally" ./cli/tally
 fi
 go build -o "$work/nats-server" github.com/nats-io/nats-server/v2
-go build -o "$work/relaybench" ./internal/cmd/relaybench
+go -C bench build -o "$work/relaybench" ./relaybench
 centrifugo=${CENTRIFUGO:-$(command -v centrifugo || true)}
 
 pids=
