@@ -54,7 +54,7 @@ type Config struct {
 
 	// Database, if set, names the database instead of DBPath: a
 	// postgres:// or postgresql:// URL keeps the directory in PostgreSQL
-	// (see "PostgreSQL" in the package documentation), which several
+	// (see docs/POSTGRES.md), which several
 	// directory processes may share; anything else is a SQLite file
 	// path, as DBPath. Setting both is an error.
 	Database string
@@ -135,7 +135,7 @@ type Config struct {
 	// a few hundred bogus sign-ins from anyone make every sign-in 429.
 	// Only the proxies may be able to reach the directory from these
 	// addresses. The HTTP connections themselves are bounded by the
-	// listener (see "Connections" in the package documentation).
+	// listener (see the package documentation).
 	TrustedProxies []netip.Prefix
 	// Fence is where the directory reads the relay's commit fence: a
 	// GroupInfo is kept only for the epoch the fence has reached

@@ -854,7 +854,7 @@ func sweepInterval(ttl time.Duration) time.Duration { return min(ttl, 30*time.Se
 // grows its next batch (acks wait for it either way). relaybench on two
 // cores, tally serve beside Centrifugo, 6 interleaved rounds: latency 1→1
 // p99 483 → 208 µs and p50 65 → 41 µs; durable 16×64 0.99× and 1×1 0.94×
-// (docs/BENCHMARKS.md, "The tail, third look").
+// (docs/BENCHMARKS-NOTES.md, "The tail, third look").
 const committerNice = 10
 
 // runCommitter is the committer of an archive in memory: it writes and

@@ -30,7 +30,7 @@ import (
 const (
 	// DefaultArchiveCap is 10,000 rather than 1,000: cover traffic, which
 	// the relay cannot tell from messages, would otherwise push a day's
-	// real messages out of a busy room's log (see docs/BENCHMARKS.md,
+	// real messages out of a busy room's log (see docs/BENCHMARKS-NOTES.md,
 	// "Retention and cover traffic").
 	DefaultArchiveCap     = 10000
 	DefaultArchiveTTL     = 7 * 24 * time.Hour

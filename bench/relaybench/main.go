@@ -1,6 +1,6 @@
 // Command relaybench drives a running relay (tally serve, or any relay with
 // its directory) over real sockets from a separate process, with the
-// closed-loop method of docs/BENCHMARKS.md:
+// closed-loop method of docs/BENCHMARKS-NOTES.md:
 //
 //   - fan-out: one publisher, N subscribers on one channel, 1 KiB
 //     payloads, at most K messages outstanding per subscriber (published
