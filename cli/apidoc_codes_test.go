@@ -22,17 +22,17 @@ func TestAPIDocListsEveryErrorCode(t *testing.T) {
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	doc := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| [0-9, ]+ \\| `([a-z_]+)` \\|").FindAllStringSubmatch(sec, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| [0-9, ]+ \\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(sec, -1) {
 		doc[m[1]] = true
 	}
 	// The shapes an error code takes in the planes' sources: an answer
 	// written with its status, a row of the directory's error table, a
 	// body error of internal/httpx, and the JSON of an epoch refusal.
 	res := []*regexp.Regexp{
-		regexp.MustCompile(`(?:writeError|WriteError)\(\w+, [^,"]+, "([a-z_]+)"`),
-		regexp.MustCompile(`\{err\w+, http\.Status\w+, "([a-z_]+)"`),
-		regexp.MustCompile(`&BodyError\{http\.Status\w+, "([a-z_]+)"`),
-		regexp.MustCompile(`writeEpochError\(\w+, "([a-z_]+)"`),
+		regexp.MustCompile(`(?:writeError|WriteError)\(\w+, [^,"]+, "([a-z0-9_]+)"`),
+		regexp.MustCompile(`\{err\w+, http\.Status\w+, "([a-z0-9_]+)"`),
+		regexp.MustCompile(`&BodyError\{http\.Status\w+, "([a-z0-9_]+)"`),
+		regexp.MustCompile(`writeEpochError\(\w+, "([a-z0-9_]+)"`),
 	}
 	code := map[string]bool{}
 	for _, dir := range []string{"../directory", "../relay", "../internal/httpx"} {
