@@ -25,6 +25,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/internal/admin"
 	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -376,7 +377,10 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if o.LogFormat == "json" {
 		h = slog.NewJSONHandler(logw, hopts)
 	}
-	log := slog.New(h)
+	// The admin page shows the last error records.
+	errRing := admin.NewErrorRing(adminErrors, o.LogClients)
+	log := slog.New(errRing.Handler(h))
+	started := time.Now()
 	if o.LimitsOff {
 		log.Warn("the directory's rate limits are off (--limits off): a test rig, never a server that faces the network")
 	}
@@ -626,6 +630,9 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("GET /health", health)
 		mux.Handle("GET /ready", health)
+		adm := o.adminPage(planes, internal, reg, errRing, started)
+		mux.Handle("/admin", adm)
+		mux.Handle("/admin/", adm)
 		planes = append(planes, plane{name: "metrics", addr: o.MetricsAddr, h: mux})
 	}
 	if o.HealthAddr != "" {
