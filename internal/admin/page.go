@@ -230,7 +230,7 @@ type loginView struct {
 const style = `<style>
 body{font:15px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d232b}
 header{background:#1d2b3a;color:#fff;padding:.8em 1.5em;display:flex;align-items:center;gap:1.5em}
-header h1{font-size:1.15em;margin:0;font-weight:600}header a,header button{color:#cfe3ff}
+header h1{font-size:1.15em;margin:0;font-weight:600}header a,header button{color:#cfe3ff}header button{background:transparent;border-color:#6d89a8}
 main{max-width:72em;margin:0 auto;padding:1em 1.5em}
 section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1.2em 1em;margin:1em 0}
 h2{font-size:1.05em;margin:.4em 0 .6em}
