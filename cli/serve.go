@@ -85,10 +85,7 @@ func serveCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "relay-logins-per-net", Value: relay.DefaultMaxUnauthConnsPerNet, Usage: "WebSockets not yet authenticated per client IPv4 /24 or IPv6 /64"},
 			&ucli.DurationFlag{Name: "relay-ping-interval", Value: relay.DefaultPingInterval, Usage: "how often the relay pings an authenticated WebSocket"},
 			&ucli.DurationFlag{Name: "relay-ping-timeout", Value: relay.DefaultPingTimeout, Usage: "how long a pong may take before the WebSocket is closed"},
-			// Directory reads (directory.Limits).
-			&ucli.IntFlag{Name: "directory-reads-per-account", Value: directory.DefaultLimits.ReadsPerAccount, Usage: "directory reads of blobs or lists one account may have in flight; more wait a second, then 429; 0 for no bound"},
-			&ucli.IntFlag{Name: "directory-read-mib", Value: int(directory.DefaultLimits.ReadBytes >> 20), Usage: "MiB of directory answers in flight on the whole server, each read counted as its 4 MiB page bound; 0 for no bound"},
-		}, budgetFlags()...), // signup and storage budgets: serve_budget.go
+		}, append(budgetFlags(), limitFlags()...)...), // budgets: serve_budget.go; rate limits: serve_limits.go
 		Subcommands: []*ucli.Command{backupCommand(), signupTokenCommand(), accountCommand(), accountsCommand(), clusterCommand(), checkConfigCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 1 && c.Args().First() == "help" {
@@ -150,7 +147,9 @@ func serveOptionsFrom(c *ucli.Context) (serveOptions, error) {
 	if err := opts.logFlags(c); err != nil {
 		return opts, err
 	}
-	opts.readFlags(c)
+	if err := opts.limitFlagsInto(c); err != nil {
+		return opts, err
+	}
 	if c.IsSet("open-signup") {
 		v := c.Bool("open-signup")
 		opts.OpenSignup = &v
@@ -225,6 +224,7 @@ type serveOptions struct {
 
 	admissionOptions
 	budgetOptions
+	limitOptions
 	secretSources
 }
 
@@ -248,11 +248,6 @@ type admissionOptions struct {
 	RelayConnsPerIP, RelayConnsPerNet   int
 	RelayLoginsPerIP, RelayLoginsPerNet int
 	RelayPingInterval, RelayPingTimeout time.Duration
-	// DirectoryReadsPerAccount and DirectoryReadBytes bound the directory's
-	// reads in flight (directory.Limits; zero: the defaults; negative: no
-	// bound).
-	DirectoryReadsPerAccount int
-	DirectoryReadBytes       int64
 }
 
 // logFlags reads the archive, log and limits settings into o.
@@ -280,18 +275,6 @@ func (o *serveOptions) logFlags(c *ucli.Context) error {
 		return badUsage(fmt.Sprintf("unknown --limits %q", c.String("limits")), "use on or off")
 	}
 	return nil
-}
-
-// readFlags reads the directory's read bounds into o; the flags' 0 is "no
-// bound", which directory.Limits spells negative.
-func (o *serveOptions) readFlags(c *ucli.Context) {
-	o.DirectoryReadsPerAccount, o.DirectoryReadBytes = -1, -1
-	if v := c.Int("directory-reads-per-account"); v > 0 {
-		o.DirectoryReadsPerAccount = v
-	}
-	if v := c.Int("directory-read-mib"); v > 0 {
-		o.DirectoryReadBytes = int64(v) << 20
-	}
 }
 
 // admissionFlags reads the admission flags into o.
@@ -497,7 +480,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		InternalSecret: internal, Logger: planeLogger(reqLog, "directory"),
 		TrustedProxies: o.TrustedProxies, LogClients: o.LogClients,
 	}
-	dcfg.Limits.ReadsPerAccount, dcfg.Limits.ReadBytes = o.DirectoryReadsPerAccount, o.DirectoryReadBytes
+	dcfg.Limits = o.DirectoryLimits
 	dcfg.Limits.Off = o.LimitsOff
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
@@ -768,6 +751,7 @@ func (o *serveOptions) relayAdmission(rcfg *relay.Config, listenerCap int) {
 	rcfg.MaxConnsPerAddr, rcfg.MaxConnsPerNet = o.RelayConnsPerIP, o.RelayConnsPerNet
 	rcfg.MaxUnauthConnsPerAddr, rcfg.MaxUnauthConnsPerNet = o.RelayLoginsPerIP, o.RelayLoginsPerNet
 	rcfg.PingInterval, rcfg.PingTimeout = o.RelayPingInterval, o.RelayPingTimeout
+	rcfg.MaxConnsPerAccount, rcfg.MaxPageBytes = o.RelayConnsPerAccount, o.RelayPageBytes
 }
 
 type plane struct {
