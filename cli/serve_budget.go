@@ -27,17 +27,11 @@ type budgetOptions struct {
 	// directory's default.
 	ClaimsPerClaimer, ClaimsPerDevice, InboxPerSender, InboxEntries int
 	InboxSenderBytes, InboxBytes                                    int64
-	// SignupPerIP and SignupPerNet are the signup bursts per address and
-	// per IPv4 /24 or IPv6 /64 (directory.Limits); zero means the default.
-	SignupPerIP, SignupPerNet int
 }
 
 func budgetFlags() []ucli.Flag {
-	d := directory.DefaultLimits
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "signup", Usage: "who may create accounts (`MODE`): open (anyone, within the signup limits), invite (an org invite or a signup token from tally serve token), closed (only tally serve account create)", DefaultText: "open when both planes listen on loopback, else closed"},
-		&ucli.IntFlag{Name: "signup-per-ip", Value: d.Signup.PerAddr.Burst, Usage: fmt.Sprintf("signups one address (IPv6: one /64) may make at once; then one per %s", d.Signup.PerAddr.Every)},
-		&ucli.IntFlag{Name: "signup-per-net", Value: d.SignupPerNet.Burst, Usage: fmt.Sprintf("signups one IPv4 /24 or IPv6 /64 may make at once; then one per %s", d.SignupPerNet.Every)},
 		&ucli.StringFlag{Name: "relay-account-quota", Usage: "payload bytes one account may keep in the relay's archive (e.g. 256MiB)", DefaultText: "256MiB"},
 		&ucli.StringFlag{Name: "relay-group-budget", Usage: "payload bytes the accounts signed up from one IPv4 /24 or IPv6 /64 may keep together", DefaultText: "1GiB, at most a quarter of --relay-server-budget"},
 		&ucli.StringFlag{Name: "relay-org-budget", Usage: "payload bytes the accounts of one org may keep together", DefaultText: "half of --relay-server-budget"},
@@ -66,7 +60,6 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	if o.Signup != "" && c.IsSet("open-signup") {
 		return badUsage("--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)")
 	}
-	o.SignupPerIP, o.SignupPerNet = c.Int("signup-per-ip"), c.Int("signup-per-net")
 	for _, f := range []struct {
 		name string
 		v    *int64
@@ -96,8 +89,7 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	return nil
 }
 
-// applyBudgets sets the signup mode, the signup limits and both planes'
-// budgets; open is the mode's default.
+// applyBudgets sets the signup mode and both planes' budgets; open is the mode's default.
 func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config, open bool) {
 	dcfg.Signup = directory.SignupClosed
 	if open {
@@ -107,12 +99,6 @@ func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.C
 		dcfg.Signup = directory.SignupMode(o.Signup)
 	}
 	dcfg.OpenSignup = dcfg.Signup == directory.SignupOpen
-	if o.SignupPerIP != 0 {
-		dcfg.Limits.Signup.PerAddr.Burst = o.SignupPerIP
-	}
-	if o.SignupPerNet != 0 {
-		dcfg.Limits.SignupPerNet.Burst = o.SignupPerNet
-	}
 	rcfg.AccountQuota, rcfg.GroupBudget, rcfg.OrgBudget, rcfg.ServerBudget = o.AccountQuota, o.GroupBudget, o.OrgBudget, o.ServerBudget
 	dcfg.AccountBudget, dcfg.GroupBudget, dcfg.OrgBudget, dcfg.ServerBudget = o.DirAccountBudget, o.DirGroupBudget, o.DirOrgBudget, o.DirServerBudget
 	dcfg.ClaimsPerClaimer, dcfg.ClaimsPerDevice = o.ClaimsPerClaimer, o.ClaimsPerDevice

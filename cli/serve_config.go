@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -40,13 +41,22 @@ func configFlag() ucli.Flag {
 // did not set from the environment or from the config file c names (or
 // path, when not empty).
 func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
+	_, err := configSources(c, cmd, path)
+	return err
+}
+
+// configSources is applyServeConfig, and says where each setting came
+// from: by config key, "flag", the environment variable's name, or the
+// file's path; a key it does not hold keeps its default.
+func configSources(c *ucli.Context, cmd *ucli.Command, path string) (map[string]string, error) {
+	from := map[string]string{}
 	if path == "" {
 		path = c.String("config")
 	}
 	file := map[string]any{}
 	if path != "" {
 		if _, err := toml.DecodeFile(path, &file); err != nil {
-			return badUsage("the config file "+path+" is not valid TOML", err.Error())
+			return nil, badUsage("the config file "+path+" is not valid TOML", err.Error())
 		}
 	}
 	known := map[string]ucli.Flag{}
@@ -65,7 +75,7 @@ func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return badUsage(fmt.Sprintf("the config file %s has keys tally serve does not know: %s", path, strings.Join(unknown, ", ")),
+		return nil, badUsage(fmt.Sprintf("the config file %s has keys tally serve does not know: %s", path, strings.Join(unknown, ", ")),
 			"each key is a flag's name with _ for - (see tally serve --help)")
 	}
 	keys := make([]string, 0, len(known))
@@ -77,12 +87,14 @@ func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
 		f := known[k]
 		name := f.Names()[0]
 		if c.IsSet(name) {
+			from[k] = "flag"
 			continue
 		}
 		if v, ok := os.LookupEnv(configEnvPrefix + strings.ToUpper(k)); ok {
 			if err := setFlag(c, name, []string{v}); err != nil {
-				return badUsage(fmt.Sprintf("%s%s=%q: %v", configEnvPrefix, strings.ToUpper(k), v, err), "")
+				return nil, badUsage(fmt.Sprintf("%s%s=%q: %v", configEnvPrefix, strings.ToUpper(k), v, err), "")
 			}
+			from[k] = configEnvPrefix + strings.ToUpper(k)
 			continue
 		}
 		v, ok := file[k]
@@ -91,13 +103,14 @@ func applyServeConfig(c *ucli.Context, cmd *ucli.Command, path string) error {
 		}
 		vals, err := configValues(v)
 		if err != nil {
-			return badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
+			return nil, badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
 		}
 		if err := setFlag(c, name, vals); err != nil {
-			return badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
+			return nil, badUsage(fmt.Sprintf("%s in %s: %v", k, path, err), "")
 		}
+		from[k] = path
 	}
-	return nil
+	return from, nil
 }
 
 // configKey is the config file's key of the flag name.
@@ -145,18 +158,46 @@ func setFlag(c *ucli.Context, name string, vals []string) error {
 func checkConfigCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "check-config",
-		Usage: "check the settings tally serve would start with (its flags, TALLY_SERVE_* and --config FILE) without starting it",
+		Usage: "check the settings tally serve would start with (its flags, TALLY_SERVE_* and --config FILE) without starting it, and list them",
+		Description: "Prints every setting as a line of a config file, with where it came from\n" +
+			"(flag, the environment variable, the file, or the default).",
 		Flags: []ucli.Flag{configFlag()},
 		Action: func(c *ucli.Context) error {
 			parent := c.Lineage()[1]
-			if err := applyServeConfig(parent, parent.Command, c.String("config")); err != nil {
+			from, err := configSources(parent, parent.Command, c.String("config"))
+			if err != nil {
 				return err
 			}
 			if _, err := serveOptionsFrom(parent); err != nil {
 				return err
 			}
 			showf(c.App.Writer, "the settings are valid\n")
+			for _, f := range parent.Command.Flags {
+				name := f.Names()[0]
+				if name == "help" || name == configFlagName {
+					continue
+				}
+				k := configKey(name)
+				showf(c.App.Writer, "%s = %s  # %s\n", k, tomlValue(parent.Value(name)), cmp.Or(from[k], "default"))
+			}
 			return nil
 		},
 	}
+}
+
+// tomlValue is a flag's value as a config file writes it.
+func tomlValue(v any) string {
+	switch v := v.(type) {
+	case bool:
+		return strconv.FormatBool(v)
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case time.Duration:
+		return strconv.Quote(v.String())
+	case ucli.StringSlice:
+		return strconv.Quote(strings.Join(v.Value(), ","))
+	}
+	return strconv.Quote(fmt.Sprint(v))
 }

@@ -25,6 +25,7 @@ import (
 type inProcess struct {
 	apiURL, relURL string
 	healthURL      string // with HealthAddr
+	metricsURL     string // with MetricsAddr
 	log            *syncBuffer
 	stop           func() error // cancels serve and returns its error
 }
@@ -54,6 +55,9 @@ func serveInProcess(t *testing.T, o serveOptions) *inProcess {
 	if o.HealthAddr != "" {
 		want++
 	}
+	if o.MetricsAddr != "" {
+		want++
+	}
 	for range want {
 		select {
 		case u := <-urls:
@@ -61,6 +65,8 @@ func serveInProcess(t *testing.T, o serveOptions) *inProcess {
 				p.apiURL = u[1]
 			} else if u[0] == "health" {
 				p.healthURL = u[1]
+			} else if u[0] == "metrics" {
+				p.metricsURL = u[1]
 			} else {
 				p.relURL = u[1]
 			}

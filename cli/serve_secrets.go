@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -110,4 +111,63 @@ func parseSecret(text string) ([]byte, error) {
 // directory tells them apart).
 func isPostgresURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// loadSecret reads a secret from path, creating it (mode 0600) the first
+// time as 32 random bytes in hex. The secret is the hex text itself, so the
+// operator can paste it into an Authorization header. The new file appears
+// whole or not at all (written aside, then linked into place), so two
+// planes starting at once on one folder agree on the secret.
+func loadSecret(path string) ([]byte, error) {
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			s := strings.TrimSpace(string(b))
+			if raw, err := hex.DecodeString(s); err != nil || len(raw) < 32 {
+				return nil, fmt.Errorf("%s is not a 32-byte hex secret; remove it to generate a new one", path)
+			}
+			return []byte(s), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		created, err := createSecret(path)
+		if err != nil || created != nil {
+			return created, err
+		}
+		// Another process created it first: read theirs.
+	}
+}
+
+// createSecret writes a new secret to path, or returns nil, nil if path
+// appeared meanwhile.
+func createSecret(path string) ([]byte, error) {
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	s := []byte(hex.EncodeToString(raw))
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(append(s, '\n'))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Link(f.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return s, nil
 }

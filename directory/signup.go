@@ -133,6 +133,8 @@ type accountInfo struct {
 	Org        string `json:"org"`
 	CreatedAt  string `json:"created_at"`
 	LastSignin string `json:"last_signin"` // the day, YYYY-MM-DD
+	// Disabled is set once the account is revoked (POST /v1/revocations).
+	Disabled bool `json:"disabled"`
 }
 
 // maxAccountsPage bounds one page of GET /v1/internal/accounts.
@@ -173,7 +175,8 @@ func (s *Server) handleListAccounts(w http.ResponseWriter, r *http.Request) {
 	}
 	cutoff := unixDay(s.cfg.Now()) - idle
 	rows, err := s.store.query(r.Context(),
-		`SELECT id, email, org, created_at, last_signin FROM accounts WHERE id > ? AND last_signin <= ? ORDER BY id LIMIT ?`,
+		`SELECT a.id, a.email, a.org, a.created_at, a.last_signin, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = a.id)
+		 FROM accounts a WHERE a.id > ? AND a.last_signin <= ? ORDER BY a.id LIMIT ?`,
 		after, cutoff, limit+1)
 	if err != nil {
 		s.fail(w, r, err)
@@ -184,7 +187,7 @@ func (s *Server) handleListAccounts(w http.ResponseWriter, r *http.Request) {
 	for rows.Next() {
 		var a accountInfo
 		var created, day int64
-		if err := rows.Scan(&a.AccountID, &a.Email, &a.Org, &created, &day); err != nil {
+		if err := rows.Scan(&a.AccountID, &a.Email, &a.Org, &created, &day, &a.Disabled); err != nil {
 			s.fail(w, r, err)
 			return
 		}

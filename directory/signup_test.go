@@ -231,3 +231,22 @@ func TestIdleAccounts(t *testing.T) {
 	// The owner still signs in.
 	e.jwt(ownerKey, nil)
 }
+
+// TestListedAccountsSayDisabled: the operator's list of accounts marks a
+// revoked (disabled) account, and only that one.
+func TestListedAccountsSayDisabled(t *testing.T) {
+	e := newEnv(t, nil)
+	offID, _ := e.account("off")
+	onID, _ := e.account("on")
+	want(t, e.do("POST", "/v1/revocations", testInternalSecret, map[string]any{"did": "did:skytale:" + offID}), 200, "")
+	r := e.do("GET", "/v1/internal/accounts", testInternalSecret, nil)
+	want(t, r, 200, "")
+	got := map[string]any{}
+	for _, a := range r.body["accounts"].([]any) {
+		m := a.(map[string]any)
+		got[m["account_id"].(string)] = m["disabled"]
+	}
+	if got[offID] != true || got[onID] != false {
+		t.Fatalf("disabled: %v (off %s, on %s)", got, offID, onID)
+	}
+}
