@@ -51,9 +51,6 @@ const (
 
 var (
 	errNoTicket = errors.New("seat: a room admits from outside only a join by an auto invite, or a member taking its own place again")
-	// ErrInviteNotAdmitted: the room's members did not admit the join by
-	// this invite (it is not, or no longer, listed in the room).
-	ErrInviteNotAdmitted = errors.New("seat: the room does not admit joins by this invite")
 )
 
 // inviteKey derives an auto invite's key pair from its token.

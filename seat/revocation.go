@@ -249,10 +249,6 @@ func (s *Seat) refreshRevocations(did string) {
 	s.noteRevocations(ctx, did)
 }
 
-// ErrRevokedDevice: a Commit adds, or is made by, a device whose key its
-// person revoked.
-var ErrRevokedDevice = errors.New("seat: that device was revoked by its person")
-
 // revocationRules refuses what a revoked device would bring into a room:
 // an Add of its leaf, or a Commit it made.
 func (s *Seat) revocationRules(c mls.CommitCheck) error {

@@ -53,17 +53,6 @@ const (
 	RoleMember = "member"
 )
 
-// Errors of role checks.
-var (
-	// ErrNotAdmin: only the room's owner and admins may add or remove
-	// others.
-	ErrNotAdmin = errors.New("seat: only the room's owner and admins can do that")
-	// ErrRemoveOwner: nobody removes the room's owner.
-	ErrRemoveOwner = errors.New("seat: nobody can remove the room's owner")
-	// ErrNoRoles: the room was created before rooms had roles.
-	ErrNoRoles = errors.New("seat: this room was created before rooms had roles")
-)
-
 // RoomRoles are the roles of a room: the owner's did:key and the admins'
 // did:keys, sorted and distinct, never including the owner.
 //

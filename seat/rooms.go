@@ -27,34 +27,11 @@ const (
 
 // Errors of room operations.
 var (
-	ErrNoRoom     = errors.New("seat: no such room in this home")
-	ErrRoomExists = errors.New("seat: this home already has that room")
-	// ErrRoomLive: the room's channel still has other member accounts,
-	// so the group this seat made there lives on with them; a new group
-	// on the same channel would split the room in two.
-	ErrRoomLive = errors.New("seat: the room's channel still has other members")
-	ErrNotOwner = errors.New("seat: only the room's owner can do that")
-	// ErrNotMember: the relay or the directory refused because this
-	// account is not a member of the channel (code not_a_member): the
-	// owner has not admitted it yet, or removed it.
-	ErrNotMember    = errors.New("seat: this account is not a member of the channel")
-	ErrWelcomeWait  = errors.New("seat: the owner has not admitted this seat yet")
-	ErrRemovedRoom  = errors.New("seat: this seat was removed from the room")
-	ErrNoRooms      = errors.New("seat: this home has no rooms")
 	errStaleRetries = errors.New("seat: the room kept moving; try again")
 	// errRoomMoved: another process stored a newer state of the room
 	// since it was loaded; nothing was stored.
 	errRoomMoved = errors.New("seat: the room changed in another process; try again")
 )
-
-// RoomError is an error of one room among several (a watch).
-type RoomError struct {
-	Room string
-	Err  error
-}
-
-func (e *RoomError) Error() string { return e.Err.Error() + ": " + e.Room }
-func (e *RoomError) Unwrap() error { return e.Err }
 
 // RoomMessage is one decrypted room message, or a notice about the room.
 type RoomMessage struct {

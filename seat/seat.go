@@ -40,29 +40,6 @@ type Config struct {
 	TokenTTL time.Duration
 }
 
-// Errors a caller can act on.
-var (
-	ErrNoSeed       = errors.New("seat: no seed in this home")
-	ErrSeedExists   = errors.New("seat: this home already has a seed")
-	ErrNotSignedIn  = errors.New("seat: not signed in")
-	ErrNotConnected = errors.New("seat: not connected")
-	ErrSignedIn     = errors.New("seat: already signed in")
-
-	// ErrOrgTaken: signup named an org that exists; joining it takes an
-	// org invite from one of its accounts.
-	ErrOrgTaken = errors.New("seat: the org exists and joining it needs an org invite")
-	// ErrInvalidOrgInvite: the org invite is unknown, expired, used up or
-	// for another org.
-	ErrInvalidOrgInvite = errors.New("seat: the org invite is invalid, expired, used up or for another org")
-
-	ErrNoDirectoryURL = errors.New("seat: no directory URL configured")
-	ErrNoRelayURL     = errors.New("seat: no relay URL configured")
-
-	// ErrFingerprintMismatch: a device approval named a fingerprint that
-	// is not the requesting device's, or none.
-	ErrFingerprintMismatch = errors.New("seat: the fingerprint is not the one of the device asking to be approved")
-)
-
 // Seat is a client bound to one home folder. Its methods are safe for
 // concurrent use.
 type Seat struct {

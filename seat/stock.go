@@ -370,37 +370,12 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	return sent, nil
 }
 
-// Errors of consent (the directory's contacts rules).
-var (
-	// ErrSeatExists: the seat identity is registered already (by another
-	// device of this person, or another home restored from its phrase).
-	ErrSeatExists = errors.New("seat: the seat identity is already registered")
-	// ErrNotAllowed: this account shares no room or org with the person
-	// and gave no add-token of theirs, so it may not add them.
-	ErrNotAllowed = errors.New("seat: that person has not agreed to be added by this account (no shared room or org, no add-token of theirs)")
-	// ErrInvalidAddToken: the add-token is invalid, expired, used up or
-	// revoked.
-	ErrInvalidAddToken = errors.New("seat: the add-token is invalid, expired, used up or revoked")
-)
-
-// ErrNoStock: the person has no join offers at the directory (no device
-// of theirs has signed in since stocks began, or all are used up).
-var ErrNoStock = errors.New("seat: that account has no join offers at the directory")
-
 // Added is one device [Seat.RoomAdd] added.
 type Added struct {
 	Identity string
 	// LastResort says its offer was the device's last-resort one.
 	LastResort bool
 }
-
-// ErrNotThePerson: a join offer the directory handed out for a person is
-// not theirs: its KeyPackage's credential fails the seat's check
-// (validateCredential), names another device than the claim says, or
-// another person than the one asked for (or, asked by account, not one
-// and the same person for all of them). The add adds nobody: a directory
-// that answers with someone else's offer cannot get them into the room.
-var ErrNotThePerson = errors.New("seat: a join offer from the directory is not the person asked for")
 
 // RoomAdd adds a person to a room this seat owns or administers, from the
 // offers their devices left at the directory, whether or not they are
@@ -624,9 +599,6 @@ func (s *Seat) PendingRooms(ctx context.Context) ([]PendingRoom, error) {
 	})
 	return out, err
 }
-
-// ErrNotPending: no Welcome to that room waits in the inbox.
-var ErrNotPending = errors.New("seat: nobody's Welcome to that room waits in the inbox")
 
 // RoomDecline drops every Welcome to the room on channel ch waiting in
 // this account's inbox (for any of its devices), so this person does not

@@ -43,19 +43,6 @@ const (
 	maxTree = treePart * maxTreeParts
 )
 
-var (
-	// ErrTreeMismatch: the ratchet tree the directory handed out for a
-	// Welcome or a GroupInfo does not open the room (it does not hash to
-	// the tree_hash the room's GroupContext names, RFC 9420 §7.8): it was
-	// changed on the way, or put wrong. Nothing changed: the KeyPackage
-	// is kept and the Welcome stays, so the join can be tried again.
-	ErrTreeMismatch = errors.New("seat: the ratchet tree from the directory does not match the room")
-	// ErrTreeUnavailable: the room's ratchet tree is not at the
-	// directory (not put yet, or replaced by newer ones), or is over the
-	// 64 MiB a seat reads. Nothing changed; the join can be tried again.
-	ErrTreeUnavailable = errors.New("seat: the room's ratchet tree cannot be had from the directory")
-)
-
 // errTreeGone: the directory answered that it holds no such tree (it was
 // replaced by newer ones, or never put); a kind of ErrTreeUnavailable.
 var errTreeGone = errors.New("seat: the directory holds no such ratchet tree")
