@@ -45,10 +45,10 @@
 //
 // The relay carries a channel's traffic only for the channel's member
 // accounts, which the directory keeps: the owner from registration, and a
-// joiner once the owner publishes its Welcome ([Seat.RoomAdmit]). Removing
-// a member from a room ([Seat.RoomRemoveMember]) also ends its account's
+// joiner once the owner publishes its Welcome ([Room.Admit]). Removing
+// a member from a room ([Room.Remove]) also ends its account's
 // membership, unless other seats of that account are still in the room,
-// and [Seat.RoomLeave] ends this account's own. The owner's seat learns
+// and [Room.Leave] ends this account's own. The owner's seat learns
 // which account an identity belongs to when it admits it; when an admin
 // removes a member, the owner's seat ends that account's membership the
 // next time it catches up with the room. A relay refusal
@@ -65,7 +65,7 @@
 //
 // A room is created in [SuitePQ] (X-Wing: ML-KEM-768 with X25519) unless
 // [RoomOptions] asks for [SuiteClassic], and keeps its suite for life
-// ([Seat.RoomSuite]). A joiner cannot know the suite of the room it asks
+// ([Room.Suite]). A joiner cannot know the suite of the room it asks
 // to join, so it offers one KeyPackage of each (suites.go) and the
 // admitting member adds the one of the room's suite.
 //
@@ -81,7 +81,7 @@
 // # Joining without the owner
 //
 // Whoever commits puts the room's GroupInfo at the directory. The owner
-// can mint invites that admit on their own ([Seat.RoomInviteAuto]): the
+// can mint invites that admit on their own ([Room.Invite] with Auto): the
 // holder joins by external Commit at once, with a ticket only the token's
 // holder can make, which every member's engine checks against the room's
 // invites extension ([InvitesExtensionType]). The invite's uses and
@@ -94,10 +94,10 @@
 // admin adds a person who is offline, and who agreed to be added by them
 // (a shared room or org, or an add-token the person made,
 // [Seat.ContactToken]), from the join offers its devices keep at the
-// directory ([Seat.RoomAdd], [Seat.Restock]); the Welcomes wait in the
+// directory ([Room.Add], [Seat.Restock]); the Welcomes wait in the
 // person's inbox until its next command or watch joins and accepts them
 // ([Seat.ProcessInbox]), which is when the person becomes a member of the
-// channel; a Welcome can be declined before ([Seat.RoomDecline]).
+// channel; a Welcome can be declined before ([Room.Decline]).
 //
 // # Rejoining instead of dying
 //
@@ -105,7 +105,7 @@
 // [NoticeGap] in its history on its next catch-up; if commits were in the
 // gap, it rejoins by an external Commit that replaces its own leaf, from
 // the GroupInfo the directory keeps, and a [NoticeRejoined] says so
-// (rejoin.go). [Seat.RoomRejoin] does the same on request.
+// (rejoin.go). [Room.Rejoin] does the same on request.
 //
 // # Every device in every room
 //
@@ -130,14 +130,14 @@
 //
 // # Room roles
 //
-// A room's creator is its owner ([Seat.RoomCreate]); the owner may name
-// admins ([Seat.RoomAdminAdd], [Seat.RoomAdminRemove]). Only the owner
+// A room's creator is its owner ([Room.Create]); the owner may name
+// admins ([Room.AddAdmin], [Room.RemoveAdmin]). Only the owner
 // and admins add and remove others, nobody removes the owner, and only
 // the owner's Commits change the roles. The roles are a GroupContext
 // extension of the room's MLS group ([RolesExtensionType]), and every
 // member's engine refuses a Commit that breaks them, so they hold even
 // against a member whose software ignores them; a newcomer learns them
-// from its Welcome. [Seat.RoomMembers] shows each member's role. Rooms
+// from its Welcome. [Room.Members] shows each member's role. Rooms
 // created before roles existed have none and keep the old behaviour (any
 // member may add and remove anyone); see roles.go.
 //
@@ -145,7 +145,7 @@
 //
 // No member can stop the others (settle.go). Proposals pending in an
 // epoch are committed by the next member to send, leaving out those the
-// roles refuse. A member that leaves ([Seat.RoomLeave]) proposes its own
+// roles refuse. A member that leaves ([Room.Leave]) proposes its own
 // removal; the first owner or admin to see the proposal commits it. A
 // member removed from a room finds a [NoticeRemoved] entry in its history
 // (and in a running watch), and its sends fail with [ErrRemovedRoom]. A

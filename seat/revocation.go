@@ -35,7 +35,7 @@ import (
 // certificate for a key the directory lists as revoked (the directory
 // refuses the approval). A member learns a person's revocations from the
 // directory before it adds a device of that person (a device offer, or
-// the offers of [Seat.RoomAdd]); a Commit by someone else that adds a
+// the offers of [Room.Add]); a Commit by someone else that adds a
 // device revoked in a revocation it has not fetched yet is refused by
 // every member that has.
 

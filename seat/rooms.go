@@ -50,9 +50,9 @@ type RoomMessage struct {
 	Role string
 }
 
-// RoomChannel turns a room name into its channel: a bare name means
+// roomChannel turns a room name into its channel: a bare name means
 // <org>/rooms/<name>.
-func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
+func (s *Seat) roomChannel(ctx context.Context, name string) (string, error) {
 	if !strings.Contains(name, "/") {
 		org, err := s.Org(ctx)
 		if err != nil {
@@ -252,9 +252,9 @@ type RoomInfo struct {
 	Suite   mls.CipherSuite
 }
 
-// RoomSuite returns the cipher suite of a room of this home.
-func (s *Seat) RoomSuite(ctx context.Context, name string) (mls.CipherSuite, error) {
-	ch, err := s.RoomChannel(ctx, name)
+// suiteOf is [Room.Suite] on the room called name.
+func (s *Seat) suiteOf(ctx context.Context, name string) (mls.CipherSuite, error) {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skytale-oss/skytale/cover"
@@ -46,8 +47,9 @@ type Seat struct {
 	cfg Config
 	st  *store
 
-	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
-	lockf  *os.File   // rooms.lock in the home: serializes them across processes
+	roomMu sync.Mutex  // serializes room operations (group state is not concurrent)
+	closed atomic.Bool // set by Close: a room handle's calls return ErrClosed
+	lockf  *os.File    // rooms.lock in the home: serializes them across processes
 
 	mu         sync.Mutex // guards the following fields
 	seed       *Seed
@@ -115,19 +117,19 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 	if b, err := os.ReadFile(s.phrasePath()); err == nil {
 		p, err := ParsePhrase(strings.TrimSpace(string(b)))
 		if err != nil {
-			s.Close()
+			s.Close(ctx)
 			return nil, fmt.Errorf("seat: the phrase file in the home folder is damaged: %w", err)
 		}
 		s.seed = p.Seed()
 		if err := s.sealLegacy(ctx); err != nil {
-			s.Close()
+			s.Close(ctx)
 			return nil, fmt.Errorf("seat: sealing the home's stored secrets: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		s.Close()
+		s.Close(ctx)
 		return nil, err
 	} else if err := s.loadLinked(ctx); err != nil {
-		s.Close()
+		s.Close(ctx)
 		return nil, err
 	}
 	return s, nil
@@ -153,8 +155,31 @@ func CheckURL(raw string) error {
 	}
 }
 
-// Close closes the seat's store.
-func (s *Seat) Close() error {
+// Close closes the seat: new calls of its room handles return ErrClosed
+// at once, room operations in flight finish (until ctx is done), then the
+// lock file and the store close. A watch is not stopped by Close: cancel
+// its context first. After ctx is done Close closes anyway, and what was
+// still in flight fails on the closed store. Closing again does nothing.
+func (s *Seat) Close(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	locked := make(chan struct{})
+	go func() {
+		s.roomMu.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+		defer s.roomMu.Unlock()
+	case <-ctx.Done():
+		// The operation holding the lock ends on its own (the store
+		// closing under it makes it fail); the lock is released after it.
+		go func() {
+			<-locked
+			s.roomMu.Unlock()
+		}()
+	}
 	s.lockf.Close()
 	return s.st.close()
 }

@@ -283,7 +283,7 @@ func (f *fetchedTree) joinError(ch string, err error) error {
 // Welcome waited. The Welcome's Commit added a leaf with this seat's
 // identity and signature key; an external Commit from the room's latest
 // GroupInfo replaces it (a resync, RFC 9420 §12.4.3.2, which every member
-// admits, autojoin.go), as [Seat.RoomRejoin] does for a lost room. What
+// admits, autojoin.go), as [Room.Rejoin] does for a lost room. What
 // was sent between the two epochs stays unread, as after a gap.
 func (s *Seat) joinInPlace(ctx context.Context, ch string) (*room, error) {
 	key, err := s.apiKey(ctx)
