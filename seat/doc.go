@@ -36,6 +36,15 @@
 // same outer shape and opens to [Batch.Cover], so receivers drop it after
 // decryption and the relay cannot tell it from a real batch.
 //
+// # Rooms
+//
+// A room is reached through its handle, [Seat.Room]: s.Room("team")
+// names the room <org>/rooms/team, s.Room(channel) any room by its
+// channel. The handle creates or joins the room ([Room.Create],
+// [Room.Join]) and does everything in it ([Room.Send], [Room.Sync],
+// [Room.Members], [Room.Watch] ...); each call takes a context, and one
+// about a room the seat is not in returns a [RoomError] naming it.
+//
 // # Accounts, orgs and channel membership
 //
 // An org belongs to its first account ([Seat.SignIn] into a new org); other
