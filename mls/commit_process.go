@@ -54,7 +54,7 @@ type Received struct {
 // proposal, or a Commit from another member. On error the group state is
 // unchanged.
 func (g *Group) Process(data []byte) (*Received, error) {
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDecrypt, err)
 	}
@@ -102,7 +102,7 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		}
 	}
 
-	var ac *AuthenticatedContent
+	var ac *authenticatedContent
 	var err error
 	switch m.WireFormat {
 	case WireFormatPublicMessage:
@@ -190,7 +190,7 @@ func (g *Group) signerKeyFor(ek *epochKeys) signerKey {
 			if !ok {
 				return nil, fmt.Errorf("%w: no external senders", ErrUnknownSender)
 			}
-			var es ExternalSenders
+			var es externalSenders
 			if err := unmarshal(data, &es); err != nil || int(fc.Sender.SenderIndex) >= len(es.Senders) {
 				return nil, fmt.Errorf("%w: external sender %d", ErrUnknownSender, fc.Sender.SenderIndex)
 			}
@@ -227,7 +227,7 @@ func mapProtectError(err error) error {
 // (membership MAC or decryption) and the signature (§6.1). It returns the
 // committer's leaf. Nothing of g changes unless every check passes, or the
 // Commit removes this member.
-func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
+func (g *Group) processCommit(ac *authenticatedContent) (leafIndex, error) {
 	in := &incomingCommit{ac: ac, fc: &ac.Content, c: ac.Content.Commit}
 	steps := []func(*incomingCommit) error{
 		g.checkCommitSender,       // who may commit, and how
@@ -253,7 +253,7 @@ func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
 // step of processCommit finds, for the steps after it. Nothing in it is
 // part of the group until enterCommitEpoch installs it.
 type incomingCommit struct {
-	ac       *AuthenticatedContent
+	ac       *authenticatedContent
 	fc       *FramedContent
 	c        *Commit
 	external bool // a new member's external Commit (§12.4.3.2)
