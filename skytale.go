@@ -112,8 +112,21 @@ type SeatConfig = seat.Config
 // Seat is a client bound to one home folder.
 type Seat = seat.Seat
 
-// NewSeat opens (creating if needed) the seat in cfg.Home.
-func NewSeat(cfg SeatConfig) (*Seat, error) { return seat.Open(context.Background(), cfg) }
+// NewSeat opens (creating if needed) the seat in cfg.Home; ctx bounds the
+// opening (the store's migrations), not the seat's life. Close it with
+// [seat.Seat.Close].
+func NewSeat(ctx context.Context, cfg SeatConfig) (*Seat, error) { return seat.Open(ctx, cfg) }
+
+// Room is a handle on one room of a seat; see [seat.Room].
+type Room = seat.Room
+
+// InviteOptions, JoinOptions and AddOptions are the choices of a room
+// handle's calls; see [seat.InviteOptions].
+type (
+	InviteOptions = seat.InviteOptions
+	JoinOptions   = seat.JoinOptions
+	AddOptions    = seat.AddOptions
+)
 
 // StackConfig configures a directory and a relay that run in one process.
 //

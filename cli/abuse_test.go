@@ -779,7 +779,7 @@ func (s *soak) honestSeat(ctx context.Context) (*seat.Seat, string, error) {
 	s.honestSeats++
 	s.mu.Unlock()
 	if err != nil {
-		st.Close()
+		st.Close(context.Background())
 		return nil, "", err
 	}
 	return st, did, nil
@@ -825,13 +825,13 @@ func (s *soak) honestRound(stop context.Context, w int) {
 		pause(stop, time.Second)
 		return
 	}
-	defer owner.Close()
+	defer owner.Close(context.Background())
 	joiner, joinerDID, err := s.honestSeat(ctx)
 	if err != nil {
 		pause(stop, time.Second)
 		return
 	}
-	defer joiner.Close()
+	defer joiner.Close(context.Background())
 	var room string
 	if s.timed("create room", func() error { room, err = owner.RoomCreate(ctx, fmt.Sprintf("talk%d", w)); return err }) != nil {
 		return

@@ -51,7 +51,7 @@ func TestServeBackupWhileWriting(t *testing.T) {
 		if err != nil {
 			return
 		}
-		defer s.Close()
+		defer s.Close(context.Background())
 		for ctx.Err() == nil {
 			if _, err := s.Add(ctx, "entry"); err != nil {
 				return

@@ -212,7 +212,7 @@ func withSeat(f func(*env, *seat.Seat) error) ucli.ActionFunc {
 		if err != nil {
 			return e.hint(err)
 		}
-		defer s.Close()
+		defer s.Close(context.Background())
 		return e.hint(f(e, s))
 	}
 }

@@ -115,7 +115,7 @@ func newHomeWithKey(t *testing.T, st *skytaletest.Stack, org string) ([]string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	if err := s.UseAccount(context.Background(), acct.ID, acct.Org, acct.APIKey); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func BenchmarkPrivateMessageProtect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkProtect(b, f, func(fc *FramedContent) (*AuthenticatedContent, error) {
+	benchmarkProtect(b, f, func(fc *FramedContent) (*authenticatedContent, error) {
 		return signFramedContentWithKey(sk, WireFormatPrivateMessage, fc, f.gc)
 	})
 }
@@ -44,12 +44,12 @@ func BenchmarkPrivateMessageProtect(b *testing.B) {
 // is expanded again for every message.
 func BenchmarkPrivateMessageProtectSeedKey(b *testing.B) {
 	f := newProtectFixture(b, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
-	benchmarkProtect(b, f, func(fc *FramedContent) (*AuthenticatedContent, error) {
+	benchmarkProtect(b, f, func(fc *FramedContent) (*authenticatedContent, error) {
 		return signFramedContent(f.s, f.sigPriv, WireFormatPrivateMessage, fc, f.gc)
 	})
 }
 
-func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*FramedContent) (*AuthenticatedContent, error)) {
+func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*FramedContent) (*authenticatedContent, error)) {
 	data := bytes.Repeat([]byte{'m'}, 1024)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
@@ -63,7 +63,7 @@ func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*FramedContent)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+		_ = marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
 	}
 	cpu.report(b)
 }
@@ -79,7 +79,7 @@ func BenchmarkPrivateMessageUnprotect(b *testing.B) {
 	fill := func() {
 		for i := range msgs {
 			pm := f.protect(b, f.content(ContentTypeApplication, data))
-			msgs[i] = marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+			msgs[i] = marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
 		}
 	}
 	fill()
@@ -98,7 +98,7 @@ func BenchmarkPrivateMessageUnprotect(b *testing.B) {
 			i = 0
 			b.StartTimer()
 		}
-		var msg MLSMessage
+		var msg mlsMessage
 		if err := unmarshal(msgs[i], &msg); err != nil {
 			b.Fatal(err)
 		}

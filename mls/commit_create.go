@@ -503,7 +503,7 @@ func (g *Group) makeWelcome(ctx *GroupContext, treeEnc []byte, keys *epochSecret
 	if err != nil {
 		return nil, err
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatWelcome, Welcome: w}), nil
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatWelcome, Welcome: w}), nil
 }
 
 // makeGroupInfo builds and signs the GroupInfo of an epoch (Section
@@ -559,7 +559,7 @@ func (g *Group) GroupInfoWith(opts GroupInfoOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatGroupInfo, GroupInfo: gi}), nil
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatGroupInfo, GroupInfo: gi}), nil
 }
 
 // pskSecret looks up the PSKs named by ids and derives psk_secret (Section
@@ -609,7 +609,7 @@ func (g *Group) handshakeWireFormat() WireFormat {
 }
 
 // protectHandshake signs and protects an own proposal.
-func (g *Group) protectHandshake(fc *FramedContent) ([]byte, *AuthenticatedContent, error) {
+func (g *Group) protectHandshake(fc *FramedContent) ([]byte, *authenticatedContent, error) {
 	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
 	if err != nil {
 		return nil, nil, err
@@ -623,8 +623,8 @@ func (g *Group) protectHandshake(fc *FramedContent) ([]byte, *AuthenticatedConte
 
 // encodeContent protects ac with the current epoch's keys and wraps it in
 // an MLSMessage.
-func (g *Group) encodeContent(ac *AuthenticatedContent) ([]byte, error) {
-	m := &MLSMessage{Version: ProtocolVersionMLS10, WireFormat: ac.WireFormat}
+func (g *Group) encodeContent(ac *authenticatedContent) ([]byte, error) {
+	m := &mlsMessage{Version: ProtocolVersionMLS10, WireFormat: ac.WireFormat}
 	switch ac.WireFormat {
 	case WireFormatPublicMessage:
 		pm, err := g.cur.prot.protectPublic(ac)

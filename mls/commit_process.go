@@ -54,7 +54,7 @@ type Received struct {
 // proposal, or a Commit from another member. On error the group state is
 // unchanged.
 func (g *Group) Process(data []byte) (*Received, error) {
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDecrypt, err)
 	}
@@ -102,7 +102,7 @@ func (g *Group) Process(data []byte) (*Received, error) {
 		}
 	}
 
-	var ac *AuthenticatedContent
+	var ac *authenticatedContent
 	var err error
 	switch m.WireFormat {
 	case WireFormatPublicMessage:
@@ -190,7 +190,7 @@ func (g *Group) signerKeyFor(ek *epochKeys) signerKey {
 			if !ok {
 				return nil, fmt.Errorf("%w: no external senders", ErrUnknownSender)
 			}
-			var es ExternalSenders
+			var es externalSenders
 			if err := unmarshal(data, &es); err != nil || int(fc.Sender.SenderIndex) >= len(es.Senders) {
 				return nil, fmt.Errorf("%w: external sender %d", ErrUnknownSender, fc.Sender.SenderIndex)
 			}
@@ -221,191 +221,298 @@ func mapProtectError(err error) error {
 }
 
 // processCommit applies a verified Commit from another member or an
-// external joiner (Section 12.4.2). It returns the committer's leaf.
-func (g *Group) processCommit(ac *AuthenticatedContent) (leafIndex, error) {
-	fc := &ac.Content
-	c := fc.Commit
-	external := fc.Sender.SenderType == SenderTypeNewMemberCommit
-	if !external && fc.Sender.SenderType != SenderTypeMember {
-		return 0, fmt.Errorf("%w: commit from sender type %d", ErrInvalidCommit, fc.Sender.SenderType)
+// external joiner, following the receiver's steps of RFC 9420 §12.4.2
+// ("Processing a Commit") in order. Process has done the first three
+// before it comes here: the epoch check, unprotecting the message
+// (membership MAC or decryption) and the signature (§6.1). It returns the
+// committer's leaf. Nothing of g changes unless every check passes, or the
+// Commit removes this member.
+func (g *Group) processCommit(ac *authenticatedContent) (leafIndex, error) {
+	in := &incomingCommit{ac: ac, fc: &ac.Content, c: ac.Content.Commit}
+	steps := []func(*incomingCommit) error{
+		g.checkCommitSender,       // who may commit, and how
+		g.checkCommitProposals,    // §12.2, and whether a path is required
+		g.checkCommitterSuccessor, // §5.3.1 and §12.2 for the committer's new leaf
+		g.applyCommitProposals,    // §12.1, then the psk_secret (§8.4)
+		g.commitInitSecret,        // §8, or §8.3 for an external Commit
+		g.applyCommitPath,         // the path: validated, merged, decrypted (§7.5, §7.6)
+		g.newCommitContext,        // the tree hash and the transcript hashes (§8.2)
 	}
-	if external && ac.WireFormat != WireFormatPublicMessage {
-		return 0, fmt.Errorf("%w: external commit must be a PublicMessage", ErrInvalidCommit)
-	}
-	props, err := g.resolveProposals(c, fc.Sender)
-	if err != nil {
-		return 0, err
-	}
-	if err := g.validateProposals(props, fc.Sender, external); err != nil {
-		return 0, err
-	}
-	if !external {
-		// Section 12.4.2: the proposals must be valid, which includes
-		// the application's rules (Section 12.2).
-		if err := g.checkCommitPolicy(leafIndex(fc.Sender.LeafIndex), props); err != nil {
+	for _, step := range steps {
+		if err := step(in); err != nil {
 			return 0, err
 		}
 	}
-	if (pathRequired(props) || external) && c.Path == nil {
-		return 0, fmt.Errorf("%w: path required", ErrInvalidCommit)
+	if in.eff.removedSelf {
+		return in.committer, g.acceptRemoval(in)
 	}
-	var resync bool
-	var replaced leafIndex
-	if external {
+	return in.committer, g.enterCommitEpoch(in)
+}
+
+// incomingCommit is the state of one Commit being processed: what each
+// step of processCommit finds, for the steps after it. Nothing in it is
+// part of the group until enterCommitEpoch installs it.
+type incomingCommit struct {
+	ac       *authenticatedContent
+	fc       *FramedContent
+	c        *Commit
+	external bool // a new member's external Commit (§12.4.3.2)
+
+	props []committedProposal
+	// replaced is the leaf an external Commit's Remove takes the place
+	// of (a resync, §12.4.3.2).
+	replaced leafIndex
+	resync   bool
+
+	tree      *ratchetTree // the new ratchet tree
+	gc        GroupContext // the new GroupContext
+	eff       *proposalEffects
+	pskSecret []byte
+	init      *initSecret
+
+	committer    leafIndex
+	priv         *privateTree // this member's private keys in the new tree
+	commitSecret []byte       // nil without a path: the all-zero vector
+	confirmed    []byte       // the new confirmed_transcript_hash
+}
+
+// checkCommitSender admits Commits from members and, as PublicMessages
+// only, from new members joining by external Commit (§12.4.3.2).
+func (g *Group) checkCommitSender(in *incomingCommit) error {
+	in.external = in.fc.Sender.SenderType == SenderTypeNewMemberCommit
+	if !in.external && in.fc.Sender.SenderType != SenderTypeMember {
+		return fmt.Errorf("%w: commit from sender type %d", ErrInvalidCommit, in.fc.Sender.SenderType)
+	}
+	if in.external && in.ac.WireFormat != WireFormatPublicMessage {
+		return fmt.Errorf("%w: external commit must be a PublicMessage", ErrInvalidCommit)
+	}
+	return nil
+}
+
+// checkCommitProposals is §12.4.2's "Verify that the proposals vector is
+// valid according to the rules in Section 12.2", the application's rules
+// included, and "Verify that the path value is populated if the proposals
+// vector contains any Update or Remove proposals, or if it's empty"; an
+// external Commit always has a path (§12.4.3.2).
+func (g *Group) checkCommitProposals(in *incomingCommit) error {
+	props, err := g.resolveProposals(in.c, in.fc.Sender)
+	if err != nil {
+		return err
+	}
+	if err := g.validateProposals(props, in.fc.Sender, in.external); err != nil {
+		return err
+	}
+	if !in.external {
+		// Section 12.4.2: the proposals must be valid, which includes
+		// the application's rules (Section 12.2).
+		if err := g.checkCommitPolicy(leafIndex(in.fc.Sender.LeafIndex), props); err != nil {
+			return err
+		}
+	}
+	if (pathRequired(props) || in.external) && in.c.Path == nil {
+		return fmt.Errorf("%w: path required", ErrInvalidCommit)
+	}
+	in.props = props
+	return nil
+}
+
+// checkCommitterSuccessor checks the credential of the committer's new
+// leaf against the one it replaces.
+func (g *Group) checkCommitterSuccessor(in *incomingCommit) error {
+	c := in.c
+	if in.external {
 		// Section 12.2: the one Remove an external Commit may hold removes
 		// an old appearance of the joiner, so the new leaf must meet the
 		// criteria of an Update of the removed leaf: the same credential,
 		// or an allowed successor (Section 5.3.1).
-		for _, p := range props {
+		for _, p := range in.props {
 			if p.proposal.ProposalType != ProposalTypeRemove {
 				continue
 			}
-			replaced, resync = leafIndex(p.proposal.Remove.Removed), true
-			old := g.cur.tree.leafNode(replaced)
+			in.replaced, in.resync = leafIndex(p.proposal.Remove.Removed), true
+			old := g.cur.tree.leafNode(in.replaced)
 			if old == nil {
-				return 0, fmt.Errorf("%w: external commit removes a blank leaf", ErrInvalidProposal)
+				return fmt.Errorf("%w: external commit removes a blank leaf", ErrInvalidProposal)
 			}
 			if err := g.cfg.checkSuccessor(&old.Credential, &c.Path.LeafNode.Credential); err != nil {
-				return 0, fmt.Errorf("%w: external commit removes another client: %w", ErrInvalidProposal, err)
+				return fmt.Errorf("%w: external commit removes another client: %w", ErrInvalidProposal, err)
 			}
 		}
 	} else if c.Path != nil {
 		// Section 5.3.1: a committer's new leaf keeps its credential, or
 		// presents an allowed successor.
-		if old := g.cur.tree.leafNode(leafIndex(fc.Sender.LeafIndex)); old != nil {
+		if old := g.cur.tree.leafNode(leafIndex(in.fc.Sender.LeafIndex)); old != nil {
 			if err := g.cfg.checkSuccessor(&old.Credential, &c.Path.LeafNode.Credential); err != nil {
-				return 0, err
+				return err
 			}
 		}
 	}
+	return nil
+}
 
-	tree := g.cur.tree.clone()
-	ctx := *g.cur.ctx
-	ctx.Extensions = slices.Clone(ctx.Extensions)
-	eff, err := g.applyProposals(props, tree, &ctx)
+// applyCommitProposals is §12.4.2's "Create the new ratchet tree and
+// GroupContext by applying the list of proposals to the old ratchet tree
+// and GroupContext" (§12.1), on copies. A ReInit is refused. It derives
+// the psk_secret (§8.4) from the PreSharedKey proposals in their order,
+// which fails for a PSK that is not available, and moves the new
+// GroupContext to the next epoch.
+func (g *Group) applyCommitProposals(in *incomingCommit) error {
+	in.tree = g.cur.tree.clone()
+	in.gc = *g.cur.ctx
+	in.gc.Extensions = slices.Clone(in.gc.Extensions)
+	eff, err := g.applyProposals(in.props, in.tree, &in.gc)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if eff.reinit != nil {
-		return 0, fmt.Errorf("%w: reinit is not supported", ErrInvalidCommit)
+		return fmt.Errorf("%w: reinit is not supported", ErrInvalidCommit)
 	}
-	pskSecret, err := g.pskSecret(eff.psks)
-	if err != nil {
-		return 0, err
+	in.eff = eff
+	if in.pskSecret, err = g.pskSecret(eff.psks); err != nil {
+		return err
 	}
-	ctx.Epoch++
+	in.gc.Epoch++
+	return nil
+}
 
-	// The init secret: from the previous epoch, or for an external Commit
-	// from the ExternalInit proposal (Section 8.3).
-	var init *initSecret
-	if external {
+// commitInitSecret is the init_secret the new epoch derives from: the
+// previous epoch's, or for an external Commit the one its ExternalInit
+// proposal's KEM output gives (Section 8.3).
+func (g *Group) commitInitSecret(in *incomingCommit) error {
+	if in.external {
 		extPriv, _, err := g.keys.externalKeyPair()
 		if err != nil {
-			return 0, err
+			return err
 		}
-		init, err = externalInitReceiver(g.s, extPriv, eff.externalInit.KEMOutput)
+		in.init, err = externalInitReceiver(g.s, extPriv, in.eff.externalInit.KEMOutput)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrInvalidCommit, err)
+			return fmt.Errorf("%w: %v", ErrInvalidCommit, err)
 		}
-	} else {
-		init, err = newInitSecret(g.s, bytes.Clone(g.keys.initSecret))
-		if err != nil {
-			return 0, err
-		}
+		return nil
 	}
+	var err error
+	in.init, err = newInitSecret(g.s, bytes.Clone(g.keys.initSecret))
+	return err
+}
 
-	committer := leafIndex(fc.Sender.LeafIndex)
-	priv := g.priv.clone()
-	if eff.updatedSelf != nil {
+// applyCommitPath is §12.4.2's "If the path value is populated, validate
+// it and apply it to the tree": an external joiner gets its leaf, the
+// LeafNode is validated (§7.3, source commit), its encryption key must
+// differ from the committer's current one, no public key of the path may
+// be in the tree already, the path is merged (§7.5) and, unless the
+// Commit removes this member, its path secret is decrypted under the
+// provisional GroupContext to give the commit_secret (§7.6). Without a
+// path the commit_secret stays the all-zero vector (nil here). Last, the
+// keys of added and updated leaves must be new to the tree too.
+func (g *Group) applyCommitPath(in *incomingCommit) error {
+	c, tree := in.c, in.tree
+	in.committer = leafIndex(in.fc.Sender.LeafIndex)
+	in.priv = g.priv.clone()
+	if in.eff.updatedSelf != nil {
 		// Our own Update was committed: our leaf now holds its key.
-		priv = newPrivateTree(g.own, eff.updatedSelf.updatePriv, eff.updatedSelf.proposal.Update.LeafNode.EncryptionKey)
+		in.priv = newPrivateTree(g.own, in.eff.updatedSelf.updatePriv, in.eff.updatedSelf.proposal.Update.LeafNode.EncryptionKey)
 	}
-	var commitSecret []byte
 	if c.Path != nil {
-		if external {
+		if in.external {
 			ln := c.Path.LeafNode
-			committer = tree.addLeaf(&ln)
+			in.committer = tree.addLeaf(&ln)
 		}
-		if err := g.validateLeafNode(&c.Path.LeafNode, committer, ctx.Extensions, false); err != nil {
-			return 0, err
+		if err := g.validateLeafNode(&c.Path.LeafNode, in.committer, in.gc.Extensions, false); err != nil {
+			return err
 		}
 		// One credential, one leaf: a joiner's credential, or one that a
 		// member's leaf changed to, is nowhere else in the tree.
-		if external || !sameCredential(&g.cur.tree.leafNode(committer).Credential, &c.Path.LeafNode.Credential) {
-			if err := checkCredentialUnique(tree, committer, &c.Path.LeafNode.Credential); err != nil {
-				return 0, err
+		if in.external || !sameCredential(&g.cur.tree.leafNode(in.committer).Credential, &c.Path.LeafNode.Credential) {
+			if err := checkCredentialUnique(tree, in.committer, &c.Path.LeafNode.Credential); err != nil {
+				return err
 			}
 		}
-		if !external {
-			if old := g.cur.tree.leafNode(committer); old != nil && bytes.Equal(old.EncryptionKey, c.Path.LeafNode.EncryptionKey) {
-				return 0, fmt.Errorf("%w: committer kept its encryption key", ErrInvalidCommit)
+		if !in.external {
+			if old := g.cur.tree.leafNode(in.committer); old != nil && bytes.Equal(old.EncryptionKey, c.Path.LeafNode.EncryptionKey) {
+				return fmt.Errorf("%w: committer kept its encryption key", ErrInvalidCommit)
 			}
 		}
-		if err := tree.mergeUpdatePath(committer, c.Path); err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrInvalidCommit, err)
+		if err := tree.mergeUpdatePath(in.committer, c.Path); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidCommit, err)
 		}
-		fdp, _ := tree.filteredDirectPath(committer)
-		if err := checkNewKeysUnique(tree, append(fdp, committer.node())); err != nil {
-			return 0, err
+		fdp, _ := tree.filteredDirectPath(in.committer)
+		if err := checkNewKeysUnique(tree, append(fdp, in.committer.node())); err != nil {
+			return err
 		}
-		if !eff.removedSelf {
-			pc := ctx
+		if !in.eff.removedSelf {
+			pc := in.gc
 			pc.TreeHash = tree.treeHash()
-			commitSecret, priv, err = tree.decryptUpdatePath(priv, committer, c.Path, eff.added, marshal(&pc))
+			var err error
+			in.commitSecret, in.priv, err = tree.decryptUpdatePath(in.priv, in.committer, c.Path, in.eff.added, marshal(&pc))
 			if err != nil {
-				return 0, fmt.Errorf("%w: %v", ErrInvalidCommit, err)
+				return fmt.Errorf("%w: %v", ErrInvalidCommit, err)
 			}
 		}
 	}
-	if err := checkNewKeysUnique(tree, append(leafNodes(eff.added), leafNodes(eff.updated)...)); err != nil {
-		return 0, err
-	}
-	ctx.TreeHash = bytes.Clone(tree.treeHash())
-	confirmed, err := confirmedTranscriptHash(g.s, g.interim, ac)
-	if err != nil {
-		return 0, err
-	}
-	ctx.ConfirmedTranscriptHash = confirmed
+	return checkNewKeysUnique(tree, append(leafNodes(in.eff.added), leafNodes(in.eff.updated)...))
+}
 
-	if eff.removedSelf {
-		if external {
-			// A removed member cannot check the confirmation tag, so the
-			// policy decides on what it has.
-			if err := g.checkExternalCommit(tree, ctx.Extensions, committer, replaced, resync, fc.AuthenticatedData); err != nil {
-				return 0, err
-			}
+// newCommitContext is §12.4.2's "Update the confirmed and interim
+// transcript hashes using the new Commit, and generate the new
+// GroupContext" (§8.2): the new tree's hash and the confirmed transcript
+// hash go into it.
+func (g *Group) newCommitContext(in *incomingCommit) error {
+	in.gc.TreeHash = bytes.Clone(in.tree.treeHash())
+	confirmed, err := confirmedTranscriptHash(g.s, g.interim, in.ac)
+	if err != nil {
+		return err
+	}
+	in.gc.ConfirmedTranscriptHash = confirmed
+	in.confirmed = confirmed
+	return nil
+}
+
+// acceptRemoval ends this member's part in the group for a Commit that
+// removes it: it cannot follow into the new epoch (§12.4.2, last note)
+// and keeps its old state only to read late messages.
+func (g *Group) acceptRemoval(in *incomingCommit) error {
+	if in.external {
+		// A removed member cannot check the confirmation tag, so the
+		// policy decides on what it has.
+		if err := g.checkExternalCommit(in.tree, in.gc.Extensions, in.committer, in.replaced, in.resync, in.fc.AuthenticatedData); err != nil {
+			return err
 		}
-		// We cannot follow into the new epoch. Section 12.4.2: the
-		// member keeps its old state only to read late messages.
-		g.removed = true
-		g.proposals = nil
-		g.DiscardCommit()
-		return committer, nil
 	}
+	g.removed = true
+	g.proposals = nil
+	g.DiscardCommit()
+	return nil
+}
 
-	keys, err := deriveEpoch(g.s, init, commitSecret, pskSecret, &ctx)
+// enterCommitEpoch is the end of §12.4.2: derive the new epoch's secrets
+// from the init_secret, commit_secret and psk_secret (§8), verify the
+// confirmation tag with its confirmation_key, let the application decide
+// on an authentic external Commit (§12.4.3.2), and only then make the new
+// GroupContext, tree and keys the group's current state.
+func (g *Group) enterCommitEpoch(in *incomingCommit) error {
+	keys, err := deriveEpoch(g.s, in.init, in.commitSecret, in.pskSecret, &in.gc)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if !keys.verifyConfirmationTag(confirmed, ac.Auth.ConfirmationTag) {
+	if !keys.verifyConfirmationTag(in.confirmed, in.ac.Auth.ConfirmationTag) {
 		keys.wipe()
-		return 0, ErrInvalidConfirmationTag
+		return ErrInvalidConfirmationTag
 	}
-	if external {
+	if in.external {
 		// Section 12.4.3.2: whether members accept an external Commit is
 		// the application's decision; it sees only authentic ones.
-		if err := g.checkExternalCommit(tree, ctx.Extensions, committer, replaced, resync, fc.AuthenticatedData); err != nil {
+		if err := g.checkExternalCommit(in.tree, in.gc.Extensions, in.committer, in.replaced, in.resync, in.fc.AuthenticatedData); err != nil {
 			keys.wipe()
-			return 0, err
+			return err
 		}
 	}
 	g.DiscardCommit()
-	prunePrivate(priv, tree)
-	if err := g.installEpoch(ctx, tree, keys, ac.Auth.ConfirmationTag); err != nil {
-		return 0, err
+	prunePrivate(in.priv, in.tree)
+	if err := g.installEpoch(in.gc, in.tree, keys, in.ac.Auth.ConfirmationTag); err != nil {
+		return err
 	}
-	g.setPrivate(priv)
-	return committer, nil
+	g.setPrivate(in.priv)
+	return nil
 }
 
 func leafNodes(ls []leafIndex) []nodeIndex {

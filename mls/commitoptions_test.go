@@ -10,7 +10,7 @@ import (
 
 func wireFormatOf(t *testing.T, msg []byte) WireFormat {
 	t.Helper()
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(msg, &m); err != nil {
 		t.Fatal(err)
 	}

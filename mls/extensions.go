@@ -79,7 +79,7 @@ func (x *ApplicationID) marshal(b *builder) { b.vec(x.ApplicationID) }
 
 func (x *ApplicationID) unmarshal(p *parser) bool { return p.vec(&x.ApplicationID) }
 
-// RequiredCapabilities is the data of the required_capabilities extension
+// requiredCapabilities is the data of the required_capabilities extension
 // (Section 11.1).
 //
 //	struct {
@@ -87,19 +87,19 @@ func (x *ApplicationID) unmarshal(p *parser) bool { return p.vec(&x.ApplicationI
 //	    ProposalType proposal_types<V>;
 //	    CredentialType credential_types<V>;
 //	} RequiredCapabilities;
-type RequiredCapabilities struct {
+type requiredCapabilities struct {
 	ExtensionTypes  []ExtensionType
 	ProposalTypes   []ProposalType
 	CredentialTypes []CredentialType
 }
 
-func (x *RequiredCapabilities) marshal(b *builder) {
+func (x *requiredCapabilities) marshal(b *builder) {
 	marshalU16List(b, x.ExtensionTypes)
 	marshalU16List(b, x.ProposalTypes)
 	marshalU16List(b, x.CredentialTypes)
 }
 
-func (x *RequiredCapabilities) unmarshal(p *parser) bool {
+func (x *requiredCapabilities) unmarshal(p *parser) bool {
 	return unmarshalU16List(p, &x.ExtensionTypes) &&
 		unmarshalU16List(p, &x.ProposalTypes) &&
 		unmarshalU16List(p, &x.CredentialTypes)
@@ -137,12 +137,12 @@ func (x *ExternalSender) unmarshal(p *parser) bool {
 	return p.vec(&x.SignatureKey) && x.Credential.unmarshal(p)
 }
 
-// ExternalSenders is the data of the external_senders extension:
+// externalSenders is the data of the external_senders extension:
 // ExternalSender external_senders<V>.
-type ExternalSenders struct {
+type externalSenders struct {
 	Senders []ExternalSender
 }
 
-func (x *ExternalSenders) marshal(b *builder) { marshalList(b, x.Senders) }
+func (x *externalSenders) marshal(b *builder) { marshalList(b, x.Senders) }
 
-func (x *ExternalSenders) unmarshal(p *parser) bool { return unmarshalList(p, &x.Senders) }
+func (x *externalSenders) unmarshal(p *parser) bool { return unmarshalList(p, &x.Senders) }

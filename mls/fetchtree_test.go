@@ -77,7 +77,7 @@ func TestGroupInfoWithoutTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(gi, &m); err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestFailedPrivateMessageLeavesStateIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forged := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+		forged := marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
 		if _, ok := carol.cur.prot.tree.leaves[alice.LeafIndex()]; ok && ct == ContentTypeApplication {
 			t.Fatal("setup: carol already derived alice's ratchets")
 		}
@@ -180,7 +180,7 @@ func TestFailedPrivateMessageLeavesStateIdentical(t *testing.T) {
 
 		// A corrupted ciphertext fails to decrypt, and changes nothing.
 		pm.Ciphertext[len(pm.Ciphertext)-1] ^= 1
-		corrupted := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+		corrupted := marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
 		if _, err := carol.Process(corrupted); err == nil {
 			t.Fatal("corrupted message accepted")
 		}

@@ -239,22 +239,22 @@ func (x *FramedContentAuthData) unmarshal(p *parser, ct ContentType) bool {
 	return true
 }
 
-// AuthenticatedContent is a FramedContent with its authentication and the
+// authenticatedContent is a FramedContent with its authentication and the
 // wire format it is sent in (Section 6).
-type AuthenticatedContent struct {
+type authenticatedContent struct {
 	WireFormat WireFormat
 	Content    FramedContent
 	Auth       FramedContentAuthData
 }
 
-func (x *AuthenticatedContent) marshal(b *builder) {
+func (x *authenticatedContent) marshal(b *builder) {
 	b.u16(uint16(x.WireFormat))
 	x.Content.marshal(b)
 	x.Auth.marshal(b, x.Content.ContentType)
 }
 
-func (x *AuthenticatedContent) unmarshal(p *parser) bool {
-	*x = AuthenticatedContent{}
+func (x *authenticatedContent) unmarshal(p *parser) bool {
+	*x = authenticatedContent{}
 	var wf uint16
 	if !p.u16(&wf) {
 		return false
@@ -315,12 +315,12 @@ func (x *PrivateMessage) unmarshal(p *parser) bool {
 		p.vec(&x.AuthenticatedData) && p.vec(&x.EncryptedSenderData) && p.vec(&x.Ciphertext)
 }
 
-// PrivateMessageContent is the plaintext of PrivateMessage.ciphertext
+// privateMessageContent is the plaintext of PrivateMessage.ciphertext
 // (Section 6.3.1). Its encoding depends on PrivateMessage.content_type, so
 // marshal and unmarshal take it. Padding is the number of zero bytes that
 // follow the auth field; unmarshal takes every remaining byte as padding
 // and rejects the content if any of them is not zero.
-type PrivateMessageContent struct {
+type privateMessageContent struct {
 	ApplicationData []byte    // application
 	Proposal        *Proposal // proposal
 	Commit          *Commit   // commit
@@ -330,14 +330,14 @@ type PrivateMessageContent struct {
 	body []byte // the content's bytes as decoded: see FramedContent.body
 }
 
-func (x *PrivateMessageContent) marshal(b *builder, ct ContentType) {
+func (x *privateMessageContent) marshal(b *builder, ct ContentType) {
 	marshalContent(b, ct, x.ApplicationData, x.Proposal, x.Commit)
 	x.Auth.marshal(b, ct)
 	b.raw(make([]byte, x.Padding))
 }
 
-func (x *PrivateMessageContent) unmarshal(p *parser, ct ContentType) bool {
-	*x = PrivateMessageContent{}
+func (x *privateMessageContent) unmarshal(p *parser, ct ContentType) bool {
+	*x = privateMessageContent{}
 	rest := p.s
 	if !unmarshalContent(p, ct, &x.ApplicationData, &x.Proposal, &x.Commit) {
 		return false
@@ -361,21 +361,21 @@ func (x *PrivateMessageContent) unmarshal(p *parser, ct ContentType) bool {
 	return true
 }
 
-// SenderData identifies the sender and key generation of a PrivateMessage
+// senderData identifies the sender and key generation of a PrivateMessage
 // (Section 6.3.2).
-type SenderData struct {
+type senderData struct {
 	LeafIndex  uint32
 	Generation uint32
 	ReuseGuard [4]byte
 }
 
-func (x *SenderData) marshal(b *builder) {
+func (x *senderData) marshal(b *builder) {
 	b.u32(x.LeafIndex)
 	b.u32(x.Generation)
 	b.raw(x.ReuseGuard[:])
 }
 
-func (x *SenderData) unmarshal(p *parser) bool {
+func (x *senderData) unmarshal(p *parser) bool {
 	var g []byte
 	if !p.u32(&x.LeafIndex) || !p.u32(&x.Generation) || !p.raw(4, &g) {
 		return false
@@ -384,47 +384,47 @@ func (x *SenderData) unmarshal(p *parser) bool {
 	return true
 }
 
-// SenderDataAAD is the AAD of the sender data encryption (Section 6.3.2).
-type SenderDataAAD struct {
+// senderDataAAD is the AAD of the sender data encryption (Section 6.3.2).
+type senderDataAAD struct {
 	GroupID     []byte
 	Epoch       uint64
 	ContentType ContentType
 }
 
-func (x *SenderDataAAD) marshal(b *builder) {
+func (x *senderDataAAD) marshal(b *builder) {
 	b.vec(x.GroupID)
 	b.u64(x.Epoch)
 	b.u8(uint8(x.ContentType))
 }
 
-func (x *SenderDataAAD) unmarshal(p *parser) bool {
+func (x *senderDataAAD) unmarshal(p *parser) bool {
 	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType)
 }
 
-// PrivateContentAAD is the AAD of the content encryption (Section 6.3.1).
-type PrivateContentAAD struct {
+// privateContentAAD is the AAD of the content encryption (Section 6.3.1).
+type privateContentAAD struct {
 	GroupID           []byte
 	Epoch             uint64
 	ContentType       ContentType
 	AuthenticatedData []byte
 }
 
-func (x *PrivateContentAAD) marshal(b *builder) {
+func (x *privateContentAAD) marshal(b *builder) {
 	b.vec(x.GroupID)
 	b.u64(x.Epoch)
 	b.u8(uint8(x.ContentType))
 	b.vec(x.AuthenticatedData)
 }
 
-func (x *PrivateContentAAD) unmarshal(p *parser) bool {
+func (x *privateContentAAD) unmarshal(p *parser) bool {
 	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType) &&
 		p.vec(&x.AuthenticatedData)
 }
 
-// MLSMessage is the outer wrapper of every MLS message (Section 6). The
+// mlsMessage is the outer wrapper of every MLS message (Section 6). The
 // field named by WireFormat is used; a nil one encodes as its zero value.
 // Decoding rejects versions other than mls10 and unknown wire formats.
-type MLSMessage struct {
+type mlsMessage struct {
 	Version        ProtocolVersion
 	WireFormat     WireFormat
 	PublicMessage  *PublicMessage
@@ -434,7 +434,7 @@ type MLSMessage struct {
 	KeyPackage     *KeyPackage
 }
 
-func (x *MLSMessage) marshal(b *builder) {
+func (x *mlsMessage) marshal(b *builder) {
 	b.u16(uint16(x.Version))
 	b.u16(uint16(x.WireFormat))
 	switch x.WireFormat {
@@ -451,8 +451,8 @@ func (x *MLSMessage) marshal(b *builder) {
 	}
 }
 
-func (x *MLSMessage) unmarshal(p *parser) bool {
-	*x = MLSMessage{}
+func (x *mlsMessage) unmarshal(p *parser) bool {
+	*x = mlsMessage{}
 	var v, wf uint16
 	if !p.u16(&v) || !p.u16(&wf) {
 		return false

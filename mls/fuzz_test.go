@@ -78,7 +78,7 @@ func handmade() [][]byte {
 		},
 		Path: &UpdatePath{LeafNode: leaf, Nodes: []UpdatePathNode{{EncryptionKey: []byte{8}, EncryptedPathSecret: []HPKECiphertext{{}}}}},
 	}
-	msg := MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
+	msg := mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
 		Content: FramedContent{Sender: Sender{SenderType: SenderTypeMember}, ContentType: ContentTypeCommit, Commit: &commit},
 		Auth:    FramedContentAuthData{Signature: []byte{9}, ConfirmationTag: []byte{10}},
 	}}
@@ -88,7 +88,7 @@ func handmade() [][]byte {
 func FuzzMLSMessage(f *testing.F) {
 	seeds := messageSeeds(f, "mls_welcome", "mls_group_info", "mls_key_package",
 		"public_message_application", "public_message_proposal", "public_message_commit", "private_message")
-	fuzzRoundTrip[MLSMessage](f, append(seeds, handmade()...))
+	fuzzRoundTrip[mlsMessage](f, append(seeds, handmade()...))
 }
 
 func FuzzKeyPackage(f *testing.F) {
@@ -156,7 +156,7 @@ func FuzzPrivateMessageContent(f *testing.F) {
 	}
 	f.Add(uint8(1), []byte{0x01, 0xaa, 0x00, 0x00, 0x00})
 	f.Fuzz(func(t *testing.T, ct uint8, in []byte) {
-		var v PrivateMessageContent
+		var v privateMessageContent
 		p := newParser(in)
 		if !v.unmarshal(p, ContentType(ct)) || !p.empty() {
 			return
@@ -185,9 +185,9 @@ var allWireStructs = []func() wireStruct{
 	func() wireStruct { return new(Credential) },
 	func() wireStruct { return new(Extension) },
 	func() wireStruct { return new(ApplicationID) },
-	func() wireStruct { return new(RequiredCapabilities) },
+	func() wireStruct { return new(requiredCapabilities) },
 	func() wireStruct { return new(ExternalPub) },
-	func() wireStruct { return new(ExternalSenders) },
+	func() wireStruct { return new(externalSenders) },
 	func() wireStruct { return new(Capabilities) },
 	func() wireStruct { return new(Lifetime) },
 	func() wireStruct { return new(PreSharedKeyID) },
@@ -201,12 +201,12 @@ var allWireStructs = []func() wireStruct{
 	func() wireStruct { return new(Sender) },
 	func() wireStruct { return new(FramedContent) },
 	func() wireStruct { return new(FramedContentTBS) },
-	func() wireStruct { return new(AuthenticatedContent) },
+	func() wireStruct { return new(authenticatedContent) },
 	func() wireStruct { return new(PublicMessage) },
 	func() wireStruct { return new(PrivateMessage) },
-	func() wireStruct { return new(SenderData) },
-	func() wireStruct { return new(SenderDataAAD) },
-	func() wireStruct { return new(PrivateContentAAD) },
+	func() wireStruct { return new(senderData) },
+	func() wireStruct { return new(senderDataAAD) },
+	func() wireStruct { return new(privateContentAAD) },
 	func() wireStruct { return new(ExternalSender) },
 	func() wireStruct { return new(ParentNode) },
 	func() wireStruct { return new(Node) },

@@ -50,7 +50,7 @@ func twoMembers(t *testing.T, cfg *Config) (*testGroup, *Group, *Group) {
 // membership tag from the epoch keys of g (as an insider could).
 func resealPublic(t *testing.T, g *Group, msg []byte, f func(pm *PublicMessage)) []byte {
 	t.Helper()
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(msg, &m); err != nil || m.PublicMessage == nil {
 		t.Fatalf("not a public message: %v", err)
 	}
@@ -91,7 +91,7 @@ func TestRejectCommitFromNonMember(t *testing.T) {
 	expectUnchanged(t, bob, before)
 
 	// Without the membership key an outsider cannot even get that far.
-	var m MLSMessage
+	var m mlsMessage
 	_ = unmarshal(res.Commit, &m)
 	m.PublicMessage.MembershipTag[0] ^= 1
 	if _, err := bob.Process(marshal(&m)); !errors.Is(err, ErrInvalidMembershipTag) {
@@ -438,7 +438,7 @@ func TestForgedPrivateMessageBurnsNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
+	forged := marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm})
 	before := fingerprint(t, carol)
 	if _, err := carol.Process(forged); !errors.Is(err, ErrInvalidSignature) {
 		t.Fatalf("got %v, want ErrInvalidSignature", err)

@@ -393,14 +393,14 @@ func TestPSKAndExtensions(t *testing.T) {
 	tg.check()
 	// Required capabilities that every member meets, then one that the
 	// members do not.
-	rc := marshal(&RequiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeBasic}})
+	rc := marshal(&requiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeBasic}})
 	res, err = alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: rc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tg.fanOut("did:key:alice", res)
 	tg.check()
-	rc = marshal(&RequiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeX509}})
+	rc = marshal(&requiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeX509}})
 	if _, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: rc}}}); !errors.Is(err, ErrInvalidProposal) {
 		t.Fatalf("got %v, want ErrInvalidProposal", err)
 	}
@@ -467,7 +467,7 @@ func listExternalSender(t *testing.T, tg *testGroup, alice *Group) []byte {
 		t.Fatal(err)
 	}
 	extPub, _ := alice.s.signPublicFromPrivate(extPriv)
-	senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: extPub,
+	senders := marshal(&externalSenders{Senders: []ExternalSender{{SignatureKey: extPub,
 		Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
 	res, err := alice.Commit(CommitOptions{Extensions: []Extension{{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders}}})
 	if err != nil {
@@ -492,7 +492,7 @@ func externalProposal(t *testing.T, g *Group, signKey []byte, p *Proposal) []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
 		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 

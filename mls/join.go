@@ -33,7 +33,7 @@ type JoinOptions struct {
 // Join processes a Welcome for the KeyPackage of bundle and returns the
 // member's group state (Section 12.4.3.1). opts may be nil.
 func Join(welcome []byte, bundle *KeyPackageBundle, opts *JoinOptions, cfg *Config) (*Group, error) {
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(welcome, &m); err != nil || m.WireFormat != WireFormatWelcome {
 		return nil, fmt.Errorf("%w: not a welcome message", ErrInvalidWelcome)
 	}
@@ -247,7 +247,7 @@ func JoinExternalWith(groupInfo []byte, bundle *KeyPackageBundle, opts *External
 	}
 	tree := opts.RatchetTree
 	if tree == nil && opts.FetchTree != nil {
-		var m MLSMessage
+		var m mlsMessage
 		if err := unmarshal(groupInfo, &m); err != nil || m.WireFormat != WireFormatGroupInfo {
 			return nil, nil, fmt.Errorf("%w: not a group info message", ErrInvalidWelcome)
 		}
@@ -287,7 +287,7 @@ func sameClient(a, b *Credential) bool {
 func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, cfg *Config, resync func(*ratchetTree, *LeafNode) (leafIndex, bool), ad []byte, setExts func([]Extension) ([]Extension, error)) (*Group, []byte, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(groupInfo, &m); err != nil || m.WireFormat != WireFormatGroupInfo {
 		return nil, nil, fmt.Errorf("%w: not a group info message", ErrInvalidWelcome)
 	}
@@ -372,7 +372,7 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 	}
 	ac.Auth.ConfirmationTag = keys.confirmationTag(confirmed)
 	pm := &PublicMessage{Content: ac.Content, Auth: ac.Auth}
-	msg := marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
+	msg := marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
 
 	g.own = own
 	g.sigPriv = bytes.Clone(bundle.sigPriv)

@@ -119,7 +119,7 @@ func defaultCapabilities(cs CipherSuite, exts []ExtensionType) Capabilities {
 // published.
 func (b *KeyPackageBundle) Bytes() []byte {
 	kp := b.kp
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatKeyPackage, KeyPackage: &kp})
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatKeyPackage, KeyPackage: &kp})
 }
 
 // Ref returns the KeyPackageRef (Section 5.2) that a Welcome uses to name
@@ -183,7 +183,7 @@ func (b *KeyPackageBundle) check() error {
 // parseKeyPackage decodes a KeyPackage given either as an MLSMessage or as
 // a bare KeyPackage.
 func parseKeyPackage(data []byte) (*KeyPackage, error) {
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(data, &m); err == nil {
 		if m.WireFormat != WireFormatKeyPackage {
 			return nil, errors.New("mls: message is not a key package")

@@ -66,7 +66,7 @@ func signedProposal(t *testing.T, g *Group, p *Proposal) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
 }
 
 // TestRejectLowOrderKeyPackageKeys: a KeyPackage whose leaf encryption key
@@ -188,7 +188,7 @@ func TestRejectDuplicateExtensionTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m MLSMessage
+		var m mlsMessage
 		if err := unmarshal(gi, &m); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestRejectLowOrderTreeKeys(t *testing.T) {
 func TestRejectMalformedExternalSenderKey(t *testing.T) {
 	_, alice, _ := twoMembers(t, nil)
 	for _, key := range [][]byte{nil, []byte("short"), make([]byte, 33)} {
-		senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: key,
+		senders := marshal(&externalSenders{Senders: []ExternalSender{{SignatureKey: key,
 			Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
 		before, err := alice.MarshalBinary()
 		if err != nil {

@@ -149,7 +149,7 @@ func (g *Group) externalSender(i uint32) (*ExternalSender, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no external senders", ErrUnknownSender)
 	}
-	var es ExternalSenders
+	var es externalSenders
 	if err := unmarshal(data, &es); err != nil || int(i) >= len(es.Senders) {
 		return nil, fmt.Errorf("%w: external sender %d", ErrUnknownSender, i)
 	}

@@ -16,7 +16,7 @@ func admitExternal(ExternalRequest) error { return nil }
 // header: the group id and the epoch.
 func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
 	t.Helper()
-	var m MLSMessage
+	var m mlsMessage
 	if err := unmarshal(appMsg, &m); err != nil || m.WireFormat != WireFormatPrivateMessage {
 		t.Fatalf("not a private message: %v", err)
 	}
@@ -31,7 +31,7 @@ func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
 		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 

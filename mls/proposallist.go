@@ -488,7 +488,7 @@ func (g *Group) validateExternalSenders(exts []Extension) error {
 	if old, ok := findExtension(g.cur.ctx.Extensions, ExtensionTypeExternalSenders); ok && bytes.Equal(old, data) {
 		return nil
 	}
-	var es ExternalSenders
+	var es externalSenders
 	if err := unmarshal(data, &es); err != nil {
 		return invalidProposal("malformed external_senders")
 	}

@@ -210,7 +210,7 @@ func checkLeafSupports(ln *LeafNode, exts []Extension) error {
 	if !ok {
 		return nil
 	}
-	var rc RequiredCapabilities
+	var rc requiredCapabilities
 	if err := unmarshal(data, &rc); err != nil {
 		return errors.New("malformed required_capabilities")
 	}
@@ -451,7 +451,7 @@ func checkNewKeysUnique(tree *ratchetTree, nodes []nodeIndex) error {
 
 // proposalRef computes the ProposalRef of a proposal sent in ac (Section
 // 5.2).
-func proposalRef(s suite, ac *AuthenticatedContent) []byte {
+func proposalRef(s suite, ac *authenticatedContent) []byte {
 	return makeProposalRef(s, marshal(ac))
 }
 
@@ -470,7 +470,7 @@ func (g *Group) checkProposalRoom() error {
 }
 
 // cacheProposal stores a received or sent proposal for the current epoch.
-func (g *Group) cacheProposal(ac *AuthenticatedContent, updatePriv []byte) []byte {
+func (g *Group) cacheProposal(ac *authenticatedContent, updatePriv []byte) []byte {
 	ref := proposalRef(g.s, ac)
 	if g.findProposal(ref) == nil {
 		g.proposals = append(g.proposals, cachedProposal{

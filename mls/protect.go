@@ -57,7 +57,7 @@ func framedContentTBS(wf WireFormat, fc *FramedContent, gc *GroupContext) ([]byt
 // The confirmation tag of a Commit is left empty for the caller to fill in.
 // It parses priv on every call; a sender of many messages should parse its
 // key once and use signFramedContentWithKey.
-func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, gc *GroupContext) (*AuthenticatedContent, error) {
+func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, gc *GroupContext) (*authenticatedContent, error) {
 	cs, err := concreteSuite(s)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, g
 
 // signFramedContentWithKey is signFramedContent with an already parsed
 // signature key.
-func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, gc *GroupContext) (*AuthenticatedContent, error) {
+func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, gc *GroupContext) (*authenticatedContent, error) {
 	tbs, err := framedContentTBS(wf, fc, gc)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, g
 	if err != nil {
 		return nil, err
 	}
-	return &AuthenticatedContent{
+	return &authenticatedContent{
 		WireFormat: wf,
 		Content:    *fc,
 		Auth:       FramedContentAuthData{Signature: sig},
@@ -90,7 +90,7 @@ func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, g
 
 // verifyFramedContent checks the signature of ac with the sender's
 // signature public key (§6.1).
-func verifyFramedContent(s suite, pub []byte, ac *AuthenticatedContent, gc *GroupContext) error {
+func verifyFramedContent(s suite, pub []byte, ac *authenticatedContent, gc *GroupContext) error {
 	tbs, err := framedContentTBS(ac.WireFormat, &ac.Content, gc)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (p *epochProtection) membershipTag(fc *FramedContent, auth *FramedContentAu
 // protectPublic encodes ac as a PublicMessage (§6.2), adding the membership
 // tag for member senders. Application data is refused: it must be
 // encrypted (§6).
-func (p *epochProtection) protectPublic(ac *AuthenticatedContent) (*PublicMessage, error) {
+func (p *epochProtection) protectPublic(ac *authenticatedContent) (*PublicMessage, error) {
 	fc := &ac.Content
 	if ac.WireFormat != WireFormatPublicMessage {
 		return nil, errors.New("mls: content was signed for another wire format")
@@ -229,7 +229,7 @@ func (p *epochProtection) protectPublic(ac *AuthenticatedContent) (*PublicMessag
 // the membership tag of a member sender (in constant time), and the
 // signature with the key that signer returns. Only then is the content
 // returned.
-func (p *epochProtection) unprotectPublic(pm *PublicMessage, signer signerKey) (*AuthenticatedContent, error) {
+func (p *epochProtection) unprotectPublic(pm *PublicMessage, signer signerKey) (*authenticatedContent, error) {
 	fc := &pm.Content
 	if fc.ContentType == ContentTypeApplication {
 		return nil, errApplicationInPlain
@@ -249,7 +249,7 @@ func (p *epochProtection) unprotectPublic(pm *PublicMessage, signer signerKey) (
 			return nil, errBadMembershipTag
 		}
 	}
-	ac := &AuthenticatedContent{WireFormat: WireFormatPublicMessage, Content: *fc, Auth: pm.Auth}
+	ac := &authenticatedContent{WireFormat: WireFormatPublicMessage, Content: *fc, Auth: pm.Auth}
 	pub, err := signer(fc)
 	if err != nil {
 		return nil, err
@@ -294,7 +294,7 @@ func senderDataKeyNonce(s suite, senderDataSecret, ciphertext []byte) (key, nonc
 // protectPrivate encrypts ac as a PrivateMessage (§6.3). Only members send
 // PrivateMessages. The next generation of the sender's handshake or
 // application ratchet is consumed, and its key and nonce are wiped once used.
-func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMessage, error) {
+func (p *epochProtection) protectPrivate(ac *authenticatedContent) (*PrivateMessage, error) {
 	fc := &ac.Content
 	if ac.WireFormat != WireFormatPrivateMessage {
 		return nil, errors.New("mls: content was signed for another wire format")
@@ -310,7 +310,7 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 	}
 
 	// §6.3.1: PrivateMessageContent with zero padding chosen by the hook.
-	pmc := PrivateMessageContent{
+	pmc := privateMessageContent{
 		ApplicationData: fc.ApplicationData,
 		Proposal:        fc.Proposal,
 		Commit:          fc.Commit,
@@ -345,7 +345,7 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 		return nil, err
 	}
 	nonce := applyReuseGuard(k.nonce, guard)
-	aad := marshal(&PrivateContentAAD{
+	aad := marshal(&privateContentAAD{
 		GroupID:           fc.GroupID,
 		Epoch:             fc.Epoch,
 		ContentType:       fc.ContentType,
@@ -361,9 +361,9 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 	}
 
 	// §6.3.2: SenderData under a key and nonce from the ciphertext sample.
-	sd := marshal(&SenderData{LeafIndex: fc.Sender.LeafIndex, Generation: k.generation, ReuseGuard: guard})
+	sd := marshal(&senderData{LeafIndex: fc.Sender.LeafIndex, Generation: k.generation, ReuseGuard: guard})
 	sdKey, sdNonce := senderDataKeyNonce(p.s, p.senderDataSecret, ciphertext)
-	sdAAD := marshal(&SenderDataAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType})
+	sdAAD := marshal(&senderDataAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType})
 	encSD, err := p.s.aeadSeal(sdKey, sdNonce, sdAAD, sd)
 	if err != nil {
 		return nil, err
@@ -384,7 +384,7 @@ func (p *epochProtection) protectPrivate(ac *AuthenticatedContent) (*PrivateMess
 // signer returns for the sender. The ratchet key is consumed (deleted, and
 // the ratchet moved past it) only once the content decrypts and its
 // signature verifies (§9.2), so a forged message cannot burn keys.
-func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey) (*AuthenticatedContent, error) {
+func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey) (*authenticatedContent, error) {
 	if err := p.checkGroupEpoch(pm.GroupID, pm.Epoch); err != nil {
 		return nil, err
 	}
@@ -395,12 +395,12 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 	}
 
 	sdKey, sdNonce := senderDataKeyNonce(p.s, p.senderDataSecret, pm.Ciphertext)
-	sdAAD := marshal(&SenderDataAAD{GroupID: pm.GroupID, Epoch: pm.Epoch, ContentType: pm.ContentType})
+	sdAAD := marshal(&senderDataAAD{GroupID: pm.GroupID, Epoch: pm.Epoch, ContentType: pm.ContentType})
 	sdBytes, err := p.s.aeadOpen(sdKey, sdNonce, sdAAD, pm.EncryptedSenderData)
 	if err != nil {
 		return nil, errBadSenderData
 	}
-	var sd SenderData
+	var sd senderData
 	if err := unmarshal(sdBytes, &sd); err != nil {
 		return nil, errBadSenderData
 	}
@@ -431,9 +431,9 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 
 // openContent decrypts the content of pm with the key k of its sender's
 // ratchet and verifies its signature (§6.3.1, §6.1). It changes nothing.
-func (p *epochProtection) openContent(pm *PrivateMessage, sd *SenderData, k ratchetKey, signer signerKey) (*AuthenticatedContent, error) {
+func (p *epochProtection) openContent(pm *PrivateMessage, sd *senderData, k ratchetKey, signer signerKey) (*authenticatedContent, error) {
 	nonce := applyReuseGuard(k.nonce, sd.ReuseGuard)
-	aad := marshal(&PrivateContentAAD{
+	aad := marshal(&privateContentAAD{
 		GroupID:           pm.GroupID,
 		Epoch:             pm.Epoch,
 		ContentType:       pm.ContentType,
@@ -447,12 +447,12 @@ func (p *epochProtection) openContent(pm *PrivateMessage, sd *SenderData, k ratc
 
 	// §6.3.1: the content, then auth, then padding that must be all zero;
 	// the decoder rejects the content otherwise.
-	var pmc PrivateMessageContent
+	var pmc privateMessageContent
 	pp := newParser(plaintext)
 	if !pmc.unmarshal(pp, pm.ContentType) || !pp.empty() {
 		return nil, errMalformedContent
 	}
-	ac := &AuthenticatedContent{
+	ac := &authenticatedContent{
 		WireFormat: WireFormatPrivateMessage,
 		Content: FramedContent{
 			GroupID:           pm.GroupID,

@@ -146,7 +146,7 @@ func TestPrivateMessageNonZeroPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pmc := PrivateMessageContent{ApplicationData: fc.ApplicationData, Auth: ac.Auth}
+	pmc := privateMessageContent{ApplicationData: fc.ApplicationData, Auth: ac.Auth}
 	var b builder
 	pmc.marshal(&b, fc.ContentType)
 	b.raw([]byte{0, 0, 1, 0})
@@ -154,11 +154,11 @@ func TestPrivateMessageNonZeroPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aad := marshal(&PrivateContentAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType, AuthenticatedData: fc.AuthenticatedData})
+	aad := marshal(&privateContentAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType, AuthenticatedData: fc.AuthenticatedData})
 	ct, _ := f.s.aeadSeal(k.key, k.nonce, aad, b.bytes())
 	sdKey, sdNonce := senderDataKeyNonce(f.s, f.senderDataSecret, ct)
-	sdAAD := marshal(&SenderDataAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType})
-	esd, _ := f.s.aeadSeal(sdKey, sdNonce, sdAAD, marshal(&SenderData{LeafIndex: 1, Generation: k.generation}))
+	sdAAD := marshal(&senderDataAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType})
+	esd, _ := f.s.aeadSeal(sdKey, sdNonce, sdAAD, marshal(&senderData{LeafIndex: 1, Generation: k.generation}))
 	pm := &PrivateMessage{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType, AuthenticatedData: fc.AuthenticatedData, EncryptedSenderData: esd, Ciphertext: ct}
 	if _, err := f.receiver.unprotectPrivate(pm, f.signer); !errors.Is(err, errMalformedContent) {
 		t.Fatalf("non-zero padding: %v", err)
@@ -235,7 +235,7 @@ func TestPrivateMessageSenderChecks(t *testing.T) {
 
 func TestPublicMessage(t *testing.T) {
 	f := newProtectFixture(t, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
-	sign := func(fc *FramedContent) *AuthenticatedContent {
+	sign := func(fc *FramedContent) *authenticatedContent {
 		ac, err := signFramedContent(f.s, f.sigPriv, WireFormatPublicMessage, fc, f.gc)
 		if err != nil {
 			t.Fatal(err)
@@ -298,7 +298,7 @@ func FuzzUnprotect(f *testing.F) {
 	fx.sigPub, _ = fx.s.signPublicFromPrivate(fx.sigPriv)
 	for _, ct := range []ContentType{ContentTypeApplication, ContentTypeProposal, ContentTypeCommit} {
 		pm := fx.protect(f, fx.content(ct, []byte("seed")))
-		f.Add(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm}))
+		f.Add(marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm}))
 	}
 	ac, err := signFramedContent(fx.s, fx.sigPriv, WireFormatPublicMessage, fx.content(ContentTypeProposal, nil), fx.gc)
 	if err != nil {
@@ -308,9 +308,9 @@ func FuzzUnprotect(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pub}))
+	f.Add(marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pub}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var msg MLSMessage
+		var msg mlsMessage
 		if unmarshal(data, &msg) != nil {
 			return
 		}

@@ -22,7 +22,7 @@ import "errors"
 //	    FramedContent content; /* with content_type == commit */
 //	    opaque signature<V>;
 //	} ConfirmedTranscriptHashInput;
-func confirmedTranscriptHash(s suite, interimBefore []byte, ac *AuthenticatedContent) ([]byte, error) {
+func confirmedTranscriptHash(s suite, interimBefore []byte, ac *authenticatedContent) ([]byte, error) {
 	if ac.Content.ContentType != ContentTypeCommit {
 		return nil, errors.New("mls: transcript hash input is not a commit")
 	}

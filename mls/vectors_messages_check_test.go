@@ -79,7 +79,7 @@ func roundTripValue[T any, P interface {
 // wf (and, for public messages, of content type ct) that round-trips.
 func checkMLSMessage(wf WireFormat, ct ContentType) func([]byte) error {
 	return func(in []byte) error {
-		m, err := roundTripValue[MLSMessage](in)
+		m, err := roundTripValue[mlsMessage](in)
 		if err != nil {
 			return err
 		}

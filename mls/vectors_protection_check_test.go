@@ -124,8 +124,8 @@ func contentBytes(fc *FramedContent) []byte {
 
 func checkProtectionCase(s suite, name string, fc *FramedContent, raw, pubMsg, privMsg, sigPriv []byte,
 	newProtection func() (*epochProtection, error), signer signerKey) error {
-	decode := func(data []byte, wf WireFormat) (*MLSMessage, error) {
-		var msg MLSMessage
+	decode := func(data []byte, wf WireFormat) (*mlsMessage, error) {
+		var msg mlsMessage
 		if err := unmarshal(data, &msg); err != nil {
 			return nil, err
 		}
@@ -134,7 +134,7 @@ func checkProtectionCase(s suite, name string, fc *FramedContent, raw, pubMsg, p
 		}
 		return &msg, nil
 	}
-	checkContent := func(what string, ac *AuthenticatedContent) error {
+	checkContent := func(what string, ac *authenticatedContent) error {
 		return expectEqual(what+" content", contentBytes(&ac.Content), raw)
 	}
 	p, err := newProtection()
@@ -170,7 +170,7 @@ func checkProtectionCase(s suite, name string, fc *FramedContent, raw, pubMsg, p
 		if err != nil {
 			return err
 		}
-		msg, err = decode(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm}), WireFormatPublicMessage)
+		msg, err = decode(marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm}), WireFormatPublicMessage)
 		if err != nil {
 			return err
 		}
@@ -211,7 +211,7 @@ func checkProtectionCase(s suite, name string, fc *FramedContent, raw, pubMsg, p
 	if err != nil {
 		return err
 	}
-	msg, err = decode(marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm}), WireFormatPrivateMessage)
+	msg, err = decode(marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPrivateMessage, PrivateMessage: pm}), WireFormatPrivateMessage)
 	if err != nil {
 		return err
 	}

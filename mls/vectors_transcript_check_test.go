@@ -27,7 +27,7 @@ func checkTranscriptHashes(data []byte, r *vectorRun) error {
 			if err != nil {
 				return err
 			}
-			var ac AuthenticatedContent
+			var ac authenticatedContent
 			if err := unmarshal(c.AuthenticatedContent, &ac); err != nil {
 				return err
 			}

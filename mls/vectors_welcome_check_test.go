@@ -26,7 +26,7 @@ func checkWelcome(data []byte, r *vectorRun) error {
 			if _, err := skipSuite(c.CipherSuite); err != nil {
 				return err
 			}
-			var kp, w MLSMessage
+			var kp, w mlsMessage
 			if err := unmarshal(c.KeyPackage, &kp); err != nil {
 				return fmt.Errorf("key_package: %w", err)
 			}

@@ -106,7 +106,7 @@ func TestTwoExtensionsProposalsDoNotWedge(t *testing.T) {
 	tg := threeMembers(t, nil)
 	rc := func(ct ...CredentialType) []Extension {
 		return []Extension{{ExtensionType: ExtensionTypeRequiredCapabilities,
-			ExtensionData: marshal(&RequiredCapabilities{CredentialTypes: ct})}}
+			ExtensionData: marshal(&requiredCapabilities{CredentialTypes: ct})}}
 	}
 	// Two honest members propose at once; both are valid alone.
 	for _, name := range []string{"did:key:bob", "did:key:carol"} {
@@ -391,11 +391,11 @@ func (w *wedgeWorld) randomMember() *Group { return w.tg.members[w.randomName()]
 // required_capabilities that every member meets.
 func (w *wedgeWorld) extensions() []Extension {
 	pub, _ := w.randomMember().s.signPublicFromPrivate(w.extPriv)
-	senders := marshal(&ExternalSenders{Senders: []ExternalSender{{SignatureKey: pub,
+	senders := marshal(&externalSenders{Senders: []ExternalSender{{SignatureKey: pub,
 		Credential: Credential{CredentialType: CredentialTypeBasic, Identity: []byte("did:web:server")}}}})
 	return []Extension{
 		{ExtensionType: ExtensionTypeExternalSenders, ExtensionData: senders},
-		{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: marshal(&RequiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeBasic}})},
+		{ExtensionType: ExtensionTypeRequiredCapabilities, ExtensionData: marshal(&requiredCapabilities{CredentialTypes: []CredentialType{CredentialTypeBasic}})},
 	}
 }
 
@@ -415,7 +415,7 @@ func (w *wedgeWorld) external(p *Proposal) []byte {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return marshal(&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
+	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
 		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 

@@ -26,7 +26,7 @@ func TestWireRoundTrip(t *testing.T) {
 	}{
 		&leaf,
 		&Credential{CredentialType: CredentialTypeX509, Certificates: [][]byte{[]byte("a"), {}}},
-		&MLSMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
+		&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
 			Content: FramedContent{
 				GroupID: []byte("g"), Epoch: 7, Sender: Sender{SenderType: SenderTypeExternal, SenderIndex: 3},
 				ContentType: ContentTypeProposal, Proposal: &Proposal{ProposalType: ProposalTypePSK, PreSharedKey: &PreSharedKey{PSK: PreSharedKeyID{
@@ -37,12 +37,12 @@ func TestWireRoundTrip(t *testing.T) {
 		}},
 		&GroupSecrets{JoinerSecret: []byte("j"), PathSecret: &PathSecret{PathSecret: []byte("p")}},
 		&FramedContentTBS{Version: 1, WireFormat: 1, Content: FramedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Version: 1, Epoch: 4}},
-		&AuthenticatedContent{WireFormat: 2, Content: FramedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &Commit{}}, Auth: FramedContentAuthData{ConfirmationTag: []byte("t")}},
-		&SenderData{LeafIndex: 1, Generation: 2, ReuseGuard: [4]byte{1, 2, 3, 4}},
-		&SenderDataAAD{GroupID: []byte("g"), ContentType: ContentTypeCommit},
-		&PrivateContentAAD{GroupID: []byte("g"), ContentType: ContentTypeApplication, AuthenticatedData: []byte("a")},
-		&RequiredCapabilities{ExtensionTypes: []ExtensionType{5}, ProposalTypes: []ProposalType{7}, CredentialTypes: []CredentialType{1}},
-		&ExternalSenders{Senders: []ExternalSender{{SignatureKey: []byte("k"), Credential: Credential{CredentialType: CredentialTypeBasic}}}},
+		&authenticatedContent{WireFormat: 2, Content: FramedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &Commit{}}, Auth: FramedContentAuthData{ConfirmationTag: []byte("t")}},
+		&senderData{LeafIndex: 1, Generation: 2, ReuseGuard: [4]byte{1, 2, 3, 4}},
+		&senderDataAAD{GroupID: []byte("g"), ContentType: ContentTypeCommit},
+		&privateContentAAD{GroupID: []byte("g"), ContentType: ContentTypeApplication, AuthenticatedData: []byte("a")},
+		&requiredCapabilities{ExtensionTypes: []ExtensionType{5}, ProposalTypes: []ProposalType{7}, CredentialTypes: []CredentialType{1}},
+		&externalSenders{Senders: []ExternalSender{{SignatureKey: []byte("k"), Credential: Credential{CredentialType: CredentialTypeBasic}}}},
 		&ExternalPub{ExternalPub: []byte("x")},
 		&ApplicationID{ApplicationID: []byte("app")},
 	}
@@ -77,7 +77,7 @@ func TestWireRejects(t *testing.T) {
 	}
 	priv := PrivateMessage{GroupID: []byte("g"), ContentType: ContentTypeApplication}
 	privBody := marshal(&priv)
-	if err := unmarshal(msg(1, 2, privBody...), new(MLSMessage)); err != nil {
+	if err := unmarshal(msg(1, 2, privBody...), new(mlsMessage)); err != nil {
 		t.Fatalf("valid private message rejected: %v", err)
 	}
 	badCT := bytes.Clone(privBody)
@@ -95,7 +95,7 @@ func TestWireRejects(t *testing.T) {
 		if name == "unknown credential" || name == "reserved credential" {
 			err = unmarshal(in, new(Credential))
 		} else {
-			err = unmarshal(in, new(MLSMessage))
+			err = unmarshal(in, new(mlsMessage))
 		}
 		if err == nil {
 			t.Errorf("%s accepted", name)
@@ -142,12 +142,12 @@ func TestWireRejects(t *testing.T) {
 }
 
 func TestPrivateMessageContentPadding(t *testing.T) {
-	c := PrivateMessageContent{ApplicationData: []byte("hi"), Auth: FramedContentAuthData{Signature: []byte("s")}, Padding: 5}
+	c := privateMessageContent{ApplicationData: []byte("hi"), Auth: FramedContentAuthData{Signature: []byte("s")}, Padding: 5}
 	var b builder
 	c.marshal(&b, ContentTypeApplication)
 	enc := b.bytes()
 
-	var got PrivateMessageContent
+	var got privateMessageContent
 	if p := newParser(enc); !got.unmarshal(p, ContentTypeApplication) || !p.empty() || got.Padding != 5 {
 		t.Fatalf("decode: %+v", got)
 	}
@@ -205,7 +205,7 @@ func TestKeyPackageSignatures(t *testing.T) {
 
 		// Through the wire and back, it still verifies.
 		var got KeyPackage
-		if err := unmarshal(marshal(&MLSMessage{Version: 1, WireFormat: WireFormatKeyPackage, KeyPackage: kp})[4:], &got); err != nil {
+		if err := unmarshal(marshal(&mlsMessage{Version: 1, WireFormat: WireFormatKeyPackage, KeyPackage: kp})[4:], &got); err != nil {
 			t.Fatal(err)
 		}
 		if err := got.verifySignatures(s); err != nil {

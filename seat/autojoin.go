@@ -24,7 +24,7 @@ import (
 // Two kinds of external Commit (RFC 9420 §12.4.3.2) are then admitted by
 // every member's engine (externalRules); nothing else from outside is:
 //
-//   - A join by an invite that admits on its own ([Seat.RoomInviteAuto]).
+//   - A join by an invite that admits on its own ([Room.Invite] with Auto).
 //     The owner mints the invite at the directory and commits the invite's
 //     public key, its lifetime and its uses to the room's invites
 //     extension (invites.go). The key is derived from the invite token, so
@@ -38,7 +38,7 @@ import (
 //     (invites.go). A ticket is good for one identity in one epoch only.
 //   - A member taking its own place again (a resync): the Commit removes
 //     the leaf with the joiner's identity and signature key, which only
-//     that member can sign for ([Seat.RoomRejoin]).
+//     that member can sign for ([Room.Rejoin]).
 
 // inviteTicketMagic starts an invite ticket in an external Commit's
 // authenticated_data.
@@ -51,9 +51,6 @@ const (
 
 var (
 	errNoTicket = errors.New("seat: a room admits from outside only a join by an auto invite, or a member taking its own place again")
-	// ErrInviteNotAdmitted: the room's members did not admit the join by
-	// this invite (it is not, or no longer, listed in the room).
-	ErrInviteNotAdmitted = errors.New("seat: the room does not admit joins by this invite")
 )
 
 // inviteKey derives an auto invite's key pair from its token.
@@ -166,12 +163,8 @@ const groupInfoAttempts = 3
 // maxGroupInfo is the largest GroupInfo the directory keeps.
 const maxGroupInfo = 1 << 20
 
-// RoomInviteAuto mints an invite to a room this seat owns whose holder
-// joins by itself, with nobody online to admit it ([Seat.RoomJoin]
-// completes at once), and lists it in the room with its uses and lifetime,
-// which every member enforces (invites.go). Zero values take the
-// defaults (one use, one hour).
-func (s *Seat) RoomInviteAuto(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
+// autoInviteTo is [Room.Invite] (an auto invite) on the room called name.
+func (s *Seat) autoInviteTo(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
 	if uses == 0 {
 		uses = 1
 	}

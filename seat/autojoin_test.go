@@ -24,7 +24,7 @@ func TestRoomJoinWithoutOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice.Close()
+	alice.Close(context.Background())
 
 	carol := newMember(t, st, "carolco")
 	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
@@ -70,7 +70,7 @@ func TestRoomJoinAfterGroupInfoJam(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice.Close()
+	alice.Close(context.Background())
 	carol := newMember(t, st, "carolco")
 	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
 		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)

@@ -40,7 +40,7 @@ func benchSeat(b *testing.B, st *skytaletest.Stack, acct skytaletest.Account, ph
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
+	b.Cleanup(func() { s.Close(context.Background()) })
 	if phrase == "" {
 		_, err = s.Init(ctx)
 	} else {
@@ -348,7 +348,7 @@ func BenchmarkRoomHistory10k(b *testing.B) {
 	if err := s.UseAccount(ctx, "acct", "acme", "sk_live_bench"); err != nil {
 		b.Fatal(err)
 	}
-	s.Close()
+	s.Close(context.Background())
 	db, err := sql.Open("sqlite", filepath.Join(home, "seat.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -382,7 +382,7 @@ func BenchmarkRoomHistory10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	b.ResetTimer()
 	for b.Loop() {
 		msgs, err := s.RoomHistory(ctx, "ops")

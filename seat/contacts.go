@@ -84,7 +84,7 @@ func (c *DirectoryClient) RevokeAddToken(ctx context.Context, id string) error {
 }
 
 // ContactToken makes an add-token: whoever holds it may add this person
-// to rooms ([Seat.RoomAdd] with the token), up to uses times within ttl.
+// to rooms ([Room.Add] with the token), up to uses times within ttl.
 // Zero means the directory's defaults.
 func (s *Seat) ContactToken(ctx context.Context, ttl time.Duration, uses int) (ContactToken, error) {
 	key, err := s.apiKey(ctx)

@@ -476,9 +476,6 @@ func (s *Seat) Devices(ctx context.Context) ([]Device, error) {
 	return out, err
 }
 
-// ErrNoDevice: no device of this person has that ID in this home's rooms.
-var ErrNoDevice = errors.New("seat: no device of this person with that id in this home's rooms")
-
 // RevokeDevice removes the device with the ID from every room of this
 // home it is in, and returns those rooms. The device can read nothing of
 // those rooms that is sent after the removal; its account is the person's,

@@ -228,10 +228,6 @@ func (s *Seat) RequestDevice(ctx context.Context, label string) (*DeviceGrant, e
 	return &DeviceGrant{GrantTicket: t, Fingerprint: fingerprint(pub), key: key}, nil
 }
 
-// ErrGrantExpired means the device grant expired before it was approved
-// and collected.
-var ErrGrantExpired = errors.New("seat: the device grant expired")
-
 // WaitDevice polls until g is approved, then opens and keeps the account
 // credential and, when the approving seat sent it for this seat's sync
 // channel, the transport credential. Failures that may pass (network

@@ -277,7 +277,7 @@ func TestDeviceGrantPollRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer b.Close(context.Background())
 	b.Init(ctx)
 	if _, res := approveFrom(t, a, b); res.Org != "acme" {
 		t.Fatalf("result %+v", res)

@@ -2,7 +2,6 @@ package seat
 
 import (
 	"crypto/ed25519"
-	"errors"
 	"strings"
 
 	"github.com/skytale-oss/skytale/internal/base58"
@@ -15,9 +14,6 @@ const didKeyPrefix = "did:key:z"
 // multicodecEd25519Pub is the multicodec code 0xed (ed25519-pub) as an
 // unsigned varint.
 var multicodecEd25519Pub = [2]byte{0xed, 0x01}
-
-// ErrNotDIDKey: an identity that is not an Ed25519 did:key.
-var ErrNotDIDKey = errors.New("seat: not an Ed25519 did:key")
 
 // DIDKey writes an Ed25519 public key as a did:key: "did:key:z" followed by
 // the base58btc encoding of the multicodec prefix 0xed 0x01 and the 32 key

@@ -31,13 +31,15 @@ type APIError struct {
 	Status  int
 	Code    string `json:"error"`
 	Message string `json:"message"`
-	// retryAfter is the answer's Retry-After (0: none, or not in seconds).
-	retryAfter time.Duration
+	// RetryAfter is the answer's Retry-After (0: none, or not in
+	// seconds), set on a refusal for load (429, 503).
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Is makes an APIError match the sentinel of its code: org_taken
 // [ErrOrgTaken], invalid_org_invite [ErrInvalidOrgInvite], not_a_member
-// [ErrNotMember].
+// [ErrNotMember], rate_limited [ErrRateLimited], and the other codes
+// listed in codeSentinels.
 func (e *APIError) Is(target error) bool {
 	return target != nil && codeSentinels[e.Code] == target
 }
@@ -54,6 +56,7 @@ var codeSentinels = map[string]error{
 	"not_allowed":        ErrNotAllowed,
 	"invalid_add_token":  ErrInvalidAddToken,
 	"revoked":            ErrRevoked, // a revoked device's credential
+	"rate_limited":       ErrRateLimited,
 }
 
 func (e *APIError) Error() string {
@@ -118,7 +121,7 @@ func doJSONOnce(ctx context.Context, hc *http.Client, method, u, bearer string, 
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &APIError{Status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+		e := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
 		json.Unmarshal(b, e)
 		return e
 	}

@@ -24,6 +24,13 @@
 // refused is reset by the owner's seat; and a member away longer than the
 // relay's log reaches back rejoins by an external Commit.
 //
+// A room is reached through its handle, [Seat.Room]: s.Room("team") names
+// the room <org>/rooms/team, s.Room(channel) any room by its channel. The
+// handle creates or joins the room ([Room.Create], [Room.Join]) and does
+// everything in it ([Room.Send], [Room.Sync], [Room.Members], [Room.Watch]
+// ...); each call takes a context, and one about a room the seat is not
+// in returns a [RoomError] naming it.
+//
 // docs/ARCHITECTURE.md follows a message, a commit and a join through this
 // package and states the rules its rooms keep ("The seat's keys and the
 // rules its rooms keep"); docs/SECURITY.md says which device holds which

@@ -17,7 +17,7 @@ import (
 
 // Sends through a running watch.
 //
-// A one-shot send ([Seat.RoomSend] from a process that does not watch)
+// A one-shot send ([Room.Send] from a process that does not watch)
 // would open a connection of its own, after a token and a read of the
 // room's log, publish one frame and close: the relay could tell it from
 // the cover a watch sends by its connection alone, whatever the frame's

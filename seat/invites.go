@@ -164,11 +164,6 @@ const (
 )
 
 var (
-	// ErrInviteExpired: the invite's lifetime in the room is over.
-	ErrInviteExpired = errors.New("seat: the invite has expired")
-	// ErrInviteUsed: the person has used this invite before; the room
-	// admits nobody twice by one invite.
-	ErrInviteUsed = errors.New("seat: this person has used the invite already")
 	// errBarred: the person was removed from the room since the invite
 	// was made.
 	errBarred = fmt.Errorf("%w since the invite was made; only a later invite admits it again", ErrRemovedRoom)

@@ -110,8 +110,8 @@ func TestInviteLimitsHeldByMembers(t *testing.T) {
 		// The directory's clock says the invite is good; the members'
 		// say its hour (and the slack) is over.
 		later := func() time.Time { return time.Now().Add(2 * time.Hour) }
-		alice.Close()
-		bob.Close()
+		alice.Close(context.Background())
+		bob.Close(context.Background())
 		alice2 := &member{Seat: openSeatClock(t, st, alice.home, later), did: alice.did, acct: alice.acct, home: alice.home}
 		bob2 := &member{Seat: openSeatClock(t, st, bob.home, later), did: bob.did, acct: bob.acct, home: bob.home}
 		carol := newMember(t, st, "carolco")
@@ -134,7 +134,7 @@ func openSeatClock(t *testing.T, st *skytaletest.Stack, home string, now func() 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 
@@ -243,7 +243,7 @@ func TestRemovedInviteJoinerIsOut(t *testing.T) {
 	// software going on is refused by every member.
 	proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
 	joiner(carol.acct.AccountID)
-	carol.Close()
+	carol.Close(context.Background())
 	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
 	if _, err := back.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrInviteUsed) {
 		t.Fatalf("carol's own seat with a directory that lets her in: %v, want ErrInviteUsed", err)
@@ -456,7 +456,7 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 	}
 	proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
 	joiner(carol.acct.AccountID)
-	carol.Close()
+	carol.Close(context.Background())
 	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
 	if _, err := back.RoomJoin(ctx, room, shared, 0); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("carol's own seat, let through: %v, want ErrRemovedRoom", err)
@@ -475,7 +475,7 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back.Close()
+	back.Close(context.Background())
 	carol2 := &member{Seat: openSeat(t, st, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
 	if err := carol2.RoomLeave(ctx, room); err != nil && !errors.Is(err, seat.ErrNoRoom) {
 		t.Fatal(err)

@@ -260,7 +260,7 @@ func TestOneShotSendLooksLikeCover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { watcher.Close() })
+	t.Cleanup(func() { watcher.Close(context.Background()) })
 	w := startWatch(t, watcher, room)
 	w.connected(t)
 	time.Sleep(100 * time.Millisecond) // a few cover frames

@@ -69,22 +69,6 @@ const (
 	sealedSyncKey = "sync key"
 )
 
-// Errors of linked devices.
-var (
-	// ErrNotIdentityHolder: approving and revoking devices takes the
-	// person's identity key, which a linked device never holds.
-	ErrNotIdentityHolder = errors.New("seat: this device does not hold the identity: approve and revoke devices on one that does, or recover with the phrase (signin --recover)")
-	// ErrRevoked: the person revoked this device. Its credentials no
-	// longer work and it reads nothing sent after the revocation.
-	ErrRevoked = errors.New("seat: revoked: this device was revoked by its person; it can no longer use the account, and reads nothing sent after the revocation")
-	// ErrLinkedHome: the home is a linked device's, which holds no
-	// phrase; a phrase goes in a home of its own.
-	ErrLinkedHome = errors.New("seat: this home is a linked device's (it holds no phrase)")
-	// ErrBadLinkBox: what came with the approval is not from the
-	// identity the certificate names, or not for this device's keys.
-	ErrBadLinkBox = errors.New("seat: the approval's box is not signed by an identity for this device's keys")
-)
-
 // linkedHome is what a linked home keeps in memory.
 type linkedHome struct {
 	secret []byte            // the local secret

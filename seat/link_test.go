@@ -158,7 +158,7 @@ func TestLinkedHomeHoldsNoPhrase(t *testing.T) {
 	if len(secrets) == 0 {
 		t.Fatal("no secrets to look for")
 	}
-	laptop.Close()
+	laptop.Close(context.Background())
 	if found := scanHome(t, laptop.home, words, secrets); len(found) != 0 {
 		t.Fatalf("the linked home holds the phrase or its secrets in %v", found)
 	}
@@ -167,7 +167,7 @@ func TestLinkedHomeHoldsNoPhrase(t *testing.T) {
 	}
 	// The control: a home restored from the phrase holds them.
 	phone, _, _ := secondDevice(t, st, alice)
-	phone.Close()
+	phone.Close(context.Background())
 	if found := scanHome(t, phone.home, words, secrets); len(found) == 0 {
 		t.Fatal("the scan finds nothing in a home restored from the phrase")
 	}

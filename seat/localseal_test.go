@@ -99,7 +99,7 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	stolen := t.TempDir()
-	bob.Close()
+	bob.Close(context.Background())
 	for _, name := range []string{"seat.db", "seat.db-wal"} {
 		if b, err := os.ReadFile(filepath.Join(bob.home, name)); err == nil {
 			if err := os.WriteFile(filepath.Join(stolen, name), b, 0o600); err != nil {
@@ -125,7 +125,7 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob2.Close()
+	bob2.Close(context.Background())
 	if _, err := bdb.Exec(`UPDATE rooms SET state = ? WHERE channel = ?`, plainBob, room); err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +266,8 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 			t.Errorf("a copy of %s's open home holds in the clear: %q", m.acct.Org, leaks)
 		}
 	}
-	sc.alice.Close()
-	sc.bob.Close()
+	sc.alice.Close(context.Background())
+	sc.bob.Close(context.Background())
 
 	for _, m := range []*member{sc.alice, sc.bob} {
 		cp := copyHome(t, m.home, false)
@@ -345,7 +345,7 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 func TestHomeSealedValuesRefuseAnotherSeed(t *testing.T) {
 	ctx := context.Background()
 	sc := newSealScene(t)
-	sc.bob.Close()
+	sc.bob.Close(context.Background())
 
 	// Another phrase in the copied home.
 	cp := copyHome(t, sc.bob.home, false)
@@ -419,7 +419,7 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
+	b.Close(context.Background())
 
 	// The home the old way: the step that added the sealed columns is
 	// the last of storeMigrations, and is undone here.
@@ -499,7 +499,7 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 	if !strings.Contains(before, "local_sealed'2'") {
 		t.Fatalf("the home is not marked sealed:\n%s", before)
 	}
-	s.Close()
+	s.Close(context.Background())
 	s = openSeat(t, sc.st, b.home)
 	if snapshot() != before {
 		t.Fatal("opening a sealed home again changed its sealed values")

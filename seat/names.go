@@ -34,10 +34,6 @@ const NoticeName = "name"
 // SettingName is the setting that holds this person's name.
 const SettingName = "name"
 
-// ErrName: a name that is empty, too long, not UTF-8, or has control or
-// formatting characters (which could reorder or hide what is shown).
-var ErrName = errors.New("seat: a name is 1 to 64 bytes of printable UTF-8")
-
 // CheckName accepts names others can be shown safely.
 func CheckName(name string) error {
 	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) || strings.TrimSpace(name) != name {

@@ -97,7 +97,7 @@ func TestWatchOutlivesShortTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer short.Close()
+	defer short.Close(context.Background())
 
 	events := make(chan seat.WatchEvent, 16)
 	msgs := make(chan seat.RoomMessage, 16)

@@ -17,7 +17,7 @@ import (
 // RFC 9420 §12.4.3.2, which every member admits from a leaf's own key,
 // autojoin.go), from the GroupInfo the directory keeps, and says so with a
 // NoticeRejoined. Its history keeps what it had; what it missed stays
-// missed. [Seat.RoomRejoin] does the same on request, for a room whose
+// missed. [Room.Rejoin] does the same on request, for a room whose
 // state is lost or stuck.
 
 // Notices of gaps and rejoins.
@@ -80,13 +80,9 @@ func (s *Seat) rejoin(ctx context.Context, r *room, gi []byte) error {
 		Text: fmt.Sprintf("rejoined the room at epoch %d, after missing commits", r.g.Epoch())})
 }
 
-// RoomRejoin takes this seat's place in a room again by external Commit
-// from the GroupInfo the directory keeps, whatever the state this home
-// has of it: for a room whose commits this seat missed, or whose state is
-// lost (then the room comes back into this home). The relay's log from
-// then on is what it reads.
-func (s *Seat) RoomRejoin(ctx context.Context, name string) error {
-	ch, err := s.RoomChannel(ctx, name)
+// rejoinRoom is [Room.Rejoin] on the room called name.
+func (s *Seat) rejoinRoom(ctx context.Context, name string) error {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -158,9 +158,6 @@ type FrameError struct {
 
 func (e *FrameError) Error() string { return "seat: relay: " + e.Message + " (" + e.Code + ")" }
 
-// ErrStaleEpoch is wrapped by a FrameError with code stale_epoch.
-var ErrStaleEpoch = errors.New("stale epoch")
-
 // Is makes a FrameError match the sentinel of its code: stale_epoch
 // [ErrStaleEpoch], not_a_member [ErrNotMember], and the relay's
 // admission closing the socket (evicted, busy, too_many_connections)
@@ -168,13 +165,6 @@ var ErrStaleEpoch = errors.New("stale epoch")
 func (e *FrameError) Is(target error) bool {
 	return target != nil && (codeSentinels[e.Code] == target || target == ErrTryAgainLater && tryAgainCodes[e.Code])
 }
-
-// ErrTryAgainLater is wrapped by the error of a connection the relay
-// closed with 1013 Try Again Later, and matched by the error frame it
-// sends first: the relay was full and closed this socket (the one idle
-// longest, or silent longest before its login), or the account holds too
-// many sockets. Reconnect after a backoff, as a watch does.
-var ErrTryAgainLater = errors.New("relay busy, try again later")
 
 // tryAgainCodes are the error codes of a relay closing a socket with 1013.
 var tryAgainCodes = map[string]bool{"evicted": true, "busy": true, "too_many_connections": true}

@@ -36,10 +36,10 @@ func retryWait(method string, err error, attempt int) (time.Duration, bool) {
 	var ae *APIError
 	if method != http.MethodGet || attempt >= readRetries || !errors.As(err, &ae) ||
 		ae.Status != http.StatusTooManyRequests || ae.Code != "rate_limited" ||
-		ae.retryAfter <= 0 || ae.retryAfter > maxRetryAfter {
+		ae.RetryAfter <= 0 || ae.RetryAfter > maxRetryAfter {
 		return 0, false
 	}
-	return ae.retryAfter + rand.N(retryJitter), true
+	return ae.RetryAfter + rand.N(retryJitter), true
 }
 
 // parseRetryAfter reads a Retry-After of whole seconds (the form both

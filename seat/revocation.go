@@ -35,7 +35,7 @@ import (
 // certificate for a key the directory lists as revoked (the directory
 // refuses the approval). A member learns a person's revocations from the
 // directory before it adds a device of that person (a device offer, or
-// the offers of [Seat.RoomAdd]); a Commit by someone else that adds a
+// the offers of [Room.Add]); a Commit by someone else that adds a
 // device revoked in a revocation it has not fetched yet is refused by
 // every member that has.
 
@@ -248,10 +248,6 @@ func (s *Seat) refreshRevocations(did string) {
 	defer cancel()
 	s.noteRevocations(ctx, did)
 }
-
-// ErrRevokedDevice: a Commit adds, or is made by, a device whose key its
-// person revoked.
-var ErrRevokedDevice = errors.New("seat: that device was revoked by its person")
 
 // revocationRules refuses what a revoked device would bring into a room:
 // an Add of its leaf, or a Commit it made.

@@ -53,17 +53,6 @@ const (
 	RoleMember = "member"
 )
 
-// Errors of role checks.
-var (
-	// ErrNotAdmin: only the room's owner and admins may add or remove
-	// others.
-	ErrNotAdmin = errors.New("seat: only the room's owner and admins can do that")
-	// ErrRemoveOwner: nobody removes the room's owner.
-	ErrRemoveOwner = errors.New("seat: nobody can remove the room's owner")
-	// ErrNoRoles: the room was created before rooms had roles.
-	ErrNoRoles = errors.New("seat: this room was created before rooms had roles")
-)
-
 // RoomRoles are the roles of a room: the owner's did:key and the admins'
 // did:keys, sorted and distinct, never including the owner.
 //
@@ -355,9 +344,8 @@ func checkMayRemove(g *mls.Group, did string) error {
 	return nil
 }
 
-// RoomRolesOf catches the room up and returns its roles. It returns
-// ErrNoRoles for a room created before rooms had roles.
-func (s *Seat) RoomRolesOf(ctx context.Context, name string) (RoomRoles, error) {
+// rolesOf is [Room.Roles] on the room called name.
+func (s *Seat) rolesOf(ctx context.Context, name string) (RoomRoles, error) {
 	var out RoomRoles
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUp(ctx, r, nil); err != nil {
@@ -376,10 +364,8 @@ func (s *Seat) RoomRolesOf(ctx context.Context, name string) (RoomRoles, error) 
 	return out, err
 }
 
-// RoomAdminAdd makes the member did an admin of the room, with a
-// GroupContextExtensions Commit (RFC 9420 §12.1.7). Only the owner may;
-// any other seat gets ErrNotOwner before anything is sent.
-func (s *Seat) RoomAdminAdd(ctx context.Context, name, did string) error {
+// addAdmin is [Room.AddAdmin] on the room called name.
+func (s *Seat) addAdmin(ctx context.Context, name, did string) error {
 	if _, err := ParseDIDKey(did); err != nil {
 		return err
 	}
@@ -395,9 +381,8 @@ func (s *Seat) RoomAdminAdd(ctx context.Context, name, did string) error {
 	})
 }
 
-// RoomAdminRemove makes the admin did a plain member again; see
-// [Seat.RoomAdminAdd].
-func (s *Seat) RoomAdminRemove(ctx context.Context, name, did string) error {
+// removeAdmin is [Room.RemoveAdmin] on the room called name.
+func (s *Seat) removeAdmin(ctx context.Context, name, did string) error {
 	return s.changeRoles(ctx, name, func(r *RoomRoles) error {
 		i := slices.Index(r.Admins, did)
 		if i < 0 {

@@ -27,34 +27,11 @@ const (
 
 // Errors of room operations.
 var (
-	ErrNoRoom     = errors.New("seat: no such room in this home")
-	ErrRoomExists = errors.New("seat: this home already has that room")
-	// ErrRoomLive: the room's channel still has other member accounts,
-	// so the group this seat made there lives on with them; a new group
-	// on the same channel would split the room in two.
-	ErrRoomLive = errors.New("seat: the room's channel still has other members")
-	ErrNotOwner = errors.New("seat: only the room's owner can do that")
-	// ErrNotMember: the relay or the directory refused because this
-	// account is not a member of the channel (code not_a_member): the
-	// owner has not admitted it yet, or removed it.
-	ErrNotMember    = errors.New("seat: this account is not a member of the channel")
-	ErrWelcomeWait  = errors.New("seat: the owner has not admitted this seat yet")
-	ErrRemovedRoom  = errors.New("seat: this seat was removed from the room")
-	ErrNoRooms      = errors.New("seat: this home has no rooms")
 	errStaleRetries = errors.New("seat: the room kept moving; try again")
 	// errRoomMoved: another process stored a newer state of the room
 	// since it was loaded; nothing was stored.
 	errRoomMoved = errors.New("seat: the room changed in another process; try again")
 )
-
-// RoomError is an error of one room among several (a watch).
-type RoomError struct {
-	Room string
-	Err  error
-}
-
-func (e *RoomError) Error() string { return e.Err.Error() + ": " + e.Room }
-func (e *RoomError) Unwrap() error { return e.Err }
 
 // RoomMessage is one decrypted room message, or a notice about the room.
 type RoomMessage struct {
@@ -73,9 +50,9 @@ type RoomMessage struct {
 	Role string
 }
 
-// RoomChannel turns a room name into its channel: a bare name means
+// roomChannel turns a room name into its channel: a bare name means
 // <org>/rooms/<name>.
-func (s *Seat) RoomChannel(ctx context.Context, name string) (string, error) {
+func (s *Seat) roomChannel(ctx context.Context, name string) (string, error) {
 	if !strings.Contains(name, "/") {
 		org, err := s.Org(ctx)
 		if err != nil {
@@ -275,9 +252,9 @@ type RoomInfo struct {
 	Suite   mls.CipherSuite
 }
 
-// RoomSuite returns the cipher suite of a room of this home.
-func (s *Seat) RoomSuite(ctx context.Context, name string) (mls.CipherSuite, error) {
-	ch, err := s.RoomChannel(ctx, name)
+// suiteOf is [Room.Suite] on the room called name.
+func (s *Seat) suiteOf(ctx context.Context, name string) (mls.CipherSuite, error) {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return 0, err
 	}

@@ -9,21 +9,18 @@ import (
 
 // Admitted is a join request the owner admitted. AccountID is the
 // joiner's directory account when the owner could learn it (see
-// [Seat.RoomRemoveMember]).
+// [Room.Remove]).
 type Admitted struct {
 	RequestID string
 	Identity  string
 	AccountID string
 }
 
-// RoomAdmit admits every pending join request of a room this seat owns,
-// one add per commit: the commit goes to the relay first, and the Welcome
-// to the directory only once the relay accepted it, so no Welcome is
-// published for a commit the relay refused.
-func (s *Seat) RoomAdmit(ctx context.Context, name string) ([]Admitted, error) {
+// admitJoiners is [Room.Admit] on the room called name.
+func (s *Seat) admitJoiners(ctx context.Context, name string) ([]Admitted, error) {
 	s.lockRooms()
 	defer s.unlockRooms()
-	ch, err := s.RoomChannel(ctx, name)
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 // newRoomChannel returns the channel of a room this home does not have
 // yet, and the account key to register or join it with.
 func (s *Seat) newRoomChannel(ctx context.Context, name string) (ch, key string, err error) {
-	if ch, err = s.RoomChannel(ctx, name); err != nil {
+	if ch, err = s.roomChannel(ctx, name); err != nil {
 		return "", "", err
 	}
 	if _, err := s.loadRoom(ctx, ch); err == nil {
@@ -22,14 +22,8 @@ func (s *Seat) newRoomChannel(ctx context.Context, name string) (ch, key string,
 	return ch, key, err
 }
 
-// RoomCreate registers the room's channel and creates its MLS group, with
-// this seat as owner and only member, in the suite [Suite].
-func (s *Seat) RoomCreate(ctx context.Context, name string) (string, error) {
-	return s.RoomCreateWith(ctx, name, RoomOptions{})
-}
-
-// RoomCreateWith is [Seat.RoomCreate] with the choices of o.
-func (s *Seat) RoomCreateWith(ctx context.Context, name string, o RoomOptions) (string, error) {
+// createRoom is [Room.Create] on the room called name.
+func (s *Seat) createRoom(ctx context.Context, name string, o RoomOptions) (string, error) {
 	suite := o.Suite
 	if suite == 0 {
 		suite = Suite

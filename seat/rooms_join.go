@@ -12,10 +12,9 @@ import (
 	"github.com/skytale-oss/skytale/mls"
 )
 
-// RoomInvite mints an invite token for a room this seat owns. Zero values
-// take the directory's defaults (one use, one hour).
-func (s *Seat) RoomInvite(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
-	ch, err := s.RoomChannel(ctx, name)
+// inviteTo is [Room.Invite] on the room called name.
+func (s *Seat) inviteTo(ctx context.Context, name string, uses int, ttl time.Duration) (string, error) {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -27,11 +26,8 @@ func (s *Seat) RoomInvite(ctx context.Context, name string, uses int, ttl time.D
 	return tok, err
 }
 
-// RoomJoin publishes a KeyPackage for the room with an invite token, waits
-// up to wait for the owner to admit this seat, and joins from the Welcome.
-// If wait passes first it returns ErrWelcomeWait; calling RoomJoin again
-// with the same room resumes waiting on the same request.
-func (s *Seat) RoomJoin(ctx context.Context, name, token string, wait time.Duration) (string, error) {
+// joinRoom is [Room.Join] on the room called name.
+func (s *Seat) joinRoom(ctx context.Context, name, token string, wait time.Duration) (string, error) {
 	ch, key, err := s.newRoomChannel(ctx, name)
 	if err != nil {
 		return "", err

@@ -9,30 +9,18 @@ import (
 
 // withNamedRoom runs f on the room called name; see withRoom.
 func (s *Seat) withNamedRoom(ctx context.Context, name string, f func(*room) error) error {
-	ch, err := s.RoomChannel(ctx, name)
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return err
 	}
 	return s.withRoom(ctx, ch, f)
 }
 
-// RoomLeave leaves a room: it proposes the removal of this seat's leaf
-// (RFC 9420 §12.1.3; a member cannot commit its own removal), which the
-// next owner or admin to see it commits and any member commits before it
-// next sends; then it ends this account's membership of the room's
-// channel at the directory (so the relay stops carrying the room for it)
-// and forgets the room on this seat. Every seat of the account loses the
-// relay's service for the room, not only this one. If the relay or the
-// directory cannot be reached, the room is kept and the error says why;
-// leaving again retries.
-//
-// The owner cannot leave its room (nobody removes the owner, roles.go):
-// for the owner, RoomLeave only forgets the room on this seat, and its
-// leaf and its channel membership stay.
-func (s *Seat) RoomLeave(ctx context.Context, name string) error {
+// leaveRoom is [Room.Leave] on the room called name.
+func (s *Seat) leaveRoom(ctx context.Context, name string) error {
 	s.lockRooms()
 	defer s.unlockRooms()
-	ch, err := s.RoomChannel(ctx, name)
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return err
 	}

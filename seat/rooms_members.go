@@ -26,8 +26,8 @@ type RoomMember struct {
 	Name string
 }
 
-// RoomMembers catches the room up and returns its roster.
-func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint64, error) {
+// membersOf is [Room.Members] on the room called name.
+func (s *Seat) membersOf(ctx context.Context, name string) ([]RoomMember, uint64, error) {
 	var out []RoomMember
 	var epoch uint64
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
@@ -59,14 +59,7 @@ func (s *Seat) RoomMembers(ctx context.Context, name string) ([]RoomMember, uint
 	return out, epoch, err
 }
 
-// RoomRemove removes the member whose identity is did; see
-// [Seat.RoomRemoveMember].
-func (s *Seat) RoomRemove(ctx context.Context, name, did string) error {
-	_, err := s.RoomRemoveMember(ctx, name, did)
-	return err
-}
-
-// Removal is what [Seat.RoomRemoveMember] did besides the commit.
+// Removal is what [Room.Remove] did besides the commit.
 type Removal struct {
 	// AccountID is the removed identity's directory account, if this home
 	// learned it when admitting the identity, or the directory ended the
@@ -85,20 +78,8 @@ type Removal struct {
 	OwnerEnds bool
 }
 
-// RoomRemoveMember removes the member whose identity is did with a commit,
-// then ends its account's channel membership at the directory, unless
-// another identity of that account is still in the room. The account is
-// the one the directory added when this home admitted the identity
-// (the join request names it, or this home saw it appear among the
-// channel's members when it published the Welcome); for an identity this
-// home did not admit (a join by auto invite, or by another member), the
-// directory ends the membership of the accounts that joined under that
-// identity ([DirectoryClient.RemoveIdentity]), which only the channel's
-// owner may ask. The commit is what cuts the member off from new
-// messages; the membership stops the relay from serving it the
-// ciphertext, and the directory's record of the removal keeps invites
-// made before from readmitting it.
-func (s *Seat) RoomRemoveMember(ctx context.Context, name, did string) (Removal, error) {
+// removeMember is [Room.Remove] on the room called name.
+func (s *Seat) removeMember(ctx context.Context, name, did string) (Removal, error) {
 	var rm Removal
 	var ch string
 	var remaining, removed []string
@@ -237,9 +218,9 @@ func (s *Seat) removeIdentities(ctx context.Context, ch, did string, ids []strin
 // rememberAccount records that identity in ch is the directory account
 // account (room_accounts), learned when this home admitted it, so that
 // removing the identity ends the account's channel membership too
-// (RoomRemoveMember, endRemovedMemberships). Every path by which this
+// (removeMember, endRemovedMemberships). Every path by which this
 // home admits someone by account comes here: a join request admitted, a
-// RoomAdd by account, did:key or add-token. Joins by auto invite are
+// Room.Add by account, did:key or add-token. Joins by auto invite are
 // recorded by the directory instead (channel_identities), and checked by
 // the owner's and admins' seats (checkInviteJoiners). Best effort: without
 // the record, the removal ends the membership by identity, which only the

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// RoomSend sends text to a room and returns its seq.
-func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) {
+// sendText is [Room.Send] on the room called name.
+func (s *Seat) sendText(ctx context.Context, name, text string) (uint64, error) {
 	// A watch of this home running in another process sends it on its
 	// connection, among its cover (handoff.go).
 	if seq, ok, err := s.sendViaWatch(ctx, name, text); ok {
@@ -18,9 +18,9 @@ func (s *Seat) RoomSend(ctx context.Context, name, text string) (uint64, error) 
 	return s.roomSend(ctx, name, text)
 }
 
-// roomSend is RoomSend in this process.
+// roomSend is sendText in this process.
 func (s *Seat) roomSend(ctx context.Context, name, text string) (uint64, error) {
-	ch, err := s.RoomChannel(ctx, name)
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -125,11 +125,9 @@ func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(
 	}
 }
 
-// RoomSync catches a room up with the relay and returns the new messages.
-// They are what entered the room's history meanwhile (notices included),
-// read back from it as a watch does.
-func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error) {
-	ch, err := s.RoomChannel(ctx, name)
+// syncNamed is [Room.Sync] on the room called name.
+func (s *Seat) syncNamed(ctx context.Context, name string) ([]RoomMessage, error) {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -145,9 +143,9 @@ func (s *Seat) RoomSync(ctx context.Context, name string) ([]RoomMessage, error)
 	return out, err
 }
 
-// RoomHistory returns the room's stored messages, oldest first.
-func (s *Seat) RoomHistory(ctx context.Context, name string) ([]RoomMessage, error) {
-	ch, err := s.RoomChannel(ctx, name)
+// historyOf is [Room.History] on the room called name.
+func (s *Seat) historyOf(ctx context.Context, name string) ([]RoomMessage, error) {
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return nil, err
 	}

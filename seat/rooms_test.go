@@ -362,7 +362,7 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 	if !errors.Is(err, crash) {
 		t.Fatalf("remove: %v", err)
 	}
-	alice.Close()
+	alice.Close(context.Background())
 
 	again := openSeat(t, st, alice.home)
 	if _, err := again.RoomSend(ctx, room, "after the crash"); err != nil {
@@ -391,10 +391,10 @@ func TestRoomOutlivesKeyPackageLifetime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { s.Close(context.Background()) })
 		return s
 	}
-	alice.Close()
+	alice.Close(context.Background())
 	alice2 := &member{Seat: reopen(alice.home), did: alice.did, acct: alice.acct, home: alice.home}
 	carolHome := t.TempDir()
 	carol := &member{Seat: reopen(carolHome), home: carolHome}

@@ -91,18 +91,6 @@ var maxPadded = func() int {
 }()
 
 var (
-	// ErrNotSealed means the bytes are not a sealed batch at all (no magic),
-	// for example an MLS message on the same channel.
-	ErrNotSealed = errors.New("seat: not a sealed batch")
-
-	// ErrOpen means a sealed batch did not authenticate: it was sealed under
-	// another key or for another channel, or it was altered or truncated.
-	ErrOpen = errors.New("seat: sealed batch does not open: wrong key, wrong channel or altered bytes")
-
-	// ErrTooLarge means the entries do not fit in one sealed batch; see
-	// [SyncKey.SealAll].
-	ErrTooLarge = errors.New("seat: batch larger than the relay's payload limit")
-
 	errMalformed = errors.New("seat: malformed batch")
 )
 

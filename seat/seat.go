@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skytale-oss/skytale/cover"
@@ -40,37 +41,15 @@ type Config struct {
 	TokenTTL time.Duration
 }
 
-// Errors a caller can act on.
-var (
-	ErrNoSeed       = errors.New("seat: no seed in this home")
-	ErrSeedExists   = errors.New("seat: this home already has a seed")
-	ErrNotSignedIn  = errors.New("seat: not signed in")
-	ErrNotConnected = errors.New("seat: not connected")
-	ErrSignedIn     = errors.New("seat: already signed in")
-
-	// ErrOrgTaken: signup named an org that exists; joining it takes an
-	// org invite from one of its accounts.
-	ErrOrgTaken = errors.New("seat: the org exists and joining it needs an org invite")
-	// ErrInvalidOrgInvite: the org invite is unknown, expired, used up or
-	// for another org.
-	ErrInvalidOrgInvite = errors.New("seat: the org invite is invalid, expired, used up or for another org")
-
-	ErrNoDirectoryURL = errors.New("seat: no directory URL configured")
-	ErrNoRelayURL     = errors.New("seat: no relay URL configured")
-
-	// ErrFingerprintMismatch: a device approval named a fingerprint that
-	// is not the requesting device's, or none.
-	ErrFingerprintMismatch = errors.New("seat: the fingerprint is not the one of the device asking to be approved")
-)
-
 // Seat is a client bound to one home folder. Its methods are safe for
 // concurrent use.
 type Seat struct {
 	cfg Config
 	st  *store
 
-	roomMu sync.Mutex // serializes room operations (group state is not concurrent)
-	lockf  *os.File   // rooms.lock in the home: serializes them across processes
+	roomMu sync.Mutex  // serializes room operations (group state is not concurrent)
+	closed atomic.Bool // set by Close: a room handle's calls return ErrClosed
+	lockf  *os.File    // rooms.lock in the home: serializes them across processes
 
 	mu         sync.Mutex // guards the following fields
 	seed       *Seed
@@ -138,19 +117,19 @@ func Open(ctx context.Context, cfg Config) (*Seat, error) {
 	if b, err := os.ReadFile(s.phrasePath()); err == nil {
 		p, err := ParsePhrase(strings.TrimSpace(string(b)))
 		if err != nil {
-			s.Close()
+			s.Close(ctx)
 			return nil, fmt.Errorf("seat: the phrase file in the home folder is damaged: %w", err)
 		}
 		s.seed = p.Seed()
 		if err := s.sealLegacy(ctx); err != nil {
-			s.Close()
+			s.Close(ctx)
 			return nil, fmt.Errorf("seat: sealing the home's stored secrets: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		s.Close()
+		s.Close(ctx)
 		return nil, err
 	} else if err := s.loadLinked(ctx); err != nil {
-		s.Close()
+		s.Close(ctx)
 		return nil, err
 	}
 	return s, nil
@@ -176,8 +155,31 @@ func CheckURL(raw string) error {
 	}
 }
 
-// Close closes the seat's store.
-func (s *Seat) Close() error {
+// Close closes the seat: new calls of its room handles return ErrClosed
+// at once, room operations in flight finish (until ctx is done), then the
+// lock file and the store close. A watch is not stopped by Close: cancel
+// its context first. After ctx is done Close closes anyway, and what was
+// still in flight fails on the closed store. Closing again does nothing.
+func (s *Seat) Close(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	locked := make(chan struct{})
+	go func() {
+		s.roomMu.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+		defer s.roomMu.Unlock()
+	case <-ctx.Done():
+		// The operation holding the lock ends on its own (the store
+		// closing under it makes it fail); the lock is released after it.
+		go func() {
+			<-locked
+			s.roomMu.Unlock()
+		}()
+	}
 	s.lockf.Close()
 	return s.st.close()
 }

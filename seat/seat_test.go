@@ -27,7 +27,7 @@ func openSeatAt(t *testing.T, st *skytaletest.Stack, apiURL, home string) *seat.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 

@@ -25,7 +25,7 @@ func TestSettingsLiveInTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	cfg, err := Settings(ctx, home)
 	if err != nil || cfg["relay_url"] != "http://127.0.0.1:2" || len(cfg) != 1 {
 		t.Fatalf("settings: %v %v", cfg, err)

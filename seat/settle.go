@@ -28,12 +28,6 @@ import (
 //     channel membership of their accounts at the directory: only the owner
 //     can, and only the owner learned the accounts when it admitted them.
 
-// ErrFenceAhead: the relay expects the room's next commit at an epoch
-// this seat never reached, because it accepted a commit that this seat
-// (like every honest member) refused. Only the room's owner can reset the
-// fence; its seat does so on its next room command or in its watch.
-var ErrFenceAhead = errors.New("seat: the relay holds a commit this seat refused; the room's owner resets it on its next room command")
-
 // errNothingToCommit ends a commit loop that found nothing left to do.
 var errNothingToCommit = errors.New("seat: nothing to commit")
 

@@ -20,7 +20,7 @@ import (
 // room suite, suites.go) and one last-resort offer at the directory
 // ([Seat.Restock]), under this seat's registered identity; their private
 // keys stay in the home, sealed. An owner or admin adds a person
-// ([Seat.RoomAdd]) who agreed to it: they share a room or an org, or the
+// ([Room.Add]) who agreed to it: they share a room or an org, or the
 // person gave the adder an add-token ([Seat.ContactToken]). The directory
 // hands out one offer per device of that person (the last-resort one,
 // reused, when a device's one-time stock is empty or the hourly limits are
@@ -29,7 +29,7 @@ import (
 // person's directory inbox. The person's next command or running watch
 // joins from the inbox and accepts the Welcome, which makes their account
 // a member of the room's channel ([Seat.ProcessInbox]); until then they
-// can list it ([Seat.PendingRooms]) and decline it ([Seat.RoomDecline]).
+// can list it ([Seat.PendingRooms]) and decline it ([Room.Decline]).
 // The directory tells the stock's owner which offers were claimed, by
 // whom, for which channel ([Seat.ContactClaims]); a claimed last-resort
 // offer is replaced at the next restock (its private keys are kept for the
@@ -370,63 +370,19 @@ func (s *Seat) Restock(ctx context.Context) (int, error) {
 	return sent, nil
 }
 
-// Errors of consent (the directory's contacts rules).
-var (
-	// ErrSeatExists: the seat identity is registered already (by another
-	// device of this person, or another home restored from its phrase).
-	ErrSeatExists = errors.New("seat: the seat identity is already registered")
-	// ErrNotAllowed: this account shares no room or org with the person
-	// and gave no add-token of theirs, so it may not add them.
-	ErrNotAllowed = errors.New("seat: that person has not agreed to be added by this account (no shared room or org, no add-token of theirs)")
-	// ErrInvalidAddToken: the add-token is invalid, expired, used up or
-	// revoked.
-	ErrInvalidAddToken = errors.New("seat: the add-token is invalid, expired, used up or revoked")
-)
-
-// ErrNoStock: the person has no join offers at the directory (no device
-// of theirs has signed in since stocks began, or all are used up).
-var ErrNoStock = errors.New("seat: that account has no join offers at the directory")
-
-// Added is one device [Seat.RoomAdd] added.
+// Added is one device [Room.Add] added.
 type Added struct {
 	Identity string
 	// LastResort says its offer was the device's last-resort one.
 	LastResort bool
 }
 
-// ErrNotThePerson: a join offer the directory handed out for a person is
-// not theirs: its KeyPackage's credential fails the seat's check
-// (validateCredential), names another device than the claim says, or
-// another person than the one asked for (or, asked by account, not one
-// and the same person for all of them). The add adds nobody: a directory
-// that answers with someone else's offer cannot get them into the room.
-var ErrNotThePerson = errors.New("seat: a join offer from the directory is not the person asked for")
-
-// RoomAdd adds a person to a room this seat owns or administers, from the
-// offers their devices left at the directory, whether or not they are
-// online: one leaf per device, and each Welcome left in the person's
-// inbox, for their seat to accept. person is an account id, the person's
-// did:key, or an add-token the person made (skt_add_…, see
-// [Seat.ContactToken]), which names them. The directory hands out offers
-// only to an account that shares a room or an org with the person, or
-// holds their add-token ([Seat.RoomAddWith]); else the add fails with
-// [ErrNotAllowed]. Every offer must be the person's ([ErrNotThePerson]);
-// offers the room's engine refuses (a device in the room already) are
-// skipped.
-func (s *Seat) RoomAdd(ctx context.Context, name, person string) ([]Added, error) {
-	if strings.HasPrefix(person, addTokenPrefix) {
-		return s.RoomAddWith(ctx, name, "", person)
-	}
-	return s.RoomAddWith(ctx, name, person, "")
-}
-
 // addTokenPrefix starts every add-token.
 const addTokenPrefix = "skt_add_"
 
-// RoomAddWith is [Seat.RoomAdd] with an add-token of the person, for an
-// account that shares no room or org with them; the claim uses one of its
-// uses. person may be "" to add the token's maker.
-func (s *Seat) RoomAddWith(ctx context.Context, name, person, addToken string) ([]Added, error) {
+// addPerson is [Room.Add] on the room called name, with addToken the
+// person's add-token or "".
+func (s *Seat) addPerson(ctx context.Context, name, person, addToken string) ([]Added, error) {
 	var out []Added
 	err := s.withNamedRoom(ctx, name, func(r *room) error {
 		if err := s.catchUpSettled(ctx, r, nil); err != nil {
@@ -625,14 +581,8 @@ func (s *Seat) PendingRooms(ctx context.Context) ([]PendingRoom, error) {
 	return out, err
 }
 
-// ErrNotPending: no Welcome to that room waits in the inbox.
-var ErrNotPending = errors.New("seat: nobody's Welcome to that room waits in the inbox")
-
-// RoomDecline drops every Welcome to the room on channel ch waiting in
-// this account's inbox (for any of its devices), so this person does not
-// join it; the adder is told nothing, as when a Welcome expires unread.
-// It returns how many were dropped, or ErrNotPending.
-func (s *Seat) RoomDecline(ctx context.Context, ch string) (int, error) {
+// declineRoom is [Room.Decline] on the room on channel ch.
+func (s *Seat) declineRoom(ctx context.Context, ch string) (int, error) {
 	key, err := s.apiKey(ctx)
 	if err != nil {
 		return 0, err

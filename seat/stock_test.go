@@ -45,9 +45,9 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 	if err != nil || !strings.HasPrefix(daveToken.Token, "skt_add_") {
 		t.Fatalf("dave's add-token: %+v %v", daveToken, err)
 	}
-	alice.Close()
-	dave.Close()
-	phone.Close()
+	alice.Close(context.Background())
+	dave.Close(context.Background())
+	phone.Close(context.Background())
 
 	if _, err := carol.RoomAdd(ctx, room, dave.acct.AccountID); !errors.Is(err, seat.ErrNotAdmin) {
 		t.Fatalf("a plain member adding: %v", err)

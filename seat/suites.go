@@ -35,9 +35,6 @@ const (
 // whose suite it does not know yet.
 var roomSuites = []mls.CipherSuite{SuitePQ, SuiteClassic}
 
-// ErrSuite: a suite rooms do not use.
-var ErrSuite = errors.New("seat: rooms use the classic or the post-quantum suite only")
-
 // RoomOptions are the choices made when a room is created.
 type RoomOptions struct {
 	// Suite is the room's cipher suite, SuitePQ or SuiteClassic; zero

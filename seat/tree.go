@@ -43,19 +43,6 @@ const (
 	maxTree = treePart * maxTreeParts
 )
 
-var (
-	// ErrTreeMismatch: the ratchet tree the directory handed out for a
-	// Welcome or a GroupInfo does not open the room (it does not hash to
-	// the tree_hash the room's GroupContext names, RFC 9420 §7.8): it was
-	// changed on the way, or put wrong. Nothing changed: the KeyPackage
-	// is kept and the Welcome stays, so the join can be tried again.
-	ErrTreeMismatch = errors.New("seat: the ratchet tree from the directory does not match the room")
-	// ErrTreeUnavailable: the room's ratchet tree is not at the
-	// directory (not put yet, or replaced by newer ones), or is over the
-	// 64 MiB a seat reads. Nothing changed; the join can be tried again.
-	ErrTreeUnavailable = errors.New("seat: the room's ratchet tree cannot be had from the directory")
-)
-
 // errTreeGone: the directory answered that it holds no such tree (it was
 // replaced by newer ones, or never put); a kind of ErrTreeUnavailable.
 var errTreeGone = errors.New("seat: the directory holds no such ratchet tree")
@@ -296,7 +283,7 @@ func (f *fetchedTree) joinError(ch string, err error) error {
 // Welcome waited. The Welcome's Commit added a leaf with this seat's
 // identity and signature key; an external Commit from the room's latest
 // GroupInfo replaces it (a resync, RFC 9420 §12.4.3.2, which every member
-// admits, autojoin.go), as [Seat.RoomRejoin] does for a lost room. What
+// admits, autojoin.go), as [Room.Rejoin] does for a lost room. What
 // was sent between the two epochs stays unread, as after a gap.
 func (s *Seat) joinInPlace(ctx context.Context, ch string) (*room, error) {
 	key, err := s.apiKey(ctx)

@@ -200,7 +200,7 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	if inbox, err := dc.Inbox(ctx); err != nil || len(inbox) != 1 {
 		t.Fatalf("dave's inbox after the refused tree: %d %v", len(inbox), err)
 	}
-	s.Close()
+	s.Close(context.Background())
 
 	// The same home, through the directory itself.
 	dave := &member{Seat: openSeat(t, st, home), did: did, acct: acct, home: home}
@@ -280,7 +280,7 @@ func TestRoomTreeMissing(t *testing.T) {
 	if inbox, err := bc.Inbox(ctx); err != nil || len(inbox) != 1 {
 		t.Fatalf("bob's inbox: %d %v", len(inbox), err)
 	}
-	s.Close()
+	s.Close(context.Background())
 
 	// Newer trees push the Welcome's out of the directory: three put by
 	// hand, and the tree of alice's next Commit, which her GroupInfo

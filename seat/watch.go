@@ -54,13 +54,6 @@ type WatchOptions struct {
 	OnCatchUp func(room string, seq uint64)
 }
 
-// Watch follows rooms live until ctx is done, calling onMsg for every
-// message that enters the rooms' history meanwhile. No names means every
-// room of this home. See [Seat.WatchWith].
-func (s *Seat) Watch(ctx context.Context, rooms []string, onMsg func(RoomMessage)) error {
-	return s.WatchWith(ctx, rooms, WatchOptions{OnMessage: onMsg})
-}
-
 // WatchWith follows rooms live until ctx is done, then returns nil. It
 // opens one relay connection subscribed to every room, first catches each
 // room up through the relay's full log (commits processed in order), then
@@ -174,7 +167,7 @@ func (s *Seat) watchChannels(ctx context.Context, names []string) ([]string, err
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
-		ch, err := s.RoomChannel(ctx, n)
+		ch, err := s.roomChannel(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -537,7 +530,7 @@ func coverPlaintext(size int) []byte {
 }
 
 // setWatchScheduler registers the cover scheduler of a watched room, so
-// sends through [Seat.RoomSend] feed its size distribution.
+// sends through [Room.Send] feed its size distribution.
 func (s *Seat) setWatchScheduler(ch string, sc *cover.Scheduler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

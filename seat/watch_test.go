@@ -90,7 +90,7 @@ func newWatcher(t *testing.T, st *skytaletest.Stack, org string, cov cover.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	did, err := s.Init(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestWatchReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer watcher.Close()
+	defer watcher.Close(context.Background())
 	w := startWatch(t, watcher, room)
 	w.connected(t)
 	sendTo(t, alice, room, "before")
@@ -358,7 +358,7 @@ func TestWatchWhileOwnerCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer watcher.Close()
+	defer watcher.Close(context.Background())
 	w := startWatch(t, watcher, room)
 	w.connected(t)
 

@@ -119,7 +119,7 @@ func TestClusterSeatsOnPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { s.Close(context.Background()) })
 		if _, err := s.Init(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -129,25 +129,25 @@ func TestClusterSeatsOnPostgres(t *testing.T) {
 		return s
 	}
 	alice, bob := open(0, "acme"), open(2, "bobco")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := bob.Room(room).Join(ctx, tok, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []struct {
 		from, to *seat.Seat
 		text     string
 	}{{alice, bob, "through node 1"}, {bob, alice, "through node 3"}} {
-		if _, err := m.from.RoomSend(ctx, room, m.text); err != nil {
+		if _, err := m.from.Room(room).Send(ctx, m.text); err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := m.to.RoomSync(ctx, room)
+		msgs, err := m.to.Room(room).Sync(ctx)
 		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Text != m.text {
 			t.Fatalf("read %+v %v, want %q", msgs, err, m.text)
 		}

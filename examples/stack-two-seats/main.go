@@ -74,18 +74,18 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}
 	defer os.RemoveAll(dir)
 	open := func(name string) (*skytale.Seat, error) {
-		return skytale.NewSeat(skytale.SeatConfig{Home: filepath.Join(dir, name), APIURL: apiURL, RelayURL: relayURL})
+		return skytale.NewSeat(ctx, skytale.SeatConfig{Home: filepath.Join(dir, name), APIURL: apiURL, RelayURL: relayURL})
 	}
 	alice, err := open("alice")
 	if err != nil {
 		return err
 	}
-	defer alice.Close()
+	defer alice.Close(context.Background())
 	bob, err := open("bob")
 	if err != nil {
 		return err
 	}
-	defer bob.Close()
+	defer bob.Close(context.Background())
 
 	// Alice: a seed, an account, her sync channel, two log entries.
 	must := func(_ any, e error) {
@@ -108,7 +108,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer laptop.Close()
+	defer laptop.Close(context.Background())
 	words, _ := alice.Phrase()
 	must(laptop.Recover(ctx, strings.Join(words, " ")))
 	grant, err := laptop.RequestDevice(ctx, "laptop")
@@ -141,18 +141,21 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	// A room: Alice creates and invites, Bob joins, Alice admits him.
 	must(bob.Init(ctx))
 	must(bob.SignIn(ctx, "bob@example.com", "bob"))
-	room, err := alice.RoomCreate(ctx, "team")
+	team := alice.Room("team")
+	room, err := team.Create(ctx, nil)
 	if err != nil {
 		return err
 	}
-	token, err := alice.RoomInvite(ctx, "team", 1, time.Hour)
+	token, err := team.Invite(ctx, &skytale.InviteOptions{Uses: 1, TTL: time.Hour})
 	if err != nil {
 		return err
 	}
+	// Bob names the room by its channel: a bare name would be in his org.
+	bobs := bob.Room(room)
 	joined := make(chan error, 1)
-	go func() { _, err := bob.RoomJoin(ctx, room, token, 30*time.Second); joined <- err }()
+	go func() { _, err := bobs.Join(ctx, token, &skytale.JoinOptions{Wait: 30 * time.Second}); joined <- err }()
 	for admitted := 0; admitted == 0; {
-		a, err := alice.RoomAdmit(ctx, "team")
+		a, err := team.Admit(ctx)
 		if err != nil {
 			return err
 		}
@@ -162,8 +165,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err := <-joined; err != nil {
 		return err
 	}
-	must(alice.RoomSend(ctx, "team", "hello bob"))
-	msgs, err := bob.RoomSync(ctx, room)
+	must(team.Send(ctx, "hello bob"))
+	msgs, err := bobs.Sync(ctx)
 	if err != nil {
 		return err
 	}
