@@ -25,6 +25,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/directory/dirmetrics"
 	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -535,7 +536,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 			// A failed build's collectors are taken off again, so the
 			// next one can register its own.
 			tr := &trackingRegisterer{reg: reg}
-			dcfg.Metrics, rcfg.Metrics = tr, tr
+			dcfg.Metrics, rcfg.Metrics = dirmetrics.New(tr), tr
 			defer func() {
 				if servers == nil {
 					tr.undo()

@@ -13,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/skytale-oss/skytale/internal/datadir"
-	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
@@ -412,53 +409,6 @@ func TestBudgetLedgerBackfill(t *testing.T) {
 		}
 		if !maps.Equal(l, wantLedger) {
 			t.Fatalf("back-filled ledger %v, want %v", l, wantLedger)
-		}
-	})
-}
-
-// TestBudgetMetrics: the metrics show the server's use, each budget's
-// size, and per scope how many hold bytes, how many are near their
-// budget and the largest, and the refusals by scope; no label names an
-// account, a group or an org.
-func TestBudgetMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	e := newEnv(t, func(c *Config) {
-		c.Metrics = reg
-		c.AccountBudget, c.GroupBudget, c.OrgBudget, c.ServerBudget = 2*budgetKP, 1<<30, 4*budgetKP, 1<<30
-	})
-	l := newLobby(e, "host")
-	id, full := e.account("crowd")
-	_, half := e.account("crowd")
-	want(t, l.join(full), 201, "")
-	want(t, l.join(full), 201, "")
-	want(t, l.join(half), 201, "")
-	wantQuota(t, l.join(full), scopeAccount)
-	for _, c := range []struct {
-		name  string
-		scope string
-		want  float64
-	}{
-		{"skytale_directory_budget_used_bytes", "", 3 * budgetKP},
-		{"skytale_directory_budget_limit_bytes", scopeOrg, 4 * budgetKP},
-		{"skytale_directory_budget_holders", scopeAccount, 2},
-		{"skytale_directory_budget_near", scopeAccount, 1},
-		{"skytale_directory_budget_near", scopeOrg, 0},
-		{"skytale_directory_budget_largest_bytes", scopeOrg, 3 * budgetKP},
-		{"skytale_directory_quota_refusals_total", scopeAccount, 1},
-	} {
-		var got float64
-		if c.scope == "" {
-			got = metricstest.Value(t, reg, c.name)
-		} else {
-			got = metricstest.Value(t, reg, c.name, "scope", c.scope)
-		}
-		if got != c.want {
-			t.Errorf("%s{scope=%q} = %v, want %v", c.name, c.scope, got, c.want)
-		}
-	}
-	metricstest.Labels(t, reg, func(metric, label, v string) {
-		if strings.Contains(v, "crowd") || strings.Contains(v, id) {
-			t.Errorf("%s has the label %s=%q", metric, label, v)
 		}
 	})
 }

@@ -11,10 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -175,11 +172,14 @@ type Config struct {
 	// is an error.
 	AccountBudget, GroupBudget, OrgBudget, ServerBudget int64
 
-	// Metrics, if set, receives the directory's Prometheus metrics
-	// (skytale_directory_*: requests by route pattern and status, their
-	// durations, rate-limit refusals, revocations, sweeps). No label
+	// Metrics, if set, receives what the directory counts: requests by
+	// route pattern and status, their durations, rate-limit and quota
+	// refusals, revocations, sweeps, and (read when collected) whether
+	// the database answers and what the storage budgets hold. No label
 	// carries a channel name, an account id or an address.
-	Metrics prometheus.Registerer
+	// dirmetrics.New (package directory/dirmetrics) exports them to
+	// Prometheus as skytale_directory_*.
+	Metrics Metrics
 }
 
 // Server is the directory HTTP API. It is an [http.Handler].
@@ -195,7 +195,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	metrics *metrics   // nil without Config.Metrics
+	metrics metrics    // Config.Metrics; records nothing without it
 	gate    httpx.Gate // requests in flight
 	limits  *limiters
 	// groupKey keys the signup groups' ids (signup.go).
@@ -243,11 +243,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("directory: Signup %q is not open, invite or closed", cfg.Signup)
 	}
 	cfg.OpenSignup = cfg.Signup == SignupOpen
-	var self atomic.Pointer[Server] // for the collectors, once New has made it
-	m, err := newMetrics(cfg.Metrics, func() bool { s := self.Load(); return s != nil && s.dbUp() })
-	if err != nil {
-		return nil, fmt.Errorf("directory: metrics: %w", err)
-	}
 	dsn := cfg.DBPath
 	if cfg.Database != "" {
 		dsn = cfg.Database
@@ -270,10 +265,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
 	st.consent = consent
-	if err := m.watchBudgets(cfg.Metrics, st); err != nil {
-		st.close()
-		return nil, fmt.Errorf("directory: metrics: %w", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:      cfg,
@@ -283,11 +274,17 @@ func New(cfg Config) (*Server, error) {
 		cancel:   cancel,
 		limits:   newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
 		reads:    newReadGate(cfg.Limits.ReadsPerAccount, cfg.Limits.ReadBytes),
-		metrics:  m,
+		metrics:  metrics{cfg.Metrics},
 		groupKey: groupKey(cfg.JWTSecret),
 	}
 	s.routes()
-	self.Store(s)
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Watch(s); err != nil {
+			cancel()
+			st.close()
+			return nil, fmt.Errorf("directory: metrics: %w", err)
+		}
+	}
 	s.wg.Add(1)
 	go s.sweepLoop(ctx)
 	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {

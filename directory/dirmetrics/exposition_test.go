@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/directory/dirmetrics"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/exposition.txt from the current output")
@@ -114,18 +115,17 @@ func exposition(t *testing.T, reg *prometheus.Registry) string {
 	return b.String()
 }
 
-// TestExposition: the names, help texts, types, labels and values that
-// GET /metrics shows after a fixed run of requests (accounts, a channel,
-// joins up to the account's storage budget and one past it, sign-ins up
-// to the rate limit and one past it, an unknown route, a revocation) are
-// the ones in testdata/exposition.txt, byte for byte. Operators' alerts
-// and dashboards read these names; a change here breaks them.
-func TestExposition(t *testing.T) {
-	reg := prometheus.NewRegistry()
+// run starts a directory whose metrics go to reg and sends it a fixed
+// run of requests: two accounts, a channel and an invite, joins up to the
+// joiner's storage budget and one past it, sign-ins up to the rate limit
+// and one past it, an unknown route, an unauthenticated call, a
+// revocation and a health check. It returns the joiner's account id.
+func run(t *testing.T, reg prometheus.Registerer) string {
+	t.Helper()
 	tight := directory.Bucket{Burst: 2, Every: time.Minute}
 	c, _ := start(t, directory.Config{
 		Signup:  directory.SignupOpen,
-		Metrics: reg,
+		Metrics: dirmetrics.New(reg),
 		Limits:  directory.Limits{Token: directory.Rate{PerAddr: tight, PerAccount: directory.Bucket{Burst: -1}}},
 		// Two join requests' key packages fill an account's budget.
 		AccountBudget: 2 * directory.MaxKeyPackage, GroupBudget: 1 << 30, OrgBudget: 1 << 30, ServerBudget: 1 << 30,
@@ -147,9 +147,21 @@ func TestExposition(t *testing.T) {
 	}
 	c.must(404, "GET", "/v1/nowhere", "", nil)
 	c.must(401, "POST", "/v1/channels", "", map[string]string{"name": "host/rooms/other"})
-	c.must(200, "POST", "/v1/revocations", key, map[string]string{"did": "did:skytale:" + str(joiner, "account_id")})
+	id := str(joiner, "account_id")
+	c.must(200, "POST", "/v1/revocations", key, map[string]string{"did": "did:skytale:" + id})
 	c.must(200, "GET", "/health", "", nil)
+	return id
+}
 
+// TestExposition: the names, help texts, types, labels and values that
+// GET /metrics shows after a fixed run of requests (accounts, a channel,
+// joins up to the account's storage budget and one past it, sign-ins up
+// to the rate limit and one past it, an unknown route, a revocation) are
+// the ones in testdata/exposition.txt, byte for byte. Operators' alerts
+// and dashboards read these names; a change here breaks them.
+func TestExposition(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	run(t, reg)
 	got := exposition(t, reg)
 	golden := filepath.Join("testdata", "exposition.txt")
 	if *update {
