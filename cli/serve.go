@@ -26,6 +26,7 @@ import (
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/directory/dirmetrics"
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/clientaddr"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -498,6 +499,9 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	dcfg.Limits.Off = o.LimitsOff
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
+	}
+	if isPostgresURL(o.DirectoryDB) {
+		dcfg.Backend = pgstore.Backend{}
 	}
 
 	rcfg := skytale.RelayConfig{

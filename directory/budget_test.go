@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
@@ -359,8 +360,8 @@ func TestBudgetLedgerBackfill(t *testing.T) {
 			if db, err = sql.Open("pgx", dsn); err != nil {
 				t.Fatal(err)
 			}
-			must(t, migratePostgres(ctx, db, pgMigrations[:budgetStep(t, pgMigrations)]))
-			rebind = (&pgBackend{}).rebind
+			must(t, pgstore.MigrateForTest(ctx, db, func(m string) bool { return strings.Contains(m, "CREATE TABLE budget_usage") }))
+			rebind = pgstore.Backend{}.Rebind
 		} else {
 			var err error
 			if db, err = sqlitedb.Open(dsn); err != nil {

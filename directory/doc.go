@@ -373,10 +373,12 @@
 //
 // By default the directory keeps its state in one SQLite file
 // (Config.DBPath), for a directory that runs as one process. Set
+// Config.Backend to pgstore.Backend{} (package directory/pgstore) and
 // Config.Database to a postgres:// or postgresql:// URL (any form
 // github.com/jackc/pgx/v5 parses, for example
 // postgres://skytale:secret@db.internal:5432/skytale?sslmode=verify-full)
-// to keep it in PostgreSQL instead; any number of directory processes may
+// to keep it in PostgreSQL instead; this package itself links no
+// PostgreSQL driver. Any number of directory processes may
 // then share that database behind a load balancer, with the same JWT and
 // internal secrets. Each process holds at most 16 connections.
 //

@@ -49,12 +49,20 @@ type Config struct {
 	// database that is gone when the Server closes.
 	DBPath string
 
-	// Database, if set, names the database instead of DBPath: a
-	// postgres:// or postgresql:// URL keeps the directory in PostgreSQL
-	// (see "PostgreSQL" in the package documentation), which several
-	// directory processes may share; anything else is a SQLite file
-	// path, as DBPath. Setting both is an error.
+	// Database, if set, names the database instead of DBPath: with
+	// Backend set, the URL Backend opens (a postgres:// or postgresql://
+	// URL for pgstore.Backend); otherwise a SQLite file path, as DBPath.
+	// Setting both is an error, and so is a PostgreSQL URL without a
+	// Backend.
 	Database string
+
+	// Backend, if set, is the database that keeps the directory's state
+	// instead of SQLite, at the URL in Database: pgstore.Backend{}
+	// (package directory/pgstore) keeps it in PostgreSQL, which several
+	// directory processes may share (see "PostgreSQL" in the package
+	// documentation). Package directory itself links no database driver
+	// but SQLite's.
+	Backend Backend
 
 	// JWTSecret is the HS256 key shared with the relay. Required.
 	JWTSecret []byte
@@ -228,8 +236,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.InboxRetention <= 0 {
 		cfg.InboxRetention = DefaultInboxRetention
 	}
-	if cfg.Database != "" && cfg.DBPath != "" {
+	switch {
+	case cfg.Database != "" && cfg.DBPath != "":
 		return nil, errors.New("directory: set DBPath or Database, not both")
+	case cfg.Backend != nil && cfg.Database == "":
+		return nil, errors.New("directory: Backend needs the URL of its database in Database")
+	case cfg.Backend == nil && isPostgresURL(cfg.Database):
+		return nil, errors.New("directory: Database is a PostgreSQL URL: set Backend to pgstore.Backend{} (package github.com/skytale-oss/skytale/directory/pgstore)")
 	}
 	cfg.Limits = resolveLimits(cfg.Limits)
 	switch cfg.Signup {
@@ -254,7 +267,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(context.Background(), dsn)
+	st, err := openStore(context.Background(), dsn, cfg.Backend)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +276,7 @@ func New(cfg Config) (*Server, error) {
 		st.close()
 		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
 	}
-	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
+	st.budgets = resolveBudgets(&cfg, dsn, cfg.Backend != nil, stored)
 	st.consent = consent
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{

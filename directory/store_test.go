@@ -144,6 +144,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 func testPersistenceAcrossReopen(t *testing.T, database string) {
 	c := newClock()
 	cfg := Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, Database: database, Now: c.Now}
+	onPostgres(&cfg)
 
 	e := newEnvFrom(t, cfg, c)
 	_, owner := e.account("acme")

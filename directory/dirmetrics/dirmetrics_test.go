@@ -13,6 +13,7 @@ import (
 
 	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/directory/dirmetrics"
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/pgtest"
 )
@@ -93,7 +94,7 @@ func TestBackendFollowsPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	c, _ := start(t, directory.Config{Database: u, Metrics: dirmetrics.New(reg), Signup: directory.SignupOpen})
+	c, _ := start(t, directory.Config{Database: u, Backend: pgstore.Backend{}, Metrics: dirmetrics.New(reg), Signup: directory.SignupOpen})
 	waitReady(c, http.StatusOK, "PostgreSQL running")
 	if v := metricstest.Value(t, reg, "skytale_directory_backend_up"); v != 1 {
 		t.Fatalf("backend up %v with PostgreSQL running", v)
