@@ -104,7 +104,9 @@ const MinJWTSecret = 32
 func NewRelay(cfg RelayConfig) (*Relay, error) { return relay.New(cfg) }
 
 // NewDirectory returns a directory ready to serve.
-func NewDirectory(cfg DirectoryConfig) (*Directory, error) { return directory.New(cfg) }
+func NewDirectory(cfg DirectoryConfig) (*Directory, error) {
+	return directory.New(context.Background(), cfg)
+}
 
 // SeatConfig configures a seat; see [seat.Config].
 type SeatConfig = seat.Config
@@ -162,7 +164,7 @@ func NewStack(cfg StackConfig) (*Stack, error) {
 	fence := &stackFence{}
 	dc := cfg.Directory
 	dc.JWTSecret, dc.InternalSecret, dc.Fence = cfg.JWTSecret, cfg.InternalSecret, fence
-	d, err := directory.New(dc)
+	d, err := directory.New(context.Background(), dc)
 	if err != nil {
 		return nil, err
 	}

@@ -336,7 +336,7 @@ func TestBudgetDefaults(t *testing.T) {
 	} {
 		c := Config{JWTSecret: testJWTSecret}
 		f(&c)
-		if s, err := New(c); err == nil {
+		if s, err := New(context.Background(), c); err == nil {
 			s.Close(context.Background())
 			t.Fatalf("a negative budget was accepted: %+v", c)
 		}

@@ -75,7 +75,7 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 		cfg.Database = defaultDatabase(t)
 	}
 	onPostgres(&cfg)
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

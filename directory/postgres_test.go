@@ -1,7 +1,10 @@
 package directory
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -11,7 +14,7 @@ import (
 )
 
 func TestDatabaseAndDBPathConflict(t *testing.T) {
-	_, err := New(Config{JWTSecret: testJWTSecret, DBPath: t.TempDir() + "/a.db", Database: "postgres://x@localhost/db"})
+	_, err := New(context.Background(), Config{JWTSecret: testJWTSecret, DBPath: t.TempDir() + "/a.db", Database: "postgres://x@localhost/db"})
 	if err == nil || !strings.Contains(err.Error(), "not both") {
 		t.Fatalf("both set: %v", err)
 	}
@@ -24,12 +27,12 @@ func TestBackendNamesItsDatabase(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	for _, u := range []string{"postgres://x@localhost/db", "postgresql://x@localhost/db"} {
-		_, err := New(Config{JWTSecret: testJWTSecret, Database: u})
+		_, err := New(context.Background(), Config{JWTSecret: testJWTSecret, Database: u})
 		if err == nil || !strings.Contains(err.Error(), "pgstore") {
 			t.Fatalf("%s without a Backend: %v", u, err)
 		}
 	}
-	if _, err := New(Config{JWTSecret: testJWTSecret, Backend: pgstore.Backend{}}); err == nil || !strings.Contains(err.Error(), "Database") {
+	if _, err := New(context.Background(), Config{JWTSecret: testJWTSecret, Backend: pgstore.Backend{}}); err == nil || !strings.Contains(err.Error(), "Database") {
 		t.Fatalf("a Backend without a Database: %v", err)
 	}
 	if files, _ := os.ReadDir(dir); len(files) != 0 {
@@ -54,7 +57,7 @@ func TestDatabaseSelectsSQLiteForAPath(t *testing.T) {
 func TestPostgresTwoDirectoriesShareOneDatabase(t *testing.T) {
 	u := postgresURL(t)
 	a := newEnv(t, func(c *Config) { c.Database = u })
-	s2, err := New(Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, Now: a.clock.Now, Limits: Limits{Off: true}, Database: u, Backend: pgstore.Backend{}})
+	s2, err := New(context.Background(), Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, Now: a.clock.Now, Limits: Limits{Off: true}, Database: u, Backend: pgstore.Backend{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +88,53 @@ func TestPostgresTwoDirectoriesShareOneDatabase(t *testing.T) {
 	r := b.do("GET", "/v1/channels/pending?channel="+ch, owner, nil)
 	if reqs, _ := r.body["requests"].([]any); len(reqs) != 4 {
 		t.Fatalf("pending on the other directory: %s", r)
+	}
+}
+
+// TestNewEndsWithItsContext: a start whose database accepts connections
+// and never answers ends when the caller's context does, with the
+// context's error, instead of waiting on the database forever.
+func TestNewEndsWithItsContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, never answered
+		}
+	}()
+	defer func() {
+		for {
+			select {
+			case c := <-held:
+				c.Close()
+			default:
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		s, err := New(ctx, Config{JWTSecret: testJWTSecret, Backend: pgstore.Backend{},
+			Database: "postgres://skytale@" + ln.Addr().String() + "/db?sslmode=disable"})
+		if s != nil {
+			s.Close(context.Background())
+		}
+		done <- err
+	}()
+	// The start is under way once the database has a connection.
+	c := <-held
+	held <- c
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("New after its context ended: %v", err)
 	}
 }

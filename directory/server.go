@@ -213,7 +213,10 @@ type Server struct {
 }
 
 // New opens (and migrates) the database and starts the background sweep.
-func New(cfg Config) (*Server, error) {
+// ctx bounds the start: opening the database (connecting to it, for a
+// Backend), migrating it and reading its ledger; the Server outlives it,
+// and runs until Close.
+func New(ctx context.Context, cfg Config) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("directory: JWTSecret is required")
 	}
@@ -267,18 +270,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(context.Background(), dsn, cfg.Backend)
+	st, err := openStore(ctx, dsn, cfg.Backend)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := st.storedBytes(context.Background())
+	stored, err := st.storedBytes(ctx)
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
 	}
 	st.budgets = resolveBudgets(&cfg, dsn, cfg.Backend != nil, stored)
 	st.consent = consent
-	ctx, cancel := context.WithCancel(context.Background())
+	// The background work runs until Close, whatever becomes of ctx.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{
 		cfg:      cfg,
 		store:    st,
@@ -299,14 +303,14 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.wg.Add(1)
-	go s.sweepLoop(ctx)
+	go s.sweepLoop(run)
 	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {
 		every := cfg.CheckpointInterval
 		if every <= 0 {
 			every = sqlitedb.DefaultCheckpointInterval
 		}
 		s.wg.Go(func() {
-			sqlitedb.RunCheckpoints(ctx, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
+			sqlitedb.RunCheckpoints(run, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
 		})
 	}
 	return s, nil

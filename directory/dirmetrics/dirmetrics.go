@@ -5,7 +5,7 @@
 // without it links none.
 //
 //	reg := prometheus.NewRegistry()
-//	d, err := directory.New(directory.Config{…, Metrics: dirmetrics.New(reg)})
+//	d, err := directory.New(ctx, directory.Config{…, Metrics: dirmetrics.New(reg)})
 //
 // No label is a channel name, an account id or an address: the labels
 // are route patterns, status codes, rate-limit names and storage-budget

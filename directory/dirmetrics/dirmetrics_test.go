@@ -42,7 +42,7 @@ func TestOneDirectoryPerRegistry(t *testing.T) {
 	m := dirmetrics.New(reg)
 	c, _ := start(t, directory.Config{Metrics: m})
 	for _, other := range []*dirmetrics.Metrics{dirmetrics.New(reg), m} {
-		s, err := directory.New(directory.Config{JWTSecret: jwtSecret, Metrics: other})
+		s, err := directory.New(context.Background(), directory.Config{JWTSecret: jwtSecret, Metrics: other})
 		if err == nil {
 			s.Close(context.Background())
 			t.Fatal("two directories registered the same metrics")

@@ -85,7 +85,7 @@ func start(t *testing.T, cfg directory.Config) (client, *directory.Server) {
 		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		cfg.Now = func() time.Time { return now }
 	}
-	s, err := directory.New(cfg)
+	s, err := directory.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // number of directory processes may share: set directory.Config.Backend
 // to Backend{} and directory.Config.Database to the database's URL.
 //
-//	d, err := directory.New(directory.Config{
+//	d, err := directory.New(ctx, directory.Config{
 //		Database: "postgres://skytale:secret@db.internal:5432/skytale?sslmode=verify-full",
 //		Backend:  pgstore.Backend{},
 //		…

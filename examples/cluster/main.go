@@ -106,7 +106,7 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 	if strings.HasPrefix(dirDB, "postgres://") || strings.HasPrefix(dirDB, "postgresql://") {
 		dcfg.Backend = pgstore.Backend{}
 	}
-	c.dir, err = directory.New(dcfg)
+	c.dir, err = directory.New(context.Background(), dcfg)
 	if err != nil {
 		c.close()
 		return nil, err
