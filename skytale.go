@@ -25,12 +25,21 @@
 // database otherwise; a file-backed relay archive also keeps its payloads
 // in an append-only log beside the file ([relay.LogDir]). For more than
 // one process per plane, the directory keeps its state in PostgreSQL
-// (DirectoryConfig.Database, a postgres:// URL) and any number of directory
-// processes share it, and the relays of a cluster share one NATS JetStream
+// (DirectoryConfig.Database, a postgres:// URL, with DirectoryConfig.Backend
+// set to pgstore.Backend{} from package directory/pgstore) and any number
+// of directory processes share it, and the relays of a cluster share one NATS JetStream
 // stream as their archive (RelayConfig.NATSURL), each keeping only what it
 // learned of members and revocations in its own SQLite. docs/POSTGRES.md
 // and docs/CLUSTER.md describe running them; docs/ARCHITECTURE.md is the
 // overview of the whole system.
+//
+// # What it links
+//
+// This package imports the planes and the seat, none of their optional
+// backends: neither directory/pgstore nor directory/dirmetrics, which an
+// embedder that wants them imports itself. A program that wants only a
+// seat imports package seat; its tests can start a whole stack with
+// package skytaletest, which is built from the planes alone.
 //
 // # What the planes see
 //
@@ -40,14 +49,12 @@
 package skytale
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/internal/stack"
 	"github.com/skytale-oss/skytale/relay"
 	"github.com/skytale-oss/skytale/seat"
 )
@@ -97,14 +104,18 @@ type Directory = directory.Server
 
 // MinJWTSecret is the shortest JWT secret [NewStack] accepts: 32 bytes,
 // the size of the HS256 key.
-const MinJWTSecret = 32
+const MinJWTSecret = stack.MinJWTSecret
 
 // NewRelay returns a relay ready to serve. Close it to flush the archive
 // and stop its goroutines.
 func NewRelay(cfg RelayConfig) (*Relay, error) { return relay.New(cfg) }
 
-// NewDirectory returns a directory ready to serve.
-func NewDirectory(cfg DirectoryConfig) (*Directory, error) { return directory.New(cfg) }
+// NewDirectory returns a directory ready to serve. For a start bounded by
+// a context (a PostgreSQL server that does not answer), call
+// directory.New(ctx, cfg) instead.
+func NewDirectory(cfg DirectoryConfig) (*Directory, error) {
+	return directory.New(context.Background(), cfg)
+}
 
 // SeatConfig configures a seat; see [seat.Config].
 type SeatConfig = seat.Config
@@ -155,52 +166,14 @@ type Stack struct {
 // NewStack starts both planes. Mount Stack.Directory and Stack.Relay on
 // whatever listeners you like.
 func NewStack(cfg StackConfig) (*Stack, error) {
-	switch {
-	case len(cfg.JWTSecret) == 0:
-		return nil, errors.New("skytale: stack needs a JWT secret (StackConfig.JWTSecret, at least 32 random bytes)")
-	case len(cfg.JWTSecret) < MinJWTSecret:
-		return nil, fmt.Errorf("skytale: the JWT secret is %d bytes; it must be at least %d random bytes", len(cfg.JWTSecret), MinJWTSecret)
-	case len(cfg.Directory.JWTSecret) != 0 && !bytes.Equal(cfg.Directory.JWTSecret, cfg.JWTSecret),
-		len(cfg.Relay.JWTSecret) != 0 && !bytes.Equal(cfg.Relay.JWTSecret, cfg.JWTSecret):
-		return nil, errors.New("skytale: set the JWT secret once, in StackConfig.JWTSecret; a sub-config has another")
-	case len(cfg.Directory.InternalSecret) != 0 && !bytes.Equal(cfg.Directory.InternalSecret, cfg.InternalSecret):
-		return nil, errors.New("skytale: set the internal secret once, in StackConfig.InternalSecret; StackConfig.Directory has another")
-	case len(cfg.Relay.InternalSecret) != 0 && !bytes.Equal(cfg.Relay.InternalSecret, cfg.InternalSecret):
-		return nil, errors.New("skytale: set the internal secret once, in StackConfig.InternalSecret; StackConfig.Relay has another")
-	case cfg.Relay.Revocations != nil || cfg.Relay.Members != nil:
-		return nil, errors.New("skytale: a stack's relay learns revocations and members from its directory; leave StackConfig.Relay.Revocations and Members nil")
-	case cfg.Directory.Fence != nil:
-		return nil, errors.New("skytale: a stack's directory reads the commit fence from its relay; leave StackConfig.Directory.Fence nil")
-	}
-	fence := &stackFence{}
-	dc := cfg.Directory
-	dc.JWTSecret, dc.InternalSecret, dc.Fence = cfg.JWTSecret, cfg.InternalSecret, fence
-	d, err := directory.New(dc)
+	d, r, err := stack.Start(context.Background(), stack.Config{
+		JWTSecret: cfg.JWTSecret, InternalSecret: cfg.InternalSecret,
+		Directory: cfg.Directory, Relay: cfg.Relay,
+	})
 	if err != nil {
 		return nil, err
 	}
-	rc := cfg.Relay
-	rc.JWTSecret, rc.InternalSecret, rc.Revocations, rc.Members = cfg.JWTSecret, cfg.InternalSecret, d, d
-	r, err := relay.New(rc)
-	if err != nil {
-		d.Close(context.Background())
-		return nil, err
-	}
-	fence.r.Store(r)
 	return &Stack{Directory: d, Relay: r}, nil
-}
-
-// stackFence is the directory's view of its stack's relay's commit fence.
-// The directory starts first (the relay follows its feeds), so the relay
-// is filled in once it runs; until then the fence cannot be read.
-type stackFence struct{ r atomic.Pointer[relay.Server] }
-
-func (f *stackFence) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
-	r := f.r.Load()
-	if r == nil {
-		return 0, false, errors.New("skytale: the stack's relay is not running yet")
-	}
-	return r.NextEpoch(ctx, channel)
 }
 
 // Close closes the relay, then the directory, and waits for both.
@@ -209,9 +182,6 @@ func (s *Stack) Close(ctx context.Context) error {
 }
 
 var (
-	_ http.Handler           = (*Relay)(nil)
-	_ http.Handler           = (*Directory)(nil)
-	_ relay.RevocationSource = (*Directory)(nil)
-	_ relay.MembershipSource = (*Directory)(nil)
-	_ directory.FenceSource  = (*Relay)(nil)
+	_ http.Handler = (*Relay)(nil)
+	_ http.Handler = (*Directory)(nil)
 )

@@ -22,6 +22,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/datadir"
 )
 
@@ -101,6 +102,9 @@ func (o *operator) openLocal() error {
 		Logger: slog.New(slog.DiscardHandler)}
 	if db := o.c.String("directory-db"); db != "" {
 		cfg.DBPath, cfg.Database = "", db
+	}
+	if isPostgresURL(cfg.Database) {
+		cfg.Backend = pgstore.Backend{}
 	}
 	d, err := skytale.NewDirectory(cfg)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/directory/dirmetrics"
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/admin"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/relay"
@@ -179,6 +181,9 @@ func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Log
 	if o.DirectoryDB != "" {
 		dcfg.DBPath, dcfg.Database = "", o.DirectoryDB
 	}
+	if isPostgresURL(o.DirectoryDB) {
+		dcfg.Backend = pgstore.Backend{}
+	}
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, relayDB), JWTSecret: jwtSecret,
 		Logger: planeLogger(reqLog, "relay"), LogClients: o.LogClients,
@@ -237,7 +242,7 @@ func (b *planeBuilder) build() error {
 		// A failed build's collectors are taken off again, so the next
 		// one can register its own.
 		tr := &trackingRegisterer{reg: b.reg}
-		dcfg.Metrics, rcfg.Metrics = tr, tr
+		dcfg.Metrics, rcfg.Metrics = dirmetrics.New(tr), tr
 		defer func() {
 			if servers == nil {
 				tr.undo()

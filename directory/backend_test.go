@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/pgtest"
 )
 
@@ -104,7 +105,15 @@ func defaultDatabase(t testing.TB) string {
 	return ""
 }
 
-func (e *env) isPostgres() bool { _, ok := e.s.store.b.(*pgBackend); return ok }
+func (e *env) isPostgres() bool { _, ok := e.s.store.b.(pgstore.Backend); return ok }
+
+// onPostgres sets c's Backend to PostgreSQL when its Database is a
+// PostgreSQL URL, as tally serve does.
+func onPostgres(c *Config) {
+	if isPostgresURL(c.Database) && c.Backend == nil {
+		c.Backend = pgstore.Backend{}
+	}
+}
 
 // queryRow runs a read written with ? placeholders on e's database.
 func (e *env) queryRow(q string, args ...any) *sql.Row {
@@ -113,5 +122,5 @@ func (e *env) queryRow(q string, args ...any) *sql.Row {
 
 // exec runs a statement written with ? placeholders on e's database.
 func (e *env) exec(q string, args ...any) (sql.Result, error) {
-	return e.s.store.db.ExecContext(context.Background(), e.s.store.b.rebind(q), args...)
+	return e.s.store.db.ExecContext(context.Background(), e.s.store.b.Rebind(q), args...)
 }

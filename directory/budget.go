@@ -76,8 +76,8 @@ const (
 	// memory, where the disk says nothing of what fits.
 	DefaultMemoryBudget = 1 << 30
 	// DefaultPostgresBudget is the default server budget of a directory
-	// in PostgreSQL, whose disk the directory cannot see: 16 GiB, which
-	// an operator sets to what the database's disk holds.
+	// on a Backend (PostgreSQL), whose disk the directory cannot see:
+	// 16 GiB, which an operator sets to what the database's disk holds.
 	DefaultPostgresBudget = 16 << 30
 	// budgetNear is the share of a budget (in tenths) from which the
 	// metrics count it as near its end.
@@ -103,14 +103,15 @@ func (b *budgets) limit(scope string) int64 {
 
 // resolveBudgets fills the zero budget fields of cfg with their defaults,
 // for a directory whose ledger counts stored bytes already and whose
-// SQLite file is dbPath ("" in memory, or postgres for PostgreSQL). The
+// SQLite file is dbPath ("" in memory), or which is on a Backend
+// (PostgreSQL) when backend is set. The
 // server's default is a quarter of the data folder's free space plus what
 // is stored, at most DefaultServerBudgetCap: the relay beside it defaults
 // to half, and the directory's blobs are the smaller share.
-func resolveBudgets(cfg *Config, dbPath string, postgres bool, stored int64) budgets {
+func resolveBudgets(cfg *Config, dbPath string, backend bool, stored int64) budgets {
 	if cfg.ServerBudget == 0 {
 		switch {
-		case postgres:
+		case backend:
 			cfg.ServerBudget = DefaultPostgresBudget
 		case dbPath == "":
 			cfg.ServerBudget = DefaultMemoryBudget

@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/datadir"
-	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
@@ -338,7 +336,7 @@ func TestBudgetDefaults(t *testing.T) {
 	} {
 		c := Config{JWTSecret: testJWTSecret}
 		f(&c)
-		if s, err := New(c); err == nil {
+		if s, err := New(context.Background(), c); err == nil {
 			s.Close(context.Background())
 			t.Fatalf("a negative budget was accepted: %+v", c)
 		}
@@ -362,8 +360,8 @@ func TestBudgetLedgerBackfill(t *testing.T) {
 			if db, err = sql.Open("pgx", dsn); err != nil {
 				t.Fatal(err)
 			}
-			must(t, migratePostgres(ctx, db, pgMigrations[:budgetStep(t, pgMigrations)]))
-			rebind = (&pgBackend{}).rebind
+			must(t, pgstore.MigrateForTest(ctx, db, func(m string) bool { return strings.Contains(m, "CREATE TABLE budget_usage") }))
+			rebind = pgstore.Backend{}.Rebind
 		} else {
 			var err error
 			if db, err = sqlitedb.Open(dsn); err != nil {
@@ -412,53 +410,6 @@ func TestBudgetLedgerBackfill(t *testing.T) {
 		}
 		if !maps.Equal(l, wantLedger) {
 			t.Fatalf("back-filled ledger %v, want %v", l, wantLedger)
-		}
-	})
-}
-
-// TestBudgetMetrics: the metrics show the server's use, each budget's
-// size, and per scope how many hold bytes, how many are near their
-// budget and the largest, and the refusals by scope; no label names an
-// account, a group or an org.
-func TestBudgetMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	e := newEnv(t, func(c *Config) {
-		c.Metrics = reg
-		c.AccountBudget, c.GroupBudget, c.OrgBudget, c.ServerBudget = 2*budgetKP, 1<<30, 4*budgetKP, 1<<30
-	})
-	l := newLobby(e, "host")
-	id, full := e.account("crowd")
-	_, half := e.account("crowd")
-	want(t, l.join(full), 201, "")
-	want(t, l.join(full), 201, "")
-	want(t, l.join(half), 201, "")
-	wantQuota(t, l.join(full), scopeAccount)
-	for _, c := range []struct {
-		name  string
-		scope string
-		want  float64
-	}{
-		{"skytale_directory_budget_used_bytes", "", 3 * budgetKP},
-		{"skytale_directory_budget_limit_bytes", scopeOrg, 4 * budgetKP},
-		{"skytale_directory_budget_holders", scopeAccount, 2},
-		{"skytale_directory_budget_near", scopeAccount, 1},
-		{"skytale_directory_budget_near", scopeOrg, 0},
-		{"skytale_directory_budget_largest_bytes", scopeOrg, 3 * budgetKP},
-		{"skytale_directory_quota_refusals_total", scopeAccount, 1},
-	} {
-		var got float64
-		if c.scope == "" {
-			got = metricstest.Value(t, reg, c.name)
-		} else {
-			got = metricstest.Value(t, reg, c.name, "scope", c.scope)
-		}
-		if got != c.want {
-			t.Errorf("%s{scope=%q} = %v, want %v", c.name, c.scope, got, c.want)
-		}
-	}
-	metricstest.Labels(t, reg, func(metric, label, v string) {
-		if strings.Contains(v, "crowd") || strings.Contains(v, id) {
-			t.Errorf("%s has the label %s=%q", metric, label, v)
 		}
 	})
 }

@@ -10,7 +10,7 @@ import (
 // TestCloseStopsAccepting: after Close, requests get 503 in the JSON error
 // shape instead of reaching a closed database.
 func TestCloseStopsAccepting(t *testing.T) {
-	s, err := New(Config{JWTSecret: []byte("0123456789abcdef0123456789abcdef"), OpenSignup: true})
+	s, err := New(context.Background(), Config{JWTSecret: []byte("0123456789abcdef0123456789abcdef"), OpenSignup: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestConsentLimitsAreSettings(t *testing.T) {
 	} {
 		c := Config{JWTSecret: testJWTSecret}
 		f(&c)
-		if s, err := New(c); err == nil {
+		if s, err := New(context.Background(), c); err == nil {
 			s.Close(context.Background())
 			t.Errorf("New accepted %+v", c)
 		}

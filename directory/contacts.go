@@ -108,7 +108,7 @@ type addToken struct {
 
 func (s *store) createAddToken(ctx context.Context, id, account string, hash []byte, maxUses int, expires, now time.Time) error {
 	return s.write(ctx, func(tx txn) error {
-		if err := tx.b.lockKey(ctx, tx.tx, addTokensLockKey+account); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, addTokensLockKey+account); err != nil {
 			return err
 		}
 		// Used-up and expired tokens make room for new ones.

@@ -28,7 +28,9 @@ func openTestStore(t *testing.T, b testBackend) *store {
 
 func reopenTestStore(t *testing.T, database string) *store {
 	t.Helper()
-	st, err := openStore(context.Background(), database)
+	c := Config{Database: database}
+	onPostgres(&c)
+	st, err := openStore(context.Background(), database, c.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -372,7 +372,7 @@ func (s *store) createGrant(ctx context.Context, g grantParams) (code string, er
 		if g.maxOpen > 0 {
 			// The count and the insert hold the address's lock, so
 			// concurrent grants from one address are counted one by one.
-			if err := tx.b.lockKey(ctx, tx.tx, "device_grants/"+g.remote); err != nil {
+			if err := tx.b.LockKey(ctx, tx.tx, "device_grants/"+g.remote); err != nil {
 				return err
 			}
 			var (
@@ -453,7 +453,7 @@ func (s *store) approveGrant(ctx context.Context, userCode string, by principal,
 		)
 		device = ""
 		err := tx.queryRow(ctx,
-			`SELECT id, device_key, signing_key, person, certificate, label, status, expires_at FROM device_grants WHERE user_code = ?`+tx.b.lockRow(),
+			`SELECT id, device_key, signing_key, person, certificate, label, status, expires_at FROM device_grants WHERE user_code = ?`+tx.b.LockRow(),
 			userCode).Scan(&id, &deviceKey, &signing, &person, &proved, &label, &status, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && (status == "expired" || expires <= now.UnixNano()) {
 			return errNotFound
@@ -532,7 +532,7 @@ func (s *store) pollGrant(ctx context.Context, id string, pollHash []byte, now t
 		)
 		d = grantDelivery{}
 		err := tx.queryRow(ctx,
-			`SELECT poll_hash, status, sealed, sealed_seat, key_hash, approved_by, expires_at FROM device_grants WHERE id = ?`+tx.b.lockRow(),
+			`SELECT poll_hash, status, sealed, sealed_seat, key_hash, approved_by, expires_at FROM device_grants WHERE id = ?`+tx.b.LockRow(),
 			id).Scan(&want, &d.status, &d.sealed, &d.sealedSeat, &keyHash, &approver, &expires)
 		if errors.Is(err, sql.ErrNoRows) || err == nil && !hmac.Equal(want, pollHash) {
 			return errNotFound

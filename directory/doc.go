@@ -28,8 +28,9 @@
 // tally serve does (README.md, "Self-hosting").
 //
 // Its state is one store written once in SQL that SQLite (Config.DBPath,
-// one process) and PostgreSQL (Config.Database, any number of processes)
-// both speak, every change one transaction whose checks either sit in the
+// one process) and PostgreSQL (Config.Database with Config.Backend set to
+// pgstore.Backend{} of package directory/pgstore, any number of processes;
+// this package itself links no PostgreSQL driver) both speak, every change one transaction whose checks either sit in the
 // change's own statement or read a row it locked first, so concurrent
 // requests never over-use an invite or pass a cap.
 //

@@ -14,7 +14,7 @@ import (
 // The directory is an http.Handler: mount it on your own mux (here under
 // the root) and serve it however you like.
 func ExampleNew() {
-	dir, err := directory.New(directory.Config{
+	dir, err := directory.New(context.Background(), directory.Config{
 		JWTSecret:  []byte("a secret shared with the relay"),
 		OpenSignup: true,
 	})

@@ -362,7 +362,7 @@ func TestPendingCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range MaxPending - 1 {
-		if _, err := tx.Exec(e.s.store.b.rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
+		if _, err := tx.Exec(e.s.store.b.Rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
 			VALUES (?, ?, ?, 'did:web:x', ?, 'pending', ?, ?)`), fmt.Sprint("fill-", i), chID, acct, []byte{0}, i, i); err != nil {
 			t.Fatal(err)
 		}

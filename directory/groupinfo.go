@@ -69,7 +69,7 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 		if err != nil {
 			return err
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
 			return err
 		}
 		if _, err := memberChannel(ctx, tx, channel, caller); err != nil {
@@ -112,7 +112,7 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 // membership (a GroupInfo of its choosing would otherwise stay what
 // joiners get). The owner's next put replaces nothing then.
 func clearPutBy(ctx context.Context, tx txn, chID, account string) error {
-	if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
+	if err := tx.b.LockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
 		return err
 	}
 	if _, err := freeRows(ctx, tx,

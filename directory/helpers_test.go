@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/directory/pgstore"
 )
 
 var (
@@ -72,7 +74,8 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 	if cfg.DBPath == "" && cfg.Database == "" {
 		cfg.Database = defaultDatabase(t)
 	}
-	s, err := New(cfg)
+	onPostgres(&cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ func snapshotDB(t testing.TB, s *Server) string {
 	t.Helper()
 	ctx := context.Background()
 	list, order := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`, ` ORDER BY rowid`
-	if _, ok := s.store.b.(*pgBackend); ok {
+	if _, ok := s.store.b.(pgstore.Backend); ok {
 		list = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
 		order = ` t ORDER BY t::text`
 	}

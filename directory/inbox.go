@@ -110,7 +110,7 @@ func (s *store) deliver(ctx context.Context, id, claimID, caller, scope string, 
 		if n != 1 {
 			return errAlreadyDelivered
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, inboxLockPrefix+target); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, inboxLockPrefix+target); err != nil {
 			return err
 		}
 		var held, mine int

@@ -153,7 +153,7 @@ func (s *store) lapseJoins(ctx context.Context, channel, caller string, identiti
 		// The channel row is locked as a join locks it, so a join that
 		// renews a record waits for the lapse, or the lapse for it.
 		var chID, owner string
-		err := tx.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`+tx.b.lockRow(), channel).Scan(&chID, &owner)
+		err := tx.queryRow(ctx, `SELECT id, owner_id FROM channels WHERE name = ?`+tx.b.LockRow(), channel).Scan(&chID, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errChannelNotFound
 		}

@@ -223,7 +223,7 @@ func identityAccounts(ctx context.Context, q txn, chID, identity string) ([]stri
 // joined or left.
 func writeEvent(ctx context.Context, tx txn, kind, channel, account string, epoch uint64, now time.Time) error {
 	now = now.Truncate(time.Second)
-	id, err := tx.b.nextID(ctx, tx.tx, "channel_events")
+	id, err := tx.b.NextID(ctx, tx.tx, "channel_events")
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func (s *store) pendingPage(ctx context.Context, channel, account string, after 
 	if after != nil {
 		c = *after
 	}
-	order := s.b.insertionOrder()
+	order := s.b.InsertionOrder()
 	rows, err := s.query(ctx,
 		`SELECT id, identity, account_id, key_package, created_at, `+order+` FROM join_requests
 		 WHERE channel_id = ? AND status = 'pending' AND (created_at > ? OR (created_at = ? AND `+order+` > ?))

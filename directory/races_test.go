@@ -190,7 +190,7 @@ func TestRacePendingCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range MaxPending - 3 {
-			if _, err := tx.Exec(e.s.store.b.rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
+			if _, err := tx.Exec(e.s.store.b.Rebind(`INSERT INTO join_requests (id, channel_id, account_id, identity, key_package, status, created_at, updated_at)
 				VALUES (?, ?, ?, 'did:web:x', ?, 'pending', 0, 0)`), fmt.Sprint("fill-", i), chID, acct, []byte{0}); err != nil {
 				t.Fatal(err)
 			}

@@ -55,10 +55,6 @@ func (s *Server) Ready(ctx context.Context) error {
 	return c.err
 }
 
-// dbUp reports the last database check's result, checking again if it is
-// older than dbCheckEvery (for the metrics).
-func (s *Server) dbUp() bool { return s.Ready(context.Background()) == nil }
-
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if err := s.Ready(r.Context()); err != nil {
 		w.Header().Set("Retry-After", "1")

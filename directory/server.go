@@ -11,10 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/feed"
 	"github.com/skytale-oss/skytale/internal/httpx"
@@ -52,12 +49,19 @@ type Config struct {
 	// database that is gone when the Server closes.
 	DBPath string
 
-	// Database, if set, names the database instead of DBPath: a
-	// postgres:// or postgresql:// URL keeps the directory in PostgreSQL
-	// (see docs/POSTGRES.md), which several
-	// directory processes may share; anything else is a SQLite file
-	// path, as DBPath. Setting both is an error.
+	// Database, if set, names the database instead of DBPath: with
+	// Backend set, the URL Backend opens (a postgres:// or postgresql://
+	// URL for pgstore.Backend); otherwise a SQLite file path, as DBPath.
+	// Setting both is an error, and so is a PostgreSQL URL without a
+	// Backend.
 	Database string
+
+	// Backend, if set, is the database that keeps the directory's state
+	// instead of SQLite, at the URL in Database: pgstore.Backend{}
+	// (package directory/pgstore) keeps it in PostgreSQL, which several
+	// directory processes may share (see docs/POSTGRES.md). Package directory itself links no database driver
+	// but SQLite's.
+	Backend Backend
 
 	// JWTSecret is the HS256 key shared with the relay. Required.
 	JWTSecret []byte
@@ -175,11 +179,14 @@ type Config struct {
 	// is an error.
 	AccountBudget, GroupBudget, OrgBudget, ServerBudget int64
 
-	// Metrics, if set, receives the directory's Prometheus metrics
-	// (skytale_directory_*: requests by route pattern and status, their
-	// durations, rate-limit refusals, revocations, sweeps). No label
+	// Metrics, if set, receives what the directory counts: requests by
+	// route pattern and status, their durations, rate-limit and quota
+	// refusals, revocations, sweeps, and (read when collected) whether
+	// the database answers and what the storage budgets hold. No label
 	// carries a channel name, an account id or an address.
-	Metrics prometheus.Registerer
+	// dirmetrics.New (package directory/dirmetrics) exports them to
+	// Prometheus as skytale_directory_*.
+	Metrics Metrics
 }
 
 // Server is the directory HTTP API. It is an [http.Handler].
@@ -195,7 +202,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	metrics *metrics   // nil without Config.Metrics
+	metrics metrics    // Config.Metrics; records nothing without it
 	gate    httpx.Gate // requests in flight
 	limits  *limiters
 	// groupKey keys the signup groups' ids (signup.go).
@@ -205,7 +212,10 @@ type Server struct {
 }
 
 // New opens (and migrates) the database and starts the background sweep.
-func New(cfg Config) (*Server, error) {
+// ctx bounds the start: opening the database (connecting to it, for a
+// Backend), migrating it and reading its ledger; the Server outlives it,
+// and runs until Close.
+func New(ctx context.Context, cfg Config) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 {
 		return nil, errors.New("directory: JWTSecret is required")
 	}
@@ -228,8 +238,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.InboxRetention <= 0 {
 		cfg.InboxRetention = DefaultInboxRetention
 	}
-	if cfg.Database != "" && cfg.DBPath != "" {
+	switch {
+	case cfg.Database != "" && cfg.DBPath != "":
 		return nil, errors.New("directory: set DBPath or Database, not both")
+	case cfg.Backend != nil && cfg.Database == "":
+		return nil, errors.New("directory: Backend needs the URL of its database in Database")
+	case cfg.Backend == nil && isPostgresURL(cfg.Database):
+		return nil, errors.New("directory: Database is a PostgreSQL URL: set Backend to pgstore.Backend{} (package github.com/skytale-oss/skytale/directory/pgstore)")
 	}
 	cfg.Limits = resolveLimits(cfg.Limits)
 	switch cfg.Signup {
@@ -243,11 +258,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("directory: Signup %q is not open, invite or closed", cfg.Signup)
 	}
 	cfg.OpenSignup = cfg.Signup == SignupOpen
-	var self atomic.Pointer[Server] // for the collectors, once New has made it
-	m, err := newMetrics(cfg.Metrics, func() bool { s := self.Load(); return s != nil && s.dbUp() })
-	if err != nil {
-		return nil, fmt.Errorf("directory: metrics: %w", err)
-	}
 	dsn := cfg.DBPath
 	if cfg.Database != "" {
 		dsn = cfg.Database
@@ -259,22 +269,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(context.Background(), dsn)
+	st, err := openStore(ctx, dsn, cfg.Backend)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := st.storedBytes(context.Background())
+	stored, err := st.storedBytes(ctx)
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("directory: read the storage ledger: %w", err)
 	}
-	st.budgets = resolveBudgets(&cfg, dsn, isPostgresURL(dsn), stored)
+	st.budgets = resolveBudgets(&cfg, dsn, cfg.Backend != nil, stored)
 	st.consent = consent
-	if err := m.watchBudgets(cfg.Metrics, st); err != nil {
-		st.close()
-		return nil, fmt.Errorf("directory: metrics: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The background work runs until Close, whatever becomes of ctx.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{
 		cfg:      cfg,
 		store:    st,
@@ -283,20 +290,26 @@ func New(cfg Config) (*Server, error) {
 		cancel:   cancel,
 		limits:   newLimiters(cfg.Limits, slices.Clone(cfg.TrustedProxies)),
 		reads:    newReadGate(cfg.Limits.ReadsPerAccount, cfg.Limits.ReadBytes),
-		metrics:  m,
+		metrics:  metrics{cfg.Metrics},
 		groupKey: groupKey(cfg.JWTSecret),
 	}
 	s.routes()
-	self.Store(s)
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Watch(s); err != nil {
+			cancel()
+			st.close()
+			return nil, fmt.Errorf("directory: metrics: %w", err)
+		}
+	}
 	s.wg.Add(1)
-	go s.sweepLoop(ctx)
+	go s.sweepLoop(run)
 	if _, ok := st.b.(*sqliteBackend); ok && dsn != "" {
 		every := cfg.CheckpointInterval
 		if every <= 0 {
 			every = sqlitedb.DefaultCheckpointInterval
 		}
 		s.wg.Go(func() {
-			sqlitedb.RunCheckpoints(ctx, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
+			sqlitedb.RunCheckpoints(run, st.db, every, func(err error) { s.log.Error("directory: checkpoint failed", "err", err) })
 		})
 	}
 	return s, nil

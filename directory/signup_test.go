@@ -175,7 +175,7 @@ func TestSignupModes(t *testing.T) {
 	t.Run("deprecated", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.OpenSignup = false })
 		want(t, e.do("POST", "/v1/accounts", "", map[string]string{"email": "a@example.com", "org": "acme"}), 401, "unauthorized")
-		if _, err := New(Config{JWTSecret: testJWTSecret, Signup: "sometimes"}); err == nil {
+		if _, err := New(context.Background(), Config{JWTSecret: testJWTSecret, Signup: "sometimes"}); err == nil {
 			t.Fatal("an unknown signup mode was accepted")
 		}
 	})

@@ -422,25 +422,27 @@ type sqliteBackend struct {
 	wmu sync.Mutex
 }
 
-func openSQLite(ctx context.Context, path string) (*sql.DB, *sqliteBackend, error) {
+// Open opens and migrates the SQLite file at path ("" for a private
+// in-memory database).
+func (*sqliteBackend) Open(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sqlitedb.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("directory: open database: %w", err)
+		return nil, fmt.Errorf("directory: open database: %w", err)
 	}
 	if err := sqlitedb.Migrate(ctx, db, sqliteMigrations); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("directory: migrate database: %w", err)
+		return nil, fmt.Errorf("directory: migrate database: %w", err)
 	}
-	return db, &sqliteBackend{}, nil
+	return db, nil
 }
 
-func (*sqliteBackend) rebind(q string) string { return q }
+func (*sqliteBackend) Rebind(q string) string { return q }
 
-func (*sqliteBackend) lockRow() string { return "" }
+func (*sqliteBackend) LockRow() string { return "" }
 
-func (*sqliteBackend) insertionOrder() string { return "rowid" }
+func (*sqliteBackend) InsertionOrder() string { return "rowid" }
 
-func (b *sqliteBackend) write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+func (b *sqliteBackend) Write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	tx, err := db.BeginTx(ctx, nil)
@@ -454,9 +456,9 @@ func (b *sqliteBackend) write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) 
 	return tx.Commit()
 }
 
-// nextID leaves the id to AUTOINCREMENT.
-func (*sqliteBackend) nextID(context.Context, *sql.Tx, string) (int64, error) { return 0, nil }
+// NextID leaves the id to AUTOINCREMENT.
+func (*sqliteBackend) NextID(context.Context, *sql.Tx, string) (int64, error) { return 0, nil }
 
-// lockKey has nothing to do: the transaction already excludes every other
+// LockKey has nothing to do: the transaction already excludes every other
 // writer.
-func (*sqliteBackend) lockKey(context.Context, *sql.Tx, string) error { return nil }
+func (*sqliteBackend) LockKey(context.Context, *sql.Tx, string) error { return nil }

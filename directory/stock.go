@@ -94,7 +94,7 @@ func (s *store) putStock(ctx context.Context, account, device, person string, on
 		if !mine {
 			return errIdentityNotYours
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, stockLock(account)); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, stockLock(account)); err != nil {
 			return err
 		}
 		var have int
@@ -201,7 +201,7 @@ func (s *store) claimStock(ctx context.Context, caller, target, channel string, 
 		if err := allowAdd(ctx, tx, caller, target, tokenHash, now); err != nil {
 			return err
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, stockLock(target)); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, stockLock(target)); err != nil {
 			return err
 		}
 		rows, err := tx.query(ctx,

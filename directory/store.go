@@ -63,14 +63,14 @@ func sqlBool(b bool) int {
 var errUnchanged = errors.New("directory: nothing to change")
 
 // store is the directory's persistent state. Its operations are written
-// once, in SQL that both backends speak (with ? placeholders), and every
+// once, in SQL that every backend speaks (with ? placeholders), and every
 // multi-step change (check, consume, insert) is one write transaction.
 // What differs between the databases — opening and migrating, how write
 // transactions exclude each other, and how the feeds number their rows —
 // is the backend's.
 type store struct {
 	db *sql.DB
-	b  backend
+	b  Backend
 
 	// Every authenticated request runs one of these; preparing them once
 	// saves parsing the SQL per request.
@@ -84,55 +84,59 @@ type store struct {
 	consent consent
 }
 
-// backend is a database the store runs on: SQLite ([sqliteBackend], the
-// default) or PostgreSQL ([pgBackend]).
-type backend interface {
-	// rebind rewrites a query written with ? placeholders for the
+// Backend is a SQL database, other than the built-in SQLite, that keeps
+// the directory's state (Config.Backend): its schema and the few places
+// its SQL differs. Package directory/pgstore is PostgreSQL's, which
+// several directory processes may share. The store's operations are
+// written once, in SQL every backend speaks with ? placeholders; a new
+// backend passes the directory's contract tests (contract_test.go) before
+// it is used.
+//
+// The methods are the directory's to call, not an application's.
+type Backend interface {
+	// Open connects to the database url names and brings its schema up
+	// to the directory's, under ctx. The Server closes the *sql.DB when
+	// it closes. An error must not quote url: it may hold a password.
+	Open(ctx context.Context, url string) (*sql.DB, error)
+	// Rebind rewrites a query written with ? placeholders for the
 	// database's driver.
-	rebind(q string) string
-	// write runs fn in one write transaction, committed only if fn
+	Rebind(q string) string
+	// Write runs fn in one write transaction, committed only if fn
 	// returns nil, with the isolation the store's operations rely on:
 	// reads in fn see every transaction committed before fn's reads, and
-	// a row read with lockRow stays as read until fn commits. It may run
+	// a row read with LockRow stays as read until fn commits. It may run
 	// fn again after a transient conflict, so fn must not keep state
 	// from an earlier run.
-	write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error
-	// lockRow is appended to a SELECT of a row the transaction goes on to
+	Write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error
+	// LockRow is appended to a SELECT of a row the transaction goes on to
 	// change (or whose dependents it counts), to hold it until commit.
-	lockRow() string
-	// insertionOrder is an expression that orders a table's rows as they
+	LockRow() string
+	// InsertionOrder is an expression that orders a table's rows as they
 	// were inserted.
-	insertionOrder() string
-	// nextID returns the id of the next row of a feed table
+	InsertionOrder() string
+	// NextID returns the id of the next row of a feed table
 	// (channel_events or revocations), assigned so that ids become
 	// visible to readers in increasing order with no gaps; 0 means the
 	// database assigns it on insert with the same guarantee.
-	nextID(ctx context.Context, tx *sql.Tx, feed string) (int64, error)
-	// lockKey holds a lock on key until the transaction ends, for checks
+	NextID(ctx context.Context, tx *sql.Tx, feed string) (int64, error)
+	// LockKey holds a lock on key until the transaction ends, for checks
 	// that span rows (the open device grants of one address).
-	lockKey(ctx context.Context, tx *sql.Tx, key string) error
+	LockKey(ctx context.Context, tx *sql.Tx, key string) error
 }
 
-// openStore opens the database named by dsn: a postgres:// or
-// postgresql:// URL selects PostgreSQL, anything else is a SQLite path
-// ("" for a private in-memory database).
-func openStore(ctx context.Context, dsn string) (*store, error) {
-	var (
-		db  *sql.DB
-		b   backend
-		err error
-	)
-	if isPostgresURL(dsn) {
-		db, b, err = openPostgres(ctx, dsn)
-	} else {
-		db, b, err = openSQLite(ctx, dsn)
+// openStore opens the database named by dsn on backend b, or, when b is
+// nil, the SQLite file dsn ("" for a private in-memory database).
+func openStore(ctx context.Context, dsn string, b Backend) (*store, error) {
+	if b == nil {
+		b = &sqliteBackend{}
 	}
+	db, err := b.Open(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	st := &store{db: db, b: b, budgets: budgets{account: DefaultAccountBudget, group: DefaultGroupBudget, org: DefaultMemoryBudget / 2, server: DefaultMemoryBudget},
 		consent: defaultConsent}
-	if st.keyStmt, err = db.PrepareContext(ctx, b.rebind(
+	if st.keyStmt, err = db.PrepareContext(ctx, b.Rebind(
 		`SELECT k.account_id, a.org, k.channel,
 		 EXISTS (SELECT 1 FROM revocations r WHERE r.sub = k.account_id OR (k.device <> '' AND r.sub = k.account_id || '#' || k.device)),
 		 a.signup_group, a.last_signin, k.device
@@ -140,7 +144,7 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("directory: prepare: %w", err)
 	}
-	if st.accountStmt, err = db.PrepareContext(ctx, b.rebind(
+	if st.accountStmt, err = db.PrepareContext(ctx, b.Rebind(
 		`SELECT org, EXISTS (SELECT 1 FROM revocations r WHERE r.sub = a.id) FROM accounts a WHERE id = ?`)); err != nil {
 		st.keyStmt.Close()
 		db.Close()
@@ -171,12 +175,12 @@ func storable(s string) bool {
 // ? placeholders.
 type txn struct {
 	tx      *sql.Tx
-	b       backend
+	b       Backend
 	budgets *budgets // what charge checks against
 }
 
 func (t txn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.b.rebind(q), args...)
+	return t.tx.ExecContext(ctx, t.b.Rebind(q), args...)
 }
 
 // execN runs q and returns the number of rows it affected.
@@ -189,11 +193,11 @@ func (t txn) execN(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t txn) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.b.rebind(q), args...)
+	return t.tx.QueryRowContext(ctx, t.b.Rebind(q), args...)
 }
 
 func (t txn) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.b.rebind(q), args...)
+	return t.tx.QueryContext(ctx, t.b.Rebind(q), args...)
 }
 
 // queryer runs single-row reads, inside a transaction or not.
@@ -202,17 +206,17 @@ type queryer interface {
 }
 
 func (s *store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return s.db.QueryRowContext(ctx, s.b.rebind(q), args...)
+	return s.db.QueryRowContext(ctx, s.b.Rebind(q), args...)
 }
 
 func (s *store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return s.db.QueryContext(ctx, s.b.rebind(q), args...)
+	return s.db.QueryContext(ctx, s.b.Rebind(q), args...)
 }
 
 // write runs fn in one write transaction of the backend, committed only if
 // fn returns nil (or errUnchanged, which rolls back and returns nil).
 func (s *store) write(ctx context.Context, fn func(tx txn) error) error {
-	err := s.b.write(ctx, s.db, func(tx *sql.Tx) error { return fn(txn{tx, s.b, &s.budgets}) })
+	err := s.b.Write(ctx, s.db, func(tx *sql.Tx) error { return fn(txn{tx, s.b, &s.budgets}) })
 	if errors.Is(err, errUnchanged) {
 		return nil
 	}
@@ -420,7 +424,7 @@ func (s *store) revoke(ctx context.Context, sub string, now time.Time) error {
 // revokeTx is revoke within tx.
 func revokeTx(ctx context.Context, tx txn, sub string, now time.Time) error {
 	{
-		id, err := tx.b.nextID(ctx, tx.tx, "revocations")
+		id, err := tx.b.NextID(ctx, tx.tx, "revocations")
 		if err != nil {
 			return err
 		}

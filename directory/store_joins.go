@@ -95,7 +95,7 @@ func (s *store) join(ctx context.Context, p joinParams) (j joined, err error) {
 	err = s.write(ctx, func(tx txn) error {
 		j = joined{}
 		var chID string
-		err := tx.queryRow(ctx, `SELECT id FROM channels WHERE name = ?`+tx.b.lockRow(), p.channel).Scan(&chID)
+		err := tx.queryRow(ctx, `SELECT id FROM channels WHERE name = ?`+tx.b.LockRow(), p.channel).Scan(&chID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errChannelNotFound
 		}
@@ -204,7 +204,7 @@ func (s *store) pending(ctx context.Context, channel, account string) ([]joinReq
 	}
 	rows, err := s.query(ctx,
 		`SELECT id, identity, account_id, key_package, created_at FROM join_requests
-		 WHERE channel_id = ? AND status = 'pending' ORDER BY created_at, `+s.b.insertionOrder(), chID)
+		 WHERE channel_id = ? AND status = 'pending' ORDER BY created_at, `+s.b.InsertionOrder(), chID)
 	if err != nil {
 		return nil, err
 	}

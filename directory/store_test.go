@@ -110,7 +110,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestCloseStopsSweep(t *testing.T) {
-	s, err := New(Config{JWTSecret: testJWTSecret, SweepInterval: time.Millisecond})
+	s, err := New(context.Background(), Config{JWTSecret: testJWTSecret, SweepInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCloseStopsSweep(t *testing.T) {
 }
 
 func TestNewNeedsJWTSecret(t *testing.T) {
-	if _, err := New(Config{}); err == nil {
+	if _, err := New(context.Background(), Config{}); err == nil {
 		t.Fatal("New accepted an empty JWT secret")
 	}
 }
@@ -144,6 +144,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 func testPersistenceAcrossReopen(t *testing.T, database string) {
 	c := newClock()
 	cfg := Config{JWTSecret: testJWTSecret, InternalSecret: []byte(testInternalSecret), OpenSignup: true, Database: database, Now: c.Now}
+	onPostgres(&cfg)
 
 	e := newEnvFrom(t, cfg, c)
 	_, owner := e.account("acme")
@@ -180,7 +181,7 @@ func testPersistenceAcrossReopen(t *testing.T, database string) {
 
 // newEnvFrom starts a server with an explicit config, for reopen tests.
 func newEnvFrom(t *testing.T, cfg Config, c *clock) *env {
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

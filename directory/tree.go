@@ -147,7 +147,7 @@ func (s *store) putTreePart(ctx context.Context, channel, caller, id string, epo
 		if err != nil {
 			return err
 		}
-		if err := tx.b.lockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
+		if err := tx.b.LockKey(ctx, tx.tx, treeLockPrefix+chID); err != nil {
 			return err
 		}
 		// Again under the lock a removal takes (clearPutBy): a member

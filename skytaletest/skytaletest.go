@@ -1,6 +1,12 @@
 // Package skytaletest starts a complete directory and relay in the test's
 // process, on loopback, with in-memory SQLite, for tests of anything built
 // on top of them.
+//
+// It is the import path for a program that embeds a seat and wants a
+// real stack in its tests: it builds the stack from packages directory and
+// relay alone, wired as skytale.NewStack wires them, and links neither
+// the PostgreSQL store (directory/pgstore), nor the metrics adapters, nor
+// NATS.
 package skytaletest
 
 import (
@@ -16,13 +22,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/internal/stack"
+	"github.com/skytale-oss/skytale/relay"
 	"github.com/skytale-oss/skytale/seat"
 )
 
 // Stack is a running directory and relay.
 type Stack struct {
-	*skytale.Stack
+	Directory      *directory.Server
+	Relay          *relay.Server
 	APIURL         string // base URL of the directory
 	RelayURL       string // base URL of the relay (http://; WebSockets at ws://)
 	JWTSecret      []byte
@@ -32,8 +41,8 @@ type Stack struct {
 // Options adjusts a stack; the zero value is open signup with defaults.
 type Options struct {
 	ClosedSignup bool
-	Relay        skytale.RelayConfig
-	Directory    skytale.DirectoryConfig
+	Relay        relay.Config
+	Directory    directory.Config
 }
 
 // NewStack starts a stack that is torn down when the test ends.
@@ -46,7 +55,7 @@ func NewStackWith(t testing.TB, opts Options) *Stack {
 	jwtSecret, internal := []byte(hex.EncodeToString(random(32))), []byte(hex.EncodeToString(random(32)))
 	dc := opts.Directory
 	dc.OpenSignup = !opts.ClosedSignup
-	st, err := skytale.NewStack(skytale.StackConfig{
+	d, r, err := stack.Start(context.Background(), stack.Config{
 		JWTSecret:      jwtSecret,
 		InternalSecret: internal,
 		Directory:      dc,
@@ -55,8 +64,9 @@ func NewStackWith(t testing.TB, opts Options) *Stack {
 	if err != nil {
 		t.Fatalf("skytaletest: %v", err)
 	}
-	api := httptest.NewServer(st.Directory)
-	rel := httptest.NewServer(st.Relay)
+	st := &Stack{Directory: d, Relay: r, JWTSecret: jwtSecret, InternalSecret: internal}
+	api := httptest.NewServer(d)
+	rel := httptest.NewServer(r)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -67,7 +77,14 @@ func NewStackWith(t testing.TB, opts Options) *Stack {
 		rel.Close()
 		api.Close()
 	})
-	return &Stack{Stack: st, APIURL: api.URL, RelayURL: rel.URL, JWTSecret: jwtSecret, InternalSecret: internal}
+	st.APIURL, st.RelayURL = api.URL, rel.URL
+	return st
+}
+
+// Close closes the relay, then the directory, and waits for both. The
+// test's end does it too; closing twice is harmless.
+func (s *Stack) Close(ctx context.Context) error {
+	return errors.Join(s.Relay.Close(ctx), s.Directory.Close(ctx))
 }
 
 // Account is a directory account made for a test.

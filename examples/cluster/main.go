@@ -24,12 +24,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/relay"
 )
 
@@ -70,7 +72,8 @@ type cluster struct {
 }
 
 // start starts the cluster with JetStream's store in dataDir and the
-// directory on dirDB (directory.Config.Database; "" keeps it in memory).
+// directory on dirDB (directory.Config.Database, on pgstore for a
+// PostgreSQL URL; "" keeps it in memory).
 func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 	c := &cluster{}
 	ns, err := natsserver.NewServer(&natsserver.Options{
@@ -99,7 +102,11 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	fence := &relayFence{}
-	c.dir, err = directory.New(directory.Config{JWTSecret: secret, OpenSignup: true, Database: dirDB, Fence: fence})
+	dcfg := directory.Config{JWTSecret: secret, OpenSignup: true, Database: dirDB, Fence: fence}
+	if strings.HasPrefix(dirDB, "postgres://") || strings.HasPrefix(dirDB, "postgresql://") {
+		dcfg.Backend = pgstore.Backend{}
+	}
+	c.dir, err = directory.New(context.Background(), dcfg)
 	if err != nil {
 		c.close()
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/directory"
+	"github.com/skytale-oss/skytale/directory/dirmetrics"
 	"github.com/skytale-oss/skytale/internal/admin"
 )
 
@@ -32,7 +33,7 @@ type page struct {
 func newPage(t *testing.T, logClients bool) *page {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	d, err := directory.New(directory.Config{JWTSecret: []byte("jwt-secret-jwt-secret-jwt-secret"), InternalSecret: []byte(secret), Metrics: reg})
+	d, err := directory.New(context.Background(), directory.Config{JWTSecret: []byte("jwt-secret-jwt-secret-jwt-secret"), InternalSecret: []byte(secret), Metrics: dirmetrics.New(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}

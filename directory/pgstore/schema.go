@@ -1,31 +1,22 @@
-package directory
+package pgstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	neturl "net/url"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// pgMigrations is the PostgreSQL schema history, applied in order and
+// migrations is the PostgreSQL schema history, applied in order and
 // recorded in schema_migrations. Append only: never edit a step that has
 // shipped.
 //
 // It is the SQLite schema of the same release in PostgreSQL's types
 // (BYTEA, BIGINT), with three differences: join_requests has a seq column
 // to keep the queue in insertion order (SQLite has its rowid), the feeds'
-// ids are assigned from feed_heads (see pgBackend.nextID) instead of by
+// ids are assigned from feed_heads (see Backend.NextID) instead of by
 // AUTOINCREMENT, and there is nothing to back-fill.
-var pgMigrations = []string{
+var migrations = []string{
 	`
 CREATE TABLE accounts (
 	id         TEXT PRIMARY KEY,
@@ -369,103 +360,13 @@ CREATE TABLE device_revocations (
 // ASCII) that directory processes take while they migrate one database.
 const pgMigrationLock = 0x736b7974616c65
 
-// pgKeyLocks is the first half of the advisory locks lockKey takes (two
-// 32-bit keys, a key space apart from pgMigrationLock's).
-const pgKeyLocks = 0x736b79
-
-// pgMaxConns bounds each directory process's connections to PostgreSQL.
-const pgMaxConns = 16
-
-// pgMaxAttempts bounds the runs of one write transaction that keeps
-// hitting serialization failures or deadlocks.
-const pgMaxAttempts = 10
-
-// pgBackend keeps the directory in PostgreSQL, which several directory
-// processes may share. It goes through pgx's database/sql adapter rather
-// than pgx's own API, so that the store's operations are one body of code
-// on both backends; pgx still does the wire work underneath (binary
-// formats, and each connection caches its prepared statements).
-//
-// Write transactions run at READ COMMITTED, where each statement sees
-// every transaction committed before it began, and a statement that
-// finds a row locked by another transaction waits for it and then
-// re-checks its condition against the row as committed. The store's
-// operations are written so that this is enough: every check that
-// guards a change is either in the change's own statement (UPDATE …
-// WHERE uses < max_uses, INSERT … ON CONFLICT DO NOTHING, DELETE … WHERE
-// status = …) or reads a row locked with lockRow first (the channel of a
-// join, the device grant of an approval or a poll), and the cap on open
-// grants per address holds an advisory lock on the address. A transaction
-// that fails to serialize anyway (a deadlock) is run again, up to
-// pgMaxAttempts times.
-type pgBackend struct{}
-
-// poolSettings returns which pool_ settings url sets (as a URL query or
-// as key=value words).
-func poolSettings(dsn string) map[string]bool {
-	set := map[string]bool{}
-	if u, err := neturl.Parse(dsn); err == nil && u.Scheme != "" {
-		for k := range u.Query() {
-			set[k] = true
-		}
-		return set
-	}
-	for _, w := range strings.Fields(dsn) {
-		if k, _, ok := strings.Cut(w, "="); ok {
-			set[k] = true
-		}
-	}
-	return set
-}
-
-func openPostgres(ctx context.Context, url string) (*sql.DB, *pgBackend, error) {
-	// pgxpool's parser takes the pool settings (pool_max_conns,
-	// pool_min_conns, pool_max_conn_lifetime, pool_max_conn_idle_time,
-	// pool_health_check_period…) out of the URL; pgx's alone would send
-	// them to the server as unknown parameters, which it refuses.
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		// Not wrapped: the parser's error quotes the URL, password and all.
-		return nil, nil, errors.New("directory: the PostgreSQL URL does not parse (check its pool_ settings too)")
-	}
-	db := stdlib.OpenDB(*pcfg.ConnConfig)
-	set := poolSettings(url)
-	maxConns := pgMaxConns
-	if set["pool_max_conns"] {
-		maxConns = int(pcfg.MaxConns)
-	}
-	db.SetMaxOpenConns(maxConns)
-	// Idle connections are kept up to the maximum. database/sql has no
-	// minimum to open ahead, so pool_min_conns (and
-	// pool_health_check_period) are checked but have no effect: a broken
-	// connection is dropped on its next use.
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	if set["pool_max_conn_idle_time"] {
-		db.SetConnMaxIdleTime(pcfg.MaxConnIdleTime)
-	}
-	if set["pool_max_conn_lifetime"] {
-		db.SetConnMaxLifetime(pcfg.MaxConnLifetime)
-	}
-
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("directory: connect to PostgreSQL: %w", err)
-	}
-	if err := migratePostgres(ctx, db, pgMigrations); err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("directory: migrate database: %w", err)
-	}
-	return db, &pgBackend{}, nil
-}
-
-// migratePostgres brings db up to len(migrations), one migration per
+// migrate brings db up to len(migrations), one migration per
 // transaction, each recorded in schema_migrations in the transaction that
 // applies it. Every transaction first takes pgMigrationLock, so directory
 // processes starting together against one database apply each migration
 // once: the others wait, then find it recorded. A database newer than the
 // code is an error.
-func migratePostgres(ctx context.Context, db *sql.DB, migrations []string) error {
+func migrate(ctx context.Context, db *sql.DB, migrations []string) error {
 	for {
 		done, err := migrateStep(ctx, db, migrations)
 		if err != nil || done {
@@ -515,95 +416,15 @@ func migrateStep(ctx context.Context, db *sql.DB, migrations []string) (done boo
 	return false, nil
 }
 
-// rebind numbers the ? placeholders of q ($1, $2, …), leaving quoted
-// strings alone.
-func (*pgBackend) rebind(q string) string {
-	if strings.IndexByte(q, '?') < 0 {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q) + 16)
-	n, quoted := 0, false
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case c == '\'':
-			quoted = !quoted
-		case c == '?' && !quoted:
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// lockRow takes the row lock that an UPDATE of non-key columns takes: it
-// excludes other writers of the row but not the foreign key checks of
-// rows that refer to it.
-func (*pgBackend) lockRow() string { return " FOR NO KEY UPDATE" }
-
-func (*pgBackend) insertionOrder() string { return "seq" }
-
-func (*pgBackend) write(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := pgRun(ctx, db, fn)
-		if err == nil || !pgRetryable(err) || attempt == pgMaxAttempts {
-			return err
-		}
-		// Back off a random while, longer after each conflict, so the
-		// transactions that collided do not collide again.
-		wait := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+// MigrateForTest applies the migrations to db in order up to the first
+// one stop reports true for, which it leaves out: for tests that build a
+// database of an older release. It is an error if stop reports true for
+// none.
+func MigrateForTest(ctx context.Context, db *sql.DB, stop func(step string) bool) error {
+	for i, m := range migrations {
+		if stop(m) {
+			return migrate(ctx, db, migrations[:i])
 		}
 	}
-}
-
-func pgRun(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-// pgRetryable reports whether err is a conflict that running the
-// transaction again can resolve.
-func pgRetryable(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.Code {
-	case "40001", "40P01": // serialization_failure, deadlock_detected
-		return true
-	}
-	return false
-}
-
-// nextID takes the feed's next id from its row of feed_heads. The UPDATE
-// holds that row's lock until the transaction ends, so the transactions
-// that write to one feed commit one at a time, in the order of their ids:
-// a reader never sees an id before all lower ones are visible, and an id
-// taken by a transaction that rolls back is taken again by the next.
-// (A sequence would not do: it hands out ids in the order transactions
-// ask, and they may commit in another order.)
-func (*pgBackend) nextID(ctx context.Context, tx *sql.Tx, feed string) (int64, error) {
-	var id int64
-	err := tx.QueryRowContext(ctx, `UPDATE feed_heads SET last = last + 1 WHERE name = $1 RETURNING last`, feed).Scan(&id)
-	return id, err
-}
-
-func (*pgBackend) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
-	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(pgKeyLocks), key)
-	return err
+	return errors.New("pgstore: no migration to stop at")
 }
