@@ -48,12 +48,27 @@ import (
 // so the newest, which holds the fence, outlives the TTL; the relay hides
 // expired ones from reads and deletes all but the newest.
 //
+// The payer record names, once per channel, whom its entries are charged
+// to (budget.go); no entry carries an account. The records are the keys
+// of a KeyValue bucket beside the stream (<stream>_PAYERS, with the
+// stream's replicas), the channel's token the key, so the stream's
+// sequences stay the channels' seqs. A relay creates a channel's record
+// before it publishes the channel's first entry, and only if there is
+// none (KeyValue Create), so of two relays taking a new channel's first
+// publishes at once one writes it and the other reads it: every relay
+// charges the same payer. A relay reads the whole bucket at start, and
+// a record it does not hold when an entry of its channel comes through
+// the consumer (another relay's new channel) once. Entries stored
+// before the records existed carry the payer in a Skytale-Sub header;
+// they are read as before, and leave by the cap or the TTL.
+//
 // Each relay consumes the whole stream with an ordered consumer and pushes
 // every entry to its own subscribers, whichever relay took the publish;
 // a publish is acknowledged only once JetStream acknowledged it, and an
 // entry is pushed only once it is in the stream, so a read that starts
 // after a push always finds the entry. The consumer also keeps, per relay,
-// a mirror of the entries within the caps (seq, the channel's payer, size, time),
+// a mirror of the entries within the caps (seq, size, time, and each
+// channel's payer),
 // from which the account quotas are counted; a relay replays the stream's
 // headers into it at start.
 
@@ -64,8 +79,10 @@ const (
 
 // Header names of the stream's messages.
 const (
-	hdrSub = "Skytale-Sub" // the channel's payer (budget.go), the same on all its entries; not the sender
-	hdrTS  = "Skytale-Ts"  // the relay's time of the publish, Unix ms
+	// hdrSub was set on each entry, naming the channel's payer, by relays
+	// that kept no payer record; none is written now.
+	hdrSub = "Skytale-Sub"
+	hdrTS  = "Skytale-Ts" // the relay's time of the publish, Unix ms
 	// hdrOrigin (<relay node id>.<conn id>) was set by relays that
 	// marked each entry with the connection that published it; none is
 	// written now (see origins).
@@ -136,6 +153,7 @@ type jsEntry struct {
 // jsChan is a relay's mirror of one channel.
 type jsChan struct {
 	payer   string    // whom the channel's entries are charged to (budget.go)
+	paid    bool      // payer is the channel's payer record's
 	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
 	head    jsHead
 	known   bool // head is the newest the relay has seen (not only a guess)
@@ -160,6 +178,7 @@ type jsArchive struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	payers jetstream.KeyValue // the channels' payer records
 	name   string
 	hub    *hub
 	log    *slog.Logger
@@ -227,6 +246,9 @@ type jsAnswer struct {
 	sent time.Time // when paf was sent
 	seq  uint64
 	err  error
+	// uncharged: err came before the publish was charged (its payer
+	// record could not be written), so there is nothing to give back.
+	uncharged bool
 }
 
 var _ archiver = (*jsArchive)(nil)
@@ -319,10 +341,14 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err != nil {
 		return unreachable(err)
 	}
+	payers, err := bindPayers(ctx, js, name, stream.CachedInfo().Config.Replicas)
+	if err != nil {
+		return unreachable(err)
+	}
 	var id [8]byte
 	rand.Read(id[:])
 	a := &jsArchive{
-		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
+		nc: nc, js: js, stream: stream, payers: payers, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
 		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, maxFirstEpoch: cfg.MaxFirstEpoch,
 		maxHandshake: maxHS,
 		node:         hex.EncodeToString(id[:]),
@@ -338,6 +364,9 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if err := a.loadPayers(ctx); err != nil {
+		return unreachable(err)
 	}
 	if err := a.replay(ctx); err != nil {
 		return unreachable(err)
@@ -471,6 +500,19 @@ func UpdateStreamReplicas(ctx context.Context, url, stream string, replicas int,
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("relay: JetStream stream %s: update to %d replicas: %w", stream, replicas, err)
 	}
+	// The payer bucket follows the stream's replicas.
+	kv, err := js.Stream(ctx, "KV_"+stream+payersSuffix)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // no relay has started on the stream since the records came
+	}
+	if err != nil {
+		return fmt.Errorf("relay: JetStream bucket %s: %w", stream+payersSuffix, err)
+	}
+	kcfg := kv.CachedInfo().Config
+	kcfg.Replicas = replicas
+	if _, err := js.UpdateStream(ctx, kcfg); err != nil {
+		return fmt.Errorf("relay: JetStream bucket %s: update to %d replicas: %w", stream+payersSuffix, replicas, err)
+	}
 	return nil
 }
 
@@ -531,19 +573,140 @@ func (a *jsArchive) chanLocked(name string) *jsChan {
 }
 
 // channelPayer returns whom the entries of ch are charged to: the payer
-// the mirror knows for it (from its entries' headers), or, for a channel
-// it has seen no entry of, sub, the first publisher. Two relays taking the
-// first publishes of a new channel at once may each pick their own; each
-// entry's bytes go back to the payer its header names, so the budgets stay
-// exact, and the mirror keeps the first it sees.
-func (a *jsArchive) channelPayer(ch, sub string) string {
+// of its record. For a channel whose record the mirror has not seen, it
+// writes one, naming the payer the mirror knows from older entries'
+// headers, else sub, the first publisher; when another relay wrote the
+// record first, it reads that one. The record is in the stream before
+// the publish that follows, so the mirror applies it first.
+func (a *jsArchive) channelPayer(ch, sub string) (string, error) {
+	a.mu.Lock()
+	c := a.chanLocked(ch)
+	if c.paid {
+		p := c.payer
+		a.mu.Unlock()
+		return p, nil
+	}
+	if c.payer != "" {
+		sub = c.payer
+	}
+	a.mu.Unlock()
+	p, err := a.writePayer(ch, sub)
+	if err != nil {
+		return "", err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.chanLocked(ch)
-	if c.payer == "" {
-		c.payer = a.intern(sub)
+	c = a.chanLocked(ch)
+	c.payer, c.paid = a.intern(p), true
+	return c.payer, nil
+}
+
+// writePayer stores the payer record of ch naming sub unless the channel
+// has one; it returns the payer the stored record names.
+func (a *jsArchive) writePayer(ch, sub string) (string, error) {
+	start, wait := time.Now(), 50*time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
+		_, err := a.payers.Create(ctx, a.token(ch), []byte(sub))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			var e jetstream.KeyValueEntry
+			if e, err = a.payers.Get(ctx, a.token(ch)); err == nil {
+				sub = string(e.Value())
+			}
+		}
+		cancel()
+		if err == nil || !retryable(err) || time.Since(start)+wait > jsBudget {
+			return sub, err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 500*time.Millisecond)
 	}
-	return c.payer
+}
+
+// paid reports whether the mirror holds the payer record of ch.
+func (a *jsArchive) paid(ch string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.chans[ch]
+	return c != nil && c.paid
+}
+
+// readPayer returns the payer record of ch, "" for none.
+func (a *jsArchive) readPayer(ch string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
+	defer cancel()
+	e, err := a.payers.Get(ctx, a.token(ch))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value()), nil
+}
+
+// bindPayers creates the payer bucket, with the stream's replicas, if it
+// does not exist, or binds to it.
+func bindPayers(ctx context.Context, js jetstream.JetStream, stream string, replicas int) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, jsSetupWait)
+	defer cancel()
+	bucket := stream + payersSuffix
+	wait := 50 * time.Millisecond
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, jsSetupTry)
+		kv, err := js.KeyValue(tctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(tctx, jetstream.KeyValueConfig{
+				Bucket:      bucket,
+				Description: "Skytale relay archive: each channel's payer",
+				History:     1,
+				Storage:     jetstream.FileStorage,
+				Replicas:    replicas,
+			})
+		}
+		tcancel()
+		if err == nil {
+			return kv, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("relay: JetStream bucket %s: not created or bound within %v: %w", bucket, jsSetupWait, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// payersSuffix makes the payer bucket's name from the stream's.
+const payersSuffix = "_PAYERS"
+
+// loadPayers reads every payer record into the mirror.
+func (a *jsArchive) loadPayers(ctx context.Context) error {
+	w, err := a.payers.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("relay: JetStream payers: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("relay: JetStream payers: %w", ctx.Err())
+		case e := <-w.Updates():
+			if e == nil {
+				return nil // the records there were at the start
+			}
+			b, err := base64.RawURLEncoding.DecodeString(e.Key())
+			if err != nil {
+				continue
+			}
+			a.mu.Lock()
+			c := a.chanLocked(string(b))
+			c.payer, c.paid = a.intern(string(e.Value())), true
+			a.mu.Unlock()
+		}
+	}
 }
 
 func (a *jsArchive) intern(sub string) string {
@@ -564,6 +727,14 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	ts, _ = strconv.ParseInt(h.Get(hdrTS), 10, 64)
 	typ := h.Get(hdrType)
 	marker := kind == 'h' && typ == fenceMarker
+	// The payer record of a channel another relay started: read once.
+	var payer string
+	if !marker && h.Get(hdrSub) == "" && !a.paid(ch) {
+		var err error
+		if payer, err = a.readPayer(ch); err != nil {
+			a.log.Error("relay: reading a channel's payer failed", "err", err)
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if seq <= a.hw {
@@ -571,7 +742,14 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	}
 	a.hw = seq
 	c := a.chanLocked(ch)
-	sub := a.intern(h.Get(hdrSub))
+	// An entry from before the payer records names the payer itself.
+	sub := c.payer
+	if v := h.Get(hdrSub); v != "" {
+		sub = a.intern(v)
+	} else if payer != "" && !c.paid {
+		c.payer, c.paid = a.intern(payer), true
+		sub = c.payer
+	}
 	if c.payer == "" {
 		c.payer = sub
 	}
@@ -840,7 +1018,12 @@ func (a *jsArchive) runSender() {
 	defer close(a.answers)
 	for r := range a.reqs {
 		if r.reply == nil && !r.fence {
-			r.sub = a.channelPayer(r.channel, r.sub)
+			p, err := a.channelPayer(r.channel, r.sub)
+			if err != nil {
+				a.answers <- jsAnswer{r: r, err: err, uncharged: true}
+				continue
+			}
+			r.sub = p
 		}
 		switch {
 		case r.reply != nil:
@@ -866,7 +1049,6 @@ func (a *jsArchive) runSender() {
 func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
 	m := nats.NewMsg(subj)
 	m.Data = r.payload
-	m.Header.Set(hdrSub, r.sub)
 	m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
 	// Every publish has an id, so the relay may try it again after a
 	// timeout (see jsTry) and JetStream stores it once: the client's, if
@@ -1117,7 +1299,7 @@ func (a *jsArchive) runAnswerer() {
 			}
 			// A duplicate's bytes are the first publish's, charged then.
 			a.settle(r.sub, int64(len(r.payload)), seq, err == nil && !dup)
-		} else if err != nil && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
+		} else if err != nil && !p.uncharged && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
 			a.settle(r.sub, int64(len(r.payload)), 0, false)
 		}
 		if err != nil && r.reply == nil {
