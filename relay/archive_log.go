@@ -46,6 +46,9 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 	if err := a.replay(ctx, segs, from, logPos{next, 0}); err != nil {
 		return fmt.Errorf("log replay: %w", err)
 	}
+	if err := a.loadSenderless(ctx, next); err != nil {
+		return err
+	}
 	if err := l.startSegment(next); err != nil {
 		return err
 	}
@@ -58,6 +61,53 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 		if _, err := a.w.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// loadSenderless reads the first segment whose records are known to
+// name no sender (the state key 'senderless_from'), setting it to next
+// at the first open that has none: relays before it wrote the
+// publishing account into each record (subLen), and a segment's file
+// could be a recycled one holding older records past its own. The
+// compactor moves the entries out of the segments below it
+// (moveSenderSegments), and the log removes their files instead of
+// reusing them, so no file of the archive keeps those names.
+func (a *archive) loadSenderless(ctx context.Context, next uint64) error {
+	var from int64
+	err := a.w.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'senderless_from'`).Scan(&from)
+	if errors.Is(err, sql.ErrNoRows) {
+		from = int64(next)
+		_, err = a.w.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('senderless_from', ?)`, from)
+	}
+	if err != nil {
+		return err
+	}
+	a.seglog.noReuseBelow = uint64(from)
+	return nil
+}
+
+// moveSenderSegments moves the entries of every segment below the
+// first senderless one (see loadSenderless) to the end of the log; the
+// indexer's collection then removes the emptied files.
+func (a *archive) moveSenderSegments() error {
+	var moved int
+	for _, seg := range a.seglog.list() {
+		if seg >= a.seglog.noReuseBelow || seg >= a.seglog.current.Load() {
+			break
+		}
+		select {
+		case <-a.quit:
+			return errStopping
+		default:
+		}
+		if err := a.moveSegment(seg); err != nil {
+			return err
+		}
+		moved++
+	}
+	if moved > 0 {
+		a.log.Info("relay: rewrote the archive's older log segments without their senders", "segments", moved)
 	}
 	return nil
 }
@@ -273,6 +323,9 @@ func (a *archive) runCompactor() {
 	defer t.Stop()
 	if err := a.migrateInline(); err != nil && !errors.Is(err, errStopping) {
 		a.log.Error("relay: moving the archive's older payloads into its log failed", "err", err)
+	}
+	if err := a.moveSenderSegments(); err != nil && !errors.Is(err, errStopping) {
+		a.log.Error("relay: rewriting the archive's older log segments failed", "err", err)
 	}
 	for {
 		select {

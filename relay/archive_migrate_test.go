@@ -322,3 +322,104 @@ func places(t *testing.T, tr *testRelay) map[int64]logPos {
 	}
 	return m
 }
+
+// TestOlderSegmentsLoseTheirSenders upgrades a file-backed archive whose
+// log records name their senders (subLen, as relays wrote them before
+// the channel paid for its entries): after the open, no file of the
+// archive holds the sender's name (the segments are rewritten and their
+// files deleted, not reused), and every entry is served as before.
+func TestOlderSegmentsLoseTheirSenders(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	cfg := Config{DBPath: path, NoSync: true, CheckpointInterval: 10 * time.Millisecond}
+	tr := startRelay(t, cfg)
+	p := newLogPublisher(t, tr.URL, nil)
+	p.publish(chLog, 12, 300, 0, false)
+	p.publish(chA, 12, 200, 4, true)
+	settled(t, tr)
+	p.c.c.CloseNow()
+	tr.stop(t)
+
+	// The log as an older relay wrote it: each record names its sender,
+	// the rows point at the payloads where they now are.
+	const sender = "older-sender-61d0c2"
+	db, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top uint64
+	for _, seg := range logSegments(t, path) {
+		var recs []logRec
+		var ats []int64
+		l, _, err := openSegLog(logDir(path), false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.scan(seg, 0, func(r *logRec, at int64) error {
+			c := *r
+			c.payload = slices.Clone(r.payload)
+			recs, ats = append(recs, c), append(ats, at)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		l.close()
+		var b []byte
+		for i := range recs {
+			if recs[i].kind == recEntry {
+				recs[i].sub = sender
+			}
+			start := len(b)
+			var at int
+			if b, at, err = appendRecord(b, segSeed(seg), &recs[i]); err != nil {
+				t.Fatal(err)
+			}
+			execSQL(t, db, `UPDATE messages SET at = ? WHERE seg = ? AND at = ?`, -int64(start+at), int64(seg), ats[i])
+		}
+		execSQL(t, db, `UPDATE messages SET at = -at WHERE seg = ? AND at < 0`, int64(seg))
+		f, err := os.OpenFile(filepath.Join(logDir(path), segName(seg)), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		top = max(top, seg)
+	}
+	execSQL(t, db, `UPDATE state SET value = ? WHERE key = 'log_seg'`, int64(top+1))
+	execSQL(t, db, `UPDATE state SET value = 0 WHERE key = 'log_off'`)
+	execSQL(t, db, `DELETE FROM state WHERE key = 'senderless_from'`)
+	db.Close()
+	holding := func() []string {
+		var in []string
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(sender)) {
+				in = append(in, filepath.Base(p))
+			}
+			return nil
+		})
+		return in
+	}
+	if len(holding()) == 0 {
+		t.Fatal("the older log names no sender: the test builds nothing to upgrade")
+	}
+
+	tr = startRelay(t, cfg)
+	checkServed(t, tr.URL, p.acked)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		left := holding()
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sender is still named in %v", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	settled(t, tr)
+	checkServed(t, tr.URL, p.acked)
+}

@@ -28,10 +28,10 @@ import (
 // channel (with its org and group), which for a room is its owner, whose
 // first commit starts it, and for a seat's sync channel the seat's own
 // account. The payer is kept once per channel (the payer column of the
-// SQLite archive's channels table; on JetStream the Skytale-Sub header,
-// which holds the channel's payer on each of its entries, never the
-// sender). So whatever gives an entry's bytes back (the cap, the TTL
-// sweep, a restart's recount from the rows) gives them back to the same
+// SQLite archive's channels table; on JetStream the channel's key in
+// the payer bucket beside the stream, see jetstream.go). So
+// whatever gives an entry's bytes back (the cap, the TTL sweep, a
+// restart's recount from the rows) gives them back to the same
 // four budgets that were charged, exactly, and the archive never holds a
 // link from an entry to the member who sent it. The cost: a member's
 // publishes count against the owner's budgets, so an owner vouches, with

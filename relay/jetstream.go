@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,12 +46,27 @@ import (
 // so the newest, which holds the fence, outlives the TTL; the relay hides
 // expired ones from reads and deletes all but the newest.
 //
+// The payer record names, once per channel, whom its entries are charged
+// to (budget.go); no entry carries an account. The records are the keys
+// of a KeyValue bucket beside the stream (<stream>_PAYERS, with the
+// stream's replicas), the channel's token the key, so the stream's
+// sequences stay the channels' seqs. A relay creates a channel's record
+// before it publishes the channel's first entry, and only if there is
+// none (KeyValue Create), so of two relays taking a new channel's first
+// publishes at once one writes it and the other reads it: every relay
+// charges the same payer. A relay reads the whole bucket at start, and
+// a record it does not hold when an entry of its channel comes through
+// the consumer (another relay's new channel) once. Entries stored
+// before the records existed carry the payer in a Skytale-Sub header;
+// they are read as before, and leave by the cap or the TTL.
+//
 // Each relay consumes the whole stream with an ordered consumer and pushes
 // every entry to its own subscribers, whichever relay took the publish;
 // a publish is acknowledged only once JetStream acknowledged it, and an
 // entry is pushed only once it is in the stream, so a read that starts
 // after a push always finds the entry. The consumer also keeps, per relay,
-// a mirror of the entries within the caps (seq, the channel's payer, size, time),
+// a mirror of the entries within the caps (seq, size, time, and each
+// channel's payer),
 // from which the account quotas are counted; a relay replays the stream's
 // headers into it at start.
 
@@ -64,8 +77,10 @@ const (
 
 // Header names of the stream's messages.
 const (
-	hdrSub = "Skytale-Sub" // the channel's payer (budget.go), the same on all its entries; not the sender
-	hdrTS  = "Skytale-Ts"  // the relay's time of the publish, Unix ms
+	// hdrSub was set on each entry, naming the channel's payer, by relays
+	// that kept no payer record; none is written now.
+	hdrSub = "Skytale-Sub"
+	hdrTS  = "Skytale-Ts" // the relay's time of the publish, Unix ms
 	// hdrOrigin (<relay node id>.<conn id>) was set by relays that
 	// marked each entry with the connection that published it; none is
 	// written now (see origins).
@@ -128,41 +143,11 @@ type jsHead struct {
 	reset    int64
 }
 
-// jsEntry is an entry within the caps, in a relay's mirror.
-type jsEntry struct {
-	seq uint64
-	ts  int64
-	sub string
-	n   int64
-}
-
-// jsChan is a relay's mirror of one channel.
-type jsChan struct {
-	payer   string    // whom the channel's entries are charged to (budget.go)
-	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
-	head    jsHead
-	known   bool // head is the newest the relay has seen (not only a guess)
-	// The drop floors: the newest application entry and the newest
-	// handshake entry (not a fence marker) the mirror saw leave by the
-	// cap or the TTL. A read from below one is truncated.
-	dropApp, dropHS uint64
-}
-
-// dropped records that e left a channel's application (hs false) or
-// handshake log.
-func (c *jsChan) dropped(e jsEntry, hs bool) {
-	switch {
-	case !hs:
-		c.dropApp = max(c.dropApp, e.seq)
-	case e.n > 0:
-		c.dropHS = max(c.dropHS, e.seq)
-	}
-}
-
 type jsArchive struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	payers jetstream.KeyValue // the channels' payer records
 	name   string
 	hub    *hub
 	log    *slog.Logger
@@ -230,6 +215,9 @@ type jsAnswer struct {
 	sent time.Time // when paf was sent
 	seq  uint64
 	err  error
+	// uncharged: err came before the publish was charged (its payer
+	// record could not be written), so there is nothing to give back.
+	uncharged bool
 }
 
 var _ archiver = (*jsArchive)(nil)
@@ -322,10 +310,14 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err != nil {
 		return unreachable(err)
 	}
+	payers, err := bindPayers(ctx, js, name, stream.CachedInfo().Config.Replicas)
+	if err != nil {
+		return unreachable(err)
+	}
 	var id [8]byte
 	rand.Read(id[:])
 	a := &jsArchive{
-		nc: nc, js: js, stream: stream, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
+		nc: nc, js: js, stream: stream, payers: payers, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
 		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, maxFirstEpoch: cfg.MaxFirstEpoch,
 		maxHandshake: maxHS,
 		node:         hex.EncodeToString(id[:]),
@@ -341,6 +333,9 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if err := a.loadPayers(ctx); err != nil {
+		return unreachable(err)
 	}
 	if err := a.replay(ctx); err != nil {
 		return unreachable(err)
@@ -474,6 +469,19 @@ func UpdateStreamReplicas(ctx context.Context, url, stream string, replicas int,
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("relay: JetStream stream %s: update to %d replicas: %w", stream, replicas, err)
 	}
+	// The payer bucket follows the stream's replicas.
+	kv, err := js.Stream(ctx, "KV_"+stream+payersSuffix)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // no relay has started on the stream since the records came
+	}
+	if err != nil {
+		return fmt.Errorf("relay: JetStream bucket %s: %w", stream+payersSuffix, err)
+	}
+	kcfg := kv.CachedInfo().Config
+	kcfg.Replicas = replicas
+	if _, err := js.UpdateStream(ctx, kcfg); err != nil {
+		return fmt.Errorf("relay: JetStream bucket %s: update to %d replicas: %w", stream+payersSuffix, replicas, err)
+	}
 	return nil
 }
 
@@ -522,614 +530,6 @@ func (hd jsHead) header(h nats.Header) {
 	}
 }
 
-// The mirror.
-
-func (a *jsArchive) chanLocked(name string) *jsChan {
-	c := a.chans[name]
-	if c == nil {
-		c = &jsChan{}
-		a.chans[name] = c
-	}
-	return c
-}
-
-// channelPayer returns whom the entries of ch are charged to: the payer
-// the mirror knows for it (from its entries' headers), or, for a channel
-// it has seen no entry of, sub, the first publisher. Two relays taking the
-// first publishes of a new channel at once may each pick their own; each
-// entry's bytes go back to the payer its header names, so the budgets stay
-// exact, and the mirror keeps the first it sees.
-func (a *jsArchive) channelPayer(ch, sub string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c := a.chanLocked(ch)
-	if c.payer == "" {
-		c.payer = a.intern(sub)
-	}
-	return c.payer
-}
-
-func (a *jsArchive) intern(sub string) string {
-	if s, ok := a.subs[sub]; ok {
-		return s
-	}
-	a.subs[sub] = sub
-	return sub
-}
-
-// apply adds one message of the stream to the mirror; it reports the
-// channel, entry type and time when the message is an entry to deliver.
-func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (channel string, et uint8, ts int64, entry bool) {
-	kind, ch, ok := a.parseSubject(subj)
-	if !ok {
-		return "", 0, 0, false
-	}
-	ts, _ = strconv.ParseInt(h.Get(hdrTS), 10, 64)
-	typ := h.Get(hdrType)
-	marker := kind == 'h' && typ == fenceMarker
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if seq <= a.hw {
-		return "", 0, 0, false
-	}
-	a.hw = seq
-	c := a.chanLocked(ch)
-	sub := a.intern(h.Get(hdrSub))
-	if c.payer == "" {
-		c.payer = sub
-	}
-	if marker {
-		n = 0
-	}
-	e := jsEntry{seq: seq, ts: ts, sub: sub, n: n}
-	list := &c.app
-	if kind == 'h' {
-		list = &c.hs
-		if seq > c.head.seq {
-			c.head, c.known = headOf(seq, h), true
-		}
-	}
-	*list = append(*list, e)
-	if len(*list) > a.cap {
-		a.creditLocked((*list)[0])
-		c.dropped((*list)[0], kind == 'h')
-		*list = (*list)[1:]
-	}
-	a.usage.add(parsePayer(sub), n)
-	if p, ok := a.pendSeq[seq]; ok {
-		delete(a.pendSeq, seq)
-		a.unpendLocked(p.sub, p.n)
-	}
-	if marker {
-		return "", 0, 0, false
-	}
-	et = EntryApp
-	if kind == 'h' {
-		v, _ := strconv.ParseUint(typ, 10, 8)
-		et = uint8(v)
-	}
-	return ch, et, ts, true
-}
-
-func (a *jsArchive) creditLocked(e jsEntry) {
-	if e.n == 0 {
-		return
-	}
-	a.usage.add(parsePayer(e.sub), -e.n)
-}
-
-func (a *jsArchive) unpendLocked(sub string, n int64) {
-	a.pend.add(parsePayer(sub), -n)
-}
-
-// charge reserves n bytes of a payer's budgets for a publish; it returns
-// the scope of the budget they would pass, or "" once they are reserved.
-func (a *jsArchive) charge(sub string, n int64) string {
-	p := parsePayer(sub)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if scope := a.budget.refuse(p, n, a.usage, a.pend); scope != "" {
-		return scope
-	}
-	a.pend.add(p, n)
-	return ""
-}
-
-// settle ends the charge of a publish: refused or failed, the bytes go
-// back; stored at seq, they move to the mirror's count when the consumer
-// reaches seq (at once if it has).
-func (a *jsArchive) settle(sub string, n int64, seq uint64, stored bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !stored || seq <= a.hw {
-		a.unpendLocked(sub, n)
-		return
-	}
-	a.pendSeq[seq] = subBytes{sub, n}
-}
-
-func (a *jsArchive) used(sub string) int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.usage.account[sub] + a.pend.account[sub]
-}
-
-func (a *jsArchive) storedBytes() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.usage.total
-}
-
-func (a *jsArchive) budgetUse() (budgetUse, limits) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.usage.use(a.pend), a.budget
-}
-
-// replay reads the headers of every message in the stream into the
-// mirror, so quotas and fences are known before the relay serves.
-func (a *jsArchive) replay(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	info, err := a.stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("relay: JetStream stream info: %w", err)
-	}
-	if info.State.Msgs == 0 {
-		a.hw = info.State.LastSeq
-		return nil
-	}
-	cons, err := a.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{a.name + ".>"},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		HeadersOnly:    true,
-	})
-	if err != nil {
-		return fmt.Errorf("relay: JetStream replay: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("relay: JetStream replay: %w", err)
-	}
-	defer it.Stop()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("relay: JetStream replay: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("relay: JetStream replay: %w", err)
-		}
-		n, _ := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
-		a.apply(md.Sequence.Stream, m.Subject(), m.Headers(), n)
-		if md.NumPending == 0 || md.Sequence.Stream >= info.State.LastSeq {
-			a.replayedFloors()
-			return nil
-		}
-	}
-}
-
-// replayedFloors sets the drop floors the replay could not see: the
-// stream keeps no record of what the cap pushed out before this relay
-// started, so a log the replay found full counts as cut just below its
-// oldest entry. (What the TTL removed before then is not known; see the
-// package documentation.)
-func (a *jsArchive) replayedFloors() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, c := range a.chans {
-		if len(c.app) >= a.cap && c.app[0].seq > 1 {
-			c.dropApp = max(c.dropApp, c.app[0].seq-1)
-		}
-		if len(c.hs) >= a.cap && c.hs[0].seq > 1 {
-			c.dropHS = max(c.dropHS, c.hs[0].seq-1)
-		}
-	}
-}
-
-// floorsOf returns what a read of a channel's log from since reports
-// besides its entries: whether an entry after since is gone, and the
-// oldest seq of the log within the TTL. first is the page's first entry
-// (0 for none) and hw the mirror's high-water mark when the read began.
-// An entry is gone when the mirror saw it leave (see jsChan), or when the
-// mirror holds an entry from before the read, after since and before
-// first, which the stream did not return: the stream's cap pushed it out
-// before the mirror learned of it.
-func (a *jsArchive) floorsOf(name string, since, first, hw uint64, cutoff int64, appOnly bool) (bool, uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c := a.chans[name]
-	if c == nil {
-		return false, first // the mirror has not seen the channel yet
-	}
-	dropped := c.dropApp
-	if !appOnly {
-		dropped = max(dropped, c.dropHS)
-	}
-	trunc := since < dropped
-	var oldest uint64
-	scan := func(list []jsEntry, hs bool) {
-		found := false
-		for _, e := range list {
-			if hs && e.n == 0 {
-				continue // a fence marker, never in a page
-			}
-			if e.ts < cutoff {
-				if e.seq > since {
-					trunc = true
-				}
-				continue
-			}
-			if !found {
-				found = true
-				if oldest == 0 || e.seq < oldest {
-					oldest = e.seq
-				}
-			}
-			if e.seq > since && e.seq <= hw && (first == 0 || e.seq < first) {
-				trunc = true
-			}
-			if e.seq > since {
-				break
-			}
-		}
-	}
-	scan(c.app, false)
-	if !appOnly {
-		scan(c.hs, true)
-	}
-	if first != 0 && (oldest == 0 || since < oldest || first < oldest) {
-		// The page began below every entry the mirror holds, so its
-		// first entry is the oldest the stream holds, which the mirror
-		// may not know yet (or may still think is gone later).
-		oldest = first
-	}
-	return trunc, oldest
-}
-
-// start starts the publish pipeline and the sweep.
-func (a *jsArchive) start() {
-	a.stopSweep, a.sweepDone = make(chan struct{}), make(chan struct{})
-	a.wg.Go(a.runSender)
-	a.wg.Go(a.runAnswerer)
-	go a.runSweep()
-}
-
-// deliver is the consumer's handler: it mirrors the message and pushes it
-// to this relay's subscribers.
-func (a *jsArchive) deliver(m jetstream.Msg) {
-	md, err := m.Metadata()
-	if err != nil {
-		return
-	}
-	seq := md.Sequence.Stream
-	data := m.Data()
-	ch, et, ts, ok := a.apply(seq, m.Subject(), m.Headers(), int64(len(data)))
-	if !ok {
-		return
-	}
-	var from uint64
-	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
-		a.omu.Lock()
-		if o, ok := a.origins[id]; ok {
-			from = o.conn
-			delete(a.origins, id)
-		}
-		a.omu.Unlock()
-	}
-	if node, id, ok := strings.Cut(m.Headers().Get(hdrOrigin), "."); ok && node == a.node {
-		from, _ = strconv.ParseUint(id, 10, 64) // a message from before origins
-	}
-	f := pushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
-	f = base64.StdEncoding.AppendEncode(f, data)
-	f = pushSuffix(f, seq, et, ts)
-	a.hub.fanoutExcept(ch, f, from)
-}
-
-func (a *jsArchive) submit(r *pubReq) { a.reqs <- r }
-
-func (a *jsArchive) acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
-
-// waitVisible has nothing to wait for: an entry is pushed only once
-// JetStream stored it, and reads ask JetStream's stream leader.
-func (a *jsArchive) waitVisible(context.Context) error { return nil }
-
-// runSender takes requests in arrival order: application entries are
-// published asynchronously (JetStream keeps a connection's order), a
-// handshake entry waits for its compare-and-set, and everything goes on to
-// runAnswerer in the same order.
-func (a *jsArchive) runSender() {
-	defer close(a.answers)
-	for r := range a.reqs {
-		if r.reply == nil && !r.fence {
-			r.sub = a.channelPayer(r.channel, r.sub)
-		}
-		switch {
-		case r.reply != nil:
-			a.answers <- jsAnswer{r: r}
-		case r.fence:
-			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.channel, r.resetTo, r.resetID)}
-		case r.hdr.entryType == EntryApp:
-			if scope := a.charge(r.sub, int64(len(r.payload))); scope != "" {
-				r.refused = quotaFrame(scope)
-				a.answers <- jsAnswer{r: r}
-				continue
-			}
-			m := a.message(a.appSubject(r.channel), r)
-			paf, err := a.js.PublishMsgAsync(m)
-			a.answers <- jsAnswer{r: r, paf: paf, sent: time.Now(), err: err}
-		default:
-			seq, err := a.publishHandshake(r)
-			a.answers <- jsAnswer{r: r, seq: seq, err: err}
-		}
-	}
-}
-
-func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
-	m := nats.NewMsg(subj)
-	m.Data = r.payload
-	m.Header.Set(hdrSub, r.sub)
-	m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
-	// Every publish has an id, so the relay may try it again after a
-	// timeout (see jsTry) and JetStream stores it once: the client's, if
-	// it gave one (scoped to its account and channel, see dedup.go), so
-	// its own retry is stored once as well; else one of the relay's.
-	id := r.id
-	if id == "" {
-		id = a.node + "." + strconv.FormatUint(a.msgIDs.Add(1), 10)
-	}
-	m.Header.Set(jetstream.MsgIDHeader, id)
-	if r.c != nil {
-		a.omu.Lock()
-		a.origins[id] = origin{conn: r.c.id, at: time.Now()}
-		a.omu.Unlock()
-	}
-	return m
-}
-
-// retryable reports whether a failed JetStream request may have met a
-// leader change, a server lost or a reconnect, and is worth trying again.
-func retryable(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		// JetStream answered: only "not ready" answers are transient.
-		return apiErr.Code == 503
-	}
-	return err != nil
-}
-
-// publishRetry publishes m until it is stored or jsBudget has passed
-// since start, jsTry at a time; the message's Nats-Msg-Id keeps the tries
-// one entry.
-func (a *jsArchive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	wait := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
-		ack, err := a.js.PublishMsg(ctx, m, opts...)
-		cancel()
-		if err == nil || !retryable(err) || time.Since(start)+wait > jsBudget {
-			return ack, err
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, jsMaxWait)
-	}
-}
-
-// head returns what the relay knows of a channel's handshake subject,
-// reading its last message from JetStream when it knows nothing or fresh
-// is set.
-func (a *jsArchive) head(channel string, fresh bool) (jsHead, error) {
-	if !fresh {
-		a.mu.Lock()
-		c := a.chans[channel]
-		if c != nil && c.known {
-			hd := c.head
-			a.mu.Unlock()
-			return hd, nil
-		}
-		a.mu.Unlock()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-	defer cancel()
-	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
-	var hd jsHead
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
-		return jsHead{}, err
-	default:
-		hd = headOf(m.Sequence, m.Header)
-	}
-	a.learn(channel, hd)
-	return hd, nil
-}
-
-// learn records a head read or written, unless the mirror has a newer one.
-func (a *jsArchive) learn(channel string, hd jsHead) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c := a.chanLocked(channel)
-	if hd.seq >= c.head.seq {
-		c.head = hd
-	}
-	c.known = true
-}
-
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// casAttempts bounds the retries of one handshake publish that keeps
-// losing the compare-and-set to other relays.
-const casAttempts = 64
-
-// publishHandshake stores a handshake entry with the fence checked and
-// moved in the same compare-and-set; a refusal is left in r.refused.
-func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
-	n := int64(len(r.payload))
-	fresh := false
-	for range casAttempts {
-		hd, err := a.head(r.channel, fresh)
-		if err != nil {
-			return 0, err
-		}
-		fresh = true
-		next := hd
-		if r.hdr.commit {
-			if hd.hasEpoch && r.hdr.epoch != hd.epoch {
-				if r.id != "" {
-					// The retry of a commit that moved the fence itself.
-					if seq, ok := a.storedAsLast(r.channel, r.id); ok {
-						return seq, nil
-					}
-				}
-				r.refused = staleEpochFrame(hd.epoch)
-				return 0, nil
-			}
-			if r.hdr.epoch == math.MaxUint64 || !hd.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
-				r.refused = epochOutOfRangeFrame(a.maxFirstEpoch)
-				return 0, nil
-			}
-			next.hasEpoch, next.epoch = true, r.hdr.epoch+1
-		}
-		if scope := a.charge(r.sub, n); scope != "" {
-			r.refused = quotaFrame(scope)
-			return 0, nil
-		}
-		m := a.message(a.hsSubject(r.channel), r)
-		m.Header.Set(hdrType, strconv.Itoa(int(r.hdr.entryType)))
-		m.Header.Set(jetstream.MsgTTLHeader, "never")
-		next.header(m.Header)
-		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
-		if isWrongLastSeq(err) && r.id != "" {
-			// The publish may be the retry of one stored a moment ago
-			// (JetStream checks the id before the sequence in a
-			// cluster, not always on one server): the newest message
-			// tells.
-			if seq, ok := a.storedAsLast(r.channel, r.id); ok {
-				a.settle(r.sub, n, 0, false)
-				return seq, nil
-			}
-		}
-		if isWrongLastSeq(err) {
-			a.settle(r.sub, n, 0, false)
-			continue
-		}
-		if err != nil {
-			a.settle(r.sub, n, 0, false)
-			return 0, err
-		}
-		if ack.Duplicate {
-			a.settle(r.sub, n, 0, false)
-			return ack.Sequence, nil
-		}
-		next.seq = ack.Sequence
-		a.learn(r.channel, next)
-		a.settle(r.sub, n, ack.Sequence, true)
-		return ack.Sequence, nil
-	}
-	return 0, errors.New("relay: the channel's handshake subject kept changing")
-}
-
-// storedAsLast reports the seq of the channel's newest handshake message
-// if it carries the publish id key.
-func (a *jsArchive) storedAsLast(channel, key string) (uint64, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), jsTry)
-	defer cancel()
-	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
-	if err != nil || m.Header.Get(jetstream.MsgIDHeader) != key {
-		return 0, false
-	}
-	return m.Sequence, true
-}
-
-// fenceReset stores a fence marker on the channel's handshake subject. A
-// reset the directory feed carries (id > 0) is applied once, by whichever
-// relay gets to it first: every relay follows the feed.
-func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
-	for range casAttempts {
-		hd, err := a.head(channel, true)
-		if err != nil {
-			return err
-		}
-		if id > 0 && hd.reset >= id {
-			return nil
-		}
-		next := jsHead{hasEpoch: true, epoch: epoch, reset: max(hd.reset, id)}
-		m := nats.NewMsg(a.hsSubject(channel))
-		m.Header.Set(hdrType, fenceMarker)
-		m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
-		m.Header.Set(jetstream.MsgTTLHeader, "never")
-		m.Header.Set(jetstream.MsgIDHeader, a.node+".f"+strconv.FormatUint(a.msgIDs.Add(1), 10))
-		next.header(m.Header)
-		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
-		if isWrongLastSeq(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		next.seq = ack.Sequence
-		a.learn(channel, next)
-		return nil
-	}
-	return errors.New("relay: the channel's handshake subject kept changing")
-}
-
-// nextEpoch reads the fence from the channel's handshake subject itself,
-// not the mirror, so it is the fence every relay of the cluster checks.
-func (a *jsArchive) nextEpoch(_ context.Context, channel string) (uint64, bool, error) {
-	hd, err := a.head(channel, true)
-	if err != nil {
-		return 0, false, fmt.Errorf("relay: reading the commit fence: %w", err)
-	}
-	return hd.epoch, hd.hasEpoch, nil
-}
-
-func (a *jsArchive) resetFence(channel string, epoch uint64, id int64) error {
-	if epoch == math.MaxUint64 {
-		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
-	}
-	done := make(chan error, 1)
-	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, resetID: id, done: done})
-	return <-done
-}
-
-// runAnswerer answers requests in arrival order, each once JetStream has.
-func (a *jsArchive) runAnswerer() {
-	for p := range a.answers {
-		r := p.r
-		seq, err := p.seq, p.err
-		if p.paf != nil {
-			dup := false
-			select {
-			case ack := <-p.paf.Ok():
-				seq, dup = ack.Sequence, ack.Duplicate
-			case err = <-p.paf.Err():
-				// A timeout or a lost server: the same message again,
-				// on the stream's leader now (stored once by its id).
-				if retryable(err) {
-					var ack *jetstream.PubAck
-					if ack, err = a.publishRetry(p.sent, p.paf.Msg()); err == nil {
-						seq, dup = ack.Sequence, ack.Duplicate
-					}
-				}
-			}
-			// A duplicate's bytes are the first publish's, charged then.
-			a.settle(r.sub, int64(len(r.payload)), seq, err == nil && !dup)
-		} else if err != nil && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
-			a.settle(r.sub, int64(len(r.payload)), 0, false)
-		}
-		if err != nil && r.reply == nil {
-			a.log.Error("relay: JetStream publish failed", "err", err)
-		}
-		a.answer(r, seq, err)
-	}
-}
-
 // ready checks that NATS is connected and the stream answers; the
 // stream's answer stands for readyCheckEvery, and callers meanwhile wait
 // for the one check in flight.
@@ -1157,297 +557,6 @@ func (a *jsArchive) ready(ctx context.Context) error {
 }
 
 func (a *jsArchive) up() bool { return a.nc.IsConnected() }
-
-func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
-	if r.weight > 0 {
-		a.inflight.Release(r.weight)
-	}
-	if r.done != nil {
-		r.done <- err
-		return
-	}
-	if r.c == nil {
-		return
-	}
-	f := r.reply
-	switch {
-	case f != nil:
-	case r.refused != nil:
-		f = r.refused
-	case err != nil:
-		f = errorFrame("internal", "the archive could not store the message")
-	default:
-		f = ackFrame(seq)
-	}
-	r.c.pushAnswer(f)
-	r.c.pending.Add(-1)
-}
-
-// runSweep gives expired entries' bytes back and deletes expired
-// handshake messages but the newest of each channel (which JetStream keeps
-// past MaxAge, as it holds the fence).
-func (a *jsArchive) runSweep() {
-	defer close(a.sweepDone)
-	t := time.NewTicker(sweepInterval(a.ttl))
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stopSweep:
-			return
-		case <-t.C:
-			a.sweep()
-		}
-	}
-}
-
-func (a *jsArchive) sweep() {
-	a.omu.Lock()
-	for id, o := range a.origins {
-		if time.Since(o.at) > originTTL {
-			delete(a.origins, id)
-		}
-	}
-	a.omu.Unlock()
-	cutoff := a.now().Add(-a.ttl).UnixMilli()
-	var del []uint64
-	a.mu.Lock()
-	for name, c := range a.chans {
-		k := 0
-		for k < len(c.app) && c.app[k].ts < cutoff {
-			a.creditLocked(c.app[k])
-			c.dropped(c.app[k], false)
-			k++
-		}
-		c.app = c.app[k:]
-		k = 0
-		for k < len(c.hs) && c.hs[k].ts < cutoff {
-			a.creditLocked(c.hs[k])
-			c.dropped(c.hs[k], true)
-			if c.hs[k].seq != c.head.seq {
-				del = append(del, c.hs[k].seq)
-			}
-			k++
-		}
-		c.hs = c.hs[k:]
-		if len(c.app) == 0 && len(c.hs) == 0 && !c.known && c.dropApp == 0 && c.dropHS == 0 {
-			delete(a.chans, name)
-		}
-	}
-	a.mu.Unlock()
-	for _, seq := range del {
-		ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
-		err := a.stream.DeleteMsg(ctx, seq)
-		cancel()
-		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
-			a.log.Error("relay: JetStream sweep failed", "err", err)
-			return
-		}
-	}
-}
-
-// errArchiveUnavailable wraps a read the archive could not serve within
-// its budget (JetStream had no leader for the stream, or no server
-// answered): the relay answers 503 with Retry-After, not 500.
-var errArchiveUnavailable = errors.New("relay: the archive is unavailable")
-
-// pageReader is a page read's consumer: a short-lived one on the stream,
-// filtered to the channel's subjects, from a start sequence. When a try
-// meets a leader change or a lost server, the read opens a new consumer
-// from the entry after the last one it got and goes on, until its budget
-// (jsBudget, or the request's deadline if sooner) is spent.
-type pageReader struct {
-	a        *jsArchive
-	ctx      context.Context
-	filter   string
-	start    time.Time
-	cons     jetstream.Consumer
-	cname    string
-	next     uint64 // the stream seq the page goes on from
-	pending  uint64
-	attempts int
-}
-
-// open (re)creates the consumer from r.next, trying again until the
-// budget is spent.
-func (r *pageReader) open() error {
-	r.drop()
-	wait := 50 * time.Millisecond
-	for {
-		var id [8]byte
-		rand.Read(id[:])
-		cname := "read-" + hex.EncodeToString(id[:])
-		cctx, cancel := context.WithTimeout(r.ctx, jsTry)
-		cons, err := r.a.stream.CreateConsumer(cctx, jetstream.ConsumerConfig{
-			Name:              cname,
-			FilterSubject:     r.filter,
-			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:       r.next,
-			AckPolicy:         jetstream.AckNonePolicy,
-			MemoryStorage:     true,
-			Replicas:          1,
-			InactiveThreshold: time.Minute,
-		})
-		cancel()
-		if err == nil {
-			r.cons, r.cname, r.pending = cons, cname, cons.CachedInfo().NumPending
-			return nil
-		}
-		if err := r.retry(err, &wait); err != nil {
-			return err
-		}
-	}
-}
-
-// retry waits before the next try of a failed one, or returns the error
-// to end the read with when no try is left.
-func (r *pageReader) retry(err error, wait *time.Duration) error {
-	r.attempts++
-	if !retryable(err) || r.ctx.Err() != nil || time.Since(r.start)+*wait > jsBudget {
-		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
-	}
-	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < *wait+jsTry {
-		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
-	}
-	time.Sleep(*wait)
-	*wait = min(2**wait, jsMaxWait)
-	return nil
-}
-
-// drop deletes the consumer, if any (a consumer on a lost server goes by
-// its InactiveThreshold).
-func (r *pageReader) drop() {
-	if r.cons == nil {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), jsTry)
-	r.a.stream.DeleteConsumer(dctx, r.cname)
-	cancel()
-	r.cons = nil
-}
-
-// writePage serves a page from JetStream through a short-lived consumer
-// on the stream, filtered to the channel's subjects from since+1; it
-// fetches in rounds of at most the page's bytes, so a read holds about
-// one page, never the whole channel. A leader change or a lost server
-// during the read costs a new consumer from where the page got to (see
-// pageReader); a read that cannot start within its budget is
-// errArchiveUnavailable, and one that cannot finish is aborted (the
-// client sees a broken body, never a page that looks whole).
-func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
-	filter := a.name + ".*." + a.token(name)
-	if appOnly {
-		filter = a.appSubject(name)
-	}
-	cutoff := a.now().Add(-a.ttl).UnixMilli()
-	a.mu.Lock()
-	hw := a.hw
-	a.mu.Unlock()
-	r := &pageReader{a: a, ctx: ctx, filter: filter, start: time.Now(), next: since + 1}
-	defer r.drop()
-	if since+1 != 0 { // past the last possible seq nothing follows
-		if err := r.open(); err != nil {
-			return false, err
-		}
-	}
-	begin()
-	pe := newPageEncoder(w, maxBytes, appOnly)
-	defer pe.release()
-	n, empty := 0, 0
-	wait := 50 * time.Millisecond
-	// failed ends a try: the read goes on from r.next on a new consumer,
-	// or ends with the error.
-	failed := func(err error) error {
-		if err := r.retry(err, &wait); err != nil {
-			return err
-		}
-		return r.open()
-	}
-	for r.pending > 0 && !pe.more {
-		batch := min(r.pending, uint64(limit+1-n))
-		msgs, err := r.cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
-		if err != nil {
-			if err := failed(err); err != nil {
-				return true, err
-			}
-			continue
-		}
-		got := uint64(0)
-		for m := range msgs.Messages() {
-			got++
-			if pe.more {
-				continue // drain the batch
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				return true, fmt.Errorf("relay: archive read: %w", err)
-			}
-			if md.Sequence.Stream < r.next {
-				continue // a retry's consumer starts no earlier than this
-			}
-			r.next = md.Sequence.Stream + 1
-			h := m.Headers()
-			ts, _ := strconv.ParseInt(h.Get(hdrTS), 10, 64)
-			typ := h.Get(hdrType)
-			if typ == fenceMarker {
-				continue
-			}
-			if ts < cutoff {
-				pe.truncated = true // past the TTL, not yet removed
-				continue
-			}
-			if n == limit {
-				pe.more = true
-				continue
-			}
-			var et uint8
-			if typ != "" {
-				x, _ := strconv.ParseUint(typ, 10, 8)
-				et = uint8(x)
-			}
-			fits, err := pe.add(md.Sequence.Stream, et, ts, m.Data())
-			if err != nil {
-				return true, err
-			}
-			if fits {
-				n++
-			} else {
-				r.next = md.Sequence.Stream // not in this page
-			}
-		}
-		if err := msgs.Error(); err != nil && !pe.more {
-			if err := failed(err); err != nil {
-				return true, err
-			}
-			continue
-		}
-		if got == 0 {
-			// What was pending went meanwhile (the cap, MaxAge or the
-			// sweep deleted it), or JetStream is slow: ask what is left.
-			if empty++; empty > 3 {
-				return true, errors.New("relay: archive read: JetStream sends nothing of a pending page")
-			}
-			ictx, cancel := context.WithTimeout(ctx, jsTry)
-			info, err := r.cons.Info(ictx)
-			cancel()
-			if err != nil {
-				if err := failed(err); err != nil {
-					return true, err
-				}
-				continue
-			}
-			r.pending = info.NumPending
-			continue
-		}
-		empty = 0
-		r.pending -= min(got, r.pending)
-	}
-	// After the page: the mirror has then seen at least what the stream
-	// pushed out before the page was read, so a loss under it is told.
-	trunc, oldest := a.floorsOf(name, since, pe.first, hw, cutoff, appOnly)
-	pe.truncated = pe.truncated || trunc
-	pe.oldest = oldest
-	return true, pe.finish()
-}
 
 // stop answers everything accepted, then stops the consumer.
 func (a *jsArchive) stop() {

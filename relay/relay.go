@@ -337,49 +337,8 @@ type Server struct {
 
 // New opens the archive and starts the relay's background goroutines.
 func New(cfg Config) (*Server, error) {
-	if len(cfg.JWTSecret) == 0 {
-		return nil, errors.New("relay: JWTSecret is required")
-	}
-	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
-		cfg.MembersPoll < 0 || cfg.ReadyFeedLag < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
-		cfg.MaxUnauthConnsPerNet < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.MaxConnsPerNet < 0 ||
-		cfg.PingInterval < 0 || cfg.PingTimeout < 0 ||
-		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
-		return nil, errors.New("relay: negative limit in Config")
-	}
-	if cfg.Members == nil && !cfg.OpenChannels {
-		return nil, errors.New("relay: Config.Members is required (the directory, NewHTTPMembers or a MemberSet), unless OpenChannels")
-	}
-	setDefault(&cfg.MembersPoll, DefaultMembersPoll)
-	setDefault(&cfg.PreAuthReadLimit, DefaultPreAuthReadLimit)
-	setDefault(&cfg.MaxConns, DefaultMaxConns)
-	setDefault(&cfg.MaxUnauthConns, min(DefaultMaxUnauthConns, max(1, cfg.MaxConns/4)))
-	setDefault(&cfg.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr)
-	setDefault(&cfg.MaxUnauthConnsPerNet, DefaultMaxUnauthConnsPerNet)
-	setDefault(&cfg.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
-	setDefault(&cfg.MaxConnsPerNet, DefaultMaxConnsPerNet)
-	setDefault(&cfg.PingInterval, DefaultPingInterval)
-	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
-	if cfg.MaxUnauthConns >= cfg.MaxConns {
-		return nil, fmt.Errorf("relay: MaxUnauthConns (%d), the login reserve, must be below MaxConns (%d)", cfg.MaxUnauthConns, cfg.MaxConns)
-	}
-	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
-	setDefault(&cfg.MaxConnsPerAccount, DefaultMaxConnsPerAccount)
-	setDefault(&cfg.MaxQueueBytes, DefaultMaxQueueBytes)
-	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
-	setDefault(&cfg.ArchiveTTL, DefaultArchiveTTL)
-	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
-	setDefault(&cfg.ReadyFeedLag, DefaultReadyFeedLag)
-	setDefault(&cfg.SendQueue, DefaultSendQueue)
-	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
-	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
-	setDefault(&cfg.LargeFrameWait, DefaultLargeFrameWait)
-	setDefault(&cfg.LargeFrameTimeout, DefaultLargeFrameTimeout)
-	if w := largeFrameWeight(MaxHandshakePayload); cfg.LargeFrameBudget < w {
-		return nil, fmt.Errorf("relay: LargeFrameBudget must be at least %d bytes (one %d-byte handshake read and decoded)", w, MaxHandshakePayload)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if err := configDefaults(&cfg); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -423,31 +382,16 @@ func New(cfg Config) (*Server, error) {
 		s.mem = s.newMembersPoller()
 	}
 	s.cfg.Logger = log
-	if cfg.NATSURL != "" {
-		// The local SQLite keeps the relay's own state (revocations,
-		// members); the archive is the stream.
-		if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("relay: %w", err)
-		}
-		s.arch, err = openJetStream(ctx, s.hub, &s.cfg)
-	} else {
-		s.arch, err = openArchive(ctx, db, s.hub, &s.cfg)
-	}
+	s.arch, err = backends[backendName(&cfg)](ctx, db, s.hub, &s.cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	s.log.Info("relay: archive budgets", "account", s.cfg.AccountQuota, "group", s.cfg.GroupBudget,
 		"org", s.cfg.OrgBudget, "server", s.cfg.ServerBudget)
-	if a, ok := s.arch.(*archive); ok {
-		a.counters = counters // before start: its goroutines read it
-		s.lendFrames = true
-	}
-	s.maxHandshake = MaxHandshakePayload
-	if a, ok := s.arch.(*jsArchive); ok {
-		s.maxHandshake = a.maxHandshake
-	}
+	s.arch.useCounters(counters) // before start: its goroutines read them
+	s.lendFrames = s.arch.lendsFrames()
+	s.maxHandshake = s.arch.handshakeLimit()
 	s.largeReadLimit = frameLimit(s.maxHandshake)
 	s.largeWeight = largeFrameWeight(s.maxHandshake)
 	s.large = semaphore.NewWeighted(cfg.LargeFrameBudget)
@@ -464,25 +408,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 
-	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /health", s.handleHealth)
-	s.mux.HandleFunc("GET /ready", s.handleReady)
-	s.mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, true) })
-	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
-	s.mux.HandleFunc("GET /ws", s.handleWS)
-	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
-	s.mux.HandleFunc("GET /v1/internal/fence", s.handleInternalFence)
-	for _, p := range []string{"/health", "/ready", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
-		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			s.logRequest(r, http.StatusMethodNotAllowed)
-			w.Header().Set("Allow", "GET")
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is allowed here")
-		})
-	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.logRequest(r, http.StatusNotFound)
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
-	})
+	s.routes()
 
 	self.Store(s)
 	// The pipeline stops when its input is closed, never by cancellation,
@@ -504,6 +430,79 @@ func New(cfg Config) (*Server, error) {
 		s.bg.Go(func() { s.mem.run(s.bgCtx, cfg.MembersPoll) })
 	}
 	return s, nil
+}
+
+// configDefaults checks cfg and fills its zero fields, but the
+// archive's (archiveDefaults).
+func configDefaults(cfg *Config) error {
+	if len(cfg.JWTSecret) == 0 {
+		return errors.New("relay: JWTSecret is required")
+	}
+	if cfg.ArchiveCap < 0 || cfg.ArchiveTTL < 0 || cfg.RevocationPoll < 0 || cfg.SendQueue < 0 || cfg.AuthTimeout < 0 ||
+		cfg.MembersPoll < 0 || cfg.ReadyFeedLag < 0 || cfg.PreAuthReadLimit < 0 || cfg.MaxUnauthConns < 0 || cfg.MaxUnauthConnsPerAddr < 0 ||
+		cfg.MaxUnauthConnsPerNet < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.MaxConnsPerNet < 0 ||
+		cfg.PingInterval < 0 || cfg.PingTimeout < 0 ||
+		cfg.MaxConnsPerAccount < 0 || cfg.MaxQueueBytes < 0 || cfg.LargeFrameBudget < 0 || cfg.LargeFrameWait < 0 || cfg.LargeFrameTimeout < 0 {
+		return errors.New("relay: negative limit in Config")
+	}
+	if cfg.Members == nil && !cfg.OpenChannels {
+		return errors.New("relay: Config.Members is required (the directory, NewHTTPMembers or a MemberSet), unless OpenChannels")
+	}
+	setDefault(&cfg.MembersPoll, DefaultMembersPoll)
+	setDefault(&cfg.PreAuthReadLimit, DefaultPreAuthReadLimit)
+	setDefault(&cfg.MaxConns, DefaultMaxConns)
+	setDefault(&cfg.MaxUnauthConns, min(DefaultMaxUnauthConns, max(1, cfg.MaxConns/4)))
+	setDefault(&cfg.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr)
+	setDefault(&cfg.MaxUnauthConnsPerNet, DefaultMaxUnauthConnsPerNet)
+	setDefault(&cfg.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
+	setDefault(&cfg.MaxConnsPerNet, DefaultMaxConnsPerNet)
+	setDefault(&cfg.PingInterval, DefaultPingInterval)
+	setDefault(&cfg.PingTimeout, DefaultPingTimeout)
+	if cfg.MaxUnauthConns >= cfg.MaxConns {
+		return fmt.Errorf("relay: MaxUnauthConns (%d), the login reserve, must be below MaxConns (%d)", cfg.MaxUnauthConns, cfg.MaxConns)
+	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
+	setDefault(&cfg.MaxConnsPerAccount, DefaultMaxConnsPerAccount)
+	setDefault(&cfg.MaxQueueBytes, DefaultMaxQueueBytes)
+	setDefault(&cfg.ArchiveCap, DefaultArchiveCap)
+	setDefault(&cfg.ArchiveTTL, DefaultArchiveTTL)
+	setDefault(&cfg.RevocationPoll, DefaultRevocationPoll)
+	setDefault(&cfg.ReadyFeedLag, DefaultReadyFeedLag)
+	setDefault(&cfg.SendQueue, DefaultSendQueue)
+	setDefault(&cfg.AuthTimeout, DefaultAuthTimeout)
+	setDefault(&cfg.LargeFrameBudget, DefaultLargeFrameBudget)
+	setDefault(&cfg.LargeFrameWait, DefaultLargeFrameWait)
+	setDefault(&cfg.LargeFrameTimeout, DefaultLargeFrameTimeout)
+	if w := largeFrameWeight(MaxHandshakePayload); cfg.LargeFrameBudget < w {
+		return fmt.Errorf("relay: LargeFrameBudget must be at least %d bytes (one %d-byte handshake read and decoded)", w, MaxHandshakePayload)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// routes makes the relay's mux.
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /ready", s.handleReady)
+	s.mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, true) })
+	s.mux.HandleFunc("GET /v1/sync", func(w http.ResponseWriter, r *http.Request) { s.handleRead(w, r, false) })
+	s.mux.HandleFunc("GET /ws", s.handleWS)
+	s.mux.HandleFunc("GET /ws/{org}/{ns}/{svc}", s.handleWS)
+	s.mux.HandleFunc("GET /v1/internal/fence", s.handleInternalFence)
+	for _, p := range []string{"/health", "/ready", "/v1/messages", "/v1/sync", "/ws", "/ws/{org}/{ns}/{svc}", "/v1/internal/fence"} {
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			s.logRequest(r, http.StatusMethodNotAllowed)
+			w.Header().Set("Allow", "GET")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET is allowed here")
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.logRequest(r, http.StatusNotFound)
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
 }
 
 // setDefault sets *v to def when *v is the zero value.

@@ -53,8 +53,9 @@ import (
 //	chanLen   uint16
 //	subLen    uint16  0: records name no sender (the channel pays, budget.go);
 //	                  segments written before that may hold the publishing
-//	                  account here, read and ignored, until the cap, the
-//	                  TTL or compaction (which rewrites without it) drops them
+//	                  account here, read and ignored; the archive moves
+//	                  their entries out and deletes their files after its
+//	                  first open with senderless records (loadSenderless)
 //	channel, sub, payload
 const (
 	recEntry = 1 // an archived entry
@@ -223,6 +224,9 @@ type segLog struct {
 	readers map[uint64]int // reads running, by the generation they began in
 	doomed  []doomedSeg
 	free    []string // files of removed segments, for prepare to reuse
+	// noReuseBelow: a removed segment below it is deleted, never reused
+	// (its file may hold records that name their senders). Set at open.
+	noReuseBelow uint64
 	// lock is the log's lock file. A backup holds a shared lock on it
 	// while it copies (BackupArchive); a segment is removed or reused
 	// only under the exclusive lock, so never under a backup.
@@ -519,7 +523,7 @@ func (l *segLog) reap() {
 			delete(l.files, d.seg)
 		}
 		name := filepath.Join(l.dir, segName(d.seg))
-		if len(l.free) < maxFree {
+		if len(l.free) < maxFree && d.seg >= l.noReuseBelow {
 			l.free = append(l.free, name)
 		} else {
 			os.Remove(name)

@@ -2,16 +2,20 @@ package relay
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"io"
 	"sync"
+
+	"github.com/skytale-oss/skytale/internal/sqlitedb"
 )
 
 // archiver is the archive behind a relay: where publishes are stored and
 // numbered, fenced and delivered, and where the catch-up reads come from.
-// There are two: the SQLite archive (archive.go), the default, and the
-// JetStream archive (jetstream.go), chosen by Config.NATSURL, which
-// several relays share. Both keep the guarantees of the package
-// documentation; the contract tests run against each.
+// There are two (the backends table below): the SQLite archive
+// (archive*.go), the default, and the JetStream archive (jetstream*.go),
+// chosen by Config.NATSURL, which several relays share. Both keep the
+// guarantees docs/RELAY.md states; the contract tests run against each.
 type archiver interface {
 	// start starts the archive's goroutines.
 	start()
@@ -51,7 +55,64 @@ type archiver interface {
 	stop()
 	// close releases what the archive holds; after stop.
 	close()
+	// useCounters gives the archive the relay's metrics; before start.
+	useCounters(c *relayCounters)
+	// lendsFrames reports whether the archive completes and hands on
+	// the push frames lent to it (pushBuf) rather than copying.
+	lendsFrames() bool
+	// handshakeLimit is the largest handshake payload the archive
+	// stores (at most MaxHandshakePayload).
+	handshakeLimit() int
 }
+
+// An openBackend opens an archive for a relay: db is the relay's own SQLite
+// database (revocations, members, and for the SQLite archive the archive
+// itself). backends is the table New chooses from, by backendName; a new
+// backend adds its constructor here and the Config fields that choose it.
+type openBackend func(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error)
+
+var backends = map[string]openBackend{
+	"sqlite":    openSQLiteBackend,
+	"jetstream": openJetStreamBackend,
+}
+
+// backendName is the backend a Config chooses: JetStream when it names a
+// NATS, else SQLite.
+func backendName(cfg *Config) string {
+	if cfg.NATSURL != "" {
+		return "jetstream"
+	}
+	return "sqlite"
+}
+
+func openSQLiteBackend(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error) {
+	a, err := openArchive(ctx, db, h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// openJetStreamBackend keeps the relay's own state (revocations,
+// members) in the local SQLite; the archive is the stream.
+func openJetStreamBackend(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error) {
+	if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	a, err := openJetStream(ctx, h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *archive) useCounters(c *relayCounters) { a.counters = c }
+func (a *archive) lendsFrames() bool            { return true }
+func (a *archive) handshakeLimit() int          { return MaxHandshakePayload }
+
+func (a *jsArchive) useCounters(*relayCounters) {}
+func (a *jsArchive) lendsFrames() bool          { return false }
+func (a *jsArchive) handshakeLimit() int        { return a.maxHandshake }
 
 var _ archiver = (*archive)(nil)
 
