@@ -25,6 +25,15 @@
 // sent at any moment is as likely as a cover frame to have been sent then.
 // Cover is on by default and can be turned off with [Config.Disabled].
 //
+// # Connection lifetimes
+//
+// Cover on a long-lived connection does not hide a frame sent on a short
+// connection of its own: the connection gives it away. With
+// [Config.MeanLifetime] set, [Config.Lifetime] draws how long a connection
+// lasts (exponential, capped at four means): a long-lived connection is
+// opened again after each, and a one-shot frame is sent on a connection of
+// a drawn lifetime, among cover, at a moment drawn by [Config.Within].
+//
 // # Cost
 //
 // At the default rate and size distribution a connection carries about
