@@ -25,8 +25,7 @@ import (
 // done channel.
 type oneShot struct {
 	room, text string
-	sent       bool // the send was started
-	done       bool // it finished and the lifetime is over
+	sent       bool // the send was started (on the connection that ends the watch)
 	seq        uint64
 	err        error
 }

@@ -2,6 +2,7 @@ package seat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -235,4 +236,37 @@ func TestOneShotSendsCannotBeToldFromCover(t *testing.T) {
 	t.Logf("%d cover connections, %d send connections; margin %.2f; lifetime accuracy %.2f, request accuracy %.2f",
 		len(lifeC), len(lifeS), margin, bestThreshold(lifeC, lifeS), bestBySequence(seqC, seqS))
 	expect(t, "bob", received(t, bob, room), want...)
+}
+
+// TestOneShotSendRefusedAsBefore: a one-shot send on a connection of a
+// watch's shape is refused as a send of its own is: a room the home does
+// not have, and a room its member was removed from, both before the
+// connection's lifetime is over; and the removed member's frame reaches
+// no one.
+func TestOneShotSendRefusedAsBefore(t *testing.T) {
+	ctx := context.Background()
+	st := skytaletest.NewStack(t)
+	alice, bob, room := roomOfTwo(t, st, "ops")
+	cfg := cover.Config{MeanInterval: 10 * time.Millisecond, MeanLifetime: time.Hour}
+	s, err := seat.Open(ctx, seat.Config{Home: bob.home, APIURL: st.APIURL, RelayURL: st.RelayURL, Cover: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if _, err := s.RoomSend(ctx, "acme/rooms/nowhere", "hi"); !errors.Is(err, seat.ErrNoRoom) {
+		t.Fatalf("a send to a room the home does not have: %v", err)
+	}
+	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute) // far less than the lifetime's hour
+	defer cancel()
+	if _, err := s.RoomSend(sctx, room, "still here?"); err == nil || sctx.Err() != nil {
+		t.Fatalf("a removed member's one-shot send: %v (context %v)", err, sctx.Err())
+	}
+	for _, m := range received(t, alice, room) {
+		if m == "still here?" {
+			t.Fatal("the removed member's message reached the room")
+		}
+	}
 }

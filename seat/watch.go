@@ -112,7 +112,9 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 	for {
 		start := time.Now()
 		connected, err := s.watchOnce(ctx, chans, len(rooms) == 0, o, f)
-		if one := o.oneShot; one != nil && (one.done || one.err != nil) {
+		// A one-shot send's watch ends with the connection that carried
+		// the message (its send has finished by now).
+		if one := o.oneShot; one != nil && one.sent {
 			return one.err
 		}
 		if ctx.Err() != nil {
@@ -327,6 +329,7 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 	}
 	sendDone := make(chan struct{})
 	sendWait := sendDone // nil once seen closed
+	ending := false      // the lifetime is over, the send not yet done
 	// Another process sharing the home may store a message without a
 	// push reaching this connection (its own sends): look now and then.
 	tick := time.NewTicker(time.Second)
@@ -339,9 +342,11 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 		case err := <-coverErr:
 			return true, err
 		case <-lifeOver:
-			if o.oneShot != nil && o.oneShot.sent {
-				<-sendDone
-				o.oneShot.done = true
+			if o.oneShot != nil && o.oneShot.sent && sendWait != nil {
+				// The send is still waiting for its ack: the connection
+				// ends when it has it (this loop keeps taking pushes).
+				lifeOver, ending = nil, true
+				continue
 			}
 			return true, errLifetimeOver
 		case <-sendAt:
@@ -354,13 +359,15 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			})
 			if lifeOver == nil {
 				<-sendDone
-				o.oneShot.done = true
 				return true, o.oneShot.err
 			}
 		case <-sendWait:
 			sendWait = nil
 			if o.oneShot.err != nil {
 				return true, o.oneShot.err
+			}
+			if ending {
+				return true, errLifetimeOver
 			}
 		case <-tick.C:
 			if everyRoom && time.Since(lastArrivals) > arrivalsEvery {
