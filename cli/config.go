@@ -23,6 +23,7 @@ var settings = []setting{
 	{"relay_url", "relay base URL (env TALLY_RELAY_URL or SKYTALE_RELAY_URL, flag --relay-url)", func() string { _, r := defaultURLs(); return r }},
 	{"cover_traffic", "on or off: cover frames while a watch is connected", func() string { return "on" }},
 	{"cover_interval", "mean time between cover frames, e.g. 30s (at least 1s)", func() string { return cover.DefaultMeanInterval.String() }},
+	{"cover_lifetime", "off, or the mean life of a watch's connection, e.g. 3m: a msg with no watch running then waits on such a connection, among cover", func() string { return "off" }},
 	{seat.SettingName, "the name your rooms show beside your key's short form (1 to 64 printable characters)", func() string { return "" }},
 }
 
@@ -86,6 +87,10 @@ func configCommand() *ucli.Command {
 						}
 					case "cover_interval":
 						if _, err := parseCoverInterval(v); err != nil {
+							return err
+						}
+					case "cover_lifetime":
+						if _, err := parseCoverLifetime(v); err != nil {
 							return err
 						}
 					case "cover_traffic":
@@ -152,6 +157,19 @@ func configCommand() *ucli.Command {
 			},
 		},
 	}
+}
+
+// parseCoverLifetime reads the cover_lifetime setting: off (zero) or a
+// duration of at least 1s.
+func parseCoverLifetime(v string) (time.Duration, error) {
+	if v == "off" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, &usageError{fmt.Sprintf("cover_lifetime %q is not off or a duration of at least 1s", v), "for example: tally config set cover_lifetime 3m"}
+	}
+	return d, nil
 }
 
 // parseCoverInterval reads the cover_interval setting.

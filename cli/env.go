@@ -164,6 +164,11 @@ func (e *env) openSeat() (*seat.Seat, error) {
 			return nil, err
 		}
 	}
+	if v := cfg["cover_lifetime"]; v != "" {
+		if sc.Cover.MeanLifetime, err = parseCoverLifetime(v); err != nil {
+			return nil, err
+		}
+	}
 	return seat.Open(e.c.Context, sc)
 }
 

@@ -89,6 +89,8 @@ func TestCLIConfigPrecedence(t *testing.T) {
 		{"config", "set", "cover_traffic", "maybe"},
 		{"config", "set", "cover_interval", "fast"},
 		{"config", "set", "cover_interval", "10ms"},
+		{"config", "set", "cover_lifetime", "10ms"},
+		{"config", "set", "cover_lifetime", "soon"},
 		{"config", "get", "nonsense"},
 	} {
 		if _, err := tally(t, "", append(g, bad...)...); err == nil {
@@ -99,8 +101,9 @@ func TestCLIConfigPrecedence(t *testing.T) {
 		t.Fatalf("config set --json: %q", out)
 	}
 	mustTally(t, append(g, "config", "set", "cover_interval", "30s")...)
+	mustTally(t, append(g, "config", "set", "cover_lifetime", "3m")...)
 	out := mustTally(t, append(g, "config", "list")...)
-	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") || !strings.Contains(out, "cover_interval = 30s") {
+	if !strings.Contains(out, "api_url = http://127.0.0.1:1") || !strings.Contains(out, "cover_traffic = off") || !strings.Contains(out, "cover_interval = 30s") || !strings.Contains(out, "cover_lifetime = 3m") {
 		t.Fatalf("list: %s", out)
 	}
 

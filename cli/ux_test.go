@@ -104,7 +104,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 	g := []string{"--home", t.TempDir()}
 
 	out := mustTally(t, append(g, "config", "list")...)
-	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 1m0s  (default)\nname is not set\n"
+	wantList := "api_url = " + st.APIURL + "  (default)\nrelay_url = " + st.RelayURL + "  (default)\ncover_traffic = on  (default)\ncover_interval = 1m0s  (default)\ncover_lifetime = off  (default)\nname is not set\n"
 	if out != wantList {
 		t.Fatalf("config list on a fresh home:\n%s\nwant\n%s", out, wantList)
 	}
@@ -158,7 +158,7 @@ func TestCLIDefaultURLs(t *testing.T) {
 		Key, Value string
 		Default    bool
 	}
-	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 5 || got[0].Default || !got[1].Default {
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 6 || got[0].Default || !got[1].Default {
 		t.Fatalf("config list --json: %+v %v", got, err)
 	}
 	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "1m0s\n" {

@@ -25,6 +25,15 @@
 // sent at any moment is as likely as a cover frame to have been sent then.
 // Cover is on by default and can be turned off with [Config.Disabled].
 //
+// # Connection lifetimes
+//
+// Cover on a long-lived connection does not hide a frame sent on a short
+// connection of its own: the connection gives it away. With
+// [Config.MeanLifetime] set, [Config.Lifetime] draws how long a connection
+// lasts (exponential, capped at four means): a long-lived connection is
+// opened again after each, and a one-shot frame is sent on a connection of
+// a drawn lifetime, among cover, at a moment drawn by [Config.Within].
+//
 // # Cost
 //
 // At the default rate and size distribution a connection carries about
@@ -82,10 +91,52 @@ type Config struct {
 	// Disabled turns cover traffic off; Run then only waits for its context.
 	Disabled bool
 
+	// MeanLifetime, when positive, is the mean lifetime of a connection
+	// that carries cover: a long-lived connection is closed and opened
+	// again after a lifetime drawn by [Config.Lifetime], and a one-shot
+	// send is made on a connection of such a lifetime, among cover, so
+	// that neither is told from the other by how long it lasts. Zero
+	// means connections last as long as their user wants (a one-shot
+	// send is then seen apart by its short connection).
+	MeanLifetime time.Duration
+
 	// Rand is the source of intervals and sizes. Nil means crypto/rand.
 	// A predictable source lets an observer who knows it separate cover
 	// from real frames; inject one only in tests.
 	Rand mrand.Source
+}
+
+// maxLifetimeMeans caps a drawn connection lifetime at this many means, so
+// that a one-shot send, which waits for its connection's lifetime, returns
+// within a known time.
+const maxLifetimeMeans = 4
+
+// Lifetime draws the lifetime of one connection: exponentially distributed
+// with mean cfg.MeanLifetime, capped at four means. It returns zero when
+// cfg.MeanLifetime is not positive or cover is disabled.
+func (cfg Config) Lifetime() time.Duration {
+	if cfg.Disabled || cfg.MeanLifetime <= 0 {
+		return 0
+	}
+	x := min(cfg.rand().ExpFloat64(), maxLifetimeMeans)
+	return time.Duration(x * float64(cfg.MeanLifetime))
+}
+
+// Within draws a time uniformly in [0, d): where a real frame goes in a
+// connection of lifetime d, as a cover frame of a Poisson process would
+// be, given that it falls in the connection.
+func (cfg Config) Within(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(cfg.rand().Int64N(int64(d)))
+}
+
+func (cfg Config) rand() *mrand.Rand {
+	if cfg.Rand != nil {
+		return mrand.New(cfg.Rand)
+	}
+	return mrand.New(cryptoSource{})
 }
 
 // A Scheduler emits cover frames for one connection. Create it with [New];

@@ -237,3 +237,37 @@ func BenchmarkDefaultBandwidth(b *testing.B) {
 	b.ReportMetric(bytes/secs, "B/s")
 	b.ReportMetric(bytes/secs*86400/(1<<20), "MiB/day")
 }
+
+// TestLifetimes: connection lifetimes are off unless a mean is set, follow
+// the capped exponential with that mean, never pass four means, and a
+// frame's place within one is uniform.
+func TestLifetimes(t *testing.T) {
+	if d := (Config{}).Lifetime(); d != 0 {
+		t.Fatalf("no MeanLifetime drew %v", d)
+	}
+	if d := (Config{MeanLifetime: time.Second, Disabled: true}).Lifetime(); d != 0 {
+		t.Fatalf("disabled cover drew %v", d)
+	}
+	cfg := Config{MeanLifetime: time.Second, Rand: rand.NewPCG(3, 4)}
+	const n = 20000
+	var sum, within float64
+	for range n {
+		d := cfg.Lifetime()
+		if d < 0 || d > maxLifetimeMeans*time.Second {
+			t.Fatalf("lifetime %v outside [0, 4 s]", d)
+		}
+		sum += d.Seconds()
+		w := cfg.Within(time.Second)
+		if w < 0 || w >= time.Second {
+			t.Fatalf("Within(1 s) = %v", w)
+		}
+		within += w.Seconds()
+	}
+	// The mean of an exponential of mean 1 capped at 4 is 1-e^-4.
+	if want := 1 - math.Exp(-4); math.Abs(sum/n-want) > 0.03 {
+		t.Errorf("mean lifetime %.3f s, want about %.3f s", sum/n, want)
+	}
+	if math.Abs(within/n-0.5) > 0.02 {
+		t.Errorf("mean place within 1 s is %.3f s, want about 0.5 s", within/n)
+	}
+}

@@ -242,3 +242,24 @@ func indexOf(evs []feed.Event, id int64) int {
 	}
 	return n
 }
+
+// TestGroupInfoTimesAreCoarse: a GroupInfo row keeps when it was put to
+// the second, as the feed keeps its times, not to the nanosecond (the
+// tree rows, put in the same commit, do too).
+func TestGroupInfoTimesAreCoarse(t *testing.T) {
+	e := newFencedEnv(t, nil).env
+	_, owner := e.account("acme")
+	const ch = "acme/pay/agent"
+	e.channel(owner, ch)
+	if e.clock != nil {
+		e.clock.Advance(1234567 * time.Microsecond)
+	}
+	want(t, e.do("PUT", "/v1/channels/groupinfo", owner, map[string]any{"channel": ch, "epoch": 0, "group_info": base64.StdEncoding.EncodeToString([]byte("gi 0"))}), 200, "")
+	var at int64
+	if err := e.s.store.db.QueryRow(`SELECT updated_at FROM group_infos`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	if at%int64(time.Second) != 0 {
+		t.Errorf("the GroupInfo's time is kept as %d, finer than a second", at)
+	}
+}

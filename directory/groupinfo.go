@@ -92,7 +92,7 @@ func (s *store) putGroupInfo(ctx context.Context, channel, caller string, epoch 
 			 ON CONFLICT (channel_id) DO UPDATE SET epoch = excluded.epoch, group_info = excluded.group_info,
 			   updated_by = excluded.updated_by, updated_at = excluded.updated_at
 			 WHERE group_infos.epoch <= excluded.epoch OR group_infos.epoch = ?`,
-			chID, int64(epoch), data, caller, now.UnixNano(), over)
+			chID, int64(epoch), data, caller, now.Truncate(time.Second).UnixNano(), over)
 		if err != nil {
 			return err
 		}

@@ -226,7 +226,7 @@ func newTree(ctx context.Context, tx txn, chID, caller, id string, epoch, fence 
 	err := tx.queryRow(ctx,
 		`INSERT INTO channel_trees (channel_id, tree_id, epoch, parts, received, size, uploaded_by, created_at)
 		 VALUES (?, ?, ?, ?, 0, 0, ?, ?) RETURNING seq`,
-		chID, id, int64(epoch), parts, caller, now.UnixNano()).Scan(&seq)
+		chID, id, int64(epoch), parts, caller, now.Truncate(time.Second).UnixNano()).Scan(&seq)
 	return seq, treeState{epoch: epoch, parts: parts}, err
 }
 

@@ -290,7 +290,7 @@ func (c *DirectoryClient) JoinWith(ctx context.Context, channel, token, identity
 	var out JoinAnswer
 	in := map[string]any{"channel": channel, "token": token, "identity": identity}
 	if keyPackage != nil {
-		in["key_package"] = keyPackage
+		in["key_package"] = padBlob(keyPackage, maxDirKeyPackage)
 	}
 	if proof != nil {
 		in["proof"] = proof.Signature
@@ -299,13 +299,14 @@ func (c *DirectoryClient) JoinWith(ctx context.Context, channel, token, identity
 		}
 	}
 	err := c.call(ctx, "POST", "/v1/channels/join", in, &out)
+	out.GroupInfo = unpadBlob(out.GroupInfo)
 	return out, err
 }
 
 // PutGroupInfo stores the channel's GroupInfo of epoch, unless the
 // directory holds a later one.
 func (c *DirectoryClient) PutGroupInfo(ctx context.Context, channel string, epoch uint64, groupInfo []byte) error {
-	return c.call(ctx, "PUT", "/v1/channels/groupinfo", map[string]any{"channel": channel, "epoch": epoch, "group_info": groupInfo}, nil)
+	return c.call(ctx, "PUT", "/v1/channels/groupinfo", map[string]any{"channel": channel, "epoch": epoch, "group_info": padBlob(groupInfo, maxDirGroupInfo)}, nil)
 }
 
 // GroupInfo returns the channel's latest GroupInfo and its epoch.
@@ -315,7 +316,7 @@ func (c *DirectoryClient) GroupInfo(ctx context.Context, channel string) (uint64
 		GroupInfo []byte `json:"group_info"`
 	}
 	err := c.call(ctx, "GET", "/v1/channels/groupinfo?channel="+url.QueryEscape(channel), nil, &out)
-	return out.Epoch, out.GroupInfo, err
+	return out.Epoch, unpadBlob(out.GroupInfo), err
 }
 
 // JoinRequest is one pending request as the owner sees it. AccountID is
@@ -348,7 +349,10 @@ func (c *DirectoryClient) Pending(ctx context.Context, channel string) ([]JoinRe
 		if err := c.call(ctx, "GET", path, nil, &out); err != nil {
 			return all, err
 		}
-		all = append(all, out.Requests...)
+		for _, r := range out.Requests {
+			r.KeyPackage = unpadBlob(r.KeyPackage)
+			all = append(all, r)
+		}
 		if !out.HasMore {
 			return all, nil
 		}
@@ -366,7 +370,7 @@ const maxPendingPages = 1000
 
 // PublishWelcome hands the Welcome for a request to the joiner.
 func (c *DirectoryClient) PublishWelcome(ctx context.Context, requestID string, welcome []byte) error {
-	return c.call(ctx, "POST", "/v1/channels/welcome", map[string]any{"request_id": requestID, "welcome": welcome}, nil)
+	return c.call(ctx, "POST", "/v1/channels/welcome", map[string]any{"request_id": requestID, "welcome": padBlob(welcome, maxDirWelcome)}, nil)
 }
 
 // PollWelcome returns the Welcome once the owner has published it, or nil
@@ -382,7 +386,7 @@ func (c *DirectoryClient) PollWelcome(ctx context.Context, requestID string) ([]
 	if out.Status != "completed" {
 		return nil, nil
 	}
-	return out.Welcome, nil
+	return unpadBlob(out.Welcome), nil
 }
 
 // AckWelcome drops a completed request.

@@ -15,6 +15,10 @@ func (s *Seat) sendText(ctx context.Context, name, text string) (uint64, error) 
 	if seq, ok, err := s.sendViaWatch(ctx, name, text); ok {
 		return seq, err
 	}
+	// With none, on a connection that looks like a watch's (oneshot.go).
+	if seq, ok, err := s.sendAsCover(ctx, name, text); ok {
+		return seq, err
+	}
 	return s.roomSend(ctx, name, text)
 }
 

@@ -33,7 +33,11 @@ type Config struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Cover configures the cover traffic a watch sends on each room while
-	// it is connected; the zero value is on at the default rate.
+	// it is connected; the zero value is on at the default rate. With a
+	// MeanLifetime, a watch's connections last drawn lifetimes, and
+	// [Seat.RoomSend] with no watch of the home running sends on a
+	// connection of that shape, among cover, and returns when it closes
+	// (oneshot.go).
 	Cover cover.Config
 	// TokenTTL is the lifetime of the relay tokens the seat mints, at most
 	// 300 s; zero means the directory's default. Long-lived connections

@@ -91,7 +91,11 @@ type InboxEntry struct {
 // key is deviceKey (nil for the seat's own identity), which the directory
 // checks against the identity's signature in the name.
 func (c *DirectoryClient) PublishStock(ctx context.Context, device string, deviceKey []byte, offers [][]byte, lastResort []byte) error {
-	in := map[string]any{"device": device, "key_packages": offers}
+	padded := make([][]byte, len(offers))
+	for i, o := range offers {
+		padded[i] = padBlob(o, maxDirKeyPackage)
+	}
+	in := map[string]any{"device": device, "key_packages": padded}
 	if deviceKey != nil {
 		in["device_key"] = deviceKey
 	}
@@ -99,7 +103,7 @@ func (c *DirectoryClient) PublishStock(ctx context.Context, device string, devic
 		in["key_packages"] = [][]byte{}
 	}
 	if lastResort != nil {
-		in["last_resort"] = lastResort
+		in["last_resort"] = padBlob(lastResort, maxDirKeyPackage)
 	}
 	return c.call(ctx, "POST", "/v1/keypackages", in, nil)
 }
@@ -165,13 +169,16 @@ func (c *DirectoryClient) ClaimKeyPackagesWith(ctx context.Context, account, cha
 		in["add_token"] = addToken
 	}
 	err := c.call(ctx, "POST", "/v1/keypackages/claim", in, &out)
+	for i := range out.Claims {
+		out.Claims[i].KeyPackage = unpadBlob(out.Claims[i].KeyPackage)
+	}
 	return out.Claims, err
 }
 
 // Deliver leaves the Welcome made from a claim in the claimed account's
 // inbox.
 func (c *DirectoryClient) Deliver(ctx context.Context, claimID string, welcome []byte) error {
-	return c.call(ctx, "POST", "/v1/inbox", map[string]any{"claim_id": claimID, "welcome": welcome}, nil)
+	return c.call(ctx, "POST", "/v1/inbox", map[string]any{"claim_id": claimID, "welcome": padBlob(welcome, maxDirWelcome)}, nil)
 }
 
 // InboxPage lists a page of the Welcomes waiting for the caller, after
@@ -190,6 +197,9 @@ func (c *DirectoryClient) InboxPage(ctx context.Context, after string) (entries 
 	}
 	if err := c.call(ctx, "GET", path, nil, &out); err != nil {
 		return nil, "", err
+	}
+	for i := range out.Entries {
+		out.Entries[i].Welcome = unpadBlob(out.Entries[i].Welcome)
 	}
 	if !out.HasMore {
 		return out.Entries, "", nil

@@ -131,6 +131,8 @@ func (c *DirectoryClient) PutTree(ctx context.Context, channel, id string, epoch
 	if len(tree) == 0 || len(tree) > maxTree {
 		return fmt.Errorf("seat: a ratchet tree of %d bytes cannot be put (at most %d)", len(tree), maxTree)
 	}
+	// Padded, like every payload the directory keeps (blob.go).
+	tree = padBlob(tree, maxTree)
 	parts := (len(tree) + treePart - 1) / treePart
 	var info TreeInfo
 	for i := range parts {
@@ -165,7 +167,7 @@ func (c *DirectoryClient) FetchTree(ctx context.Context, channel, id string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s, tree %.16s…: %v", ErrTreeUnavailable, channel, id, err)
 	}
-	return tree, nil
+	return unpadBlob(tree), nil
 }
 
 // assembleTree checks the announced shape of a tree (info, with its first

@@ -52,6 +52,10 @@ type WatchOptions struct {
 	// the watch connects) after every page of the relay's log, with the
 	// seq reached.
 	OnCatchUp func(room string, seq uint64)
+
+	// oneShot, when set, makes the watch a one-shot send's connection
+	// (oneshot.go).
+	oneShot *oneShot
 }
 
 // WatchWith follows rooms live until ctx is done, then returns nil. It
@@ -74,9 +78,13 @@ type WatchOptions struct {
 // first). Cover frames never reach it.
 func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) error {
 	// The rooms that wait for this device (stock.go, devicerooms.go), and
-	// join offers for those that may come.
-	s.arrivals(ctx)
-	s.Restock(ctx)
+	// join offers for those that may come. A one-shot send's connection
+	// does not look: it is to look like any connection of a watch, and
+	// most of those are the ones a watch opens again after a lifetime.
+	if o.oneShot == nil {
+		s.arrivals(ctx)
+		s.Restock(ctx)
+	}
 	chans, err := s.watchChannels(ctx, rooms)
 	if err != nil {
 		return err
@@ -104,8 +112,19 @@ func (s *Seat) WatchWith(ctx context.Context, rooms []string, o WatchOptions) er
 	for {
 		start := time.Now()
 		connected, err := s.watchOnce(ctx, chans, len(rooms) == 0, o, f)
+		// A one-shot send's watch ends with the connection that carried
+		// the message (its send has finished by now).
+		if one := o.oneShot; one != nil && one.sent {
+			return one.err
+		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errLifetimeOver) {
+			// Open the next connection at once, as a watch does after
+			// a lifetime (cover.Config.MeanLifetime).
+			backoff = watchMinBackoff
+			continue
 		}
 		if errors.Is(err, errRoomsChanged) {
 			// A watch of every room follows the rooms it just joined.
@@ -208,6 +227,9 @@ func permanentWatchError(err error) bool {
 // rooms meanwhile.
 var errRoomsChanged = errors.New("seat: the watch joined rooms")
 
+// errLifetimeOver ends a connection whose lifetime is over.
+var errLifetimeOver = errors.New("seat: the connection's lifetime is over")
+
 // arrivalsEvery is how often a watch of every room looks for rooms that
 // wait for this device.
 const arrivalsEvery = 30 * time.Second
@@ -287,6 +309,27 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			}()
 		}
 	}
+	// The connection lasts a lifetime drawn from the distribution every
+	// connection of a watch has (none: as long as the watch runs).
+	var lifeOver <-chan time.Time
+	var sendAt <-chan time.Time
+	if life := s.cfg.Cover.Lifetime(); life > 0 {
+		lt := time.NewTimer(life)
+		defer lt.Stop()
+		lifeOver = lt.C
+		if o.oneShot != nil && !o.oneShot.sent {
+			st := time.NewTimer(s.cfg.Cover.Within(life))
+			defer st.Stop()
+			sendAt = st.C
+		}
+	} else if o.oneShot != nil && !o.oneShot.sent {
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		sendAt = now
+	}
+	sendDone := make(chan struct{})
+	sendWait := sendDone // nil once seen closed
+	ending := false      // the lifetime is over, the send not yet done
 	// Another process sharing the home may store a message without a
 	// push reaching this connection (its own sends): look now and then.
 	tick := time.NewTicker(time.Second)
@@ -298,6 +341,34 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			return true, nil
 		case err := <-coverErr:
 			return true, err
+		case <-lifeOver:
+			if o.oneShot != nil && o.oneShot.sent && sendWait != nil {
+				// The send is still waiting for its ack: the connection
+				// ends when it has it (this loop keeps taking pushes).
+				lifeOver, ending = nil, true
+				continue
+			}
+			return true, errLifetimeOver
+		case <-sendAt:
+			// In a goroutine: the publish waits for its ack, which the
+			// connection's reader delivers while this loop takes pushes.
+			o.oneShot.sent = true
+			wg.Go(func() {
+				defer close(sendDone)
+				o.oneShot.seq, o.oneShot.err = s.roomSend(cctx, o.oneShot.room, o.oneShot.text)
+			})
+			if lifeOver == nil {
+				<-sendDone
+				return true, o.oneShot.err
+			}
+		case <-sendWait:
+			sendWait = nil
+			if o.oneShot.err != nil {
+				return true, o.oneShot.err
+			}
+			if ending {
+				return true, errLifetimeOver
+			}
 		case <-tick.C:
 			if everyRoom && time.Since(lastArrivals) > arrivalsEvery {
 				lastArrivals = time.Now()
