@@ -22,7 +22,7 @@ import (
 func tally2(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errw bytes.Buffer
-	err := Run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
+	err := run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
 	return out.String(), errw.String(), err
 }
 
