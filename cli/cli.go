@@ -76,7 +76,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	}
 	app.Commands = append(append(seatCommands(), roomCommands()...), serveCommand())
 	app.Commands = append(app.Commands, infoCommands()...)
-	app.Commands = append(app.Commands, helpCommand())
+	app.Commands = append(app.Commands, helpCommand(), completeCommand())
 	// Our help command takes the place of urfave's, which would also have
 	// given the app its --help.
 	// A flag of its own, not urfave's shared HelpFlag: flags keep state
