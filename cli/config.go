@@ -170,7 +170,7 @@ func runConfigList(e *env, cfg map[string]string) error {
 			}
 			list = append(list, map[string]any{"key": st.key, "value": v, "default": !set})
 		}
-		e.out(list, "")
+		e.out(map[string]any{"settings": list}, "")
 		return nil
 	}
 	for _, st := range settings {

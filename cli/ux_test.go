@@ -154,12 +154,15 @@ func TestCLIDefaultURLs(t *testing.T) {
 	if !strings.HasPrefix(out, "api_url = "+st.APIURL+"\nrelay_url = "+st.RelayURL+"  (default)\n") {
 		t.Fatalf("config list after set:\n%s", out)
 	}
-	var got []struct {
-		Key, Value string
-		Default    bool
+	var list struct {
+		Settings []struct {
+			Key, Value string
+			Default    bool
+		}
 	}
-	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 5 || got[0].Default || !got[1].Default {
-		t.Fatalf("config list --json: %+v %v", got, err)
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &list); err != nil || len(list.Settings) != 5 ||
+		list.Settings[0].Default || !list.Settings[1].Default {
+		t.Fatalf("config list --json: %+v %v", list, err)
 	}
 	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "1m0s\n" {
 		t.Fatalf("config get of a default: %q", out)
