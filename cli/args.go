@@ -19,9 +19,10 @@ const literalKey = "literal"
 // start with; literal is the index among the command's arguments from
 // which they came after it (their count when there was none). A flag
 // unknown to the command stays a flag, for the parser to refuse. A
-// completion request is left as it is.
+// completion request is left as it is: its words are another command
+// line's.
 func hoistFlags(app *ucli.App, args []string) (out []string, literal int) {
-	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
+	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" || args[1] == completeName {
 		return args, 0
 	}
 	flags, cmds := app.Flags, app.Commands

@@ -1,6 +1,7 @@
 // Package cli is the tally command tree. Each command is a thin call into
-// the library; the tree runs in-process through [Run], which is how the
-// tests drive it.
+// the library. [Main] is its one entry: cli/tally's main calls it with the
+// process's arguments and streams, and the tests call it (or run, which
+// returns the error instead of printing it) in-process.
 package cli
 
 import (
@@ -16,10 +17,16 @@ import (
 // version (a build from a working tree).
 var Version = "0.1.0-dev"
 
-// Main runs tally and returns the process exit code. A command stopped
-// by the cancellation of ctx (Ctrl-C) exits 130, whatever the command.
+// Main runs the tally command line args (args[0] is the program name)
+// with the given standard streams, prints its error (one line, or one
+// JSON object with --json) and returns the exit code `tally help` lists.
+// The command stops when ctx is done or, while Main runs, at SIGINT or
+// SIGTERM: a command stopped by ctx or Ctrl-C exits 130, whatever the
+// command; one that stops cleanly on SIGTERM, as serve does, exits 0.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := Run(ctx, args, stdin, stdout, stderr)
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	err := run(ctx, args, stdin, stdout, stderr)
 	asJSON := wantsJSON(args)
 	if ctx.Err() != nil {
 		var sig errSignal
@@ -41,10 +48,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return code
 }
 
-// Run executes the tally command line args (args[0] is the program name)
+// run executes the tally command line args (args[0] is the program name)
 // with the given standard streams, and returns when the command is done or
-// ctx is cancelled.
-func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// ctx is cancelled, with the command's error unprinted.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdin, stdout, stderr)
 	args, literal := hoistFlags(app, args)
 	app.Metadata = map[string]any{literalKey: literal}
@@ -69,7 +76,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *ucli.App {
 	}
 	app.Commands = append(append(seatCommands(), roomCommands()...), serveCommand())
 	app.Commands = append(app.Commands, infoCommands()...)
-	app.Commands = append(app.Commands, helpCommand())
+	app.Commands = append(app.Commands, helpCommand(), completeCommand())
 	// Our help command takes the place of urfave's, which would also have
 	// given the app its --help.
 	// A flag of its own, not urfave's shared HelpFlag: flags keep state

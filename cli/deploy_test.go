@@ -66,7 +66,7 @@ func TestDeployFilesUseRealFlags(t *testing.T) {
 		if len(args) == 0 {
 			t.Fatalf("%s passes serve no flags", file)
 		}
-		run := []string{"tally", "serve"}
+		cmdline := []string{"tally", "serve"}
 		for i := 0; i < len(args); i++ {
 			a := args[i]
 			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -76,24 +76,24 @@ func TestDeployFilesUseRealFlags(t *testing.T) {
 			}
 			switch name {
 			case "data":
-				run = append(run, a, t.TempDir())
+				cmdline = append(cmdline, a, t.TempDir())
 				i++
 			case "api-addr", "relay-addr", "health-addr", "metrics-addr":
-				run = append(run, a, "127.0.0.1:0")
+				cmdline = append(cmdline, a, "127.0.0.1:0")
 				i++
 			default:
-				run = append(run, a)
+				cmdline = append(cmdline, a)
 				if !hasValue && !slices.Contains(switches, name) && i+1 < len(args) {
 					i++
-					run = append(run, args[i])
+					cmdline = append(cmdline, args[i])
 				}
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		errw := &cancelOn{marker: "relay listening", cancel: cancel}
-		err := Run(ctx, run, strings.NewReader(""), &syncBuffer{}, errw)
+		err := run(ctx, cmdline, strings.NewReader(""), &syncBuffer{}, errw)
 		if err != nil || !strings.Contains(errw.String(), "directory listening") {
-			t.Errorf("%s: tally %s: %v\n%s", file, strings.Join(run[1:], " "), err, errw.String())
+			t.Errorf("%s: tally %s: %v\n%s", file, strings.Join(cmdline[1:], " "), err, errw.String())
 		}
 		cancel()
 	}

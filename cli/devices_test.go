@@ -40,7 +40,7 @@ func startRecoverAs(t *testing.T, args []string, phrase, label string) (recoverL
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, append([]string{"tally", "--json"}, append(args, "signin", "--recover", "--label", label)...),
+		err := run(ctx, append([]string{"tally", "--json"}, append(args, "signin", "--recover", "--label", label)...),
 			strings.NewReader(phrase), pw, io.Discard)
 		pw.CloseWithError(err)
 		done <- err
@@ -94,7 +94,7 @@ func TestCLIDeviceGrant(t *testing.T) {
 	// approves nothing.
 	testOnlyTerminal = true
 	var prompt bytes.Buffer
-	err := Run(context.Background(), append([]string{"tally"}, append(a, "devices", "approve", first.UserCode)...), strings.NewReader("n\n"), io.Discard, &prompt)
+	err := run(context.Background(), append([]string{"tally"}, append(a, "devices", "approve", first.UserCode)...), strings.NewReader("n\n"), io.Discard, &prompt)
 	testOnlyTerminal = false
 	if err == nil || !strings.Contains(err.Error(), "not approved") {
 		t.Fatalf("approve answered no: %v", err)
@@ -176,7 +176,7 @@ func TestCLIRecoverInterrupted(t *testing.T) {
 	// Interrupt once the user code is shown, that is while the command
 	// waits for the approval.
 	out := &cancelOnWrite{cancel: cancel, marker: "user code: "}
-	err := Run(ctx, append([]string{"tally"}, append(g, "signin", "--recover")...),
+	err := run(ctx, append([]string{"tally"}, append(g, "signin", "--recover")...),
 		strings.NewReader(strings.Repeat("abandon ", 23)+"art\n"), out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stopped before the device was approved") {
 		t.Fatalf("interrupted wait: %v", err)

@@ -67,19 +67,30 @@ type env struct {
 	hooks            *hookTransport
 }
 
+// newEnv is the environment of the command c is the context of.
 func newEnv(c *ucli.Context) (*env, error) {
-	home := globalString(c, "home")
+	home, err := homeFolder(globalString(c, "home"))
+	if err != nil {
+		return nil, err
+	}
+	return &env{c: c, home: home, json: globalBool(c, "json"), verbose: globalBool(c, "verbose")}, nil
+}
+
+// homeFolder is the seat's folder: flag (--home) when it is set, else
+// $TALLY_HOME, else ~/.tally.
+func homeFolder(flag string) (string, error) {
+	home := flag
 	if home == "" {
-		home = getenv(c, "TALLY_HOME")
+		home = getenv(nil, "TALLY_HOME")
 	}
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, badUsage("no home folder", "pass --home DIR or set TALLY_HOME")
+			return "", badUsage("no home folder", "pass --home DIR or set TALLY_HOME")
 		}
 		home = filepath.Join(h, ".tally")
 	}
-	return &env{c: c, home: home, json: globalBool(c, "json"), verbose: globalBool(c, "verbose")}, nil
+	return home, nil
 }
 
 // getenv reads the process environment; tests set values with the

@@ -44,7 +44,7 @@ func TestCLILinkOnServe(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, append([]string{"tally"}, append(laptop, "signin", "--link", "--label", "laptop")...), strings.NewReader(""), pw, io.Discard)
+		err := run(ctx, append([]string{"tally"}, append(laptop, "signin", "--link", "--label", "laptop")...), strings.NewReader(""), pw, io.Discard)
 		pw.CloseWithError(err)
 		done <- err
 	}()

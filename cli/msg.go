@@ -21,55 +21,61 @@ const maxMessageBytes = 512 << 10
 func msgCommand() *ucli.Command {
 	return &ucli.Command{
 		Name: "msg", Usage: "send a message to a room (TEXT - reads it from stdin; after -- every word is text)", ArgsUsage: "NAME TEXT…|-",
-		Action: roomAction(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", func(e *env, s *seat.Seat, ch string, args []string) error {
-			text := strings.Join(args, " ")
-			if len(args) == 1 && args[0] == "-" && e.literal == len(e.args) {
-				b, err := io.ReadAll(io.LimitReader(e.c.App.Reader, maxMessageBytes+1))
-				if err != nil {
-					return err
-				}
-				if len(b) > maxMessageBytes {
-					return &usageError{fmt.Sprintf("the message on stdin is over %d bytes", maxMessageBytes), "send a shorter one"}
-				}
-				text = strings.TrimSuffix(string(b), "\n")
-				if strings.TrimSpace(text) == "" {
-					return badUsage("no message on stdin", "echo TEXT | tally msg NAME -")
-				}
-			}
-			if strings.TrimSpace(text) == "" {
-				return badUsage("the message is empty", "tally msg NAME TEXT…")
-			}
-			seq, err := s.RoomSend(e.c.Context, ch, text)
-			if err != nil {
-				return err
-			}
-			e.out(map[string]any{"room": ch, "seq": seq}, "sent to %s", shortRoom(e, s, ch))
-			return nil
-		}),
+		Action: roomAction(-2, "tally msg NAME TEXT… (or - to read the message from stdin)", runMsg),
 	}
+}
+
+// runMsg runs `tally msg`.
+func runMsg(e *env, s *seat.Seat, ch string, args []string) error {
+	text := strings.Join(args, " ")
+	if len(args) == 1 && args[0] == "-" && e.literal == len(e.args) {
+		b, err := io.ReadAll(io.LimitReader(e.c.App.Reader, maxMessageBytes+1))
+		if err != nil {
+			return err
+		}
+		if len(b) > maxMessageBytes {
+			return &usageError{fmt.Sprintf("the message on stdin is over %d bytes", maxMessageBytes), "send a shorter one"}
+		}
+		text = strings.TrimSuffix(string(b), "\n")
+		if strings.TrimSpace(text) == "" {
+			return badUsage("no message on stdin", "echo TEXT | tally msg NAME -")
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return badUsage("the message is empty", "tally msg NAME TEXT…")
+	}
+	seq, err := s.RoomSend(e.c.Context, ch, text)
+	if err != nil {
+		return err
+	}
+	e.out(map[string]any{"room": ch, "seq": seq}, "sent to %s", shortRoom(e, s, ch))
+	return nil
 }
 
 // historyCommand is `tally history`.
 func historyCommand() *ucli.Command {
 	return &ucli.Command{
 		Name: "history", Usage: "print a room's messages (after fetching new ones)", ArgsUsage: "NAME",
-		Action: roomAction(1, "tally history NAME", func(e *env, s *seat.Seat, ch string, _ []string) error {
-			if _, err := s.RoomSync(e.c.Context, ch); err != nil {
-				if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) || errors.Is(err, seat.ErrRevoked) {
-					return err
-				}
-				showf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
-			}
-			msgs, err := s.RoomHistory(e.c.Context, ch)
-			if err != nil {
-				return err
-			}
-			for _, m := range msgs {
-				printMessage(e, s, m, true)
-			}
-			return nil
-		}),
+		Action: roomAction(1, "tally history NAME", runHistory),
 	}
+}
+
+// runHistory runs `tally history`.
+func runHistory(e *env, s *seat.Seat, ch string, _ []string) error {
+	if _, err := s.RoomSync(e.c.Context, ch); err != nil {
+		if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) || errors.Is(err, seat.ErrRevoked) {
+			return err
+		}
+		showf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
+	}
+	msgs, err := s.RoomHistory(e.c.Context, ch)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		printMessage(e, s, m, true)
+	}
+	return nil
 }
 
 // printMessage prints `[room] sender: text` (notices in words), with the

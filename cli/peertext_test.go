@@ -190,7 +190,7 @@ func TestCLIDeviceLabelIsShownNotObeyed(t *testing.T) {
 	testOnlyTerminal = true
 	defer func() { testOnlyTerminal = false }()
 	var out, prompt bytes.Buffer
-	err := Run(context.Background(), append([]string{"tally"}, append(a, "devices", "approve", first.UserCode)...), strings.NewReader("y\n"), &out, &prompt)
+	err := run(context.Background(), append([]string{"tally"}, append(a, "devices", "approve", first.UserCode)...), strings.NewReader("y\n"), &out, &prompt)
 	if err != nil {
 		t.Fatalf("approve: %v (%s)", err, prompt.String())
 	}

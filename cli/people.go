@@ -10,54 +10,58 @@ import (
 	"github.com/skytale-oss/skytale/seat"
 )
 
+// whoamiCommand is `tally whoami`.
 func whoamiCommand() *ucli.Command {
 	return &ucli.Command{
-		Name:  "whoami",
-		Usage: "print this home's identity, org, sync channel and servers",
-		Action: withSeat(func(e *env, s *seat.Seat) error {
-			did, err := s.Identity()
-			if err != nil {
-				return err
-			}
-			org, err := s.Org(e.c.Context)
-			if err != nil && !errors.Is(err, seat.ErrNotSignedIn) {
-				return err
-			}
-			var sync string
-			if org != "" {
-				if sync, err = s.SyncChannel(e.c.Context); err != nil {
-					return err
-				}
-			}
-			account, _ := s.AccountID(e.c.Context)
-			defAPI, defRelay := defaultURLs()
-			if e.json {
-				name, _ := s.Name(e.c.Context)
-				e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "account_id": account, "sync_channel": sync,
-					"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
-				return nil
-			}
-			w := e.c.App.Writer
-			name, err := s.Name(e.c.Context)
-			if err != nil {
-				return err
-			}
-			showf(w, "identity   %s\n", personLabel(e, did, name))
-			if org == "" {
-				fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
-			} else {
-				showf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
-			}
-			mark := func(u, def string) string {
-				if u == def {
-					return u + "  (default)"
-				}
-				return u
-			}
-			showf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
-			return nil
-		}),
+		Name:   "whoami",
+		Usage:  "print this home's identity, org, sync channel and servers",
+		Action: withSeat(runWhoami),
 	}
+}
+
+// runWhoami runs `tally whoami`.
+func runWhoami(e *env, s *seat.Seat) error {
+	did, err := s.Identity()
+	if err != nil {
+		return err
+	}
+	org, err := s.Org(e.c.Context)
+	if err != nil && !errors.Is(err, seat.ErrNotSignedIn) {
+		return err
+	}
+	var sync string
+	if org != "" {
+		if sync, err = s.SyncChannel(e.c.Context); err != nil {
+			return err
+		}
+	}
+	account, _ := s.AccountID(e.c.Context)
+	defAPI, defRelay := defaultURLs()
+	if e.json {
+		name, _ := s.Name(e.c.Context)
+		e.out(map[string]any{"identity": did, "short": shortID(did), "name": name, "org": org, "account_id": account, "sync_channel": sync,
+			"api_url": e.apiURL, "relay_url": e.relayURL, "home": e.home}, "")
+		return nil
+	}
+	w := e.c.App.Writer
+	name, err := s.Name(e.c.Context)
+	if err != nil {
+		return err
+	}
+	showf(w, "identity   %s\n", personLabel(e, did, name))
+	if org == "" {
+		fmt.Fprintf(w, "org        (not signed in: run `tally signin`)\n")
+	} else {
+		showf(w, "org        %s\naccount    %s\nsync       %s\n", org, account, sync)
+	}
+	mark := func(u, def string) string {
+		if u == def {
+			return u + "  (default)"
+		}
+		return u
+	}
+	showf(w, "directory  %s\nrelay      %s\nhome       %s\n", mark(e.apiURL, defAPI), mark(e.relayURL, defRelay), e.home)
+	return nil
 }
 
 // shortID is the short form of a person that tally shows: the last 8

@@ -37,9 +37,7 @@ func scriptTally() {
 		defer f.Close()
 		stdout, stderr = io.MultiWriter(os.Stdout, f), io.MultiWriter(os.Stderr, f)
 	}
-	ctx, stop := signalContext()
-	code := Main(ctx, os.Args, os.Stdin, stdout, stderr)
-	stop()
+	code := Main(context.Background(), os.Args, os.Stdin, stdout, stderr)
 	os.Exit(code)
 }
 

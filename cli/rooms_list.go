@@ -15,39 +15,42 @@ import (
 func roomListCommand() *ucli.Command {
 	return &ucli.Command{
 		Name: "list", Usage: "list this home's rooms (--pending: the rooms someone added you to, not joined yet)",
-		Flags: []ucli.Flag{&ucli.BoolFlag{Name: "pending", Usage: "list the Welcomes waiting in your inbox instead, without joining them"}},
-		Action: withSeat(func(e *env, s *seat.Seat) error {
-			if len(e.args) != 0 {
-				return badUsage("tally room list takes no arguments", "tally room list [--pending]")
-			}
-			if e.c.Bool("pending") {
-				return listPending(e, s)
-			}
-			// Rooms someone added this seat to while it was away.
-			s.Arrivals(e.c.Context)
-			rooms, err := s.Rooms(e.c.Context)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				list := []map[string]any{}
-				for _, r := range rooms {
-					list = append(list, map[string]any{"room": r.Channel, "name": shortRoom(e, s, r.Channel), "role": r.Role, "last_seq": r.LastSeq,
-						"suite": seat.SuiteName(r.Suite)})
-				}
-				e.out(map[string]any{"rooms": list}, "")
-				return nil
-			}
-			if len(rooms) == 0 {
-				fmt.Fprintln(e.c.App.ErrWriter, "this home has no rooms: run `tally room create NAME`, or `tally room join NAME TOKEN` with an invite")
-				return nil
-			}
-			for _, r := range rooms {
-				showf(e.c.App.Writer, "%-24s %-6s %s\n", shortRoom(e, s, r.Channel), r.Role, seat.SuiteName(r.Suite))
-			}
-			return nil
-		}),
+		Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "pending", Usage: "list the Welcomes waiting in your inbox instead, without joining them"}},
+		Action: withSeat(runRoomList),
 	}
+}
+
+// runRoomList runs `tally room list`.
+func runRoomList(e *env, s *seat.Seat) error {
+	if len(e.args) != 0 {
+		return badUsage("tally room list takes no arguments", "tally room list [--pending]")
+	}
+	if e.c.Bool("pending") {
+		return listPending(e, s)
+	}
+	// Rooms someone added this seat to while it was away.
+	s.Arrivals(e.c.Context)
+	rooms, err := s.Rooms(e.c.Context)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		list := []map[string]any{}
+		for _, r := range rooms {
+			list = append(list, map[string]any{"room": r.Channel, "name": shortRoom(e, s, r.Channel), "role": r.Role, "last_seq": r.LastSeq,
+				"suite": seat.SuiteName(r.Suite)})
+		}
+		e.out(map[string]any{"rooms": list}, "")
+		return nil
+	}
+	if len(rooms) == 0 {
+		fmt.Fprintln(e.c.App.ErrWriter, "this home has no rooms: run `tally room create NAME`, or `tally room join NAME TOKEN` with an invite")
+		return nil
+	}
+	for _, r := range rooms {
+		showf(e.c.App.Writer, "%-24s %-6s %s\n", shortRoom(e, s, r.Channel), r.Role, seat.SuiteName(r.Suite))
+	}
+	return nil
 }
 
 // listPending is `tally room list --pending`: the Welcomes waiting in the
@@ -80,25 +83,28 @@ func listPending(e *env, s *seat.Seat) error {
 func roomDeclineCommand() *ucli.Command {
 	return &ucli.Command{
 		Name: "decline", Usage: "decline a room someone added you to (see `tally room list --pending`); the adder is told nothing", ArgsUsage: "NAME",
-		Action: withSeat(func(e *env, s *seat.Seat) error {
-			if len(e.args) != 1 {
-				return badUsage("wrong arguments", "usage: tally room decline NAME")
-			}
-			ch, err := pendingChannel(e, s, e.args[0])
-			if err != nil {
-				return err
-			}
-			n, err := s.RoomDecline(e.c.Context, ch)
-			if errors.Is(err, seat.ErrNotPending) {
-				return notFound("no Welcome to "+ch+" waits for you", "see `tally room list --pending`")
-			}
-			if err != nil {
-				return err
-			}
-			e.out(map[string]any{"room": ch, "declined": n}, "declined %s: you will not join it", ch)
-			return nil
-		}),
+		Action: withSeat(runRoomDecline),
 	}
+}
+
+// runRoomDecline runs `tally room decline`.
+func runRoomDecline(e *env, s *seat.Seat) error {
+	if len(e.args) != 1 {
+		return badUsage("wrong arguments", "usage: tally room decline NAME")
+	}
+	ch, err := pendingChannel(e, s, e.args[0])
+	if err != nil {
+		return err
+	}
+	n, err := s.RoomDecline(e.c.Context, ch)
+	if errors.Is(err, seat.ErrNotPending) {
+		return notFound("no Welcome to "+ch+" waits for you", "see `tally room list --pending`")
+	}
+	if err != nil {
+		return err
+	}
+	e.out(map[string]any{"room": ch, "declined": n}, "declined %s: you will not join it", ch)
+	return nil
 }
 
 // pendingChannel resolves NAME for decline: a full channel name, or the

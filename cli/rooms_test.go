@@ -45,7 +45,7 @@ func startTally(args ...string) *background {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &background{cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		b.done <- Run(ctx, append([]string{"tally"}, args...), strings.NewReader(""), &b.out, &b.errw)
+		b.done <- run(ctx, append([]string{"tally"}, args...), strings.NewReader(""), &b.out, &b.errw)
 	}()
 	return b
 }

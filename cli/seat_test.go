@@ -18,7 +18,7 @@ import (
 func tally(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
 	var out, errw bytes.Buffer
-	err := Run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
+	err := run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
 	return out.String(), err
 }
 
@@ -288,14 +288,14 @@ func TestCLIPullInterrupted(t *testing.T) {
 	defer cancel()
 	errw := &cancelOn{marker: "pulled up to seq 500", cancel: cancel}
 	var out bytes.Buffer
-	err = Run(ctx, append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, errw)
+	err = run(ctx, append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, errw)
 	if !errors.Is(err, context.Canceled) || !strings.Contains(errw.String(), "stopped at seq 500 with 0 new entries merged; run `tally pull` again") {
 		t.Fatalf("interrupted pull: %v, stderr %q", err, errw.String())
 	}
 	// The next pull starts after the first page.
 	out.Reset()
 	var errw2 bytes.Buffer
-	if err := Run(context.Background(), append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, &errw2); err != nil {
+	if err := run(context.Background(), append([]string{"tally"}, append(g, "pull")...), strings.NewReader(""), &out, &errw2); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(errw2.String(), "seq 500") || !strings.Contains(errw2.String(), "pulled up to seq 601") || !strings.Contains(out.String(), "pulled 0 new entries") {

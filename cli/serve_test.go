@@ -28,7 +28,7 @@ import (
 // the README's scripts (testdata/readme) find it as `tally` on their PATH.
 func TestMain(m *testing.M) {
 	if os.Getenv("TALLY_TEST_AS_MAIN") == "1" {
-		os.Exit(Command(append([]string{"tally"}, os.Args[1:]...)))
+		os.Exit(Main(context.Background(), append([]string{"tally"}, os.Args[1:]...), os.Stdin, os.Stdout, os.Stderr))
 	}
 	testscript.Main(leakChecked{m}, map[string]func(){"tally": scriptTally})
 }

@@ -7,10 +7,11 @@ import (
 	"syscall"
 )
 
-// signalContext is cancelled by SIGINT or SIGTERM, with an [errSignal]
-// naming the signal as its cause.
-func signalContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+// signalContext is parent, also cancelled by SIGINT or SIGTERM with an
+// [errSignal] naming the signal as its cause, until its stop function is
+// called.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -30,12 +31,4 @@ func signalContext() (context.Context, context.CancelFunc) {
 		close(done)
 		cancel(context.Canceled)
 	}
-}
-
-// Command runs tally as a process: standard streams, SIGINT and SIGTERM
-// cancel the command. It returns the exit code.
-func Command(args []string) int {
-	ctx, stop := signalContext()
-	defer stop()
-	return Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }

@@ -32,69 +32,85 @@ func signinCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "org", Usage: "account org; an existing org needs --org-invite", DefaultText: "seat-<the identity's short form>"},
 			&ucli.StringFlag{Name: "org-invite", Usage: "an org invite (`TOKEN`, skt_org_…) that an account of --org made with tally org invite"},
 		}, recoverFlags()...),
-		Action: withSeat(func(e *env, s *seat.Seat) error {
-			if e.c.Bool("recover") && e.c.Bool("link") {
-				return &usageError{"--recover and --link are two ways in", "--link on a device that should never hold the phrase; --recover to bring the phrase"}
-			}
-			if e.c.Bool("recover") {
-				return signinRecover(e, s)
-			}
-			if e.c.Bool("link") {
-				return signinLink(e, s)
-			}
-			if err := needSeed(s); err != nil {
-				return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --link` to link this device to your account without the phrase, or `tally signin --recover` to bring the phrase)"}
-			}
-			email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
-			key, err := apiKeyFlag(e)
-			if err != nil {
-				return err
-			}
-			if key != "" {
-				if invite != "" || org != "" || e.c.String("signup-token") != "" {
-					return badUsage("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
-				}
-				a, err := signinAPIKey(e, s, key)
-				if err != nil {
-					return err
-				}
-				e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", safe(a.Org), a.AccountID)
-				return nil
-			}
-			if email == "" {
-				email = "tally@localhost"
-			}
-			if invite != "" && org == "" {
-				return badUsage("--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for")
-			}
-			if org == "" {
-				did, err := s.Identity()
-				if err != nil {
-					return err
-				}
-				org = "seat-" + did[len(did)-8:]
-			}
-			var a seat.Account
-			if tok := e.c.String("signup-token"); tok != "" {
-				a, err = signinSignupToken(e, s, email, org, tok)
-			} else {
-				a, err = s.SignInInvited(e.c.Context, email, org, invite)
-			}
-			err = signupHint(err)
-			switch {
-			case errors.Is(err, seat.ErrOrgTaken):
-				return &usageError{"the org " + org + " already exists and belongs to its accounts",
-					"ask an account of " + org + " to run `tally org invite`, then run `tally signin --org " + org + " --org-invite TOKEN`; or pick a new org"}
-			case errors.Is(err, seat.ErrInvalidOrgInvite):
-				return notAllowed("the org invite is invalid, expired, used up or not for "+org,
-					"ask an account of "+org+" for a new one (`tally org invite`)")
-			case err != nil:
-				return err
-			}
-			e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", a.Org, a.AccountID)
-			return nil
-		}),
+		Action: withSeat(runSignin),
 	}
+}
+
+// runSignin runs `tally signin`, one of its ways in.
+func runSignin(e *env, s *seat.Seat) error {
+	if e.c.Bool("recover") && e.c.Bool("link") {
+		return &usageError{"--recover and --link are two ways in", "--link on a device that should never hold the phrase; --recover to bring the phrase"}
+	}
+	if e.c.Bool("recover") {
+		return signinRecover(e, s)
+	}
+	if e.c.Bool("link") {
+		return signinLink(e, s)
+	}
+	if err := needSeed(s); err != nil {
+		return &usageError{"this home has no seat yet, so there is nothing to sign in", "run `tally init` first (or `tally signin --link` to link this device to your account without the phrase, or `tally signin --recover` to bring the phrase)"}
+	}
+	key, err := apiKeyFlag(e)
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		return signinKey(e, s, key)
+	}
+	return signinNew(e, s)
+}
+
+// signinKey is `tally signin --api-key KEY` (or --api-key-file): it takes
+// the account the operator made.
+func signinKey(e *env, s *seat.Seat, key string) error {
+	if e.c.String("org-invite") != "" || e.c.String("org") != "" || e.c.String("signup-token") != "" {
+		return badUsage("--api-key takes an account that exists", "tally signin --api-key KEY, without --org, --org-invite or --signup-token")
+	}
+	a, err := signinAPIKey(e, s, key)
+	if err != nil {
+		return err
+	}
+	e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", safe(a.Org), a.AccountID)
+	return nil
+}
+
+// signinNew is `tally signin` making a new account: by open signup, into
+// an org with --org-invite, or with the operator's --signup-token.
+func signinNew(e *env, s *seat.Seat) error {
+	email, org, invite := e.c.String("email"), e.c.String("org"), e.c.String("org-invite")
+	if email == "" {
+		email = "tally@localhost"
+	}
+	if invite != "" && org == "" {
+		return badUsage("--org-invite needs --org", "tally signin --org ORG --org-invite TOKEN, with the org the invite is for")
+	}
+	if org == "" {
+		did, err := s.Identity()
+		if err != nil {
+			return err
+		}
+		org = "seat-" + did[len(did)-8:]
+	}
+	var a seat.Account
+	var err error
+	if tok := e.c.String("signup-token"); tok != "" {
+		a, err = signinSignupToken(e, s, email, org, tok)
+	} else {
+		a, err = s.SignInInvited(e.c.Context, email, org, invite)
+	}
+	err = signupHint(err)
+	switch {
+	case errors.Is(err, seat.ErrOrgTaken):
+		return &usageError{"the org " + org + " already exists and belongs to its accounts",
+			"ask an account of " + org + " to run `tally org invite`, then run `tally signin --org " + org + " --org-invite TOKEN`; or pick a new org"}
+	case errors.Is(err, seat.ErrInvalidOrgInvite):
+		return notAllowed("the org invite is invalid, expired, used up or not for "+org,
+			"ask an account of "+org+" for a new one (`tally org invite`)")
+	case err != nil:
+		return err
+	}
+	e.out(map[string]string{"account_id": a.AccountID, "org": a.Org}, "signed in: org %s (account %s)", a.Org, a.AccountID)
+	return nil
 }
 
 // apiKeyFlag is the API key of --api-key or --api-key-file ("" when

@@ -22,7 +22,7 @@ import (
 func tally2(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errw bytes.Buffer
-	err := Run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
+	err := run(context.Background(), append([]string{"tally"}, args...), strings.NewReader(stdin), &out, &errw)
 	return out.String(), errw.String(), err
 }
 
@@ -154,12 +154,15 @@ func TestCLIDefaultURLs(t *testing.T) {
 	if !strings.HasPrefix(out, "api_url = "+st.APIURL+"\nrelay_url = "+st.RelayURL+"  (default)\n") {
 		t.Fatalf("config list after set:\n%s", out)
 	}
-	var got []struct {
-		Key, Value string
-		Default    bool
+	var list struct {
+		Settings []struct {
+			Key, Value string
+			Default    bool
+		}
 	}
-	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &got); err != nil || len(got) != 6 || got[0].Default || !got[1].Default {
-		t.Fatalf("config list --json: %+v %v", got, err)
+	if err := json.Unmarshal([]byte(mustTally(t, append(g, "--json", "config", "list")...)), &list); err != nil || len(list.Settings) != 6 ||
+		list.Settings[0].Default || !list.Settings[1].Default {
+		t.Fatalf("config list --json: %+v %v", list, err)
 	}
 	if out := mustTally(t, append(g, "config", "get", "cover_interval")...); out != "1m0s\n" {
 		t.Fatalf("config get of a default: %q", out)

@@ -3,11 +3,12 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/skytale-oss/skytale/cli"
 )
 
 func main() {
-	os.Exit(cli.Command(os.Args))
+	os.Exit(cli.Main(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
