@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
@@ -55,7 +56,38 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	app := newApp(stdin, stdout, stderr)
 	args, literal := hoistFlags(app, args)
 	app.Metadata = map[string]any{literalKey: literal}
+	parsing.Lock()
+	var once sync.Once
+	release := func() { once.Do(parsing.Unlock) }
+	defer release()
+	releaseAtLeaves(app.Commands, release)
 	return app.RunContext(ctx, args)
+}
+
+// parsing is held while a command line is parsed. urfave/cli gives every
+// command its package-level --help flag (cli.HelpFlag) and writes to it in
+// each parse, so two command lines parsed at once in one process (Main
+// called from two goroutines) would race; the commands' actions still run
+// side by side, since the lock is let go before each one.
+var parsing sync.Mutex
+
+// releaseAtLeaves makes every command without subcommands call release
+// before its own Before and Action: by then its command line is parsed.
+func releaseAtLeaves(cmds []*ucli.Command, release func()) {
+	for _, c := range cmds {
+		if len(c.Subcommands) > 0 {
+			releaseAtLeaves(c.Subcommands, release)
+			continue
+		}
+		before := c.Before
+		c.Before = func(cc *ucli.Context) error {
+			release()
+			if before != nil {
+				return before(cc)
+			}
+			return nil
+		}
+	}
 }
 
 // newApp builds the command tree.
