@@ -292,22 +292,7 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 	defer cancel()
 	coverErr := make(chan error, len(chans))
 	if !s.cfg.Cover.Disabled {
-		for _, ch := range chans {
-			ch := ch
-			sc := cover.New(s.cfg.Cover, func(ctx context.Context, size int) error {
-				return s.sendCover(ctx, conn, ch, size)
-			})
-			scheds[ch] = sc
-			s.setWatchScheduler(ch, sc)
-			defer s.setWatchScheduler(ch, nil)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := sc.Run(cctx); err != nil && cctx.Err() == nil {
-					coverErr <- err
-				}
-			}()
-		}
+		defer s.startCover(cctx, conn, chans, scheds, &wg, coverErr)()
 	}
 	// The connection lasts a lifetime drawn from the distribution every
 	// connection of a watch has (none: as long as the watch runs).
@@ -386,6 +371,30 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 		}
 		if err := f.emit(ctx); err != nil {
 			return true, err
+		}
+	}
+}
+
+// startCover starts a cover sender on conn for each of chans, under ctx
+// and counted in wg, and keeps each in scheds (and as the watch's, for
+// one-shot sends handed over); a sender's error goes to errs. The func it
+// returns forgets the senders again, before ctx ends and wg is waited for.
+func (s *Seat) startCover(ctx context.Context, conn *Conn, chans []string, scheds map[string]*cover.Scheduler, wg *sync.WaitGroup, errs chan<- error) (forget func()) {
+	for _, ch := range chans {
+		sc := cover.New(s.cfg.Cover, func(ctx context.Context, size int) error {
+			return s.sendCover(ctx, conn, ch, size)
+		})
+		scheds[ch] = sc
+		s.setWatchScheduler(ch, sc)
+		wg.Go(func() {
+			if err := sc.Run(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	return func() {
+		for _, ch := range chans {
+			s.setWatchScheduler(ch, nil)
 		}
 	}
 }

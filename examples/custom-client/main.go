@@ -294,6 +294,12 @@ func run(ctx context.Context, api, relay string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "live seq %d from %s: %s\n", push.Seq, got.SenderIdentity, got.Data)
 
+	return catchUp(ctx, relay, joiner.jwt, channel, out)
+}
+
+// catchUp reads the channel back as a member who was away does: 7, the
+// application messages only, and 8, the full log, commits included.
+func catchUp(ctx context.Context, relay, jwt, channel string, out io.Writer) error {
 	// 7, backfill: application messages only.
 	var msgs struct {
 		Messages []struct {
@@ -302,7 +308,7 @@ func run(ctx context.Context, api, relay string, out io.Writer) error {
 		HasMore bool `json:"has_more"`
 	}
 	q := "?channel=" + url.QueryEscape(channel) + "&since_seq=0&limit=100"
-	if err := call(ctx, "GET", relay+"/v1/messages"+q, joiner.jwt, nil, &msgs); err != nil {
+	if err := call(ctx, "GET", relay+"/v1/messages"+q, jwt, nil, &msgs); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "backfill: %d application message(s), has_more %v\n", len(msgs.Messages), msgs.HasMore)
@@ -314,7 +320,7 @@ func run(ctx context.Context, api, relay string, out io.Writer) error {
 			EntryType int    `json:"entry_type"`
 		} `json:"entries"`
 	}
-	if err := call(ctx, "GET", relay+"/v1/sync"+q, joiner.jwt, nil, &sync); err != nil {
+	if err := call(ctx, "GET", relay+"/v1/sync"+q, jwt, nil, &sync); err != nil {
 		return err
 	}
 	for _, e := range sync.Entries {
