@@ -91,6 +91,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{append(alice, "--bogus", "log"), exitUsage, "usage"},
 		{append(alice, "bogus"), exitUsage, "usage"},
 		{append(alice, "msg", "ops", ""), exitUsage, "usage"},
+		{[]string{"serve", "--data", t.TempDir(), "--signup", "sometimes"}, exitUsage, "usage"},
+		{[]string{"serve", "--data", t.TempDir(), "--trusted-proxy", "not-a-prefix"}, exitUsage, "usage"},
 		{append(alice, "contact", "revoke", "nosuch"), exitNotFound, "not_found"},
 		{append(bob, "room", "invite", "acme/rooms/ops"), exitNotAllowed, "not_allowed"},
 		{append(initHomeOnly(t, st), "signin", "--api-key", "sk_live_bogus"), exitNotAllowed, "not_allowed"},

@@ -32,7 +32,7 @@ func serveCommand() *ucli.Command {
 				return ucli.ShowSubcommandHelp(c)
 			}
 			if c.NArg() != 0 {
-				return &usageError{fmt.Sprintf("unknown command %q", "tally serve "+c.Args().First()), "see `tally serve --help`"}
+				return badUsage(fmt.Sprintf("unknown command %q", "tally serve "+c.Args().First()), "see `tally serve --help`")
 			}
 			if err := applyServeConfig(c, c.Command, ""); err != nil {
 				return err

@@ -55,7 +55,7 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	switch directory.SignupMode(o.Signup) {
 	case "", directory.SignupOpen, directory.SignupInvite, directory.SignupClosed:
 	default:
-		return &usageError{fmt.Sprintf("--signup %q is not open, invite or closed", o.Signup), "tally serve --signup open|invite|closed"}
+		return badUsage(fmt.Sprintf("--signup %q is not open, invite or closed", o.Signup), "tally serve --signup open|invite|closed")
 	}
 	if o.Signup != "" && c.IsSet("open-signup") {
 		return badUsage("--signup and --open-signup both set", "use --signup alone (--open-signup is the older spelling of --signup open or closed)")
@@ -69,7 +69,7 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 		if s := c.String(f.name); s != "" {
 			n, err := parseSize(s)
 			if err != nil {
-				return &usageError{fmt.Sprintf("--%s: %v", f.name, err), "give bytes, or a number with KiB, MiB, GiB or TiB (e.g. 1GiB)"}
+				return badUsage(fmt.Sprintf("--%s: %v", f.name, err), "give bytes, or a number with KiB, MiB, GiB or TiB (e.g. 1GiB)")
 			}
 			*f.v = n
 		}
@@ -80,11 +80,11 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	}{{"directory-claims-per-claimer", &o.ClaimsPerClaimer}, {"directory-claims-per-device", &o.ClaimsPerDevice},
 		{"directory-inbox-per-sender", &o.InboxPerSender}, {"directory-inbox-entries", &o.InboxEntries}} {
 		if *f.v = c.Int(f.name); *f.v <= 0 {
-			return &usageError{fmt.Sprintf("--%s %d: it must be positive", f.name, *f.v), "see `tally serve --help` for the default"}
+			return badUsage(fmt.Sprintf("--%s %d: it must be positive", f.name, *f.v), "see `tally serve --help` for the default")
 		}
 	}
 	if o.ClaimsPerClaimer > o.ClaimsPerDevice {
-		return &usageError{"--directory-claims-per-claimer is more than --directory-claims-per-device", "the per-device limit bounds all claimers together, so it is the larger"}
+		return badUsage("--directory-claims-per-claimer is more than --directory-claims-per-device", "the per-device limit bounds all claimers together, so it is the larger")
 	}
 	return nil
 }

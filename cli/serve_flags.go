@@ -169,7 +169,7 @@ func (o *serveOptions) admissionFlags(c *ucli.Context) error {
 	if v := c.String("trusted-proxy"); v != "" {
 		p, err := clientaddr.ParsePrefixes(v)
 		if err != nil {
-			return &usageError{err.Error(), "--trusted-proxy takes CIDR prefixes or addresses, separated by commas"}
+			return badUsage(err.Error(), "--trusted-proxy takes CIDR prefixes or addresses, separated by commas")
 		}
 		o.TrustedProxies = p
 	}

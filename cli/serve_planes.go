@@ -36,7 +36,7 @@ func (o *serveOptions) servedPlanes() ([]plane, error) {
 	case "relay":
 		runDir = false
 	default:
-		return nil, &usageError{fmt.Sprintf("unknown plane %q", o.Only), "use --only directory or --only relay"}
+		return nil, badUsage(fmt.Sprintf("unknown plane %q", o.Only), "use --only directory or --only relay")
 	}
 	var planes []plane
 	if runDir {

@@ -51,7 +51,7 @@ func (s secretSources) secrets() [2]secret {
 func (s secretSources) check(data string, joining bool) error {
 	for _, sec := range s.secrets() {
 		if sec.file != "" && sec.value != "" {
-			return &usageError{fmt.Sprintf("the %s is given twice, by %s and by %s", sec.name, sec.flag, sec.env), "give it once"}
+			return badUsage(fmt.Sprintf("the %s is given twice, by %s and by %s", sec.name, sec.flag, sec.env), "give it once")
 		}
 		if !joining || sec.file != "" || sec.value != "" {
 			continue
