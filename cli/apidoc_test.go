@@ -119,11 +119,11 @@ func TestAPIDocMatchesFrames(t *testing.T) {
 	_, client, _ := strings.Cut(frames, "\n### Client to relay\n")
 	client, relayTo, _ := strings.Cut(client, "\n### Relay to client\n")
 	var docTypes []string
-	for _, m := range regexp.MustCompile("(?m)^#### `([a-z0-9_]+)`").FindAllStringSubmatch(client, -1) {
+	for _, m := range regexp.MustCompile("(?m)^#### `([a-z_]+)`").FindAllStringSubmatch(client, -1) {
 		docTypes = append(docTypes, m[1])
 	}
 	var docCodes []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(relayTo, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(relayTo, -1) {
 		docCodes = append(docCodes, m[1])
 	}
 
@@ -137,12 +137,12 @@ func TestAPIDocMatchesFrames(t *testing.T) {
 	}
 	handle, _, _ = strings.Cut(handle, "\n}\n")
 	var codeTypes []string
-	for _, m := range regexp.MustCompile(`case "([a-z0-9_]+)":`).FindAllStringSubmatch(handle, -1) {
+	for _, m := range regexp.MustCompile(`case "([a-z_]+)":`).FindAllStringSubmatch(handle, -1) {
 		codeTypes = append(codeTypes, m[1])
 	}
 	var codeCodes []string
 	files, _ := filepath.Glob("../relay/*.go")
-	codeRe := regexp.MustCompile(`(?:errorFrame|channelErrorFrame|fail|closeWith\([^"]*)\(?"([a-z0-9_]+)"|\{"error", "([a-z0-9_]+)"`)
+	codeRe := regexp.MustCompile(`(?:errorFrame|channelErrorFrame|fail|closeWith\([^"\n]*)\(?"([a-z0-9_]+)"|\{"error", "([a-z_]+)"`)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
