@@ -187,16 +187,12 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if o.Quiet {
 		reqLog = slog.New(quietHandler{log.Handler()})
 	}
-	open := isLoopback(o.APIAddr) && isLoopback(o.RelayAddr)
-	if o.OpenSignup != nil {
-		open = *o.OpenSignup
-	}
 	listeners := len(planes)
 	if o.MetricsAddr != "" {
 		listeners++
 	}
 	maxConns := o.connCap(listeners)
-	dcfg, rcfg := o.planeConfigs(jwtSecret, internal, reqLog, maxConns, open)
+	dcfg, rcfg := o.planeConfigs(jwtSecret, internal, reqLog, maxConns)
 	reg := o.newRegistry()
 	b := newPlaneBuilder(&o, planes, dcfg, rcfg, jwtSecret, internal, reg)
 	defer b.close(log)
@@ -209,7 +205,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		return err
 	}
 	planes = o.sidePlanes(planes, reg, internal, errRing, started)
-	if err := o.listen(gctx, g, planes, maxConns, open, log); err != nil {
+	if err := o.listen(gctx, g, planes, maxConns, log); err != nil {
 		return err
 	}
 	err = g.Wait()

@@ -89,15 +89,26 @@ func (o *serveOptions) budgetFlagsInto(c *ucli.Context) error {
 	return nil
 }
 
-// applyBudgets sets the signup mode and both planes' budgets; open is the mode's default.
-func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config, open bool) {
-	dcfg.Signup = directory.SignupClosed
-	if open {
-		dcfg.Signup = directory.SignupOpen
-	}
+// signupMode is the signup mode serve runs with: --signup, else the older
+// --open-signup, else open when both planes listen on loopback and closed
+// otherwise.
+func (o *serveOptions) signupMode() directory.SignupMode {
 	if o.Signup != "" {
-		dcfg.Signup = directory.SignupMode(o.Signup)
+		return directory.SignupMode(o.Signup)
 	}
+	open := isLoopback(o.APIAddr) && isLoopback(o.RelayAddr)
+	if o.OpenSignup != nil {
+		open = *o.OpenSignup
+	}
+	if open {
+		return directory.SignupOpen
+	}
+	return directory.SignupClosed
+}
+
+// applyBudgets sets the signup mode and both planes' budgets.
+func (o *serveOptions) applyBudgets(dcfg *skytale.DirectoryConfig, rcfg *relay.Config) {
+	dcfg.Signup = o.signupMode()
 	dcfg.OpenSignup = dcfg.Signup == directory.SignupOpen
 	rcfg.AccountQuota, rcfg.GroupBudget, rcfg.OrgBudget, rcfg.ServerBudget = o.AccountQuota, o.GroupBudget, o.OrgBudget, o.ServerBudget
 	dcfg.AccountBudget, dcfg.GroupBudget, dcfg.OrgBudget, dcfg.ServerBudget = o.DirAccountBudget, o.DirGroupBudget, o.DirOrgBudget, o.DirServerBudget

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -168,7 +167,8 @@ func checkConfigCommand() *ucli.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := serveOptionsFrom(parent); err != nil {
+			o, err := serveOptionsFrom(parent)
+			if err != nil {
 				return err
 			}
 			showf(c.App.Writer, "the settings are valid\n")
@@ -177,12 +177,41 @@ func checkConfigCommand() *ucli.Command {
 				if name == "help" || name == configFlagName {
 					continue
 				}
-				k := configKey(name)
-				showf(c.App.Writer, "%s = %s  # %s\n", k, tomlValue(parent.Value(name)), cmp.Or(from[k], "default"))
+				showf(c.App.Writer, "%s\n", configLine(f, configKey(name), parent.Value(name), from))
 			}
+			showf(c.App.Writer, "# in effect: signup %s\n", o.signupMode())
 			return nil
 		},
 	}
+}
+
+// configLine is one setting as check-config lists it. A setting left at a
+// default that depends on others (its help gives the default as text, like
+// signup's "open when both planes listen on loopback") is a comment naming
+// that default, not the flag's zero value, which serve would not use.
+func configLine(f ucli.Flag, key string, v any, from map[string]string) string {
+	if src := from[key]; src != "" {
+		return fmt.Sprintf("%s = %s  # %s", key, tomlValue(v), src)
+	}
+	if d := defaultText(f); d != "" {
+		return fmt.Sprintf("# %s: default, %s", key, d)
+	}
+	return fmt.Sprintf("%s = %s  # default", key, tomlValue(v))
+}
+
+// defaultText is the default a flag's help states as text, if it has one.
+func defaultText(f ucli.Flag) string {
+	switch f := f.(type) {
+	case *ucli.StringFlag:
+		return f.DefaultText
+	case *ucli.BoolFlag:
+		return f.DefaultText
+	case *ucli.IntFlag:
+		return f.DefaultText
+	case *ucli.DurationFlag:
+		return f.DefaultText
+	}
+	return ""
 }
 
 // tomlValue is a flag's value as a config file writes it.

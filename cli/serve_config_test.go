@@ -118,3 +118,29 @@ func startedLine(t *testing.T, args, env []string) map[string]any {
 	}
 	return nil
 }
+
+// TestCheckConfigShowsSignupInEffect: check-config gives the signup mode
+// serve would run with, which depends on the listen addresses when no
+// setting names it, and never lists a default's zero value as if serve
+// used it.
+func TestCheckConfigShowsSignupInEffect(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "# in effect: signup open\n"},
+		{[]string{"--api-addr", "0.0.0.0:3100", "--insecure-http"}, "# in effect: signup closed\n"},
+		{[]string{"--open-signup=false"}, "# in effect: signup closed\n"},
+		{[]string{"--signup", "invite"}, "# in effect: signup invite\n"},
+	} {
+		args := append(append([]string{"serve"}, c.args...), "check-config")
+		code, out, errw := mainOut(ctx, "", args...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q in:\n%s", args, code, errw, c.want, out)
+		}
+		if c.args == nil && (strings.Contains(out, "open_signup = false") || strings.Contains(out, `signup = ""`)) {
+			t.Errorf("check-config lists signup's zero value as its default:\n%s", out)
+		}
+	}
+}

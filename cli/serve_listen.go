@@ -124,7 +124,7 @@ func (o *serveOptions) sidePlanes(planes []plane, reg *prometheus.Registry, inte
 // listen serves each plane on its address in g until ctx is done, then
 // shuts its server down; it logs each URL as it listens. A listener that
 // cannot be opened is an error, and the ones opened stop with g.
-func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []plane, maxConns int, open bool, log *slog.Logger) error {
+func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []plane, maxConns int, log *slog.Logger) error {
 	for _, p := range planes {
 		tl, err := net.Listen("tcp", p.addr)
 		if err != nil {
@@ -134,7 +134,7 @@ func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []p
 		url := "http://" + tl.Addr().String()
 		attrs := []any{"url", url}
 		if p.name == "directory" {
-			attrs = append(attrs, "open_signup", open)
+			attrs = append(attrs, "signup", string(o.signupMode()))
 		}
 		if p.name != "health" {
 			attrs = append(attrs, "max_conns", maxConns)

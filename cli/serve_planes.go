@@ -170,7 +170,7 @@ func (o *serveOptions) connCap(listeners int) int {
 }
 
 // planeConfigs are the planes' configurations from o.
-func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Logger, maxConns int, open bool) (skytale.DirectoryConfig, relay.Config) {
+func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Logger, maxConns int) (skytale.DirectoryConfig, relay.Config) {
 	dcfg := skytale.DirectoryConfig{
 		DBPath: filepath.Join(o.Data, "directory.db"), JWTSecret: jwtSecret,
 		InternalSecret: internal, Logger: planeLogger(reqLog, "directory"),
@@ -191,7 +191,7 @@ func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Log
 		ReadyFeedLag: o.ReadyFeedLag, ArchiveCap: o.ArchiveCap, ArchiveTTL: o.ArchiveTTL,
 	}
 	o.relayAdmission(&rcfg, maxConns)
-	o.applyBudgets(&dcfg, &rcfg, open)
+	o.applyBudgets(&dcfg, &rcfg)
 	return dcfg, rcfg
 }
 

@@ -315,7 +315,7 @@ func TestServePlainHTTPOnlyOnLoopback(t *testing.T) {
 	if !strings.Contains(p.log.String(), "level=WARN msg=\"directory serves plain HTTP on a non-loopback address") {
 		t.Fatalf("no warning for plain HTTP on 0.0.0.0: %s", p.log)
 	}
-	if strings.Contains(p.log.String(), "open_signup=true") {
+	if strings.Contains(p.log.String(), "signup=open") {
 		t.Fatal("signup opened by default on a non-loopback address")
 	}
 	if code := getJSON(t, p.apiURL+"/health", "", nil); code != 200 {
