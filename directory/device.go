@@ -32,8 +32,9 @@ const (
 	userCodeLen = 8
 	maxLabel    = 128
 	// MaxSealedSeat bounds the optional sealed_seat box of an approval
-	// (decoded bytes).
-	MaxSealedSeat = 11264
+	// (decoded bytes): the seat pads the box to a bucket of at most 16 KiB
+	// before it seals it, and HPKE adds its encapsulated key and tag.
+	MaxSealedSeat = 16<<10 + 64
 )
 
 // SealCredential seals an API key to a device's X25519 public key the way
@@ -211,12 +212,12 @@ func (s *Server) handleCreateGrant(w http.ResponseWriter, r *http.Request) {
 // decodeUserCode reads a request body naming a grant by its user code, for
 // an unscoped credential, and returns the normalized code. On false the
 // answer has been written.
-func decodeUserCode(w http.ResponseWriter, r *http.Request, p principal, req any, userCode *string) (string, bool) {
+func decodeUserCode(w http.ResponseWriter, r *http.Request, p principal, limit int64, req any, userCode *string) (string, bool) {
 	if p.channel != "" {
 		forbidScoped(w)
 		return "", false
 	}
-	if !decode(w, r, smallBody, req) {
+	if !decode(w, r, limit, req) {
 		return "", false
 	}
 	code, ok := normalizeUserCode(*userCode)
@@ -237,7 +238,7 @@ type lookupGrantRequest struct {
 // (see sealed_seat in approve). Only pending, unexpired grants are found.
 func (s *Server) handleLookupGrant(w http.ResponseWriter, r *http.Request, p principal) {
 	var req lookupGrantRequest
-	code, ok := decodeUserCode(w, r, p, &req, &req.UserCode)
+	code, ok := decodeUserCode(w, r, p, smallBody, &req, &req.UserCode)
 	if !ok {
 		return
 	}
@@ -277,7 +278,7 @@ type approveGrantRequest struct {
 // and keeps only the sealed form and the key's hash.
 func (s *Server) handleApproveGrant(w http.ResponseWriter, r *http.Request, p principal) {
 	var req approveGrantRequest
-	code, ok := decodeUserCode(w, r, p, &req, &req.UserCode)
+	code, ok := decodeUserCode(w, r, p, approveBody, &req, &req.UserCode)
 	if !ok {
 		return
 	}

@@ -38,6 +38,7 @@ const (
 // Request body caps. A body over its cap is refused before it is parsed.
 const (
 	smallBody   = 16 << 10
+	approveBody = 32 << 10  // a MaxSealedSeat box is 21,932 base64 characters, with a certificate beside it
 	joinBody    = 128 << 10 // a 64 KiB key package is 87,384 base64 characters
 	welcomeBody = 512 << 10 // a 256 KiB Welcome is 349,528 base64 characters
 )

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/skytale-oss/skytale/padding"
 )
 
 // Device grants give a new device the account's credential without the
@@ -41,6 +43,35 @@ const grantInfo = "skytale device grant v1"
 // seatBoxInfo is the HPKE info prefix of the approver's box; the grant id
 // follows it, so a box made for one grant does not open for another.
 const seatBoxInfo = "skytale device seat v1 "
+
+// sealSeatBox seals an approver's box to a device key. The box is padded
+// to a bucket first (padding.Pad), so the directory, which holds it until
+// the device polls, learns its size class and nothing finer, like every
+// other payload a seat hands a server.
+func sealSeatBox(pub *ecdh.PublicKey, grantID string, box []byte) ([]byte, error) {
+	hk, err := hpke.NewDHKEMPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	pt := padding.Pad(box)
+	defer clear(pt)
+	return hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+grantID), pt)
+}
+
+// openSeatBox opens what sealSeatBox sealed and returns the box without
+// its padding.
+func openSeatBox(hk hpke.PrivateKey, grantID string, sealed []byte) ([]byte, error) {
+	pt, err := hpke.Open(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+grantID), sealed)
+	if err != nil {
+		return nil, err
+	}
+	box, err := padding.Unpad(pt)
+	if err != nil {
+		clear(pt)
+		return nil, err
+	}
+	return box, nil
+}
 
 // recoverLabel starts what a restored home's identity signs in its grant.
 const recoverLabel = "skytale recover v1\x00"
@@ -300,7 +331,7 @@ func (s *Seat) finishDevice(ctx context.Context, g *DeviceGrant, p GrantPoll) (D
 	res := DeviceResult{AccountID: p.AccountID, Org: p.Org}
 	var box seatBox
 	if p.SealedSeat != nil {
-		pt, err := open(seatBoxInfo+g.GrantID, p.SealedSeat)
+		pt, err := openSeatBox(hk, g.GrantID, p.SealedSeat)
 		if err == nil && json.Unmarshal(pt, &box) == nil {
 			if res.AccountID == "" {
 				res.AccountID, res.Org = box.AccountID, box.Org
@@ -425,11 +456,7 @@ func (s *Seat) ApproveDevice(ctx context.Context, userCode, fingerprintShown str
 	if err != nil {
 		return DeviceApproval{}, err
 	}
-	hk, err := hpke.NewDHKEMPublicKey(pub)
-	if err != nil {
-		return DeviceApproval{}, err
-	}
-	sealed, err := hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+g.GrantID), pt)
+	sealed, err := sealSeatBox(pub, g.GrantID, pt)
 	clear(pt)
 	if err != nil {
 		return DeviceApproval{}, err

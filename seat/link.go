@@ -381,7 +381,7 @@ func (s *Seat) finishLink(ctx context.Context, g *LinkGrant, p GrantPoll) (LinkR
 	if p.SealedSeat == nil {
 		return LinkResult{}, ErrBadLinkBox
 	}
-	pt, err := hpke.Open(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+g.GrantID), p.SealedSeat)
+	pt, err := openSeatBox(hk, g.GrantID, p.SealedSeat)
 	if err != nil {
 		return LinkResult{}, ErrBadLinkBox
 	}
@@ -453,7 +453,8 @@ func linkBoxMessage(grantID string, box []byte) []byte {
 }
 
 // maxLinkBox bounds a link box's JSON, under the directory's cap on what
-// an approval may carry (11 KiB sealed, with the box in base64 inside).
+// an approval may carry: with the box in base64 inside and the signature,
+// the padded plaintext stays in the 16 KiB bucket (directory.MaxSealedSeat).
 const maxLinkBox = 8000
 
 // maxLinkEpochs is how many sync key epochs a link box carries: the
@@ -528,11 +529,7 @@ func (s *Seat) approveLink(ctx context.Context, dc *DirectoryClient, userCode st
 	if err != nil {
 		return DeviceApproval{}, err
 	}
-	hk, err := hpke.NewDHKEMPublicKey(pub)
-	if err != nil {
-		return DeviceApproval{}, err
-	}
-	sealed, err := hpke.Seal(hk, hpke.HKDFSHA256(), hpke.AES128GCM(), []byte(seatBoxInfo+g.GrantID), pt)
+	sealed, err := sealSeatBox(pub, g.GrantID, pt)
 	clear(pt)
 	if err != nil {
 		return DeviceApproval{}, err

@@ -276,3 +276,49 @@ func mustChannel(t *testing.T, m *member, room string) string {
 	}
 	return ch
 }
+
+// TestLinkBoxIsPadded: the box an approving device seals to a linked
+// device waits at the directory at a bucket length (plus HPKE's 32-byte
+// encapsulated key and 16-byte tag), not at its own, and the device still
+// opens it.
+func TestLinkBoxIsPadded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbPath := filepath.Join(t.TempDir(), "directory.db")
+	st := skytaletest.NewStackWith(t, skytaletest.Options{Directory: skytale.DirectoryConfig{DBPath: dbPath}})
+	alice := newMember(t, st, "acme")
+	for _, name := range []string{"ops", "dev"} {
+		if _, err := alice.RoomCreate(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := openSeat(t, st, t.TempDir())
+	g, err := d.RequestLink(ctx, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.ApproveDevice(ctx, g.UserCode, g.Fingerprint); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT LENGTH(sealed_seat) FROM device_grants WHERE sealed_seat IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatalf("the approved grant's box: %v", err)
+	}
+	const hpkeOverhead = 32 + 16
+	if !padding.Valid(n - hpkeOverhead) {
+		t.Errorf("the link box waits at %d bytes: %d is not a bucket length", n, n-hpkeOverhead)
+	}
+	g.PollInterval = 20 * time.Millisecond
+	r, err := d.WaitLink(ctx, g)
+	if err != nil {
+		t.Fatalf("the device opens the padded box: %v", err)
+	}
+	if r.Person != alice.did || r.OfferErr != nil || len(r.Offered) != 2 {
+		t.Errorf("linked as %+v: the box's person and its two rooms did not arrive", r)
+	}
+}
