@@ -44,7 +44,7 @@ func runMsg(e *env, s *seat.Seat, ch string, args []string) error {
 	if strings.TrimSpace(text) == "" {
 		return badUsage("the message is empty", "tally msg NAME TEXT…")
 	}
-	seq, err := s.RoomSend(e.c.Context, ch, text)
+	seq, err := s.Room(ch).Send(e.c.Context, text)
 	if err != nil {
 		return err
 	}
@@ -62,13 +62,13 @@ func historyCommand() *ucli.Command {
 
 // runHistory runs `tally history`.
 func runHistory(e *env, s *seat.Seat, ch string, _ []string) error {
-	if _, err := s.RoomSync(e.c.Context, ch); err != nil {
+	if _, err := s.Room(ch).Sync(e.c.Context); err != nil {
 		if errors.Is(err, seat.ErrNoRoom) || errors.Is(err, context.Canceled) || errors.Is(err, seat.ErrRevoked) {
 			return err
 		}
 		showf(e.c.App.ErrWriter, "could not fetch new messages (%v); showing what this home has\n", e.hintOrErr(err))
 	}
-	msgs, err := s.RoomHistory(e.c.Context, ch)
+	msgs, err := s.Room(ch).History(e.c.Context)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func roomBody(nargs int, usage string, f func(e *env, s *seat.Seat, ch string, r
 		if (nargs >= 0 && len(args) != nargs) || (nargs < 0 && len(args) < -nargs) {
 			return badUsage("wrong arguments", "usage: "+usage)
 		}
-		ch, err := s.RoomChannel(e.c.Context, args[0])
+		ch, err := s.Room(args[0]).Channel(e.c.Context)
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func hasRoom(e *env, s *seat.Seat, ch string) bool {
 
 // roomSuite is the short name of the room's cipher suite, "" if unknown.
 func roomSuite(e *env, s *seat.Seat, ch string) string {
-	cs, err := s.RoomSuite(e.c.Context, ch)
+	cs, err := s.Room(ch).Suite(e.c.Context)
 	if err != nil {
 		return ""
 	}

@@ -33,7 +33,7 @@ func runRoomCreate(e *env, s *seat.Seat, ch string, _ []string) error {
 	if err != nil {
 		return badUsage(err.Error(), "for example --suite pq")
 	}
-	if _, err := s.RoomCreateWith(e.c.Context, ch, seat.RoomOptions{Suite: suite}); err != nil {
+	if _, err := s.Room(ch).Create(e.c.Context, &seat.RoomOptions{Suite: suite}); err != nil {
 		return err
 	}
 	e.out(map[string]string{"room": ch, "suite": seat.SuiteName(suite)}, "created %s (%s)\ninvite someone: tally room invite %s",
@@ -124,7 +124,7 @@ func runRoomJoin(e *env, s *seat.Seat, ch string, args []string) error {
 			st.update("waited %s of at most %s", time.Since(start).Round(time.Second), e.c.Duration("wait"))
 		}
 	}
-	_, err := s.RoomJoin(jctx, ch, args[0], e.c.Duration("wait"))
+	_, err := s.Room(ch).Join(jctx, args[0], &seat.JoinOptions{Wait: e.c.Duration("wait")})
 	e.hooks.onReq = nil
 	st.clear()
 	// A join that lost the race finds the room saved by the
@@ -167,7 +167,7 @@ func runRoomAdmit(e *env, s *seat.Seat, ch string, _ []string) error {
 	if e.c.Bool("watch") {
 		return admitWatch(e, s, ch)
 	}
-	adm, err := s.RoomAdmit(e.c.Context, ch)
+	adm, err := s.Room(ch).Admit(e.c.Context)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func admitWatch(e *env, s *seat.Seat, ch string) error {
 		showf(e.c.App.ErrWriter, "admitting join requests for %s every %s; Ctrl-C stops\n", shortRoom(e, s, ch), admitInterval)
 	}
 	for {
-		adm, err := s.RoomAdmit(ctx, ch)
+		adm, err := s.Room(ch).Admit(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}

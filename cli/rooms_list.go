@@ -96,7 +96,7 @@ func runRoomDecline(e *env, s *seat.Seat) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.RoomDecline(e.c.Context, ch)
+	n, err := s.Room(ch).Decline(e.c.Context)
 	if errors.Is(err, seat.ErrNotPending) {
 		return notFound("no Welcome to "+ch+" waits for you", "see `tally room list --pending`")
 	}

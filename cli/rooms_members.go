@@ -20,10 +20,11 @@ func roomMembersCommand() *ucli.Command {
 
 // runRoomMembers runs `tally room members`.
 func runRoomMembers(e *env, s *seat.Seat, ch string, _ []string) error {
-	mem, epoch, err := s.RoomMembers(e.c.Context, ch)
+	roster, err := s.Room(ch).Members(e.c.Context)
 	if err != nil {
 		return err
 	}
+	mem, epoch := roster.Members, roster.Epoch
 	if e.json {
 		list := []map[string]any{}
 		for _, m := range mem {
@@ -70,10 +71,10 @@ func runRoomAdd(e *env, s *seat.Seat, ch string, args []string) error {
 	var added []seat.Added
 	var err error
 	if strings.HasPrefix(who, "skt_add_") {
-		added, err = s.RoomAdd(e.c.Context, ch, who)
+		added, err = s.Room(ch).Add(e.c.Context, who, nil)
 		who = "the token's maker"
 	} else {
-		added, err = s.RoomAddWith(e.c.Context, ch, who, e.c.String("token"))
+		added, err = s.Room(ch).Add(e.c.Context, who, &seat.AddOptions{Token: e.c.String("token")})
 	}
 	if errors.Is(err, seat.ErrNotAllowed) {
 		return notAllowed(who+" has not agreed to be added by you: you share no room or org",
@@ -118,7 +119,7 @@ func runRoomRemove(e *env, s *seat.Seat, ch string, args []string) error {
 		return &usageError{fmt.Sprintf("%s has more than one device in %s", args[0], shortRoom(e, s, ch)),
 			"name the device's whole identity (`tally room members " + shortRoom(e, s, ch) + " --verbose`)"}
 	}
-	rm, err := s.RoomRemoveMember(e.c.Context, ch, did)
+	rm, err := s.Room(ch).Remove(e.c.Context, did)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func roomLeaveCommand() *ucli.Command {
 
 // runRoomLeave runs `tally room leave`.
 func runRoomLeave(e *env, s *seat.Seat, ch string, _ []string) error {
-	if err := s.RoomLeave(e.c.Context, ch); err != nil {
+	if err := s.Room(ch).Leave(e.c.Context); err != nil {
 		return err
 	}
 	e.out(map[string]any{"room": ch, "left": true},
@@ -181,7 +182,7 @@ func runRoomAdminsAdd(e *env, s *seat.Seat, ch string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.RoomAdminAdd(e.c.Context, ch, did); err != nil {
+	if err := s.Room(ch).AddAdmin(e.c.Context, did); err != nil {
 		return adminsError(err, ch)
 	}
 	e.out(map[string]any{"room": ch, "admin": did, "added": true}, "%s is now an admin of %s", displayID(e, did), shortRoom(e, s, ch))
@@ -202,7 +203,7 @@ func runRoomAdminsRemove(e *env, s *seat.Seat, ch string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.RoomAdminRemove(e.c.Context, ch, did); err != nil {
+	if err := s.Room(ch).RemoveAdmin(e.c.Context, did); err != nil {
 		return adminsError(err, ch)
 	}
 	e.out(map[string]any{"room": ch, "admin": did, "added": false}, "%s is no longer an admin of %s", displayID(e, did), shortRoom(e, s, ch))
@@ -217,10 +218,11 @@ func resolveMember(e *env, s *seat.Seat, ch, arg string) (person, identity strin
 	if strings.HasPrefix(arg, "did:") && !strings.Contains(arg, "#") {
 		person = arg
 	}
-	mem, _, err := s.RoomMembers(e.c.Context, ch)
+	roster, err := s.Room(ch).Members(e.c.Context)
 	if err != nil {
 		return "", "", err
 	}
+	mem := roster.Members
 	var leaves []string
 	people := map[string]bool{}
 	for _, m := range mem {

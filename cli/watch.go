@@ -22,7 +22,7 @@ func runWatch(e *env, s *seat.Seat) error {
 	ctx := e.c.Context
 	names := e.args
 	for i, n := range names {
-		ch, err := s.RoomChannel(ctx, n)
+		ch, err := s.Room(n).Channel(ctx)
 		if err != nil {
 			return err
 		}
