@@ -833,25 +833,25 @@ func (s *soak) honestRound(stop context.Context, w int) {
 	}
 	defer joiner.Close(context.Background())
 	var room string
-	if s.timed("create room", func() error { room, err = owner.RoomCreate(ctx, fmt.Sprintf("talk%d", w)); return err }) != nil {
+	if s.timed("create room", func() error { room, err = owner.Room(fmt.Sprintf("talk%d", w)).Create(ctx, nil); return err }) != nil {
 		return
 	}
 	if s.timed("join", func() error {
-		tok, err := owner.RoomInvite(ctx, room, 0, 0)
+		tok, err := owner.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 		if err != nil {
 			return err
 		}
-		if _, err := joiner.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+		if _, err := joiner.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 			return fmt.Errorf("join before the admit: %v", err)
 		}
-		adm, err := owner.RoomAdmit(ctx, room)
+		adm, err := owner.Room(room).Admit(ctx)
 		if err != nil {
 			return err
 		}
 		if len(adm) != 1 || adm[0].Identity != joinerDID {
 			return fmt.Errorf("admitted %+v, not the joiner", adm)
 		}
-		_, err = joiner.RoomJoin(ctx, room, "", time.Minute)
+		_, err = joiner.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute})
 		return err
 	}) != nil {
 		return
@@ -859,7 +859,7 @@ func (s *soak) honestRound(stop context.Context, w int) {
 	for r := 0; r < 5 && stop.Err() == nil; r++ {
 		for _, pair := range [][2]*seat.Seat{{owner, joiner}, {joiner, owner}} {
 			text := fmt.Sprintf("round %d from %p", r, pair[0])
-			if s.timed("send", func() error { _, err := pair[0].RoomSend(ctx, room, text); return err }) != nil {
+			if s.timed("send", func() error { _, err := pair[0].Room(room).Send(ctx, text); return err }) != nil {
 				return
 			}
 			if s.timed("read", func() error { return readUntil(ctx, pair[1], room, text) }) != nil {
@@ -873,7 +873,7 @@ func (s *soak) honestRound(stop context.Context, w int) {
 // readUntil syncs room until text arrives.
 func readUntil(ctx context.Context, st *seat.Seat, room, text string) error {
 	for {
-		msgs, err := st.RoomSync(ctx, room)
+		msgs, err := st.Room(room).Sync(ctx)
 		if err != nil {
 			return err
 		}

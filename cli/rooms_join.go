@@ -59,11 +59,7 @@ func runRoomInvite(e *env, s *seat.Seat, ch string, _ []string) error {
 	if err != nil {
 		return err
 	}
-	invite := s.RoomInvite
-	if e.c.Bool("auto") {
-		invite = s.RoomInviteAuto
-	}
-	tok, err := invite(e.c.Context, ch, uses, ttl)
+	tok, err := s.Room(ch).Invite(e.c.Context, &seat.InviteOptions{Uses: uses, TTL: ttl, Auto: e.c.Bool("auto")})
 	if err != nil {
 		return err
 	}

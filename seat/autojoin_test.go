@@ -20,14 +20,14 @@ func TestRoomJoinWithoutOwner(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	alice.Close(context.Background())
 
 	carol := newMember(t, st, "carolco")
-	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+	if ch, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil || ch != room {
 		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)
 	}
 	if got, want := identities(t, bob, room), dids(alice, bob, carol); !slices.Equal(got, want) {
@@ -36,7 +36,7 @@ func TestRoomJoinWithoutOwner(t *testing.T) {
 	converse(t, room, carol, bob, "hello, I let myself in", "welcome, carol")
 
 	dave := newMember(t, st, "daveco")
-	if _, err := dave.RoomJoin(ctx, room, tok, 0); err == nil {
+	if _, err := dave.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err == nil {
 		t.Fatal("a second use of a one-use invite")
 	}
 	if got, want := identities(t, bob, room), dids(alice, bob, carol); !slices.Equal(got, want) {
@@ -66,13 +66,13 @@ func TestRoomJoinAfterGroupInfoJam(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "epoch_not_reached" {
 		t.Fatalf("the far-epoch put: %v, want 409 epoch_not_reached", err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	alice.Close(context.Background())
 	carol := newMember(t, st, "carolco")
-	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+	if ch, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil || ch != room {
 		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)
 	}
 	converse(t, room, carol, bob, "in despite the jam", "welcome, carol")

@@ -127,18 +127,18 @@ func benchRoomOn(b *testing.B, st *skytaletest.Stack) (alice, bob *seat.Seat, ro
 	ctx := context.Background()
 	alice = benchSeat(b, st, st.NewAccount(b, "alice"), "")
 	bob = benchSeat(b, st, st.NewAccount(b, "bob"), "")
-	room, err := alice.RoomCreate(ctx, "bench")
+	room, err := alice.Room("bench").Create(ctx, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok, err := alice.RoomInvite(ctx, "bench", 1, time.Hour)
+	tok, err := alice.Room("bench").Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
 	joined := make(chan error, 1)
-	go func() { _, err := bob.RoomJoin(ctx, room, tok, time.Minute); joined <- err }()
+	go func() { _, err := bob.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: time.Minute}); joined <- err }()
 	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
-		a, err := alice.RoomAdmit(ctx, "bench")
+		a, err := alice.Room("bench").Admit(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func BenchmarkRoomMessageWatch(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		if _, err := alice.RoomSend(context.Background(), "bench", "ping"); err != nil {
+		if _, err := alice.Room("bench").Send(context.Background(), "ping"); err != nil {
 			b.Fatal(err)
 		}
 		sendTotal += time.Since(start)
@@ -209,10 +209,10 @@ func BenchmarkRoomMessageSync(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := alice.RoomSend(ctx, "bench", "ping"); err != nil {
+		if _, err := alice.Room("bench").Send(ctx, "ping"); err != nil {
 			b.Fatal(err)
 		}
-		msgs, err := bob.RoomSync(ctx, room)
+		msgs, err := bob.Room(room).Sync(ctx)
 		if err != nil || len(msgs) != 1 || msgs[0].Text != "ping" {
 			b.Fatalf("bob got %v, %v", msgs, err)
 		}
@@ -308,21 +308,21 @@ func BenchmarkRoomJoinWithoutOwner(b *testing.B) {
 	var joinTotal time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		tok, err := alice.RoomInviteAuto(ctx, "bench", 1, time.Hour)
+		tok, err := alice.Room("bench").Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: time.Hour, Auto: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		newcomer := benchSeat(b, st, st.NewAccount(b, fmt.Sprintf("newcomer%d", i)), "")
 		b.StartTimer()
 		start := time.Now()
-		if _, err := newcomer.RoomJoin(ctx, room, tok, 0); err != nil {
+		if _, err := newcomer.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 			b.Fatal(err)
 		}
 		joinTotal += time.Since(start)
-		if _, err := newcomer.RoomSend(ctx, room, "hello"); err != nil {
+		if _, err := newcomer.Room(room).Send(ctx, "hello"); err != nil {
 			b.Fatal(err)
 		}
-		msgs, err := bob.RoomSync(ctx, room)
+		msgs, err := bob.Room(room).Sync(ctx)
 		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Text != "hello" {
 			b.Fatalf("bob read %+v %v", msgs, err)
 		}
@@ -385,7 +385,7 @@ func BenchmarkRoomHistory10k(b *testing.B) {
 	defer s.Close(context.Background())
 	b.ResetTimer()
 	for b.Loop() {
-		msgs, err := s.RoomHistory(ctx, "ops")
+		msgs, err := s.Room("ops").History(ctx)
 		if err != nil || len(msgs) != benchEntries+len(senders) || msgs[len(msgs)-1].SenderName == "" {
 			b.Fatalf("%d messages, %v", len(msgs), err)
 		}

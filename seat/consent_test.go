@@ -68,11 +68,11 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	var swap atomic.Pointer[func([]seat.Claim) []seat.Claim]
 	alice := newMemberAt(t, st, claimSwapProxy(t, st.APIURL, &swap), "acme")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := alice.RoomChannel(ctx, room)
+	ch, err := alice.Room(room).Channel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,16 +111,16 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 	for _, c := range cases {
 		f := c.swap
 		swap.Store(&f)
-		added, err := alice.RoomAddWith(ctx, room, c.person, daveTok.Token)
+		added, err := alice.Room(room).Add(ctx, c.person, &seat.AddOptions{Token: daveTok.Token})
 		if !errors.Is(err, seat.ErrNotThePerson) || len(added) != 0 {
 			t.Fatalf("%s: %+v %v", c.name, added, err)
 		}
-		if ms, _, err := alice.RoomMembers(ctx, room); err != nil || len(ms) != 1 {
+		if ms, _, err := roomMembers(alice, ctx, room); err != nil || len(ms) != 1 {
 			t.Fatalf("%s: the room has %d members (%v)", c.name, len(ms), err)
 		}
 	}
 	swap.Store(nil)
-	added, err := alice.RoomAddWith(ctx, room, dave.did, daveTok.Token)
+	added, err := alice.Room(room).Add(ctx, dave.did, &seat.AddOptions{Token: daveTok.Token})
 	if err != nil || len(added) != 1 || added[0].Identity != dave.did {
 		t.Fatalf("the honest add: %+v %v", added, err)
 	}
@@ -129,7 +129,7 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 	if joined, err := dave.ProcessInbox(ctx); err != nil || len(joined) != 1 {
 		t.Fatalf("dave's inbox: %v %v", joined, err)
 	}
-	rm, err := alice.RoomRemoveMember(ctx, room, dave.did)
+	rm, err := alice.Room(room).Remove(ctx, dave.did)
 	if err != nil || rm.AccountID != dave.acct.AccountID || !rm.MembershipEnded {
 		t.Fatalf("removing dave: %+v %v", rm, err)
 	}
@@ -150,11 +150,11 @@ func TestRoomPendingAndDecline(t *testing.T) {
 	}
 	var rooms []string
 	for _, name := range []string{"ops", "noise"} {
-		room, err := alice.RoomCreate(ctx, name)
+		room, err := alice.Room(name).Create(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if added, err := alice.RoomAddWith(ctx, room, dave.acct.AccountID, tok.Token); err != nil || len(added) != 1 {
+		if added, err := alice.Room(room).Add(ctx, dave.acct.AccountID, &seat.AddOptions{Token: tok.Token}); err != nil || len(added) != 1 {
 			t.Fatalf("adding dave to %s: %+v %v", name, added, err)
 		}
 		rooms = append(rooms, room)
@@ -169,10 +169,10 @@ func TestRoomPendingAndDecline(t *testing.T) {
 	if err != nil || len(pending) != 2 || pending[0].Channel != rooms[0] || pending[1].Channel != rooms[1] || pending[0].From != alice.acct.AccountID {
 		t.Fatalf("pending: %+v %v", pending, err)
 	}
-	if n, err := dave.RoomDecline(ctx, rooms[1]); err != nil || n != 1 {
+	if n, err := dave.Room(rooms[1]).Decline(ctx); err != nil || n != 1 {
 		t.Fatalf("decline: %d %v", n, err)
 	}
-	if _, err := dave.RoomDecline(ctx, rooms[1]); !errors.Is(err, seat.ErrNotPending) {
+	if _, err := dave.Room(rooms[1]).Decline(ctx); !errors.Is(err, seat.ErrNotPending) {
 		t.Fatalf("declining again: %v", err)
 	}
 	if joined := dave.Arrivals(ctx); len(joined) != 1 || joined[0] != rooms[0] {

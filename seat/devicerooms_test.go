@@ -32,7 +32,7 @@ func secondDevice(t *testing.T, st *skytaletest.Stack, m *member) (*member, seat
 
 func leavesOfPerson(t *testing.T, viewer *member, room, did string) []string {
 	t.Helper()
-	ms, _, err := viewer.RoomMembers(context.Background(), room)
+	ms, _, err := roomMembers(viewer, context.Background(), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +55,13 @@ func TestEveryDeviceInEveryRoom(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, own := roomOfTwo(t, st, "ops")
-	pq, err := alice.RoomCreateWith(ctx, "pq", seat.RoomOptions{Suite: seat.SuitePQ})
+	pq, err := alice.Room("pq").Create(ctx, &seat.RoomOptions{Suite: seat.SuitePQ})
 	if err != nil {
 		t.Fatal(err)
 	}
 	join(t, alice, bob, pq)
 	// A room bob owns, where alice is a plain member.
-	theirs, err := bob.RoomCreate(ctx, "bobs")
+	theirs, err := bob.Room("bobs").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +91,13 @@ func TestEveryDeviceInEveryRoom(t *testing.T) {
 	}
 	for _, room := range rooms {
 		sendTo(t, phone, room, "from the phone in "+room)
-		msgs, err := bob.RoomSync(ctx, room)
+		msgs, err := bob.Room(room).Sync(ctx)
 		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Sender != alice.did || msgs[len(msgs)-1].Text != "from the phone in "+room {
 			t.Fatalf("bob reads in %s: %+v %v", room, msgs, err)
 		}
 		sendTo(t, bob, room, "to both of alice's devices")
 		expect(t, "alice's phone", received(t, phone, room), "to both of alice's devices")
-		if got, _ := alice.RoomSuite(ctx, room); got == 0 {
+		if got, _ := alice.Room(room).Suite(ctx); got == 0 {
 			t.Fatal("no suite")
 		}
 		if a, p := roleOf(t, bob, room, alice.did), roleOf(t, bob, room, leavesOfPerson(t, bob, room, alice.did)[1]); a != p {
@@ -149,7 +149,7 @@ func TestEveryDeviceInEveryRoom(t *testing.T) {
 			t.Fatalf("alice's leaves in %s after the revocation: %v", room, got)
 		}
 		sendTo(t, bob, room, "after the revocation")
-		msgs, err := phone.RoomSync(ctx, room)
+		msgs, err := phone.Room(room).Sync(ctx)
 		for _, m := range msgs {
 			if m.Text == "after the revocation" {
 				t.Fatalf("the revoked phone read %q in %s", m.Text, room)

@@ -32,12 +32,12 @@ func TestUsedInviteAdmitsNobody(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatalf("carol's join by the auto invite: %v", err)
 	}
 	want := dids(alice, bob, carol)
@@ -66,13 +66,13 @@ func TestInviteLimitsHeldByMembers(t *testing.T) {
 	t.Run("a use beyond max_uses", func(t *testing.T) {
 		st := skytaletest.NewStack(t)
 		alice, bob, room := roomOfTwo(t, st, "ops")
-		tok, err := alice.RoomInviteAuto(ctx, room, 2, 0)
+		tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 2, TTL: 0, Auto: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		carol, dave := newMember(t, st, "carolco"), newMember(t, st, "daveco")
 		for _, m := range []*member{carol, dave} {
-			if _, err := m.RoomJoin(ctx, room, tok, 0); err != nil {
+			if _, err := m.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 				t.Fatalf("%s's join, one of the two uses: %v", m.did, err)
 			}
 		}
@@ -85,7 +85,7 @@ func TestInviteLimitsHeldByMembers(t *testing.T) {
 		proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
 		erin := newMemberAt(t, st, proxy, "erinco")
 		joiner(erin.acct.AccountID)
-		if _, err := erin.RoomJoin(ctx, room, tok, 0); err == nil {
+		if _, err := erin.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err == nil {
 			t.Fatal("erin's own seat joined by a used-up invite")
 		}
 		// Erin's software goes on anyway, with the membership the
@@ -103,7 +103,7 @@ func TestInviteLimitsHeldByMembers(t *testing.T) {
 	t.Run("a use after expiry", func(t *testing.T) {
 		st := skytaletest.NewStack(t)
 		alice, bob, room := roomOfTwo(t, st, "ops")
-		tok, err := alice.RoomInviteAuto(ctx, room, 5, time.Hour)
+		tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 5, TTL: time.Hour, Auto: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestInviteLimitsHeldByMembers(t *testing.T) {
 		alice2 := &member{Seat: openSeatClock(t, st, alice.home, later), did: alice.did, acct: alice.acct, home: alice.home}
 		bob2 := &member{Seat: openSeatClock(t, st, bob.home, later), did: bob.did, acct: bob.acct, home: bob.home}
 		carol := newMember(t, st, "carolco")
-		if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+		if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 			t.Fatalf("carol's join (her Commit goes out): %v", err)
 		}
 		want := dids(alice, bob)
@@ -208,15 +208,15 @@ func TestRemovedInviteJoinerIsOut(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	tok, err := alice.RoomInviteAuto(ctx, room, 3, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 3, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatal(err)
 	}
-	rm, err := alice.RoomRemoveMember(ctx, room, carol.did)
+	rm, err := alice.Room(room).Remove(ctx, carol.did)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,16 +226,16 @@ func TestRemovedInviteJoinerIsOut(t *testing.T) {
 	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID); !slices.Equal(got, want) {
 		t.Fatalf("channel members after the removal: %v, want %v", got, want)
 	}
-	if _, err := carol.RoomSend(ctx, room, "still here?"); err == nil {
+	if _, err := carol.Room(room).Send(ctx, "still here?"); err == nil {
 		t.Fatal("the relay took a removed member's publish")
 	}
-	if err := carol.RoomRejoin(ctx, room); !errors.Is(err, seat.ErrRemovedRoom) {
+	if err := carol.Room(room).Rejoin(ctx); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("the removed member's rejoin: %v, want ErrRemovedRoom", err)
 	}
-	if err := carol.RoomLeave(ctx, room); err != nil {
+	if err := carol.Room(room).Leave(ctx); err != nil {
 		t.Fatalf("forgetting the room: %v", err)
 	}
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("the removed member's join with its old token: %v, want ErrRemovedRoom", err)
 	}
 
@@ -245,7 +245,7 @@ func TestRemovedInviteJoinerIsOut(t *testing.T) {
 	joiner(carol.acct.AccountID)
 	carol.Close(context.Background())
 	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
-	if _, err := back.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrInviteUsed) {
+	if _, err := back.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrInviteUsed) {
 		t.Fatalf("carol's own seat with a directory that lets her in: %v, want ErrInviteUsed", err)
 	}
 	if err := seat.ForgeInviteJoin(back.Seat, back.Seat, ctx, room, tok); err != nil {
@@ -268,18 +268,18 @@ func TestAdminRemovalEndsMembership(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if rm, err := bob.RoomRemoveMember(ctx, room, carol.did); err != nil || !rm.OwnerEnds || rm.MembershipEnded {
+	if rm, err := bob.Room(room).Remove(ctx, carol.did); err != nil || !rm.OwnerEnds || rm.MembershipEnded {
 		t.Fatalf("the admin's removal: %+v %v", rm, err)
 	}
 	if got := identities(t, alice, room); !slices.Equal(got, dids(alice, bob)) {
@@ -288,7 +288,7 @@ func TestAdminRemovalEndsMembership(t *testing.T) {
 	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID); !slices.Equal(got, want) {
 		t.Fatalf("channel members once the owner read the removal: %v, want %v", got, want)
 	}
-	if err := carol.RoomRejoin(ctx, room); !errors.Is(err, seat.ErrRemovedRoom) {
+	if err := carol.Room(room).Rejoin(ctx); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("the removed member's rejoin: %v, want ErrRemovedRoom", err)
 	}
 }
@@ -306,17 +306,17 @@ func TestDirectoryCannotForgeInvites(t *testing.T) {
 	proxy, seen := recordingProxy(t, st.APIURL)
 	alice := newMemberAt(t, st, proxy, "acme")
 	bob := newMember(t, st, "bobco")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	join(t, alice, bob, room)
-	tok, err := alice.RoomInviteAuto(ctx, room, 2, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 2, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMemberAt(t, st, proxy, "carolco")
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatal(err)
 	}
 	want := dids(alice, bob, carol)
@@ -433,32 +433,32 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	first, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	first, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	if _, err := carol.RoomJoin(ctx, room, first, 0); err != nil {
+	if _, err := carol.Room(room).Join(ctx, first, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatal(err)
 	}
-	shared, err := alice.RoomInviteAuto(ctx, room, 5, 0)
+	shared, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 5, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomRemoveMember(ctx, room, carol.did); err != nil {
+	if _, err := alice.Room(room).Remove(ctx, carol.did); err != nil {
 		t.Fatal(err)
 	}
-	if err := carol.RoomLeave(ctx, room); err != nil {
+	if err := carol.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := carol.RoomJoin(ctx, room, shared, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+	if _, err := carol.Room(room).Join(ctx, shared, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("the directory's answer to the removed person: %v, want ErrRemovedRoom", err)
 	}
 	proxy, joiner := miscountingProxy(t, st.APIURL, alice.acct.APIKey)
 	joiner(carol.acct.AccountID)
 	carol.Close(context.Background())
 	back := &member{Seat: openSeatAt(t, st, proxy, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
-	if _, err := back.RoomJoin(ctx, room, shared, 0); !errors.Is(err, seat.ErrRemovedRoom) {
+	if _, err := back.Room(room).Join(ctx, shared, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrRemovedRoom) {
 		t.Fatalf("carol's own seat, let through: %v, want ErrRemovedRoom", err)
 	}
 	if err := seat.ForgeInviteJoin(back.Seat, back.Seat, ctx, room, shared); err != nil {
@@ -471,16 +471,16 @@ func TestRemovedPersonBarredFromEveryInvite(t *testing.T) {
 	}
 
 	// Alice invites her again, on purpose.
-	again, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	again, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	back.Close(context.Background())
 	carol2 := &member{Seat: openSeat(t, st, carol.home), did: carol.did, acct: carol.acct, home: carol.home}
-	if err := carol2.RoomLeave(ctx, room); err != nil && !errors.Is(err, seat.ErrNoRoom) {
+	if err := carol2.Room(room).Leave(ctx); err != nil && !errors.Is(err, seat.ErrNoRoom) {
 		t.Fatal(err)
 	}
-	if _, err := carol2.RoomJoin(ctx, room, again, 0); err != nil {
+	if _, err := carol2.Room(room).Join(ctx, again, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatalf("the join by an invite made after the removal: %v", err)
 	}
 	if got := identities(t, bob, room); !slices.Equal(got, dids(alice, bob, carol)) {
@@ -502,10 +502,10 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 5, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 5, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +542,7 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 	// An honest joiner by the same invite stays, and an admin's removal
 	// of it ends its membership once the owner reads it.
 	erin := newMember(t, st, "erinco")
-	if _, err := erin.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := erin.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatal(err)
 	}
 	want = dids(alice, bob, erin)
@@ -552,7 +552,7 @@ func TestInviteJoinerThatLiedIsRemoved(t *testing.T) {
 		}
 	}
 	converse(t, room, erin, bob, "hello", "welcome")
-	if rm, err := bob.RoomRemoveMember(ctx, room, erin.did); err != nil || !rm.OwnerEnds {
+	if rm, err := bob.Room(room).Remove(ctx, erin.did); err != nil || !rm.OwnerEnds {
 		t.Fatalf("the admin's removal of the honest joiner: %+v %v", rm, err)
 	}
 	identities(t, alice, room)

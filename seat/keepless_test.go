@@ -61,7 +61,7 @@ func busyStack(t *testing.T, logClients bool) (log string, names []string) {
 	w.expectMsgs(t, "hello")
 	sendTo(t, carol, room, "bye")
 	w.expectMsgs(t, "bye")
-	if err := alice.RoomRemove(ctx, room, carol.did); err != nil {
+	if err := removeFrom(alice, ctx, room, carol.did); err != nil {
 		t.Fatal(err)
 	}
 	w.stop()
@@ -74,7 +74,7 @@ func busyStack(t *testing.T, logClients bool) (log string, names []string) {
 	if _, err := alice.Push(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := alice.RoomChannel(ctx, room)
+	ch, err := alice.Room(room).Channel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestDeviceOfferIsPadded(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, _, room := roomOfTwo(t, st, "ops")
-	ch, err := alice.RoomChannel(ctx, room)
+	ch, err := alice.Room(room).Channel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

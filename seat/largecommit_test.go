@@ -45,7 +45,7 @@ func TestRoomLargeCommit(t *testing.T) {
 
 	// Bob processed every one of them: he and alice are in one epoch.
 	converse(t, room, alice, bob, "a thousand of us", "and still one room")
-	if m, _, err := bob.RoomMembers(ctx, room); err != nil || len(m) != 1000 {
+	if m, _, err := roomMembers(bob, ctx, room); err != nil || len(m) != 1000 {
 		t.Fatalf("bob sees %d members: %v", len(m), err)
 	}
 

@@ -96,15 +96,15 @@ func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 	st := newClockedStack(t, clock)
 	alice := newMemberClock(t, st, "acme", clock)
 	bob := newMemberClock(t, st, "bobco", clock)
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	join(t, alice, bob, room)
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 10, 2*time.Hour)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 10, TTL: 2 * time.Hour, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 	if got := identities(t, bob, room); !slices.Equal(got, want) {
 		t.Fatalf("the admin's roster once it read the lying join: %v, want %v", got, want)
 	}
-	if _, err := erin.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := erin.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatalf("erin's honest join: %v", err)
 	}
 	if err := seat.RedeemInvite(gina.Seat, ctx, room, tok); err != nil {
@@ -179,7 +179,7 @@ func TestLyingInviteJoinerLosesItsMembership(t *testing.T) {
 	}
 
 	// A lapse is not a removal: gina, too slow the first time, joins.
-	if _, err := gina.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := gina.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatalf("gina's join after her record lapsed: %v", err)
 	}
 	want = dids(alice, bob, erin, gina)
@@ -205,16 +205,16 @@ func TestDeviceJoinsByAutoInvite(t *testing.T) {
 	st := newClockedStack(t, clock)
 	alice := newMemberClock(t, st, "acme", clock)
 	dave := newMemberClock(t, st, "daveco", clock)
-	room, err := dave.RoomCreate(ctx, "ops")
+	room, err := dave.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	phone, _, _ := secondDevice(t, st, alice)
-	tok, err := dave.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := dave.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := phone.RoomJoin(ctx, room, tok, 0); err != nil {
+	if _, err := phone.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil {
 		t.Fatalf("the device's join: %v", err)
 	}
 	leaves := leavesOfPerson(t, dave, room, alice.did)

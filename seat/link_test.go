@@ -126,7 +126,7 @@ func TestLinkedHomeHoldsNoPhrase(t *testing.T) {
 		t.Fatalf("laptop pull: %d %v", n, err)
 	}
 	// Alice's device adds the laptop when it next looks at the room.
-	if _, err := alice.RoomSync(ctx, room); err != nil {
+	if _, err := alice.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if joined, err := laptop.JoinDeviceRooms(ctx); err != nil || len(joined) != 1 {
@@ -135,7 +135,7 @@ func TestLinkedHomeHoldsNoPhrase(t *testing.T) {
 	sendTo(t, bob, room, "hello laptop")
 	expect(t, "the laptop", received(t, laptop, room), "hello laptop")
 	sendTo(t, laptop, room, "from the laptop")
-	msgs, err := bob.RoomSync(ctx, room)
+	msgs, err := bob.Room(room).Sync(ctx)
 	if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Text != "from the laptop" || msgs[len(msgs)-1].Sender != alice.did {
 		t.Fatalf("bob reads %+v %v", msgs, err)
 	}
@@ -230,7 +230,7 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	phone, _, _ := secondDevice(t, st, alice) // holds the phrase too
 	laptop, _, a := linkDevice(t, st, alice, "laptop")
 	tablet, _, _ := linkDevice(t, st, alice, "tablet")
-	if _, err := alice.RoomSync(ctx, room); err != nil {
+	if _, err := alice.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []*member{laptop, tablet} {
@@ -299,7 +299,7 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	if _, err := laptop.Pull(ctx, nil); !errors.Is(err, seat.ErrRevoked) {
 		t.Fatalf("the laptop's pull: %v", err)
 	}
-	if _, err := laptop.RoomCreate(ctx, "mine"); !errors.Is(err, seat.ErrRevoked) {
+	if _, err := laptop.Room("mine").Create(ctx, nil); !errors.Is(err, seat.ErrRevoked) {
 		t.Fatalf("the laptop's room create: %v", err)
 	}
 
@@ -346,7 +346,7 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	if slices.Contains(texts(t, laptop.Seat), "after the revocation") {
 		t.Fatal("the revoked laptop's keys open a log entry pushed after the revocation")
 	}
-	msgs, _ := laptop.RoomSync(ctx, room)
+	msgs, _ := laptop.Room(room).Sync(ctx)
 	for _, m := range msgs {
 		if m.Text == "room message after" {
 			t.Fatal("the revoked laptop reads a room message sent after the revocation")
@@ -362,13 +362,13 @@ func TestRevokedDeviceNeverReadmitted(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
 	join(t, alice, carol, room)
 	laptop, _, a := linkDevice(t, st, alice, "laptop")
-	if _, err := alice.RoomSync(ctx, room); err != nil {
+	if _, err := alice.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if joined, err := laptop.JoinDeviceRooms(ctx); err != nil || len(joined) != 1 {
@@ -379,7 +379,7 @@ func TestRevokedDeviceNeverReadmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []*member{bob, carol} {
-		if _, err := m.RoomSync(ctx, room); err != nil {
+		if _, err := m.Room(room).Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -394,7 +394,7 @@ func TestRevokedDeviceNeverReadmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []*member{alice, bob, carol, alice, bob, carol} {
-		if _, err := m.RoomSync(ctx, room); err != nil {
+		if _, err := m.Room(room).Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := identities(t, m, room); !slices.Equal(got, before) {
@@ -406,7 +406,7 @@ func TestRevokedDeviceNeverReadmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []*member{alice, carol} {
-		m.RoomSync(ctx, room)
+		m.Room(room).Sync(ctx)
 		if got := identities(t, m, room); !slices.Equal(got, before) {
 			t.Fatalf("%s took the Commit adding the revoked device: %v", m.did, got)
 		}

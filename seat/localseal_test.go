@@ -44,16 +44,16 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	other, err := alice.RoomCreate(ctx, "other")
+	other, err := alice.Room("other").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := carol.RoomJoin(ctx, room, tok, 0); err == nil {
+	if _, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err == nil {
 		t.Fatal("join before admit")
 	}
 
@@ -81,7 +81,7 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 	if _, err := mls.ParseKeyPackageBundle(kp); err == nil || !bytes.HasPrefix(kp, []byte("SKL1")) {
 		t.Fatalf("the pending KeyPackage's private keys are stored in the clear (%x…)", kp[:8])
 	}
-	if _, err := carol.RoomJoin(ctx, room, "", 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	if _, err := carol.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatalf("carol's resumed join: %v, want the wait for admission", err)
 	}
 
@@ -89,13 +89,13 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 	if _, err := db.Exec(`UPDATE rooms SET state = ? WHERE channel = ?`, state, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := alice.RoomMembers(ctx, "other"); err == nil || !strings.Contains(err.Error(), "does not open") {
+	if _, _, err := roomMembers(alice, ctx, "other"); err == nil || !strings.Contains(err.Error(), "does not open") {
 		t.Fatalf("a moved state: %v", err)
 	}
 
 	// The database with another seed opens no room and no history.
 	sendTo(t, alice, room, "before the theft")
-	if _, err := bob.RoomSync(ctx, room); err != nil {
+	if _, err := bob.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stolen := t.TempDir()
@@ -111,10 +111,10 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 	if _, err := thief.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, err := thief.RoomHistory(ctx, room); err == nil || !strings.Contains(err.Error(), "does not open") {
+	if msgs, err := thief.Room(room).History(ctx); err == nil || !strings.Contains(err.Error(), "does not open") {
 		t.Fatalf("bob's history under another seed: %d messages, %v", len(msgs), err)
 	}
-	if _, _, err := thief.RoomMembers(ctx, room); err == nil || !strings.Contains(err.Error(), "does not open") {
+	if _, _, err := roomMembers(thief, ctx, room); err == nil || !strings.Contains(err.Error(), "does not open") {
 		t.Fatalf("bob's room under another seed: %v", err)
 	}
 
@@ -137,7 +137,7 @@ func TestHomeSealsRoomSecrets(t *testing.T) {
 		t.Fatal("the legacy state was not sealed on open")
 	}
 	sendTo(t, alice, room, "after sealing")
-	msgs, err := bob3.RoomSync(ctx, room)
+	msgs, err := bob3.Room(room).Sync(ctx)
 	if err != nil || len(msgs) != 1 || msgs[0].Text != "after sealing" {
 		t.Fatalf("bob after his home was sealed: %+v %v", msgs, err)
 	}
@@ -222,7 +222,7 @@ func newSealScene(t *testing.T) *sealScene {
 			from, to = bob, alice
 		}
 		sendTo(t, from, room, text)
-		if _, err := to.RoomSync(ctx, room); err != nil {
+		if _, err := to.Room(room).Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +237,7 @@ func newSealScene(t *testing.T) *sealScene {
 
 func historyTexts(t *testing.T, s *seat.Seat, room string) (texts, names []string) {
 	t.Helper()
-	msgs, err := s.RoomHistory(context.Background(), room)
+	msgs, err := s.Room(room).History(context.Background())
 	if err != nil {
 		t.Fatalf("history: %v", err)
 	}
@@ -275,11 +275,11 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 			t.Errorf("a copy of %s's seat.db holds in the clear: %q", m.acct.Org, leaks)
 		}
 		thief := openSeat(t, sc.st, cp)
-		msgs, err := thief.RoomHistory(ctx, sc.room)
+		msgs, err := thief.Room(sc.room).History(ctx)
 		if !errors.Is(err, seat.ErrNoSeed) {
 			t.Errorf("history without the phrase: %d messages, %v; want ErrNoSeed", len(msgs), err)
 		}
-		if _, _, err := thief.RoomMembers(ctx, sc.room); !errors.Is(err, seat.ErrNoSeed) {
+		if _, _, err := roomMembers(thief, ctx, sc.room); !errors.Is(err, seat.ErrNoSeed) {
 			t.Errorf("room without the phrase: %v; want ErrNoSeed", err)
 		}
 		if _, _, err := thief.OrgInvite(ctx, 1, 0); !errors.Is(err, seat.ErrNoSeed) {
@@ -333,7 +333,7 @@ func TestHomeCopyWithoutPhraseOpensNothing(t *testing.T) {
 	}
 	a := openSeat(t, sc.st, sc.alice.home)
 	sendTo(t, &member{Seat: a}, sc.room, "still here")
-	msgs, err := b.RoomSync(ctx, sc.room)
+	msgs, err := b.Room(sc.room).Sync(ctx)
 	if err != nil || len(msgs) == 0 || msgs[0].Text != "still here" {
 		t.Fatalf("the room with the phrase: %+v %v", msgs, err)
 	}
@@ -354,7 +354,7 @@ func TestHomeSealedValuesRefuseAnotherSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	const refused = "does not open"
-	if msgs, err := thief.RoomHistory(ctx, sc.room); err == nil || !strings.Contains(err.Error(), refused) {
+	if msgs, err := thief.Room(sc.room).History(ctx); err == nil || !strings.Contains(err.Error(), refused) {
 		t.Errorf("history under another phrase: %d messages, %v", len(msgs), err)
 	}
 	if _, _, err := thief.OrgInvite(ctx, 1, 0); err == nil || !strings.Contains(err.Error(), refused) {
@@ -376,7 +376,7 @@ func TestHomeSealedValuesRefuseAnotherSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := openSeat(t, sc.st, home)
-	if msgs, err := b.RoomHistory(ctx, sc.room); err == nil || !strings.Contains(err.Error(), refused) {
+	if msgs, err := b.Room(sc.room).History(ctx); err == nil || !strings.Contains(err.Error(), refused) {
 		t.Errorf("history with a moved row: %d messages, %v", len(msgs), err)
 	}
 	var key []byte
@@ -402,7 +402,7 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 	ctx := context.Background()
 	sc := newSealScene(t)
 	b := sc.bob
-	msgs, err := b.RoomHistory(ctx, sc.room)
+	msgs, err := b.Room(sc.room).History(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 		t.Fatalf("a copy after sealing holds in the clear: %q", leaks)
 	}
 	thief := openSeat(t, sc.st, copyHome(t, b.home, false))
-	if _, err := thief.RoomHistory(ctx, sc.room); !errors.Is(err, seat.ErrNoSeed) {
+	if _, err := thief.Room(sc.room).History(ctx); !errors.Is(err, seat.ErrNoSeed) {
 		t.Fatalf("history of a sealed old home without its phrase: %v", err)
 	}
 
@@ -523,7 +523,7 @@ func TestHomeFromBeforeSealingIsSealedOnOpen(t *testing.T) {
 		t.Fatalf("push with the sealed credential: %v", err)
 	}
 	sendTo(t, sc.alice, sc.room, "after sealing")
-	if got, err := s.RoomSync(ctx, sc.room); err != nil || len(got) != 1 || got[0].Text != "after sealing" {
+	if got, err := s.Room(sc.room).Sync(ctx); err != nil || len(got) != 1 || got[0].Text != "after sealing" {
 		t.Fatalf("the room after sealing: %+v %v", got, err)
 	}
 }

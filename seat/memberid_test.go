@@ -61,7 +61,7 @@ func TestRoomDeviceIdentities(t *testing.T) {
 		id := seat.DeviceIdentity(by, key)
 		return id[strings.Index(id, "#"):]
 	}
-	_, epoch, err := alice.RoomMembers(ctx, room)
+	_, epoch, err := roomMembers(alice, ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestRoomDeviceIdentities(t *testing.T) {
 			t.Errorf("%s: added", name)
 		}
 	}
-	if _, got, err := alice.RoomMembers(ctx, room); err != nil || got != epoch {
+	if _, got, err := roomMembers(alice, ctx, room); err != nil || got != epoch {
 		t.Fatalf("after the refused adds: epoch %d (was %d) %v", got, epoch, err)
 	}
 	// The person's own key as a "device" has one identity only: its did.
@@ -95,7 +95,7 @@ func TestRoomDeviceIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bob's device: %v", err)
 	}
-	ms, _, err := alice.RoomMembers(ctx, room)
+	ms, _, err := roomMembers(alice, ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +119,12 @@ func TestRoomDeviceIdentities(t *testing.T) {
 	if err := seat.PublishToRoomGroup(bob.Seat, ctx, room, func(*mls.Group) ([]byte, error) { return g.Protect(append([]byte{0x01}, "from bob's phone"...), nil) }); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := alice.RoomSync(ctx, room)
+	msgs, err := alice.Room(room).Sync(ctx)
 	if err != nil || len(msgs) != 1 || msgs[0].Sender != bob.did || msgs[0].Text != "from bob's phone" {
 		t.Fatalf("alice reads %+v %v", msgs, err)
 	}
 	// Removing bob removes every leaf of his.
-	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+	if err := removeFrom(alice, ctx, room, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range identities(t, alice, room) {
@@ -132,7 +132,7 @@ func TestRoomDeviceIdentities(t *testing.T) {
 			t.Fatalf("bob's leaf %s is still in the room", m)
 		}
 	}
-	if err := alice.RoomRemove(ctx, room, bob.did); err == nil || errors.Is(err, seat.ErrRemoveOwner) {
+	if err := removeFrom(alice, ctx, room, bob.did); err == nil || errors.Is(err, seat.ErrRemoveOwner) {
 		t.Fatalf("removing bob again: %v", err)
 	}
 }

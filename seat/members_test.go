@@ -47,7 +47,7 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
 	carol := newMember(t, st, "carolco")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	w := startWatch(t, bob.Seat, room)
 	w.connected(t)
 
-	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	rm, err := alice.Room(room).Remove(ctx, bob.did)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,37 +85,37 @@ func TestRoomMembershipFollowsTheGroup(t *testing.T) {
 	if !errors.Is(err, seat.ErrNotMember) || !errors.As(err, &re) || re.Room != room {
 		t.Fatalf("bob's live watch after his removal: %v, want ErrNotMember for %s", err, room)
 	}
-	if _, err := bob.RoomSend(ctx, room, "still here?"); !errors.Is(err, seat.ErrNotMember) {
+	if _, err := bob.Room(room).Send(ctx, "still here?"); !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("bob's send after his removal: %v, want ErrNotMember", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := bob.Watch(wctx, []string{room}, nil); !errors.Is(err, seat.ErrNotMember) {
+	if err := bob.WatchWith(wctx, []string{room}, seat.WatchOptions{OnMessage: nil}); !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("bob's new watch after his removal: %v, want ErrNotMember", err)
 	}
 	// Bob's account left already; leaving forgets the room all the same.
-	if err := bob.RoomLeave(ctx, room); err != nil {
+	if err := bob.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// Carol leaves on her own: her account is no longer a member, and
 	// the room goes on for alice.
-	if err := carol.RoomLeave(ctx, room); err != nil {
+	if err := carol.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := memberAccounts(t, st, alice, room); strings.Join(got, ",") != alice.acct.AccountID {
 		t.Fatalf("members after carol left: %v", got)
 	}
-	if err := carol.RoomLeave(ctx, room); !errors.Is(err, seat.ErrNoRoom) {
+	if err := carol.Room(room).Leave(ctx); !errors.Is(err, seat.ErrNoRoom) {
 		t.Fatalf("second leave: %v", err)
 	}
 	sendTo(t, alice, room, "alone now")
-	if _, err := alice.RoomSync(ctx, room); err != nil {
+	if _, err := alice.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The owner's leave forgets the room here; the directory keeps its
 	// owner a member.
-	if err := alice.RoomLeave(ctx, room); err != nil {
+	if err := alice.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := memberAccounts(t, st, alice, room); strings.Join(got, ",") != alice.acct.AccountID {
@@ -136,14 +136,14 @@ func TestRoomRemoveUnknownAccount(t *testing.T) {
 	if _, err := db.Exec(`DELETE FROM room_accounts`); err != nil {
 		t.Fatal(err)
 	}
-	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	rm, err := alice.Room(room).Remove(ctx, bob.did)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rm.AccountID != "" || rm.MembershipEnded {
 		t.Fatalf("removal of a member of unknown account: %+v", rm)
 	}
-	members, _, err := alice.RoomMembers(ctx, room)
+	members, _, err := roomMembers(alice, ctx, room)
 	if err != nil || len(members) != 1 {
 		t.Fatalf("roster after removal: %+v %v", members, err)
 	}
@@ -168,10 +168,10 @@ func TestRoomRemoveFinishesAnInterruptedRemoval(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	if _, err := alice.RoomRemoveMember(ctx, room, bob.did); err != nil {
+	if _, err := alice.Room(room).Remove(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
-	_, epoch, err := alice.RoomMembers(ctx, room)
+	_, epoch, err := roomMembers(alice, ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,18 +183,18 @@ func TestRoomRemoveFinishesAnInterruptedRemoval(t *testing.T) {
 	if _, err := openDB(t, alice.home).Exec(`INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)`, room, bob.did, bob.acct.AccountID); err != nil {
 		t.Fatal(err)
 	}
-	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	rm, err := alice.Room(room).Remove(ctx, bob.did)
 	if err != nil || !rm.MembershipEnded || rm.AccountID != bob.acct.AccountID {
 		t.Fatalf("second removal: %+v, %v", rm, err)
 	}
 	if got := memberAccounts(t, st, alice, room); strings.Join(got, ",") != alice.acct.AccountID {
 		t.Fatalf("members after the finished removal: %v", got)
 	}
-	if _, again, err := alice.RoomMembers(ctx, room); err != nil || again != epoch {
+	if _, again, err := roomMembers(alice, ctx, room); err != nil || again != epoch {
 		t.Fatalf("epoch %d after finishing the removal, was %d (%v): a second commit", again, epoch, err)
 	}
 	// With nothing left to finish, removing a non-member is an error.
-	if _, err := alice.RoomRemoveMember(ctx, room, bob.did); err == nil {
+	if _, err := alice.Room(room).Remove(ctx, bob.did); err == nil {
 		t.Fatal("removing a non-member again succeeded")
 	}
 }
@@ -212,7 +212,7 @@ func TestRoomRemoveKeepsSharedAccount(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO room_accounts(channel, identity, account_id) VALUES (?, ?, ?)`, room, alice.did, bob.acct.AccountID); err != nil {
 		t.Fatal(err)
 	}
-	rm, err := alice.RoomRemoveMember(ctx, room, bob.did)
+	rm, err := alice.Room(room).Remove(ctx, bob.did)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestRoomNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendTo(t, alice, room, "hi")
-	msgs, err := bob.RoomSync(ctx, room)
+	msgs, err := bob.Room(room).Sync(ctx)
 	if err != nil || len(msgs) != 2 || msgs[0].Kind != seat.NoticeName || msgs[1].Text != "hi" || msgs[1].SenderName != "Alice Ångström" {
 		t.Fatalf("bob reads %+v %v", msgs, err)
 	}
@@ -61,7 +61,7 @@ func TestRoomNames(t *testing.T) {
 	}
 	sendTo(t, alice, room, "renamed")
 	expect(t, "bob", received(t, bob, room), "!"+seat.NoticeName, "renamed")
-	hist, err := bob.RoomHistory(ctx, room)
+	hist, err := bob.Room(room).History(ctx)
 	if err != nil || hist[len(hist)-1].SenderName != "Alice" {
 		t.Fatalf("bob's history: %+v %v", hist, err)
 	}

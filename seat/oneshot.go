@@ -37,7 +37,7 @@ func (s *Seat) sendAsCover(ctx context.Context, name, text string) (seq uint64, 
 	if s.cfg.Cover.Disabled || s.cfg.Cover.MeanLifetime <= 0 {
 		return 0, false, nil
 	}
-	ch, err := s.RoomChannel(ctx, name)
+	ch, err := s.roomChannel(ctx, name)
 	if err != nil {
 		return 0, true, err
 	}

@@ -197,7 +197,7 @@ func TestOneShotSendsCannotBeToldFromCover(t *testing.T) {
 	for i := range n + 1 {
 		text := fmt.Sprintf("one-shot %d", i)
 		want = append(want, text)
-		if _, err := s.RoomSend(ctx, room, text); err != nil {
+		if _, err := s.Room(room).Send(ctx, text); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
@@ -253,15 +253,15 @@ func TestOneShotSendRefusedAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	if _, err := s.RoomSend(ctx, "acme/rooms/nowhere", "hi"); !errors.Is(err, seat.ErrNoRoom) {
+	if _, err := s.Room("acme/rooms/nowhere").Send(ctx, "hi"); !errors.Is(err, seat.ErrNoRoom) {
 		t.Fatalf("a send to a room the home does not have: %v", err)
 	}
-	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+	if err := removeFrom(alice, ctx, room, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute) // far less than the lifetime's hour
 	defer cancel()
-	if _, err := s.RoomSend(sctx, room, "still here?"); err == nil || sctx.Err() != nil {
+	if _, err := s.Room(room).Send(sctx, "still here?"); err == nil || sctx.Err() != nil {
 		t.Fatalf("a removed member's one-shot send: %v (context %v)", err, sctx.Err())
 	}
 	for _, m := range received(t, alice, room) {

@@ -17,19 +17,19 @@ func TestMemberCannotRemoveOwner(t *testing.T) {
 	alice, bob, room := roomOfTwo(t, st, "ops")
 	carol := newMember(t, st, "carolco")
 	join(t, alice, carol, room)
-	if err := bob.RoomRemove(ctx, room, alice.did); err == nil {
+	if err := removeFrom(bob, ctx, room, alice.did); err == nil {
 		t.Fatal("a plain member removed the owner")
 	}
 	for _, m := range []*member{alice, carol} {
-		ms, _, err := m.RoomMembers(ctx, room)
+		ms, _, err := roomMembers(m, ctx, room)
 		if err != nil || len(ms) != 3 {
 			t.Fatalf("the roster after the attempt: %+v %v", ms, err)
 		}
 	}
-	if err := alice.RoomLeave(ctx, room); err != nil {
+	if err := alice.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomCreate(ctx, "ops"); err == nil {
+	if _, err := alice.Room("ops").Create(ctx, nil); err == nil {
 		t.Fatal("the owner made a second group on the room's channel, which bob and carol still use")
 	}
 }

@@ -82,24 +82,24 @@ func TestDirectoryKeepsBucketLengths(t *testing.T) {
 		}
 	}
 	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bob := newMember(t, st, "bobco")
-	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	if _, err := bob.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatalf("join before admit: %v", err)
 	}
 	check("a join request waiting")
-	if _, err := alice.RoomAdmit(ctx, room); err != nil {
+	if _, err := alice.Room(room).Admit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("a join request admitted")
-	if _, err := bob.RoomJoin(ctx, room, "", time.Minute); err != nil {
+	if _, err := bob.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	// An add from the stock: dave is offline, his Welcome waits in his
@@ -112,7 +112,7 @@ func TestDirectoryKeepsBucketLengths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomAddWith(ctx, room, dave.acct.AccountID, daveToken.Token); err != nil {
+	if _, err := alice.Room(room).Add(ctx, dave.acct.AccountID, &seat.AddOptions{Token: daveToken.Token}); err != nil {
 		t.Fatal(err)
 	}
 	check("an add waiting in the inbox")
@@ -199,15 +199,15 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 	apiURL, welcomes := capturedBodies(t, st.APIURL, "/v1/channels/welcome")
 	alice := newMemberAt(t, st, apiURL, "acme")
 	bob := newMember(t, st, "bobco")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	if _, err := bob.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatalf("join before admit: %v", err)
 	}
 	pending, err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: alice.acct.APIKey}).Pending(ctx, mustChannel(t, alice, room))
@@ -215,7 +215,7 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 		t.Fatalf("pending: %+v %v", pending, err)
 	}
 	kp := pending[0].KeyPackage
-	if _, err := alice.RoomAdmit(ctx, room); err != nil {
+	if _, err := alice.Room(room).Admit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var welcome []byte
@@ -245,7 +245,7 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 	if f := piecesIn(t, dir, kp); len(f) == 0 {
 		t.Fatal("the key package is in no file while it waits: the test cannot see it")
 	}
-	if _, err := bob.RoomJoin(ctx, room, "", time.Minute); err != nil {
+	if _, err := bob.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -270,7 +270,7 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 
 func mustChannel(t *testing.T, m *member, room string) string {
 	t.Helper()
-	ch, err := m.RoomChannel(context.Background(), room)
+	ch, err := m.Room(room).Channel(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestLinkBoxIsPadded(t *testing.T) {
 	st := skytaletest.NewStackWith(t, skytaletest.Options{Directory: skytale.DirectoryConfig{DBPath: dbPath}})
 	alice := newMember(t, st, "acme")
 	for _, name := range []string{"ops", "dev"} {
-		if _, err := alice.RoomCreate(ctx, name); err != nil {
+		if _, err := alice.Room(name).Create(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,10 +25,10 @@ func TestRoomRejoinAfterRetention(t *testing.T) {
 
 	// Bob is away: commits and messages he never sees in time.
 	for range 3 {
-		if err := alice.RoomAdminAdd(ctx, room, carol.did); err != nil {
+		if err := alice.Room(room).AddAdmin(ctx, carol.did); err != nil {
 			t.Fatal(err)
 		}
-		if err := alice.RoomAdminRemove(ctx, room, carol.did); err != nil {
+		if err := alice.Room(room).RemoveAdmin(ctx, carol.did); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +36,7 @@ func TestRoomRejoinAfterRetention(t *testing.T) {
 		sendTo(t, alice, room, text)
 	}
 
-	msgs, err := bob.RoomSync(ctx, room)
+	msgs, err := bob.Room(room).Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRoomRejoinAfterRetention(t *testing.T) {
 		}
 	}
 	// His history kept what he had.
-	hist, err := bob.RoomHistory(ctx, room)
+	hist, err := bob.Room(room).History(ctx)
 	if err != nil || hist[0].Text != "before bob went away" {
 		t.Fatalf("bob's history: %+v %v", hist, err)
 	}

@@ -31,7 +31,7 @@ func TestCoverCannotEatTheLog(t *testing.T) {
 	run := time.Duration(float64(day) / speedup)
 
 	alice := newWatcher(t, st, "acme", cover.Config{MeanInterval: mean})
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCoverCannotEatTheLog(t *testing.T) {
 	}
 	offline := newMember(t, st, "offline")
 	join(t, alice, offline, room)
-	if _, err := offline.RoomSync(ctx, room); err != nil {
+	if _, err := offline.Room(room).Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -60,7 +60,7 @@ func TestCoverCannotEatTheLog(t *testing.T) {
 		time.Sleep(time.Duration(float64(15*time.Minute) / speedup))
 	}
 
-	msgs, err := offline.RoomSync(ctx, room)
+	msgs, err := offline.Room(room).Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

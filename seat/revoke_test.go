@@ -35,7 +35,7 @@ func TestRevokedAccountRefused(t *testing.T) {
 	if n, err := alice.Push(ctx); err != nil || n != 1 {
 		t.Fatalf("push = %d, %v", n, err)
 	}
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestRevokedAccountRefused(t *testing.T) {
 	// on the tokens alice's first handle cached are refused too.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := alice.RoomSend(ctx, room, "hello after")
+		_, err := alice.Room(room).Send(ctx, "hello after")
 		if err != nil {
 			break
 		}
@@ -80,7 +80,7 @@ func TestRevokedAccountRefused(t *testing.T) {
 	// Bob takes in what got through before the relay learned it; from now
 	// on nothing does.
 	received(t, bob, room)
-	if _, err := alice.RoomSend(ctx, room, "hello after"); err == nil {
+	if _, err := alice.Room(room).Send(ctx, "hello after"); err == nil {
 		t.Error("room message of a revoked account succeeded")
 	}
 	if _, err := alice.Push(ctx); err == nil {
@@ -89,14 +89,14 @@ func TestRevokedAccountRefused(t *testing.T) {
 	if _, err := alice.Pull(ctx, nil); err == nil {
 		t.Error("pull of a revoked account succeeded")
 	}
-	if _, err := alice.RoomInvite(ctx, room, 0, 0); err == nil {
+	if _, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0}); err == nil {
 		t.Error("invite of a revoked account succeeded")
 	}
-	if _, err := alice.RoomAdmit(ctx, room); err == nil {
+	if _, err := alice.Room(room).Admit(ctx); err == nil {
 		t.Error("admit of a revoked account succeeded")
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	err = alice.Watch(wctx, []string{room}, func(seat.RoomMessage) {})
+	err = alice.WatchWith(wctx, []string{room}, seat.WatchOptions{OnMessage: func(seat.RoomMessage) {}})
 	wcancel()
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("watch of a revoked account: %v, want a refusal", err)

@@ -92,7 +92,7 @@ func FuzzRoomRoles(f *testing.F) {
 // sees the room; ok is false when there is none.
 func memberOf(t *testing.T, m *member, room, did string) (rm seat.RoomMember, ok bool) {
 	t.Helper()
-	ms, _, err := m.RoomMembers(context.Background(), room)
+	ms, _, err := roomMembers(m, context.Background(), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,22 +126,22 @@ func TestRoomMemberCannotRemoveOwner(t *testing.T) {
 	if got := roleOf(t, carol, room, bob.did); got != seat.RoleMember {
 		t.Fatalf("carol sees bob as %q", got)
 	}
-	if err := bob.RoomRemove(ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
+	if err := removeFrom(bob, ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
 		t.Fatalf("bob removing the owner: %v", err)
 	}
-	if err := bob.RoomRemove(ctx, room, carol.did); !errors.Is(err, seat.ErrNotAdmin) {
+	if err := removeFrom(bob, ctx, room, carol.did); !errors.Is(err, seat.ErrNotAdmin) {
 		t.Fatalf("bob removing carol: %v", err)
 	}
 	// A hostile bob whose engine ignores the roles.
 	seat.SetTestOnlyNoRoleRules(bob.Seat, true)
-	if err := bob.RoomRemove(ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
+	if err := removeFrom(bob, ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
 		t.Fatalf("bob's seat still checks before sending: %v", err)
 	}
 	if err := seat.ForceRoomRemove(bob.Seat, ctx, room, alice.did); err != nil {
 		t.Fatalf("the forced commit: %v", err)
 	}
 	for _, m := range []*member{alice, carol} {
-		ms, _, err := m.RoomMembers(ctx, room)
+		ms, _, err := roomMembers(m, ctx, room)
 		if err != nil || len(ms) != 3 {
 			t.Fatalf("after the hostile commit: %v %v", ms, err)
 		}
@@ -163,25 +163,25 @@ func TestRoomAdmins(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()
 	alice, bob, carol, room := roomOfThree(t, st, "ops")
-	if err := bob.RoomAdminAdd(ctx, room, bob.did); !errors.Is(err, seat.ErrNotOwner) {
+	if err := bob.Room(room).AddAdmin(ctx, bob.did); !errors.Is(err, seat.ErrNotOwner) {
 		t.Fatalf("bob making himself admin: %v", err)
 	}
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	if got := roleOf(t, carol, room, bob.did); got != seat.RoleAdmin {
 		t.Fatalf("carol sees bob as %q", got)
 	}
-	if err := bob.RoomAdminAdd(ctx, room, carol.did); !errors.Is(err, seat.ErrNotOwner) {
+	if err := bob.Room(room).AddAdmin(ctx, carol.did); !errors.Is(err, seat.ErrNotOwner) {
 		t.Fatalf("admin bob naming an admin: %v", err)
 	}
-	if err := bob.RoomRemove(ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
+	if err := removeFrom(bob, ctx, room, alice.did); !errors.Is(err, seat.ErrRemoveOwner) {
 		t.Fatalf("admin bob removing the owner: %v", err)
 	}
-	if err := bob.RoomRemove(ctx, room, carol.did); err != nil {
+	if err := removeFrom(bob, ctx, room, carol.did); err != nil {
 		t.Fatalf("admin bob removing carol: %v", err)
 	}
-	if err := alice.RoomAdminRemove(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).RemoveAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	if got := roleOf(t, bob, room, bob.did); got != seat.RoleMember {
@@ -197,17 +197,17 @@ func TestRoomCreateRefusesLiveChannel(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	ctx := context.Background()
 	alice, bob, room := roomOfTwo(t, st, "ops")
-	if err := alice.RoomLeave(ctx, room); err != nil {
+	if err := alice.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomCreate(ctx, "ops"); !errors.Is(err, seat.ErrRoomLive) {
+	if _, err := alice.Room("ops").Create(ctx, nil); !errors.Is(err, seat.ErrRoomLive) {
 		t.Fatalf("create over a live room: %v", err)
 	}
 	// Once the others have left, the name is free again.
-	if err := bob.RoomLeave(ctx, room); err != nil {
+	if err := bob.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomCreate(ctx, "ops"); err != nil {
+	if _, err := alice.Room("ops").Create(ctx, nil); err != nil {
 		t.Fatalf("create over an empty channel: %v", err)
 	}
 }
@@ -221,24 +221,24 @@ func TestJoinRefusesUnreadableRoles(t *testing.T) {
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
 	seat.SetTestOnlyNoRoleRules(alice.Seat, true)
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := seat.ForceRoomRoles(alice.Seat, ctx, room, []byte{0xff}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	if _, err := bob.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatalf("join before admit: %v", err)
 	}
-	if _, err := alice.RoomAdmit(ctx, room); err != nil {
+	if _, err := alice.Room(room).Admit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.RoomJoin(ctx, room, "", time.Minute); err == nil || !strings.Contains(err.Error(), "roles that cannot be read") {
+	if _, err := bob.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err == nil || !strings.Contains(err.Error(), "roles that cannot be read") {
 		t.Fatalf("join of a room with unreadable roles: %v", err)
 	}
 	if rooms, _ := bob.Rooms(ctx); len(rooms) != 0 {

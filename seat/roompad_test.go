@@ -18,7 +18,7 @@ func TestRoomMessagesPadded(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreate(ctx, "pad")
+	room, err := alice.Room("pad").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRoomMessagesPadded(t *testing.T) {
 	}
 	seqLen := map[uint64]int{}
 	for _, n := range lens {
-		seq, err := alice.RoomSend(ctx, room, strings.Repeat("x", n))
+		seq, err := alice.Room(room).Send(ctx, strings.Repeat("x", n))
 		if err != nil {
 			t.Fatal(err)
 		}

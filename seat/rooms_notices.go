@@ -16,7 +16,7 @@ const (
 
 	// Membership notices, for watches: kept in the history table (so a
 	// watch learns of the commits another handle of the home made) but
-	// left out of RoomHistory and RoomSync. Text is the person (a did:key)
+	// left out of Room.History and Room.Sync. Text is the person (a did:key)
 	// the change is about, Sender the member whose commit made it.
 	//
 	// NoticeJoined: Text came in by a join of its own (an invite).

@@ -58,18 +58,18 @@ func newMemberAt(t *testing.T, st *skytaletest.Stack, apiURL, org string) *membe
 func join(t *testing.T, owner, joiner *member, room string) seat.Admitted {
 	t.Helper()
 	ctx := context.Background()
-	tok, err := owner.RoomInvite(ctx, room, 0, 0)
+	tok, err := owner.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := joiner.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	if _, err := joiner.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatalf("join before admit: %v", err)
 	}
-	adm, err := owner.RoomAdmit(ctx, room)
+	adm, err := owner.Room(room).Admit(ctx)
 	if err != nil || len(adm) != 1 || adm[0].Identity != joiner.did {
 		t.Fatalf("admit: %+v %v", adm, err)
 	}
-	if _, err := joiner.RoomJoin(ctx, room, "", time.Minute); err != nil {
+	if _, err := joiner.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
 	return adm[0]
@@ -81,7 +81,7 @@ func roomOfTwo(t *testing.T, st *skytaletest.Stack, name string) (alice, bob *me
 	t.Helper()
 	alice = newMember(t, st, "acme")
 	bob = newMember(t, st, "bobco")
-	room, err := alice.RoomCreate(context.Background(), name)
+	room, err := alice.Room(name).Create(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func roomOfThree(t *testing.T, st *skytaletest.Stack, name string) (alice, bob, 
 
 func sendTo(t *testing.T, m *member, room, text string) {
 	t.Helper()
-	if _, err := m.RoomSend(context.Background(), room, text); err != nil {
+	if _, err := m.Room(room).Send(context.Background(), text); err != nil {
 		t.Fatalf("send %q: %v", text, err)
 	}
 }
@@ -117,7 +117,7 @@ func converse(t *testing.T, room string, a, b *member, aSays, bSays string) {
 
 func received(t *testing.T, m *member, room string) []string {
 	t.Helper()
-	msgs, err := m.RoomSync(context.Background(), room)
+	msgs, err := m.Room(room).Sync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func received(t *testing.T, m *member, room string) []string {
 // refusal once its account's membership has ended (whichever comes first).
 func toldRemoved(t *testing.T, m *member, room string, by *member) {
 	t.Helper()
-	msgs, err := m.RoomSync(context.Background(), room)
+	msgs, err := m.Room(room).Sync(context.Background())
 	switch {
 	case errors.Is(err, seat.ErrNotMember):
 	case err != nil || len(msgs) != 1 || msgs[0].Kind != seat.NoticeRemoved || msgs[0].Sender != by.did:
@@ -163,7 +163,7 @@ func TestRoomThreeMembers(t *testing.T) {
 	bob := newMember(t, st, "bobco")
 	carol := newMember(t, st, "carolco")
 
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,11 +181,11 @@ func TestRoomThreeMembers(t *testing.T) {
 	expect(t, "carol", received(t, carol, room), "welcome carol")
 	// Bob caught up on "carol here" before sending; it is in his history.
 	expect(t, "bob", received(t, bob, room))
-	if h, _ := bob.RoomHistory(ctx, room); len(h) != 4 || h[2].Text != "carol here" || h[2].Sender != carol.did {
+	if h, _ := bob.Room(room).History(ctx); len(h) != 4 || h[2].Text != "carol here" || h[2].Sender != carol.did {
 		t.Fatalf("bob's history: %+v", h)
 	}
 
-	mem, epoch, err := carol.RoomMembers(ctx, room)
+	mem, epoch, err := roomMembers(carol, ctx, room)
 	if err != nil || len(mem) != 3 || epoch != 2 {
 		t.Fatalf("members: %+v epoch %d %v", mem, epoch, err)
 	}
@@ -193,7 +193,7 @@ func TestRoomThreeMembers(t *testing.T) {
 	// Carol goes offline; two commits happen; she catches up via /v1/sync.
 	dave := newMember(t, st, "daveco")
 	join(t, alice, dave, room)
-	if err := alice.RoomRemove(ctx, room, dave.did); err != nil {
+	if err := removeFrom(alice, ctx, room, dave.did); err != nil {
 		t.Fatal(err)
 	}
 	sendTo(t, alice, room, "after two commits")
@@ -201,7 +201,7 @@ func TestRoomThreeMembers(t *testing.T) {
 	expect(t, "bob", received(t, bob, room), "after two commits")
 
 	// A removed member cannot read further messages.
-	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+	if err := removeFrom(alice, ctx, room, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	sendTo(t, carol, room, "bob is gone")
@@ -209,11 +209,11 @@ func TestRoomThreeMembers(t *testing.T) {
 	// the commit that removed him and nothing after it; then the relay
 	// refuses him.
 	toldRemoved(t, bob, room, alice)
-	if _, err := bob.RoomSend(ctx, room, "let me in"); !errors.Is(err, seat.ErrRemovedRoom) && !errors.Is(err, seat.ErrNotMember) {
+	if _, err := bob.Room(room).Send(ctx, "let me in"); !errors.Is(err, seat.ErrRemovedRoom) && !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("removed member sent: %v", err)
 	}
 	expect(t, "alice", received(t, alice, room), "bob is gone")
-	mem, _, _ = alice.RoomMembers(ctx, room)
+	mem, _, _ = roomMembers(alice, ctx, room)
 	if len(mem) != 2 {
 		t.Fatalf("after removals: %+v", mem)
 	}
@@ -221,14 +221,14 @@ func TestRoomThreeMembers(t *testing.T) {
 	// Racing committers: carol's view is stale when alice commits; her
 	// commit is refused with stale_epoch, she re-syncs and succeeds. Only
 	// the owner and admins remove others, so alice makes carol an admin.
-	if err := alice.RoomAdminAdd(ctx, room, carol.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, carol.did); err != nil {
 		t.Fatal(err)
 	}
 	erin := newMember(t, st, "erinco")
 	join(t, alice, erin, room)
 	frank := newMember(t, st, "frankco")
-	tok, _ := alice.RoomInvite(ctx, room, 0, 0)
-	if _, err := frank.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrWelcomeWait) {
+	tok, _ := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
+	if _, err := frank.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrWelcomeWait) {
 		t.Fatal(err)
 	}
 	attempts := 0
@@ -239,12 +239,12 @@ func TestRoomThreeMembers(t *testing.T) {
 			// and before carol publishes it.
 			restoreInner := seat.SetTestOnlyBeforeCommit(nil)
 			defer restoreInner()
-			if adm, err := alice.RoomAdmit(ctx, room); err != nil || len(adm) != 1 {
+			if adm, err := alice.Room(room).Admit(ctx); err != nil || len(adm) != 1 {
 				t.Errorf("racing admit: %+v %v", adm, err)
 			}
 		}
 	})
-	err = carol.RoomRemove(ctx, room, erin.did)
+	err = removeFrom(carol, ctx, room, erin.did)
 	restore()
 	if err != nil {
 		t.Fatalf("stale committer did not recover: %v", err)
@@ -252,21 +252,21 @@ func TestRoomThreeMembers(t *testing.T) {
 	if attempts != 2 {
 		t.Fatalf("carol published %d commits, want a refused one and a retry", attempts)
 	}
-	if _, err := frank.RoomJoin(ctx, room, "", time.Minute); err != nil {
+	if _, err := frank.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	sendTo(t, alice, room, "settled")
 	expect(t, "carol", received(t, carol, room), "settled")
 	expect(t, "frank", received(t, frank, room), "settled")
 	for _, m := range []*member{alice, carol, frank} {
-		mem, epoch, err := m.RoomMembers(ctx, room)
+		mem, epoch, err := roomMembers(m, ctx, room)
 		if err != nil || len(mem) != 3 || epoch != 9 {
 			t.Fatalf("roster after the race: %+v epoch %d %v", mem, epoch, err)
 		}
 	}
 
 	// History is kept per room.
-	h, err := carol.RoomHistory(ctx, room)
+	h, err := carol.Room(room).History(ctx)
 	if err != nil || len(h) < 4 || h[len(h)-1].Text != "settled" || h[len(h)-1].Sender != alice.did {
 		t.Fatalf("history: %+v %v", h, err)
 	}
@@ -357,7 +357,7 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 
 	crash := errors.New("simulated crash")
 	restore := seat.SetTestOnlyAfterCommit(func() error { return crash })
-	err := alice.RoomRemove(ctx, room, dave.did)
+	err := removeFrom(alice, ctx, room, dave.did)
 	restore()
 	if !errors.Is(err, crash) {
 		t.Fatalf("remove: %v", err)
@@ -365,13 +365,13 @@ func TestRoomCommitCrashWindow(t *testing.T) {
 	alice.Close(context.Background())
 
 	again := openSeat(t, st, alice.home)
-	if _, err := again.RoomSend(ctx, room, "after the crash"); err != nil {
+	if _, err := again.Room(room).Send(ctx, "after the crash"); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "bob", received(t, bob, room), "after the crash")
 	toldRemoved(t, dave, room, alice)
 	for who, s := range map[string]*seat.Seat{"alice": again, "bob": bob.Seat} {
-		mem, epoch, err := s.RoomMembers(ctx, room)
+		mem, epoch, err := roomMembers(s, ctx, room)
 		if err != nil || len(mem) != 2 || epoch != 3 {
 			t.Fatalf("%s after the crash: %+v epoch %d %v", who, mem, epoch, err)
 		}
@@ -419,7 +419,7 @@ func TestRoomRefusesBorrowedIdentity(t *testing.T) {
 	alice, _, room := roomOfTwo(t, st, "ops")
 	carol := newMember(t, st, "carolco") // not in the room
 	mallory := newMember(t, st, "evil")
-	tok, err := alice.RoomInvite(ctx, room, 0, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,12 +435,28 @@ func TestRoomRefusesBorrowedIdentity(t *testing.T) {
 	if _, err := dir.Join(ctx, room, tok, carol.did, kp.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	adm, err := alice.RoomAdmit(ctx, room)
+	adm, err := alice.Room(room).Admit(ctx)
 	if err != nil || len(adm) != 0 {
 		t.Fatalf("admit of a KeyPackage with a borrowed identity: %+v %v", adm, err)
 	}
-	members, _, err := alice.RoomMembers(ctx, room)
+	members, _, err := roomMembers(alice, ctx, room)
 	if err != nil || len(members) != 2 {
 		t.Fatalf("members after the forged join: %v %v", members, err)
 	}
+}
+
+// roomHandles is a seat, or a test member that embeds one.
+type roomHandles interface{ Room(string) *seat.Room }
+
+// roomMembers is the room's roster as its two parts.
+func roomMembers(s roomHandles, ctx context.Context, name string) ([]seat.RoomMember, uint64, error) {
+	r, err := s.Room(name).Members(ctx)
+	return r.Members, r.Epoch, err
+}
+
+// removeFrom removes did from the room, for the tests that need only the
+// error.
+func removeFrom(s roomHandles, ctx context.Context, name, did string) error {
+	_, err := s.Room(name).Remove(ctx, did)
+	return err
 }

@@ -35,7 +35,7 @@ type Config struct {
 	// Cover configures the cover traffic a watch sends on each room while
 	// it is connected; the zero value is on at the default rate. With a
 	// MeanLifetime, a watch's connections last drawn lifetimes, and
-	// [Seat.RoomSend] with no watch of the home running sends on a
+	// [Room.Send] with no watch of the home running sends on a
 	// connection of that shape, among cover, and returns when it closes
 	// (oneshot.go).
 	Cover cover.Config

@@ -15,7 +15,7 @@ import (
 
 func identities(t *testing.T, m *member, room string) []string {
 	t.Helper()
-	ms, _, err := m.RoomMembers(context.Background(), room)
+	ms, _, err := roomMembers(m, context.Background(), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestRoomLeaveIsCommitted(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice, bob, carol, room := roomOfThree(t, st, "ops")
 
-	if err := carol.RoomLeave(ctx, room); err != nil {
+	if err := carol.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := memberAccounts(t, st, alice, room), sorted(alice.acct.AccountID, bob.acct.AccountID); !slices.Equal(got, want) {
@@ -66,14 +66,14 @@ func TestRoomLeaveIsCommitted(t *testing.T) {
 	// command, before anyone sends.
 	dave := newMember(t, st, "daveco")
 	join(t, alice, dave, room)
-	_, epoch, err := alice.RoomMembers(ctx, room)
+	_, epoch, err := roomMembers(alice, ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dave.RoomLeave(ctx, room); err != nil {
+	if err := dave.Room(room).Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ms, after, err := alice.RoomMembers(ctx, room)
+	ms, after, err := roomMembers(alice, ctx, room)
 	if err != nil || len(ms) != 2 || after != epoch+1 {
 		t.Fatalf("alice after dave's leave: %+v epoch %d (was %d) %v", ms, after, epoch, err)
 	}
@@ -135,7 +135,7 @@ func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	alice, bob, carol, room := roomOfThree(t, st, "ops")
 	mallory := newMember(t, st, "malco")
 	join(t, alice, mallory, room)
-	if err := alice.RoomAdminAdd(ctx, room, carol.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, carol.did); err != nil {
 		t.Fatal(err)
 	}
 
@@ -149,13 +149,13 @@ func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	w := startWatch(t, bob.Seat, room)
 	w.connected(t)
 
-	if err := carol.RoomRemove(ctx, room, bob.did); !errors.Is(err, seat.ErrFenceAhead) {
+	if err := removeFrom(carol, ctx, room, bob.did); !errors.Is(err, seat.ErrFenceAhead) {
 		t.Fatalf("the admin's commit while the fence is ahead: %v, want ErrFenceAhead", err)
 	}
 	if got, want := identities(t, alice, room), dids(alice, bob, carol, mallory); !slices.Equal(got, want) {
 		t.Fatalf("alice's roster: %v, want %v", got, want)
 	}
-	rm, err := carol.RoomRemoveMember(ctx, room, bob.did)
+	rm, err := carol.Room(room).Remove(ctx, bob.did)
 	if err != nil {
 		t.Fatalf("the admin's commit after the owner's fence reset: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestRoomFenceResetAfterRefusedCommit(t *testing.T) {
 	if len(notices) != 1 || notices[0].Kind != seat.NoticeRemoved || notices[0].Sender != carol.did || !strings.Contains(notices[0].Text, "removed") {
 		t.Fatalf("bob's watch was told %+v, want one removal notice from carol", notices)
 	}
-	if _, err := bob.RoomSend(ctx, room, "still here?"); !errors.Is(err, seat.ErrRemovedRoom) && !errors.Is(err, seat.ErrNotMember) {
+	if _, err := bob.Room(room).Send(ctx, "still here?"); !errors.Is(err, seat.ErrRemovedRoom) && !errors.Is(err, seat.ErrNotMember) {
 		t.Fatalf("bob's send after his removal: %v", err)
 	}
 }

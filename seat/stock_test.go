@@ -26,7 +26,7 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 	// lets one account claim.
 	st := skytaletest.NewStackWith(t, skytaletest.Options{Directory: skytale.DirectoryConfig{Limits: directory.Limits{Off: true}}})
 	alice, bob, carol, room := roomOfThree(t, st, "ops")
-	if err := alice.RoomAdminAdd(ctx, room, bob.did); err != nil {
+	if err := alice.Room(room).AddAdmin(ctx, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	dave := newMember(t, st, "daveco")
@@ -49,17 +49,17 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 	dave.Close(context.Background())
 	phone.Close(context.Background())
 
-	if _, err := carol.RoomAdd(ctx, room, dave.acct.AccountID); !errors.Is(err, seat.ErrNotAdmin) {
+	if _, err := carol.Room(room).Add(ctx, dave.acct.AccountID, nil); !errors.Is(err, seat.ErrNotAdmin) {
 		t.Fatalf("a plain member adding: %v", err)
 	}
 	stranger := newMember(t, st, "strangeco")
 	if _, err := (&seat.DirectoryClient{BaseURL: st.APIURL, Credential: stranger.acct.APIKey}).ClaimKeyPackages(ctx, dave.acct.AccountID, room); err == nil {
 		t.Fatal("a stranger claimed dave's offers")
 	}
-	if _, err := bob.RoomAdd(ctx, room, dave.acct.AccountID); !errors.Is(err, seat.ErrNotAllowed) {
+	if _, err := bob.Room(room).Add(ctx, dave.acct.AccountID, nil); !errors.Is(err, seat.ErrNotAllowed) {
 		t.Fatalf("bob adding dave without his token: %v", err)
 	}
-	added, err := bob.RoomAddWith(ctx, room, dave.acct.AccountID, daveToken.Token)
+	added, err := bob.Room(room).Add(ctx, dave.acct.AccountID, &seat.AddOptions{Token: daveToken.Token})
 	if err != nil || len(added) != 2 {
 		t.Fatalf("bob adding dave: %+v %v", added, err)
 	}
@@ -99,7 +99,7 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 		}
 	}
 	// The token alone names erin.
-	added, err = bob.RoomAdd(ctx, room, erinToken.Token)
+	added, err = bob.Room(room).Add(ctx, erinToken.Token, nil)
 	if err != nil || len(added) != 1 || !added[0].LastResort {
 		t.Fatalf("adding erin from her last resort: %+v %v", added, err)
 	}
@@ -122,7 +122,7 @@ func TestRoomAddOfflinePerson(t *testing.T) {
 	if err != nil || len(seen) < directory.ClaimsPerClaimer+1 {
 		t.Fatalf("erin's claims: %d %v", len(seen), err)
 	}
-	ch, _ := bob.RoomChannel(ctx, room)
+	ch, _ := bob.Room(room).Channel(ctx)
 	lastResort := 0
 	for _, c := range seen {
 		if c.ClaimedBy != bob.acct.AccountID || c.Channel != ch || c.Device != erin.did {

@@ -20,21 +20,21 @@ func TestRoomSuites(t *testing.T) {
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
-	pq, err := alice.RoomCreate(ctx, "pq")
+	pq, err := alice.Room("pq").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	classic, err := alice.RoomCreateWith(ctx, "classic", seat.RoomOptions{Suite: seat.SuiteClassic})
+	classic, err := alice.Room("classic").Create(ctx, &seat.RoomOptions{Suite: seat.SuiteClassic})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.RoomCreateWith(ctx, "x448", seat.RoomOptions{Suite: mls.MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448}); err == nil {
+	if _, err := alice.Room("x448").Create(ctx, &seat.RoomOptions{Suite: mls.MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448}); err == nil {
 		t.Fatal("a room in another suite")
 	}
 	for room, want := range map[string]mls.CipherSuite{pq: seat.SuitePQ, classic: seat.SuiteClassic} {
 		join(t, alice, bob, room)
 		for _, m := range []*member{alice, bob} {
-			if got, err := m.RoomSuite(ctx, room); err != nil || got != want {
+			if got, err := m.Room(room).Suite(ctx); err != nil || got != want {
 				t.Fatalf("%s: suite %v %v, want %v", room, got, err, want)
 			}
 		}
@@ -49,7 +49,7 @@ func TestRoomSuites(t *testing.T) {
 	carol := newMember(t, st, "carolco")
 	old := func(room string) string {
 		t.Helper()
-		tok, err := alice.RoomInvite(ctx, room, 0, 0)
+		tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 0, TTL: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,10 +66,10 @@ func TestRoomSuites(t *testing.T) {
 		return req
 	}
 	reqPQ, reqClassic := old(pq), old(classic)
-	if adm, err := alice.RoomAdmit(ctx, pq); err != nil || len(adm) != 0 {
+	if adm, err := alice.Room(pq).Admit(ctx); err != nil || len(adm) != 0 {
 		t.Fatalf("the post-quantum room admitted a classic KeyPackage: %+v %v", adm, err)
 	}
-	adm, err := alice.RoomAdmit(ctx, classic)
+	adm, err := alice.Room(classic).Admit(ctx)
 	if err != nil || len(adm) != 1 || adm[0].RequestID != reqClassic {
 		t.Fatalf("the classic room's admit: %+v %v", adm, err)
 	}

@@ -61,7 +61,7 @@ func pqRoom(t *testing.T, name string, n, batch int) (*skytaletest.Stack, *membe
 	t.Helper()
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreateWith(context.Background(), name, seat.RoomOptions{Suite: seat.SuitePQ})
+	room, err := alice.Room(name).Create(context.Background(), &seat.RoomOptions{Suite: seat.SuitePQ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestRoomLargeTreeOutOfBand(t *testing.T) {
 	// By Welcome (the owner admits a join request).
 	bob := newMember(t, st, "bobco")
 	join(t, alice, bob, room)
-	if m, _, err := bob.RoomMembers(ctx, room); err != nil || len(m) != 252 {
+	if m, _, err := roomMembers(bob, ctx, room); err != nil || len(m) != 252 {
 		t.Fatalf("bob sees %d members: %v", len(m), err)
 	}
 	sendTo(t, alice, room, "hello, bob")
@@ -110,18 +110,18 @@ func TestRoomLargeTreeOutOfBand(t *testing.T) {
 
 	// By external Commit (an invite that admits on its own), from that
 	// GroupInfo, with the owner away.
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	carol := newMember(t, st, "carolco")
-	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+	if ch, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil || ch != room {
 		t.Fatalf("carol's join by the auto invite: %q %v", ch, err)
 	}
 	sendTo(t, carol, room, "hello from carol")
 	expect(t, "bob", received(t, bob, room), "hello from carol")
 	expect(t, "alice", received(t, alice, room), "hello from carol")
-	if m, _, err := alice.RoomMembers(ctx, room); err != nil || len(m) != 253 {
+	if m, _, err := roomMembers(alice, ctx, room); err != nil || len(m) != 253 {
 		t.Fatalf("alice sees %d members: %v", len(m), err)
 	}
 }
@@ -182,7 +182,7 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	proxy, flipped := tamperProxy(t, st.APIURL)
 	m := newMemberAt(t, st, proxy, "daveco")
 	s, did, acct, home := m.Seat, m.did, m.acct, m.home
-	if added, err := alice.RoomAddWith(ctx, room, acct.AccountID, addToken(t, m)); err != nil || len(added) != 1 {
+	if added, err := alice.Room(room).Add(ctx, acct.AccountID, &seat.AddOptions{Token: addToken(t, m)}); err != nil || len(added) != 1 {
 		t.Fatalf("adding dave: %+v %v", added, err)
 	}
 
@@ -193,7 +193,7 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 	if flipped.Load() == 0 {
 		t.Fatal("the proxy served no tree")
 	}
-	if _, err := s.RoomSync(ctx, room); err == nil {
+	if _, err := s.Room(room).Sync(ctx); err == nil {
 		t.Fatal("dave has the room after a refused tree")
 	}
 	dc := &seat.DirectoryClient{BaseURL: st.APIURL, Credential: acct.APIKey}
@@ -212,24 +212,24 @@ func TestRoomTamperedTreeChangesNothing(t *testing.T) {
 
 	// A join by external Commit through the same directory is refused
 	// the same way, before its Commit goes out: the room does not change.
-	before, _, err := alice.RoomMembers(ctx, room)
+	before, _, err := roomMembers(alice, ctx, room)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	es := newMemberAt(t, st, proxy, "erinco")
 	seen := flipped.Load()
-	if _, err := es.RoomJoin(ctx, room, tok, 0); !errors.Is(err, seat.ErrTreeMismatch) || flipped.Load() == seen {
+	if _, err := es.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); !errors.Is(err, seat.ErrTreeMismatch) || flipped.Load() == seen {
 		t.Fatalf("the external join with a tampered tree: %v", err)
 	}
-	if _, err := es.RoomSync(ctx, room); err == nil {
+	if _, err := es.Room(room).Sync(ctx); err == nil {
 		t.Fatal("erin has the room after a refused tree")
 	}
 	expect(t, "dave", received(t, dave, room))
-	if after, _, err := alice.RoomMembers(ctx, room); err != nil || len(after) != len(before) {
+	if after, _, err := roomMembers(alice, ctx, room); err != nil || len(after) != len(before) {
 		t.Fatalf("alice sees %d members, %d before: %v", len(after), len(before), err)
 	}
 }
@@ -266,7 +266,7 @@ func TestRoomTreeMissing(t *testing.T) {
 
 	m := newMemberAt(t, st, failingProxy(t, st.APIURL), "bobco")
 	s, did, acct, home := m.Seat, m.did, m.acct, m.home
-	if _, err := alice.RoomAddWith(ctx, room, acct.AccountID, addToken(t, m)); err != nil {
+	if _, err := alice.Room(room).Add(ctx, acct.AccountID, &seat.AddOptions{Token: addToken(t, m)}); err != nil {
 		t.Fatal(err)
 	}
 	_, welcomeTree, err := seat.RoomTree(alice.Seat, ctx, room)
@@ -295,7 +295,7 @@ func TestRoomTreeMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := alice.RoomInviteAuto(ctx, room, 1, 0); err != nil {
+	if _, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true}); err != nil {
 		t.Fatal(err)
 	}
 	var ae *seat.APIError
@@ -307,7 +307,7 @@ func TestRoomTreeMissing(t *testing.T) {
 		t.Fatalf("a join whose tree is gone: %v %v", joined, err)
 	}
 	converse(t, room, alice, bob, "hello, bob", "hello from bob")
-	if m, _, err := alice.RoomMembers(ctx, room); err != nil || len(m) != 62 {
+	if m, _, err := roomMembers(alice, ctx, room); err != nil || len(m) != 62 {
 		t.Fatalf("alice sees %d members: %v", len(m), err)
 	}
 }
@@ -319,7 +319,7 @@ func TestPutTreeOnce(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestRoomTreeSquatted(t *testing.T) {
 		if squatted.Swap(true) {
 			return nil
 		}
-		if _, err := mallory.RoomSync(ctx, room); err != nil {
+		if _, err := mallory.Room(room).Sync(ctx); err != nil {
 			squatErr = err
 			return nil
 		}
@@ -425,7 +425,7 @@ func TestRoomTreeSquatted(t *testing.T) {
 		squatErr = mc.PutTree(ctx, room, hex.EncodeToString(h), e, []byte("mallory's junk"))
 		return nil
 	})
-	tok, err := alice.RoomInviteAuto(ctx, room, 1, 0)
+	tok, err := alice.Room(room).Invite(ctx, &seat.InviteOptions{Uses: 1, TTL: 0, Auto: true})
 	restore()
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestRoomTreeSquatted(t *testing.T) {
 	}
 
 	carol := newMember(t, st, "carolco")
-	if ch, err := carol.RoomJoin(ctx, room, tok, 0); err != nil || ch != room {
+	if ch, err := carol.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: 0}); err != nil || ch != room {
 		t.Fatalf("carol's join by the auto invite after the squat: %q %v", ch, err)
 	}
 	sendTo(t, carol, room, "hello from carol")

@@ -112,7 +112,7 @@ func TestWatch(t *testing.T) {
 	alice := newMember(t, st, "acme")
 	bob := newMember(t, st, "bobco")
 	carol := newWatcher(t, st, "carolco", cover.Config{MeanInterval: 20 * time.Millisecond})
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestWatch(t *testing.T) {
 	// Real frames of four block sizes, so cover has sizes to copy.
 	var realSeqs []uint64
 	for _, n := range []int{10, 300, 700, 1500} {
-		seq, err := carol.RoomSend(ctx, room, strings.Repeat("c", n))
+		seq, err := carol.Room(room).Send(ctx, strings.Repeat("c", n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestWatch(t *testing.T) {
 
 	// Cover never reaches anyone's history.
 	wantHist := []string{strings.Repeat("c", 10), strings.Repeat("c", 300), strings.Repeat("c", 700), strings.Repeat("c", 1500), "a1", "b1", "a2", "b2", "d1"}
-	h, err := carol.RoomHistory(ctx, room)
+	h, err := carol.Room(room).History(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestWatch(t *testing.T) {
 	}
 	expect(t, "carol's history", texts, wantHist...)
 	expect(t, "bob", received(t, bob, room), "d1")
-	h, err = bob.RoomHistory(ctx, room)
+	h, err = bob.Room(room).History(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +224,10 @@ func TestWatchErrors(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
-	if err := alice.Watch(ctx, nil, nil); !errors.Is(err, seat.ErrNoRooms) {
+	if err := alice.WatchWith(ctx, nil, seat.WatchOptions{OnMessage: nil}); !errors.Is(err, seat.ErrNoRooms) {
 		t.Fatalf("watch with no rooms: %v", err)
 	}
-	if err := alice.Watch(ctx, []string{"nope"}, nil); !errors.Is(err, seat.ErrNoRoom) {
+	if err := alice.WatchWith(ctx, []string{"nope"}, seat.WatchOptions{OnMessage: nil}); !errors.Is(err, seat.ErrNoRoom) {
 		t.Fatalf("watch of an unknown room: %v", err)
 	}
 }
@@ -236,7 +236,7 @@ func TestWatchNoCover(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice := newWatcher(t, st, "acme", cover.Config{Disabled: true, MeanInterval: time.Millisecond})
-	room, err := alice.RoomCreate(ctx, "quiet")
+	room, err := alice.Room("quiet").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestWatchReconnects(t *testing.T) {
 	var want []string
 	for i := range 10 {
 		text := fmt.Sprintf("concurrent %d", i)
-		if _, err := bob.RoomSend(ctx, room, text); err != nil {
+		if _, err := bob.Room(room).Send(ctx, text); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, text)
@@ -331,11 +331,11 @@ func TestWatchReconnects(t *testing.T) {
 	w.stop()
 
 	// Bob's own handle sees the same state: the watch stored it.
-	mem, epoch, err := bob.RoomMembers(ctx, room)
+	mem, epoch, err := roomMembers(bob, ctx, room)
 	if err != nil || len(mem) != 3 || epoch != 2 {
 		t.Fatalf("members after the watch: %d epoch %d %v", len(mem), epoch, err)
 	}
-	if _, err := bob.RoomSend(ctx, room, "bob still sends"); err != nil {
+	if _, err := bob.Room(room).Send(ctx, "bob still sends"); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "carol", received(t, carol, room), append(append([]string{"live again"}, want...), "bob still sends")...)
@@ -349,7 +349,7 @@ func TestWatchWhileOwnerCommits(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
 	alice := newMember(t, st, "acme")
-	room, err := alice.RoomCreate(ctx, "ops")
+	room, err := alice.Room("ops").Create(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestWatchWhileOwnerCommits(t *testing.T) {
 	sendTo(t, bob, room, "bob 1")
 	join(t, alice, carol, room)
 	sendTo(t, carol, room, "carol 1")
-	if err := alice.RoomRemove(ctx, room, bob.did); err != nil {
+	if err := removeFrom(alice, ctx, room, bob.did); err != nil {
 		t.Fatal(err)
 	}
 	sendTo(t, carol, room, "carol 2")
@@ -376,7 +376,7 @@ func TestWatchWhileOwnerCommits(t *testing.T) {
 	sendTo(t, alice, room, "alice 1")
 	expect(t, "carol", received(t, carol, room), "alice 1")
 	w.stop()
-	mem, epoch, err := alice.RoomMembers(ctx, room)
+	mem, epoch, err := roomMembers(alice, ctx, room)
 	if err != nil || len(mem) != 2 || epoch != 3 {
 		t.Fatalf("alice's roster: %d members, epoch %d, %v", len(mem), epoch, err)
 	}
@@ -390,7 +390,7 @@ func TestWatchReportsCatchUp(t *testing.T) {
 	alice, bob, room := roomOfTwo(t, st, "ops")
 	var last uint64
 	for _, m := range []string{"one", "two", "three"} {
-		seq, err := alice.RoomSend(ctx, room, m)
+		seq, err := alice.Room(room).Send(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
