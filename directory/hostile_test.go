@@ -79,7 +79,7 @@ func TestHostileInputs(t *testing.T) {
 		{"welcome", "/v1/channels/welcome", map[string]any{"request_id": reqID, "welcome": kp}, welcomeBody, ""},
 		{"federation", "/v1/federation/invites", map[string]any{"channel": ch, "org": "globex"}, smallBody, ""},
 		{"seat", "/v1/seats", map[string]any{"identity": "did:key:z6Mk", "channel": ch}, smallBody, ""},
-		{"approve", "/v1/device/grants/approve", map[string]any{"user_code": "BCDF-GHJK"}, smallBody, ""},
+		{"approve", "/v1/device/grants/approve", map[string]any{"user_code": "BCDF-GHJK"}, approveBody, ""},
 		{"revoke", "/v1/revocations", map[string]any{"did": "did:skytale:" + ownerID}, smallBody, ""},
 		{"tokens", "/v1/tokens", map[string]any{"ttl_seconds": 60}, smallBody, ""},
 		{"keypackages", "/v1/keypackages", map[string]any{"device": "did:key:z", "key_packages": []string{kp}, "last_resort": kp}, stockBody, ""},
