@@ -36,8 +36,8 @@
 // # What it links
 //
 // This package imports the planes and the seat, none of their optional
-// backends: neither directory/pgstore nor directory/dirmetrics, which an
-// embedder that wants them imports itself. A program that wants only a
+// backends: neither directory/pgstore nor directory/dirmetrics nor
+// relay/relaymetrics, which an embedder that wants them imports itself. A program that wants only a
 // seat imports package seat; its tests can start a whole stack with
 // package skytaletest, which is built from the planes alone.
 //

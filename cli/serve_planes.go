@@ -20,6 +20,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/admin"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/relay"
+	"github.com/skytale-oss/skytale/relay/relaymetrics"
 )
 
 // The planes of tally serve: which run, the data folder they keep, and
@@ -242,7 +243,7 @@ func (b *planeBuilder) build() error {
 		// A failed build's collectors are taken off again, so the next
 		// one can register its own.
 		tr := &trackingRegisterer{reg: b.reg}
-		dcfg.Metrics, rcfg.Metrics = dirmetrics.New(tr), tr
+		dcfg.Metrics, rcfg.Metrics = dirmetrics.New(tr), relaymetrics.New(tr)
 		defer func() {
 			if servers == nil {
 				tr.undo()

@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skytale-oss/skytale/internal/clientaddr"
-	"github.com/skytale-oss/skytale/internal/metricstest"
 )
 
 // dialVia opens a WebSocket from the loopback address local with an
@@ -286,12 +284,10 @@ func writeMasked(c net.Conn, p []byte) {
 	c.Write(append(append(hdr, 0, 0, 0, 0), p...))
 }
 
-// TestAdmissionMetrics: admissions, refusals by share, evictions by
-// reason and the sockets in each class are counted, and no label names
-// an address.
-func TestAdmissionMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	tr := startRelay(t, Config{NoSync: true, Metrics: reg, MaxConns: 4, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
+// TestAdmissionStats: admissions, refusals by share, evictions by reason
+// and the sockets in each class are counted.
+func TestAdmissionStats(t *testing.T) {
+	tr := startRelay(t, Config{NoSync: true, MaxConns: 4, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
 	a, _, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -312,33 +308,20 @@ func TestAdmissionMetrics(t *testing.T) {
 		c.auth(mint(t, fmt.Sprint("c", i), ""))
 	}
 	b.expectError("evicted")
-	for name, want := range map[string]float64{
-		"skytale_relay_admissions_total":          5,
-		"skytale_relay_connections_authenticated": 3,
-		"skytale_relay_connections_login":         0,
-	} {
-		if got := metricstest.Value(t, reg, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
+	st := tr.Stats()
+	if st.AdmissionsTotal != 5 || st.ConnectionsAuthenticated != 3 || st.ConnectionsLogin != 0 {
+		t.Errorf("admissions %d, authenticated %d, in login %d; want 5, 3, 0", st.AdmissionsTotal, st.ConnectionsAuthenticated, st.ConnectionsLogin)
+	}
+	for share, want := range map[string]uint64{"address_login": 1, "network": 0} {
+		if got := count(t, st.AdmissionRefusals, share); got != want {
+			t.Errorf("refusals %s = %v, want %v", share, got, want)
 		}
 	}
-	for labels, want := range map[[2]string]float64{
-		{"share", "address_login"}: 1,
-		{"share", "network"}:       0,
-	} {
-		if got := metricstest.Value(t, reg, "skytale_relay_admission_refusals_total", labels[0], labels[1]); got != want {
-			t.Errorf("refusals %v = %v, want %v", labels, got, want)
-		}
-	}
-	for reason, want := range map[string]float64{"login": 1, "idle": 1} {
-		if got := metricstest.Value(t, reg, "skytale_relay_evictions_total", "reason", reason); got != want {
+	for reason, want := range map[string]uint64{"login": 1, "idle": 1} {
+		if got := count(t, st.Evictions, reason); got != want {
 			t.Errorf("evictions %s = %v, want %v", reason, got, want)
 		}
 	}
-	metricstest.Labels(t, reg, func(metric, label, v string) {
-		if strings.Contains(v, "127.") {
-			t.Errorf("%s has the label %s=%q", metric, label, v)
-		}
-	})
 }
 
 // TestAdmissionCounts: over random admissions, logins and ends from a few

@@ -1,19 +1,58 @@
 package relay
 
 import (
-	"strings"
+	"errors"
+	"sync/atomic"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/skytale-oss/skytale/internal/metricstest"
+	"time"
 )
 
-// TestMetrics: connections, subscriptions, deliveries and publishes by
-// result are counted, and no label names a channel or an account.
-func TestMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	tr := startRelay(t, Config{NoSync: true, Metrics: reg})
+// count returns the Count labelled label in cs, failing the test when
+// there is none.
+func count(t testing.TB, cs []Count, label string) uint64 {
+	t.Helper()
+	for _, c := range cs {
+		if c.Label == label {
+			return c.N
+		}
+	}
+	t.Fatalf("no count %q in %v", label, cs)
+	return 0
+}
+
+func budgetStats(t testing.TB, st Stats, scope string) BudgetStats {
+	t.Helper()
+	for _, b := range st.Budgets {
+		if b.Scope == scope {
+			return b
+		}
+	}
+	t.Fatalf("no budget %q in %v", scope, st.Budgets)
+	return BudgetStats{}
+}
+
+func feedOf(t testing.TB, st Stats, name string) FeedStats {
+	t.Helper()
+	for _, f := range st.Feeds {
+		if f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("no feed %q in %v", name, st.Feeds)
+	return FeedStats{}
+}
+
+// commitCounter is a Metrics that counts the archive's group commits.
+type commitCounter struct{ n atomic.Uint64 }
+
+func (*commitCounter) Watch(*Server) error           { return nil }
+func (c *commitCounter) ArchiveCommit(time.Duration) { c.n.Add(1) }
+
+// TestStats: connections, subscriptions, deliveries and publishes by
+// result are counted, and the archive's commits reach Config.Metrics.
+func TestStats(t *testing.T) {
+	m := &commitCounter{}
+	tr := startRelay(t, Config{NoSync: true, Metrics: m})
 	a := dialWS(t, tr.URL, "/ws/"+chA)
 	a.auth(mint(t, "alice", ""))
 	b := dialWS(t, tr.URL, "/ws/"+chA)
@@ -26,43 +65,33 @@ func TestMetrics(t *testing.T) {
 	a.publish(chA, publicMessage(gid, 0, 3)) // the same epoch again
 	a.expectError("stale_epoch")
 
-	for name, want := range map[string]float64{
-		"skytale_relay_connections":      2,
-		"skytale_relay_subscriptions":    2,
-		"skytale_relay_channels_live":    1,
-		"skytale_relay_deliveries_total": 2,
-	} {
-		if got := metricstest.Value(t, reg, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
+	st := tr.Stats()
+	if st.Connections != 2 || st.Subscriptions != 2 || st.ChannelsLive != 1 || st.DeliveriesTotal != 2 {
+		t.Errorf("connections %d, subscriptions %d, live channels %d, deliveries %d; want 2, 2, 1, 2",
+			st.Connections, st.Subscriptions, st.ChannelsLive, st.DeliveriesTotal)
 	}
-	if got := metricstest.Value(t, reg, "skytale_relay_stored_bytes"); got <= 0 {
-		t.Errorf("stored bytes %v", got)
+	if st.StoredBytes <= 0 || !st.BackendUp {
+		t.Errorf("stored bytes %d, backend up %v", st.StoredBytes, st.BackendUp)
 	}
-	families0, _ := reg.Gather()
-	commits := false
-	for _, f := range families0 {
-		if f.GetName() == "skytale_relay_archive_commit_seconds" && f.GetMetric()[0].GetHistogram().GetSampleCount() > 0 {
-			commits = true
-		}
-	}
-	if !commits {
+	if n := m.n.Load(); n == 0 {
 		t.Error("no archive commit observed")
 	}
-	if got := metricstest.Value(t, reg, "skytale_relay_publishes_total", "result", "ok"); got != 2 {
+	if got := count(t, st.Publishes, "ok"); got != 2 {
 		t.Errorf("ok publishes %v", got)
 	}
-	if got := metricstest.Value(t, reg, "skytale_relay_publishes_total", "result", "stale_epoch"); got != 1 {
+	if got := count(t, st.Publishes, "stale_epoch"); got != 1 {
 		t.Errorf("stale publishes %v", got)
 	}
-	metricstest.Labels(t, reg, func(metric, label, v string) {
-		if strings.Contains(v, "acme") || strings.Contains(v, "alice") {
-			t.Errorf("%s has the label %s=%q", metric, label, v)
-		}
-	})
-	// A second relay on the same registry is refused before it opens
-	// anything.
-	if _, err := New(Config{JWTSecret: testSecret, OpenChannels: true, Metrics: reg}); err == nil {
-		t.Error("two relays registered the same metrics")
+}
+
+// TestMetricsWatchRefusal: a Metrics that refuses to watch fails New.
+func TestMetricsWatchRefusal(t *testing.T) {
+	if _, err := New(Config{JWTSecret: testSecret, OpenChannels: true, Metrics: refusingMetrics{}}); err == nil {
+		t.Error("New ignored the metrics' refusal")
 	}
 }
+
+type refusingMetrics struct{}
+
+func (refusingMetrics) Watch(*Server) error         { return errors.New("already serving a relay") }
+func (refusingMetrics) ArchiveCommit(time.Duration) {}

@@ -10,10 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/skytale-oss/skytale/internal/metricstest"
 )
 
 // waitStatus polls url until it answers want, failing the test after a
@@ -41,11 +37,10 @@ func waitStatus(t *testing.T, url string, want int, what string) map[string]any 
 func TestReadyFollowsNATS(t *testing.T) {
 	dir := t.TempDir()
 	cmd, port := startNATSChild(t, dir, 0)
-	reg := prometheus.NewRegistry()
-	tr := startRelay(t, Config{OpenChannels: true, NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port), NATSStream: "READY", Metrics: reg})
+	tr := startRelay(t, Config{OpenChannels: true, NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port), NATSStream: "READY"})
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "on a running NATS")
-	if v := metricstest.Value(t, reg, "skytale_relay_backend_up"); v != 1 {
-		t.Fatalf("backend up %v while NATS runs", v)
+	if !tr.Stats().BackendUp {
+		t.Fatal("backend down while NATS runs")
 	}
 
 	cmd.Process.Signal(syscall.SIGSTOP)
@@ -62,8 +57,8 @@ func TestReadyFollowsNATS(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitStatus(t, tr.URL+"/ready", http.StatusServiceUnavailable, "NATS killed")
-	if v := metricstest.Value(t, reg, "skytale_relay_backend_up"); v != 0 {
-		t.Fatalf("backend up %v while NATS is dead", v)
+	if tr.Stats().BackendUp {
+		t.Fatal("backend up while NATS is dead")
 	}
 	startNATSChild(t, dir, port)
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "NATS restarted")
@@ -84,13 +79,11 @@ func TestReadyFollowsFeeds(t *testing.T) {
 		w.Write([]byte(`{"subs":[],"events":[],"next":0}`))
 	}))
 	defer feed.Close()
-	reg := prometheus.NewRegistry()
 	tr := startRelay(t, Config{
 		Members:        members,
 		Revocations:    NewHTTPRevocations(feed.URL, "secret", nil),
 		RevocationPoll: 20 * time.Millisecond,
 		ReadyFeedLag:   300 * time.Millisecond,
-		Metrics:        reg,
 	})
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "feeds answering")
 	down.Store(true)
@@ -98,11 +91,8 @@ func TestReadyFollowsFeeds(t *testing.T) {
 	if s, _ := m["message"].(string); s == "" {
 		t.Fatalf("answer %v names no reason", m)
 	}
-	if v := metricstest.Value(t, reg, "skytale_relay_feed_errors_total", "feed", "revocations"); v < 1 {
-		t.Fatalf("feed errors %v with the feed down", v)
-	}
-	if v := metricstest.Value(t, reg, "skytale_relay_feed_lag_seconds", "feed", "revocations"); v < 0.3 {
-		t.Fatalf("feed lag %v with the feed down past the bound", v)
+	if f := feedOf(t, tr.Stats(), "revocations"); f.ErrorsTotal < 1 || f.Lag < 300*time.Millisecond {
+		t.Fatalf("feed errors %d, lag %v with the feed down past the bound", f.ErrorsTotal, f.Lag)
 	}
 	down.Store(false)
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "feeds back")

@@ -16,7 +16,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/skytale-oss/skytale/internal/channel"
@@ -83,12 +82,11 @@ type Config struct {
 	// NATSOptions are extra nats.go options (credentials, TLS, ...),
 	// applied after the relay's own.
 	NATSOptions []nats.Option
-	// Metrics, if set, receives the relay's Prometheus metrics
-	// (skytale_relay_*: connections, subscriptions, live channels,
-	// deliveries, publishes by result, revocations, refused connections;
-	// metrics.go). No label carries a channel name, an account or an
-	// address.
-	Metrics prometheus.Registerer
+	// Metrics, if set, receives what the relay counts: connections,
+	// subscriptions, deliveries, publishes by result, budgets, feeds
+	// (Stats). relaymetrics.New (package relay/relaymetrics) exports them
+	// to Prometheus; none names a channel, an account or an address.
+	Metrics Metrics
 	// JWTSecret verifies the HS256 tokens the directory mints. Required.
 	JWTSecret []byte
 	// InternalSecret, if set, opens GET /v1/internal/fence to its holder:
@@ -347,15 +345,7 @@ func New(cfg Config) (*Server, error) {
 	log = slog.New(redact.Handler(log.Handler(), cfg.LogClients))
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.InternalSecret = append([]byte(nil), cfg.InternalSecret...)
-	// Registered before anything opens, so a refusal leaves nothing to
-	// close; the collectors read the server once it exists.
-	var self atomic.Pointer[Server]
-	counters := newRelayCounters()
-	if cfg.Metrics != nil {
-		if err := registerMetrics(cfg.Metrics, &self, counters); err != nil {
-			return nil, fmt.Errorf("relay: metrics: %w", err)
-		}
-	}
+	counters := newRelayCounters(cfg.Metrics)
 
 	db, err := sqlitedb.Open(cfg.DBPath)
 	if err != nil {
@@ -410,7 +400,15 @@ func New(cfg Config) (*Server, error) {
 
 	s.routes()
 
-	self.Store(s)
+	// Before anything starts, so a refusal has only the archive and the
+	// database to close.
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Watch(s); err != nil {
+			s.arch.close()
+			db.Close()
+			return nil, fmt.Errorf("relay: metrics: %w", err)
+		}
+	}
 	// The pipeline stops when its input is closed, never by cancellation,
 	// so Close flushes everything that was accepted.
 	s.arch.start()
