@@ -13,10 +13,10 @@ import (
 
 // mountRelay is the README's embedding snippet, word for word (a test in
 // cli/ checks it).
-func mountRelay(mux *http.ServeMux, dbPath string, secret []byte, accountID string) (*skytale.Relay, error) {
+func mountRelay(ctx context.Context, mux *http.ServeMux, dbPath string, secret []byte, accountID string) (*skytale.Relay, error) {
 	members := relay.NewMemberSet() // who may use which channel; or the directory's feed
 	members.Add("acme/events/live", accountID)
-	r, err := skytale.NewRelay(skytale.RelayConfig{
+	r, err := skytale.NewRelay(ctx, skytale.RelayConfig{
 		DBPath:    dbPath,  // the archive's SQLite file; "" keeps it in memory
 		JWTSecret: secret,  // at least 32 random bytes, shared with whatever mints the tokens
 		Members:   members, // required, unless OpenChannels: the app gates channels itself
@@ -34,7 +34,7 @@ func ExampleNewRelay() {
 	rand.Read(secret)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/app", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "the application") })
-	r, err := mountRelay(mux, "", secret, "0f724b70-9bad-4b8e-81ef-42ab975b6b9f")
+	r, err := mountRelay(context.Background(), mux, "", secret, "0f724b70-9bad-4b8e-81ef-42ab975b6b9f")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -106,15 +106,16 @@ type Directory = directory.Server
 // the size of the HS256 key.
 const MinJWTSecret = stack.MinJWTSecret
 
-// NewRelay returns a relay ready to serve. Close it to flush the archive
-// and stop its goroutines.
-func NewRelay(cfg RelayConfig) (*Relay, error) { return relay.New(cfg) }
+// NewRelay returns a relay ready to serve; ctx bounds its start (on
+// JetStream, the dial to a NATS that may not answer), not its life. Close
+// it to flush the archive and stop its goroutines.
+func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) { return relay.New(ctx, cfg) }
 
-// NewDirectory returns a directory ready to serve. For a start bounded by
-// a context (a PostgreSQL server that does not answer), call
-// directory.New(ctx, cfg) instead.
-func NewDirectory(cfg DirectoryConfig) (*Directory, error) {
-	return directory.New(context.Background(), cfg)
+// NewDirectory returns a directory ready to serve; ctx bounds its start
+// (on PostgreSQL, the dial to a server that may not answer), not its
+// life. Close it to stop its sweeps.
+func NewDirectory(ctx context.Context, cfg DirectoryConfig) (*Directory, error) {
+	return directory.New(ctx, cfg)
 }
 
 // SeatConfig configures a seat; see [seat.Config].
@@ -163,10 +164,10 @@ type Stack struct {
 	Relay     *Relay
 }
 
-// NewStack starts both planes. Mount Stack.Directory and Stack.Relay on
-// whatever listeners you like.
-func NewStack(cfg StackConfig) (*Stack, error) {
-	d, r, err := stack.Start(context.Background(), stack.Config{
+// NewStack starts both planes; ctx bounds their start, not their life.
+// Mount Stack.Directory and Stack.Relay on whatever listeners you like.
+func NewStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
+	d, r, err := stack.Start(ctx, stack.Config{
 		JWTSecret: cfg.JWTSecret, InternalSecret: cfg.InternalSecret,
 		Directory: cfg.Directory, Relay: cfg.Relay,
 	})

@@ -31,7 +31,7 @@ func TestNewStackSecrets(t *testing.T) {
 		{"internal differs", skytale.StackConfig{JWTSecret: good, InternalSecret: []byte("a"), Directory: skytale.DirectoryConfig{InternalSecret: []byte("b")}}, "set the internal secret once"},
 		{"relay members", skytale.StackConfig{JWTSecret: good, Relay: skytale.RelayConfig{Members: relay.NewMemberSet()}}, "leave StackConfig.Relay.Revocations and Members nil"},
 	} {
-		st, err := skytale.NewStack(c.cfg)
+		st, err := skytale.NewStack(context.Background(), c.cfg)
 		if err == nil {
 			st.Close(context.Background())
 			t.Errorf("%s: accepted", c.name)
@@ -42,7 +42,7 @@ func TestNewStackSecrets(t *testing.T) {
 		}
 	}
 	// The same value twice is not a conflict.
-	st, err := skytale.NewStack(skytale.StackConfig{JWTSecret: good, Directory: skytale.DirectoryConfig{JWTSecret: good}})
+	st, err := skytale.NewStack(context.Background(), skytale.StackConfig{JWTSecret: good, Directory: skytale.DirectoryConfig{JWTSecret: good}})
 	if err != nil {
 		t.Fatal(err)
 	}

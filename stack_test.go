@@ -108,14 +108,14 @@ func TestRevocationInProcess(t *testing.T) {
 func TestRevocationSplit(t *testing.T) {
 	jwtSecret := []byte("0123456789abcdef0123456789abcdef")
 	internal := "internal-secret-of-enough-length-0123"
-	d, err := skytale.NewDirectory(skytale.DirectoryConfig{JWTSecret: jwtSecret, InternalSecret: []byte(internal), OpenSignup: true})
+	d, err := skytale.NewDirectory(context.Background(), skytale.DirectoryConfig{JWTSecret: jwtSecret, InternalSecret: []byte(internal), OpenSignup: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := httptest.NewServer(d)
 	defer api.Close()
 	defer d.Close(context.Background())
-	r, err := skytale.NewRelay(skytale.RelayConfig{
+	r, err := skytale.NewRelay(context.Background(), skytale.RelayConfig{
 		JWTSecret:      jwtSecret,
 		Revocations:    relay.NewHTTPRevocations(api.URL, internal, nil),
 		RevocationPoll: 200 * time.Millisecond,

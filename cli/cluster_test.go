@@ -34,7 +34,7 @@ func TestServeClusterUpdateStream(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", p)
 	secret := []byte(strings.Repeat("k", 32))
 	start := func(replicas int) error {
-		s, err := relay.New(relay.Config{NATSURL: url, NATSStream: "UPD", NATSReplicas: replicas, JWTSecret: secret, OpenChannels: true})
+		s, err := relay.New(context.Background(), relay.Config{NATSURL: url, NATSStream: "UPD", NATSReplicas: replicas, JWTSecret: secret, OpenChannels: true})
 		if err == nil {
 			s.Close(context.Background())
 		}

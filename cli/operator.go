@@ -106,7 +106,7 @@ func (o *operator) openLocal() error {
 	if isPostgresURL(cfg.Database) {
 		cfg.Backend = pgstore.Backend{}
 	}
-	d, err := skytale.NewDirectory(cfg)
+	d, err := skytale.NewDirectory(o.c.Context, cfg)
 	if err != nil {
 		lock.Unlock()
 		return err

@@ -236,7 +236,7 @@ func newPlaneBuilder(o *serveOptions, planes []plane, dcfg skytale.DirectoryConf
 }
 
 // build makes the planes' servers and hands them to their handlers.
-func (b *planeBuilder) build() error {
+func (b *planeBuilder) build(ctx context.Context) error {
 	dcfg, rcfg := b.dcfg, b.rcfg
 	var servers []planeServer
 	if b.reg != nil {
@@ -252,7 +252,7 @@ func (b *planeBuilder) build() error {
 	}
 	switch {
 	case b.runDir && b.runRelay:
-		st, err := skytale.NewStack(skytale.StackConfig{JWTSecret: b.jwtSecret, InternalSecret: b.internal, Directory: dcfg, Relay: rcfg})
+		st, err := skytale.NewStack(ctx, skytale.StackConfig{JWTSecret: b.jwtSecret, InternalSecret: b.internal, Directory: dcfg, Relay: rcfg})
 		if err != nil {
 			return err
 		}
@@ -263,7 +263,7 @@ func (b *planeBuilder) build() error {
 		// A directory apart from its relay reads the commit fence (which
 		// GroupInfo epochs it keeps) from the relay's internal endpoint.
 		dcfg.Fence = directory.NewHTTPFence(relayURL, string(b.internal), nil)
-		d, err := skytale.NewDirectory(dcfg)
+		d, err := skytale.NewDirectory(ctx, dcfg)
 		if err != nil {
 			return err
 		}
@@ -276,7 +276,7 @@ func (b *planeBuilder) build() error {
 		rcfg.Revocations = relay.NewHTTPRevocations(dirURL, string(b.internal), nil)
 		rcfg.Members = relay.NewHTTPMembers(dirURL, string(b.internal), nil)
 		rcfg.InternalSecret = b.internal
-		r, err := skytale.NewRelay(rcfg)
+		r, err := skytale.NewRelay(ctx, rcfg)
 		if err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func (b *planeBuilder) build() error {
 // not ready and is built again every natsRetry in g, instead of serve
 // exiting: NATS may start after it (a reboot, a cluster coming up).
 func (b *planeBuilder) start(ctx context.Context, g *errgroup.Group, log *slog.Logger) error {
-	err := b.build()
+	err := b.build(ctx)
 	if !errors.Is(err, relay.ErrNATSUnreachable) {
 		return err
 	}
@@ -308,7 +308,7 @@ func (b *planeBuilder) start(ctx context.Context, g *errgroup.Group, log *slog.L
 				return nil
 			case <-time.After(natsRetry):
 			}
-			err := b.build()
+			err := b.build(ctx)
 			if err == nil {
 				log.Info("NATS reachable: the relay serves")
 				return nil

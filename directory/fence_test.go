@@ -43,7 +43,7 @@ func newFencedEnv(t testing.TB, mod func(*Config)) *fencedEnv {
 			mod(c)
 		}
 	})
-	r, err := relay.New(relay.Config{
+	r, err := relay.New(context.Background(), relay.Config{
 		JWTSecret:      testJWTSecret,
 		InternalSecret: []byte(testInternalSecret),
 		Members:        e.s,

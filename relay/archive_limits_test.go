@@ -199,7 +199,7 @@ func BenchmarkOpenRecomputeUsage(b *testing.B) {
 	const rows = 200000
 	path := filepath.Join(b.TempDir(), "relay.db")
 	cfg := Config{DBPath: path, JWTSecret: testSecret, NoSync: true, OpenChannels: true}
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func BenchmarkOpenRecomputeUsage(b *testing.B) {
 		b.StopTimer()
 		clear()
 		b.StartTimer()
-		s, err := New(cfg)
+		s, err := New(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -1062,7 +1063,7 @@ func TestLogMissingSegments(t *testing.T) {
 			if lost != "directory" {
 				left = logSegments(t, path)
 			}
-			s, err := New(Config{DBPath: path, NoSync: true, JWTSecret: testSecret, OpenChannels: true, logSegment: 64 << 10})
+			s, err := New(context.Background(), Config{DBPath: path, NoSync: true, JWTSecret: testSecret, OpenChannels: true, logSegment: 64 << 10})
 			if lost != "unused segment" {
 				if err == nil {
 					s.Close(t.Context())

@@ -270,7 +270,7 @@ func BenchmarkClusterNodeStart(b *testing.B) {
 	const entries, channels = 100000, 1000
 	n := startNATS(b)
 	cfg := Config{NATSURL: n.URL, NATSStream: "START", JWTSecret: testSecret, OpenChannels: true}
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func BenchmarkClusterNodeStart(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		s, err := New(cfg)
+		s, err := New(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

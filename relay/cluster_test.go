@@ -736,7 +736,7 @@ func TestJetStreamConfigRefused(t *testing.T) {
 		{NATSReplicas: -1},
 	} {
 		cfg.NATSURL, cfg.JWTSecret, cfg.OpenChannels = n.URL, testSecret, true
-		if s, err := New(cfg); err == nil {
+		if s, err := New(context.Background(), cfg); err == nil {
 			s.Close(context.Background())
 			t.Fatalf("%+v accepted", cfg)
 		}
@@ -744,11 +744,11 @@ func TestJetStreamConfigRefused(t *testing.T) {
 	small := &natsServer{t: t, dir: t.TempDir(), port: -1, maxPayload: 1 << 20}
 	small.start()
 	t.Cleanup(small.shutdown)
-	_, err := New(Config{NATSURL: small.URL, JWTSecret: testSecret, OpenChannels: true})
+	_, err := New(context.Background(), Config{NATSURL: small.URL, JWTSecret: testSecret, OpenChannels: true})
 	if err == nil || !strings.Contains(err.Error(), "max_payload") {
 		t.Fatalf("NATS with max_payload 1 MB: %v", err)
 	}
-	if _, err := New(Config{NATSURL: "nats://127.0.0.1:1", JWTSecret: testSecret, OpenChannels: true}); err == nil {
+	if _, err := New(context.Background(), Config{NATSURL: "nats://127.0.0.1:1", JWTSecret: testSecret, OpenChannels: true}); err == nil {
 		t.Fatal("unreachable NATS accepted")
 	}
 	checkNoRelayGoroutines(t)

@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"flag"
 	"fmt"
@@ -33,7 +34,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestKillDurability and TestCrashCampaign")
 	}
 	capN, _ := strconv.Atoi(os.Getenv("RELAY_CRASH_CAP"))
-	s, err := New(Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true,
+	s, err := New(context.Background(), Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true,
 		NATSURL: os.Getenv("RELAY_CRASH_NATS"), NATSStream: os.Getenv("RELAY_CRASH_STREAM")})
 	if err != nil {
 		fmt.Println("error", err)

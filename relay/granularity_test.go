@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -48,7 +49,7 @@ func testEntryTimesAreCoarse(t *testing.T, be *backend) {
 		sub.c.CloseNow()
 		tr.stop(t)
 	}
-	if _, err := New(Config{NoSync: true, TimeGranularity: time.Minute}); err == nil {
+	if _, err := New(context.Background(), Config{NoSync: true, TimeGranularity: time.Minute}); err == nil {
 		t.Fatal("a minute's TimeGranularity was taken")
 	}
 }

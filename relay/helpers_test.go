@@ -48,7 +48,7 @@ func startRelay(t testing.TB, cfg Config) *testRelay {
 		setDefault(&cfg.MaxConnsPerNet, 1<<20)
 		setDefault(&cfg.MaxUnauthConnsPerNet, 1<<20)
 	}
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -481,14 +481,14 @@ func TestHTTPMembers(t *testing.T) {
 // TestNewNeedsMembers: a relay checks membership unless told not to, so it
 // needs a source of it.
 func TestNewNeedsMembers(t *testing.T) {
-	if _, err := New(Config{JWTSecret: testSecret}); err == nil || !strings.Contains(err.Error(), "Members") {
+	if _, err := New(context.Background(), Config{JWTSecret: testSecret}); err == nil || !strings.Contains(err.Error(), "Members") {
 		t.Fatalf("New without Members or OpenChannels: %v", err)
 	}
 	for _, cfg := range []Config{
 		{JWTSecret: testSecret, OpenChannels: true},
 		{JWTSecret: testSecret, Members: NewMemberSet()},
 	} {
-		s, err := New(cfg)
+		s, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -86,7 +87,7 @@ func TestStats(t *testing.T) {
 
 // TestMetricsWatchRefusal: a Metrics that refuses to watch fails New.
 func TestMetricsWatchRefusal(t *testing.T) {
-	if _, err := New(Config{JWTSecret: testSecret, OpenChannels: true, Metrics: refusingMetrics{}}); err == nil {
+	if _, err := New(context.Background(), Config{JWTSecret: testSecret, OpenChannels: true, Metrics: refusingMetrics{}}); err == nil {
 		t.Error("New ignored the metrics' refusal")
 	}
 }

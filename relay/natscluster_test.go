@@ -622,7 +622,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	for i := range 3 {
 		c := cfg
 		c.NATSURL = nc.URL(i)
-		wg.Go(func() { servers[i], errs[i] = New(c) })
+		wg.Go(func() { servers[i], errs[i] = New(context.Background(), c) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -644,7 +644,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	}
 	one := cfg
 	one.NATSURL, one.NATSReplicas = nc.URL(0), 1
-	if s, err := New(one); err == nil {
+	if s, err := New(context.Background(), one); err == nil {
 		s.Close(context.Background())
 		t.Fatal("a node configured with 1 replica started on an R3 stream")
 	} else if !strings.Contains(err.Error(), "update-stream --replicas 1") {
@@ -655,7 +655,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	}
 	none := cfg
 	none.NATSURL, none.NATSReplicas = nc.URL(1), 0
-	s, err := New(none)
+	s, err := New(context.Background(), none)
 	if err != nil {
 		t.Fatalf("a node given no replicas: %v", err)
 	}
@@ -672,7 +672,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	if r := replicas(); r != 1 {
 		t.Fatalf("stream at R%d after update-stream --replicas 1", r)
 	}
-	s, err = New(one)
+	s, err = New(context.Background(), one)
 	if err != nil {
 		t.Fatalf("a node at the stream's new count: %v", err)
 	}

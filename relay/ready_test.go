@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -108,13 +109,13 @@ func TestNewTellsNATSUnreachable(t *testing.T) {
 	}
 	dead := "nats://" + l.Addr().String()
 	l.Close()
-	_, err = New(Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: dead})
+	_, err = New(context.Background(), Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: dead})
 	if !errors.Is(err, ErrNATSUnreachable) {
 		t.Fatalf("New on a dead NATS: %v, want ErrNATSUnreachable", err)
 	}
 	n := startNATS(t)
 	startRelay(t, Config{NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 1})
-	_, err = New(Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 3})
+	_, err = New(context.Background(), Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 3})
 	if err == nil || errors.Is(err, ErrNATSUnreachable) {
 		t.Fatalf("New with replicas the stream does not have: %v, want a refusal that is not ErrNATSUnreachable", err)
 	}

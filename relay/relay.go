@@ -333,8 +333,10 @@ type Server struct {
 	counters *relayCounters // metrics.go
 }
 
-// New opens the archive and starts the relay's background goroutines.
-func New(cfg Config) (*Server, error) {
+// New opens the archive and starts the relay's background goroutines. ctx
+// bounds the opening (the database's migrations, on JetStream the dial to
+// NATS and the stream's setup), not the relay's life: Close ends that.
+func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := configDefaults(&cfg); err != nil {
 		return nil, err
 	}
@@ -351,7 +353,6 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
 	s := &Server{
 		cfg:      cfg,
 		log:      log,

@@ -116,7 +116,7 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 		return nil, err
 	}
 	for range nodes {
-		r, err := relay.New(relay.Config{
+		r, err := relay.New(context.Background(), relay.Config{
 			JWTSecret:   secret,
 			NATSURL:     c.NATSURL,
 			Members:     c.dir,

@@ -333,7 +333,7 @@ func catchUp(ctx context.Context, relay, jwt, channel string, out io.Writer) err
 func startStack() (api, relay string, stop func(), err error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	st, err := skytale.NewStack(skytale.StackConfig{JWTSecret: secret, Directory: skytale.DirectoryConfig{OpenSignup: true}})
+	st, err := skytale.NewStack(context.Background(), skytale.StackConfig{JWTSecret: secret, Directory: skytale.DirectoryConfig{OpenSignup: true}})
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -66,7 +66,7 @@ func main() {
 // The returned func closes the relay (flushing its archive).
 func newServer(secret []byte, archive string) (http.Handler, func(), error) {
 	members := relay.NewMemberSet()
-	rl, err := skytale.NewRelay(skytale.RelayConfig{JWTSecret: secret, DBPath: archive, Members: members})
+	rl, err := skytale.NewRelay(context.Background(), skytale.RelayConfig{JWTSecret: secret, DBPath: archive, Members: members})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,7 +50,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	// The stack: both planes in memory, sharing a JWT secret.
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	stack, err := skytale.NewStack(skytale.StackConfig{
+	stack, err := skytale.NewStack(context.Background(), skytale.StackConfig{
 		JWTSecret:      secret,
 		InternalSecret: []byte("example internal secret"),
 		Directory:      skytale.DirectoryConfig{OpenSignup: true},

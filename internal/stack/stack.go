@@ -46,7 +46,7 @@ func Start(ctx context.Context, cfg Config) (*directory.Server, *relay.Server, e
 	}
 	rc := cfg.Relay
 	rc.JWTSecret, rc.InternalSecret, rc.Revocations, rc.Members = cfg.JWTSecret, cfg.InternalSecret, d, d
-	r, err := relay.New(rc)
+	r, err := relay.New(ctx, rc)
 	if err != nil {
 		d.Close(context.WithoutCancel(ctx))
 		return nil, nil, err

@@ -5,7 +5,7 @@
 // it links none.
 //
 //	reg := prometheus.NewRegistry()
-//	r, err := relay.New(relay.Config{…, Metrics: relaymetrics.New(reg)})
+//	r, err := relay.New(ctx, relay.Config{…, Metrics: relaymetrics.New(reg)})
 //
 // No label is a channel name, an account id or an address: the labels are
 // publish results, admission shares, eviction reasons, budget scopes,

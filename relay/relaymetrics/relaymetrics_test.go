@@ -30,7 +30,7 @@ var secret = []byte("test-jwt-secret-0123456789abcdef")
 // ends.
 func start(t *testing.T, reg prometheus.Registerer) (*httptest.Server, *relay.Server) {
 	t.Helper()
-	s, err := relay.New(relay.Config{JWTSecret: secret, OpenChannels: true, NoSync: true, Metrics: relaymetrics.New(reg)})
+	s, err := relay.New(context.Background(), relay.Config{JWTSecret: secret, OpenChannels: true, NoSync: true, Metrics: relaymetrics.New(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,16 +175,16 @@ func TestValues(t *testing.T) {
 		}
 	})
 
-	if _, err := relay.New(relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: relaymetrics.New(reg)}); err == nil {
+	if _, err := relay.New(context.Background(), relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: relaymetrics.New(reg)}); err == nil {
 		t.Error("two relays registered the same metrics")
 	}
 	m := relaymetrics.New(prometheus.NewRegistry())
-	s2, err := relay.New(relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: m})
+	s2, err := relay.New(context.Background(), relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close(context.Background())
-	if _, err := relay.New(relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: m}); err == nil {
+	if _, err := relay.New(context.Background(), relay.Config{JWTSecret: secret, OpenChannels: true, Metrics: m}); err == nil {
 		t.Error("one Metrics served two relays")
 	}
 }
