@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/directory/pgstore"
+	"github.com/skytale-oss/skytale/internal/admin"
 	"github.com/skytale-oss/skytale/internal/datadir"
 )
 
@@ -136,45 +134,20 @@ func (o *operator) openLocal() error {
 // call sends a JSON request with the internal secret and decodes the
 // answer into out (unless nil); an error answer becomes its message.
 func (o *operator) call(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(o.c.Context, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, o.api+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+o.secret)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := o.do(req)
-	if err != nil {
-		return fmt.Errorf("the directory at %s: %w", o.api, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error, Message string }
-		json.Unmarshal(b, &e)
-		if e.Error == "" {
-			return fmt.Errorf("the directory answered %s", resp.Status)
+	do := func(req *http.Request) (*http.Response, error) {
+		resp, err := o.do(req)
+		if err != nil {
+			return nil, fmt.Errorf("the directory at %s: %w", o.api, err)
 		}
-		return fmt.Errorf("the directory refused: %s (%s)", safe(e.Message), safe(e.Error))
+		return resp, nil
 	}
-	if out == nil {
-		return nil
+	err := admin.Call(ctx, do, o.api, o.secret, method, path, in, out)
+	if e, ok := err.(*admin.APIError); ok && e.Code != "" {
+		return fmt.Errorf("the directory refused: %s (%s)", safe(e.Message), safe(e.Code))
 	}
-	return json.Unmarshal(b, out)
+	return err
 }
 
 // do sends req to the running tally serve or, when nothing listens at

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -114,6 +115,8 @@ func mintAt(t testing.TB, sub, ch string, at time.Time) string {
 type wsClient struct {
 	t testing.TB
 	c *websocket.Conn
+	// wait is how long recv waits for a frame; 0 for 5 s.
+	wait time.Duration
 }
 
 func dialWS(t testing.TB, base, path string) *wsClient {
@@ -140,7 +143,7 @@ func (w *wsClient) send(v any) {
 
 func (w *wsClient) sendRaw(typ websocket.MessageType, b []byte) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(w.wait, 5*time.Second))
 	defer cancel()
 	if err := w.c.Write(ctx, typ, b); err != nil {
 		w.t.Fatal(err)
@@ -150,7 +153,7 @@ func (w *wsClient) sendRaw(typ websocket.MessageType, b []byte) {
 // recv reads one frame as a generic JSON object.
 func (w *wsClient) recv() map[string]any {
 	w.t.Helper()
-	m, err := w.tryRecv(5 * time.Second)
+	m, err := w.tryRecv(cmp.Or(w.wait, 5*time.Second))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -40,6 +40,10 @@ func dialLarge(t testing.TB, base, path string) *wsClient {
 	t.Helper()
 	c := dialWS(t, base, path)
 	c.c.SetReadLimit(MaxFrame)
+	// A 16 MiB frame is read, decoded and stored in well under a second
+	// on an idle machine; on a loaded one (the race detector, a parallel
+	// suite) it has taken over 5 s.
+	c.wait = 30 * time.Second
 	return c
 }
 

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,20 +48,31 @@ type dirAccounts struct {
 	secret string
 }
 
-// maxAnswer bounds an answer of the directory read here (a page of 500
+// maxAnswer bounds an answer of the directory read by Call (a page of 500
 // accounts is well inside it).
-const maxAnswer = 4 << 20
+const maxAnswer = 8 << 20
 
-// APIError is a refusal of the directory, with its code and message.
+// APIError is a refusal of the directory, with its code and message; Code
+// is "" when the answer carried no JSON error.
 type APIError struct {
 	Status  int
 	Code    string `json:"error"`
 	Message string `json:"message"`
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("%s (%s)", e.Message, e.Code) }
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("the directory answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
 
-func (d *dirAccounts) call(ctx context.Context, method, path string, in, out any) error {
+// Call sends a request to one of the directory's operator endpoints, path
+// under base, with the internal secret: in (unless nil) as its JSON body.
+// do sends it (an http.Client's Do, or a handler in this process); a 2xx
+// answer is decoded into out (unless nil), any other is an *APIError. The
+// operator's commands and the admin page both reach the directory so.
+func Call(ctx context.Context, do func(*http.Request) (*http.Response, error), base, secret, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -69,34 +81,58 @@ func (d *dirAccounts) call(ctx context.Context, method, path string, in, out any
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://directory"+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return err
 	}
-	req.RemoteAddr = "127.0.0.1:0"
-	req.Header.Set("Authorization", "Bearer "+d.secret)
+	req.Header.Set("Authorization", "Bearer "+secret)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	rec := &recorder{header: http.Header{}}
-	d.h.ServeHTTP(rec, req)
-	if rec.code == 0 {
-		rec.code = http.StatusOK
+	resp, err := do(req)
+	if err != nil {
+		return err
 	}
-	if rec.over {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxAnswer {
 		return fmt.Errorf("the directory's answer to %s %s is over %d bytes", method, path, maxAnswer)
 	}
-	if rec.code/100 != 2 {
-		e := &APIError{Status: rec.code}
-		if json.Unmarshal(rec.body.Bytes(), e) != nil || e.Code == "" {
-			e.Code, e.Message = "internal", "the directory answered "+strconv.Itoa(rec.code)
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{Status: resp.StatusCode}
+		if json.Unmarshal(b, e) != nil {
+			e.Code, e.Message = "", ""
 		}
 		return e
 	}
 	if out == nil {
 		return nil
 	}
-	return json.Unmarshal(rec.body.Bytes(), out)
+	return json.Unmarshal(b, out)
+}
+
+// call sends a request to the directory's handler in this process.
+func (d *dirAccounts) call(ctx context.Context, method, path string, in, out any) error {
+	err := Call(ctx, d.serve, "http://directory", d.secret, method, path, in, out)
+	if e, ok := err.(*APIError); ok && e.Code == "" {
+		e.Code, e.Message = "internal", e.Error()
+	}
+	return err
+}
+
+// serve answers req with the directory's handler, as if it came over
+// loopback.
+func (d *dirAccounts) serve(req *http.Request) (*http.Response, error) {
+	req.RemoteAddr = "127.0.0.1:0"
+	rec := &recorder{header: http.Header{}}
+	d.h.ServeHTTP(rec, req)
+	if rec.over {
+		return nil, fmt.Errorf("the directory's answer to %s %s is over %d bytes", req.Method, req.URL.Path, maxAnswer)
+	}
+	return &http.Response{StatusCode: cmp.Or(rec.code, http.StatusOK), Header: rec.header, Body: io.NopCloser(&rec.body)}, nil
 }
 
 func (d *dirAccounts) List(ctx context.Context, after string, limit int) ([]Account, string, error) {
