@@ -139,6 +139,9 @@ func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []p
 		if p.name != "health" {
 			attrs = append(attrs, "max_conns", maxConns)
 		}
+		if p.name == "relay" && benchNoFlush {
+			log.Warn("benchmark build: the relay's archive does not fsync, so an ack survives no crash of the machine")
+		}
 		log.Info(p.name+" listening", attrs...)
 		if o.listening != nil {
 			o.listening(p.name, url)

@@ -190,6 +190,7 @@ func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Log
 		Logger: planeLogger(reqLog, "relay"), LogClients: o.LogClients,
 		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 		ReadyFeedLag: o.ReadyFeedLag, ArchiveCap: o.ArchiveCap, ArchiveTTL: o.ArchiveTTL,
+		NoSync: benchNoFlush,
 	}
 	o.relayAdmission(&rcfg, maxConns)
 	o.applyBudgets(&dcfg, &rcfg)

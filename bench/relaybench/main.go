@@ -60,6 +60,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -86,6 +87,8 @@ type options struct {
 	centrifugo       string                  // Centrifugo's URL
 	centrifugoSecret []byte                  // its client.token.hmac_secret_key
 	clientCPU        bool                    // report this process's CPU per measurement
+	fsyncDir         string                  // probe the flush of this folder's disk each round; "" for none
+	metrics          string                  // the skytale serve's metrics URL, to count its archive's flushes
 }
 
 type durableCase struct{ conns, inflight int }
@@ -138,6 +141,8 @@ func main() {
 	flag.StringVar(&o.nats, "nats", "nats://127.0.0.1:4222", "the nats-server's URL (JetStream on, for the durable cases)")
 	flag.StringVar(&o.centrifugo, "centrifugo", "http://127.0.0.1:8000", "Centrifugo's URL (its WebSocket is /connection/websocket)")
 	flag.StringVar(&cfConfig, "centrifugo-config", "", "Centrifugo's JSON configuration file, for its client.token.hmac_secret_key")
+	flag.StringVar(&o.fsyncDir, "fsync", "", "a folder on the serve's disk (its data folder): each round also measures 4 KiB appends each followed by fdatasync there, the flush a durable ack waits for")
+	flag.StringVar(&o.metrics, "metrics", "", "the skytale serve's metrics URL (tally serve --metrics-addr, then http://ADDR/metrics): the durable cases report the acks per flush of its archive")
 	flag.Parse()
 	for _, s := range strings.Split(subs, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -336,6 +341,9 @@ var targetNames = []string{"skytale", "nats", "centrifugo"}
 type bench struct {
 	name string
 	t    target
+	// scrape reads the target's flushes and acks, for the durable
+	// cases; nil for none.
+	scrape *scraper
 }
 
 func run(o options) error {
@@ -378,7 +386,11 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		benches = append(benches, bench{name, t})
+		b := bench{name: name, t: t}
+		if name == "skytale" && o.metrics != "" {
+			b.scrape = &scraper{url: o.metrics, http: &http.Client{Timeout: 10 * time.Second}}
+		}
+		benches = append(benches, b)
 	}
 	alone := len(benches) == 1
 	// Side by side, the client's own CPU shows when it, and not the
@@ -411,7 +423,16 @@ func run(o options) error {
 		}
 	}
 	skipped := map[string]error{} // by target: why it has no durable case
+	var disk []result
 	for round := range o.rounds {
+		if o.fsyncDir != "" {
+			r, err := diskProbe(ctx, o.fsyncDir, min(o.round, 5*time.Second))
+			if err != nil {
+				return fmt.Errorf("disk probe: %w", err)
+			}
+			disk = append(disk, r)
+			fmt.Printf("round %d  %-*s %s\n", round+1, map[bool]int{true: 22, false: 35}[alone], "disk 4 KiB + fdatasync", r)
+		}
 		// Each round starts with the next server, so none always runs
 		// first after the machine was quiet.
 		turn := slices.Concat(benches[round%len(benches):], benches[:round%len(benches)])
@@ -435,7 +456,7 @@ func run(o options) error {
 		}
 		for _, d := range o.durable {
 			for _, b := range turn {
-				r, err := durable(ctx, b.t, o, d)
+				r, err := durable(ctx, b, o, d)
 				if errors.Is(err, errNoDurable) {
 					if skipped[b.name] == nil {
 						fmt.Printf("round %d  %-10s %v\n", round+1, b.name, err)
@@ -462,6 +483,10 @@ func run(o options) error {
 		if err := skipped[b.name]; err != nil {
 			fmt.Printf("%-*s %v\n", width, b.name+" durable", err)
 		}
+	}
+	if len(disk) > 0 {
+		fmt.Printf("%-*s %s\n", width, "disk 4 KiB + fdatasync", median(disk))
+		diskSummary(results, median(disk), o.durable, alone)
 	}
 	if alone || !slices.Contains(names, "skytale") {
 		return nil
@@ -634,8 +659,8 @@ func fanout(ctx context.Context, t target, o options, n, k int) (result, error) 
 
 // durable runs d.conns publishers, each on its own channel with
 // d.inflight publishes in flight, and counts the acks.
-func durable(ctx context.Context, t target, o options, d durableCase) (result, error) {
-	pubs, err := t.durables(ctx, d.conns, d.inflight)
+func durable(ctx context.Context, b bench, o options, d durableCase) (result, error) {
+	pubs, err := b.t.durables(ctx, d.conns, d.inflight)
 	if err != nil {
 		return result{}, err
 	}
@@ -701,6 +726,12 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 		})
 	}
 	time.Sleep(time.Second)
+	var commits0, acked0 float64
+	if b.scrape != nil {
+		if commits0, acked0, err = b.scrape.read(ctx); err != nil {
+			return result{}, err
+		}
+	}
 	measuring.Store(true)
 	cpu0 := cpuTime()
 	t0 := time.Now()
@@ -708,6 +739,16 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	cpu := cpuTime() - cpu0
+	var perFlush float64
+	if b.scrape != nil {
+		commits, acked, err := b.scrape.read(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		if commits > commits0 {
+			perFlush = (acked - acked0) / (commits - commits0)
+		}
+	}
 	n := acks.Load()
 	close(stop)
 	wg.Wait()
@@ -723,7 +764,7 @@ func durable(ctx context.Context, t target, o options, d durableCase) (result, e
 		h.merge(x)
 		mus[i].Unlock()
 	}
-	r := result{rate: float64(n) / elapsed.Seconds(), unit: "acks/s",
+	r := result{rate: float64(n) / elapsed.Seconds(), unit: "acks/s", perFlush: perFlush,
 		p50: time.Duration(h.quantile(0.5)), p99: time.Duration(h.quantile(0.99)), p999: time.Duration(h.quantile(0.999))}
 	if o.clientCPU {
 		r.clientCPU = cpu.Seconds() / elapsed.Seconds()

@@ -108,7 +108,7 @@ func TestNATSDurableAcksAreStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := durable(t.Context(), n, o, d)
+		r, err := durable(t.Context(), bench{name: "nats", t: n}, o, d)
 		if err != nil {
 			n.close()
 			t.Fatal(err)

@@ -23,12 +23,16 @@ type result struct {
 	messages     int64
 	framesPerMsg bool
 	clientCPU    float64 // this process's CPU over the measurement, in cores; 0 when not shown
+	perFlush     float64 // durable: acks per flush of the archive (-metrics); 0 when not measured
 }
 
 func (r result) String() string {
 	s := fmt.Sprintf("%10.0f %-12s p50 %8s  p99 %8s  p99.9 %8s", r.rate, r.unit, round(r.p50), round(r.p99), round(r.p999))
 	if r.framesPerMsg {
 		s += fmt.Sprintf("  frames/message mean %.1f p50 %d p99 %d max %d", r.batchMean, r.batchP50, r.batchP99, r.batchMax)
+	}
+	if r.perFlush > 0 {
+		s += fmt.Sprintf("  %.1f acks/flush", r.perFlush)
 	}
 	if r.clientCPU > 0 {
 		s += fmt.Sprintf("  client %.2f cores", r.clientCPU)
@@ -63,6 +67,7 @@ func median(rs []result) result {
 	out.batchP99 = int(pick(func(r result) float64 { return float64(r.batchP99) }))
 	out.batchMax = int(pick(func(r result) float64 { return float64(r.batchMax) }))
 	out.clientCPU = pick(func(r result) float64 { return r.clientCPU })
+	out.perFlush = pick(func(r result) float64 { return r.perFlush })
 	return out
 }
 

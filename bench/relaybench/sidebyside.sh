@@ -10,6 +10,10 @@
 #	TALLY       a tally binary (default: built from this tree)
 #	TALLY_BEFORE  another tally binary, an older build, run beside the
 #	            first on ports 3191 and 8491 as the target "before"
+#	NOFLUSH     1 to build tally with -tags benchnoflush (its archive never
+#	            fsyncs) and run it on ports 3192 and 8492 as the target
+#	            "noflush": the relay's own round trip without the flush,
+#	            which the summary sets beside the disk's fdatasync
 #	CENTRIFUGO  a centrifugo binary (default: centrifugo on PATH); without
 #	            one, Centrifugo is left out. One way to get it:
 #	            GOBIN=DIR go install github.com/centrifugal/centrifugo/v6@v6.9.1
@@ -19,7 +23,11 @@
 # The servers:
 #
 #	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
-#	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000
+#	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490
+#
+# relaybench gets -metrics (the acks per flush of the archive in the
+# durable cases) and -fsync WORK/tally-data (each round also measures the
+# disk's 4 KiB write + fdatasync there).
 #	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats  (built from the nats-server in go.mod)
 #	centrifugo -c WORK/centrifugo.json                    (memory engine, no history, port 8590)
 #
@@ -72,7 +80,7 @@ await() {
 # The benchmark's sockets all come from 127.0.0.1: the relay's shares per
 # client address and network would refuse the fan-out's 1000 subscribers.
 "$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
-	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 &
+	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490 &
 pids="$pids $!"
 
 natsflags=()
@@ -92,6 +100,16 @@ if [ -n "${TALLY_BEFORE:-}" ]; then
 	extra+=(-skytale "before,http://127.0.0.1:3191,http://127.0.0.1:8491,$work/tally-before-data")
 	await 3191
 	await 8491
+fi
+if [ "${NOFLUSH:-}" = 1 ]; then
+	go build -tags benchnoflush -o "$work/tally-noflush" ./cli/tally
+	"$work/tally-noflush" serve --data "$work/tally-noflush-data" --quiet --api-addr 127.0.0.1:3192 --relay-addr 127.0.0.1:8492 \
+		--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 &
+	pids="$pids $!"
+	targets=$targets,noflush
+	extra+=(-skytale "noflush,http://127.0.0.1:3192,http://127.0.0.1:8492,$work/tally-noflush-data")
+	await 3192
+	await 8492
 fi
 targets=$targets,nats
 if [ -n "$centrifugo" ]; then
@@ -114,8 +132,10 @@ JSON
 fi
 await 3190
 await 8490
+await 9490
 await 4290
 
 "$work/relaybench" -target "$targets" \
 	-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data "$work/tally-data" \
+	-metrics http://127.0.0.1:9490/metrics -fsync "$work/tally-data" \
 	-nats nats://127.0.0.1:4290 "${extra[@]}" "$@"
