@@ -353,44 +353,14 @@ func run(o options) error {
 	if len(names) == 0 {
 		names = []string{"skytale"}
 	}
-	maxConns := 0
-	for _, d := range o.durable {
-		maxConns = max(maxConns, d.conns)
-	}
-	var benches []bench
+	benches, err := openBenches(ctx, o, names, maxSubs)
 	defer func() {
 		for _, b := range benches {
 			b.t.close()
 		}
 	}()
-	for _, name := range names {
-		var t target
-		var err error
-		switch name {
-		case "skytale":
-			t, err = setup(ctx, o, maxSubs)
-		case "nats":
-			t, err = newNATS(ctx, o, maxConns)
-		case "centrifugo":
-			t, err = newCentrifugo(o)
-		default:
-			r, ok := o.others[name]
-			if !ok {
-				err = fmt.Errorf("unknown target %q", name)
-				break
-			}
-			oo := o
-			oo.api, oo.relay, oo.data = r.api, r.relay, r.data
-			t, err = setup(ctx, oo, maxSubs)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		b := bench{name: name, t: t}
-		if name == "skytale" && o.metrics != "" {
-			b.scrape = &scraper{url: o.metrics, http: &http.Client{Timeout: 10 * time.Second}}
-		}
-		benches = append(benches, b)
+	if err != nil {
+		return err
 	}
 	alone := len(benches) == 1
 	// Side by side, the client's own CPU shows when it, and not the
@@ -511,6 +481,46 @@ func run(o options) error {
 		}
 	}
 	return nil
+}
+
+// openBenches sets up each target named, with its scraper; on an error it
+// returns those it set up, for the caller to close.
+func openBenches(ctx context.Context, o options, names []string, maxSubs int) ([]bench, error) {
+	maxConns := 0
+	for _, d := range o.durable {
+		maxConns = max(maxConns, d.conns)
+	}
+	var benches []bench
+	for _, name := range names {
+		var t target
+		var err error
+		switch name {
+		case "skytale":
+			t, err = setup(ctx, o, maxSubs)
+		case "nats":
+			t, err = newNATS(ctx, o, maxConns)
+		case "centrifugo":
+			t, err = newCentrifugo(o)
+		default:
+			r, ok := o.others[name]
+			if !ok {
+				err = fmt.Errorf("unknown target %q", name)
+				break
+			}
+			oo := o
+			oo.api, oo.relay, oo.data = r.api, r.relay, r.data
+			t, err = setup(ctx, oo, maxSubs)
+		}
+		if err != nil {
+			return benches, fmt.Errorf("%s: %w", name, err)
+		}
+		b := bench{name: name, t: t}
+		if name == "skytale" && o.metrics != "" {
+			b.scrape = &scraper{url: o.metrics, http: &http.Client{Timeout: 10 * time.Second}}
+		}
+		benches = append(benches, b)
+	}
+	return benches, nil
 }
 
 func ratio(a, b time.Duration) float64 {
