@@ -135,7 +135,13 @@ func diskSummary(results map[string][]result, disk result, cases []durableCase, 
 			continue
 		}
 		bound := disk.rate * s.perFlush
-		fmt.Printf("%-24s %.0f acks/s at %.1f acks/flush; flush rate × acks/flush %.0f/s; ratio %.2f (goal ≤ 1.2)\n",
+		fmt.Printf("%-24s %.0f acks/s at %.1f acks/flush; flush rate × acks/flush %.0f/s; ratio %.2f (goal ≤ 1.2)",
 			scenario, s.rate, s.perFlush, bound, bound/s.rate)
+		// The relay without flushes at the same load tells whether the
+		// flushes or the rest of the path bound it.
+		if nf, ok := results[key("noflush", scenario)]; ok {
+			fmt.Printf("; without flushes %.0f acks/s", median(nf).rate)
+		}
+		fmt.Println()
 	}
 }
