@@ -8,39 +8,34 @@ import (
 	"time"
 )
 
-// count returns the Count labelled label in cs, failing the test when
-// there is none.
-func count(t testing.TB, cs []Count, label string) uint64 {
+// find returns the element of xs that match picks, failing the test
+// when there is none.
+func find[E any](t testing.TB, xs []E, match func(E) bool) E {
 	t.Helper()
-	for _, c := range cs {
-		if c.Label == label {
-			return c.N
+	for _, x := range xs {
+		if match(x) {
+			return x
 		}
 	}
-	t.Fatalf("no count %q in %v", label, cs)
-	return 0
+	var zero E
+	t.Fatalf("none of %v matches", xs)
+	return zero
+}
+
+// count is the Count labelled label in cs.
+func count(t testing.TB, cs []Count, label string) uint64 {
+	t.Helper()
+	return find(t, cs, func(c Count) bool { return c.Label == label }).N
 }
 
 func budgetStats(t testing.TB, st Stats, scope string) BudgetStats {
 	t.Helper()
-	for _, b := range st.Budgets {
-		if b.Scope == scope {
-			return b
-		}
-	}
-	t.Fatalf("no budget %q in %v", scope, st.Budgets)
-	return BudgetStats{}
+	return find(t, st.Budgets, func(b BudgetStats) bool { return b.Scope == scope })
 }
 
 func feedOf(t testing.TB, st Stats, name string) FeedStats {
 	t.Helper()
-	for _, f := range st.Feeds {
-		if f.Name == name {
-			return f
-		}
-	}
-	t.Fatalf("no feed %q in %v", name, st.Feeds)
-	return FeedStats{}
+	return find(t, st.Feeds, func(f FeedStats) bool { return f.Name == name })
 }
 
 // commitCounter is a Metrics that counts the archive's group commits.

@@ -9,17 +9,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/directory/dirmetrics"
+	"github.com/skytale-oss/skytale/internal/metricstest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/exposition.txt from the current output")
@@ -99,22 +98,6 @@ func start(t *testing.T, cfg directory.Config) (client, *directory.Server) {
 	return client{t: t, ts: ts}, s
 }
 
-// exposition is what GET /metrics shows of reg, each sample's value
-// dropped where it depends on timing (the request durations).
-func exposition(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	var b strings.Builder
-	for line := range strings.SplitSeq(strings.TrimSpace(rec.Body.String()), "\n") {
-		if strings.HasPrefix(line, "skytale_directory_request_duration_seconds") {
-			line = line[:strings.LastIndexByte(line, ' ')] + " _"
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
 // run starts a directory whose metrics go to reg and sends it a fixed
 // run of requests: two accounts, a channel and an invite, joins up to the
 // joiner's storage budget and one past it, sign-ins up to the rate limit
@@ -162,18 +145,9 @@ func run(t *testing.T, reg prometheus.Registerer) string {
 func TestExposition(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	run(t, reg)
-	got := exposition(t, reg)
-	golden := filepath.Join("testdata", "exposition.txt")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("GET /metrics changed (go test -update rewrites %s once the change is meant):\ngot:\n%s\nwant:\n%s", golden, got, want)
-	}
+	// The request durations depend on timing.
+	got := metricstest.Exposition(t, reg, func(line string) bool {
+		return strings.HasPrefix(line, "skytale_directory_request_duration_seconds")
+	})
+	metricstest.Golden(t, filepath.Join("testdata", "exposition.txt"), got, *update)
 }

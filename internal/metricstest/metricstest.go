@@ -1,7 +1,14 @@
 // Package metricstest reads Prometheus metrics back, for tests.
 package metricstest
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"net/http/httptest"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
 
 // T is the part of testing.TB these helpers use (the package does not
 // import testing: library code of this module never does).
@@ -56,5 +63,45 @@ func Labels(t T, reg *prometheus.Registry, f func(metric, label, value string)) 
 				f(fam.GetName(), l.GetName(), l.GetValue())
 			}
 		}
+	}
+}
+
+// Exposition is the text GET /metrics serves of reg, with the value of
+// each sample line for which masked is true replaced by "_" (values that
+// depend on timing); nil masks none.
+func Exposition(t T, reg *prometheus.Registry, masked func(line string) bool) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.TrimSpace(rec.Body.String()), "\n") {
+		if !strings.HasPrefix(line, "#") && masked != nil && masked(line) {
+			line = line[:strings.LastIndexByte(line, ' ')] + " _"
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// Golden checks that got is the content of the file at path, which it
+// first rewrites with got when update is set (a test's -update flag, once
+// a change of the metrics is meant). Operators' alerts and dashboards
+// read these names: a change here breaks them.
+func Golden(t interface {
+	T
+	Errorf(format string, args ...any)
+}, path, got string, update bool) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("GET /metrics changed (go test -update rewrites %s once the change is meant):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }

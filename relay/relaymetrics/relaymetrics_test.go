@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/metricstest"
@@ -89,41 +87,14 @@ func expect(t *testing.T, c *websocket.Conn, want string) {
 	}
 }
 
-// exposition is what GET /metrics shows of reg, with each sample's value
-// dropped: the names, help, types and labels are the contract.
-func exposition(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	var b strings.Builder
-	for line := range strings.SplitSeq(strings.TrimSpace(rec.Body.String()), "\n") {
-		if !strings.HasPrefix(line, "#") {
-			line = line[:strings.LastIndexByte(line, ' ')] + " _"
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
 // TestExposition: the families, their help and their labels are those of
 // testdata/exposition.txt, so a dashboard built on them keeps working.
 func TestExposition(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	start(t, reg)
-	got := exposition(t, reg)
-	golden := filepath.Join("testdata", "exposition.txt")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("exposition changed (go test -update rewrites it):\n%s", got)
-	}
+	// Every value: the names, help, types and labels are the contract.
+	got := metricstest.Exposition(t, reg, func(string) bool { return true })
+	metricstest.Golden(t, filepath.Join("testdata", "exposition.txt"), got, *update)
 }
 
 // TestValues: a scrape reads the relay's counts, the commit histogram
