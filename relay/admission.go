@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/clientaddr"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // Connection admission. Every WebSocket is counted from its upgrade to its
@@ -227,14 +228,14 @@ const evictLinger = time.Second
 func (c *conn) evictLogin() {
 	c.srv.counters.evictedLogin.Add(1)
 	c.srv.log.Info("relay: login reserve full, closing the socket silent longest", "remote", c.remote)
-	c.evict("relay busy", errorFrame("busy", "the relay is full of sockets waiting to log in; reconnect shortly and authenticate at once"), true)
+	c.evict("relay busy", backend.ErrorFrame("busy", "the relay is full of sockets waiting to log in; reconnect shortly and authenticate at once"), true)
 }
 
 // evictIdle closes an authenticated socket idle longest to seat a login.
 func (c *conn) evictIdle() {
 	c.srv.counters.evictedIdle.Add(1)
 	c.srv.log.Info("relay: relay full, closing the socket idle longest", "remote", c.remote, "sub", c.sub)
-	c.evict("relay full: idle connection closed", errorFrame("evicted", "the relay is full and this connection was idle longest; reconnect later"), false)
+	c.evict("relay full: idle connection closed", backend.ErrorFrame("evicted", "the relay is full and this connection was idle longest; reconnect later"), false)
 }
 
 // evict closes c with 1013 after final, and cuts the connection if the

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 const (
@@ -92,12 +93,12 @@ type archive struct {
 
 	evictChunk    uint64 // rows the cap eviction deletes at a time, at least
 	maxFirstEpoch uint64
-	budget        limits // the archive budgets (budget.go)
+	budget        backend.Limits // the archive budgets (budget.go)
 
 	counters *relayCounters // the relay's metrics; nil records nothing
 
-	usageMu sync.Mutex // guards usage
-	usage   *tally     // payload bytes stored (or being stored) per payer and budget
+	usageMu sync.Mutex     // guards usage
+	usage   *backend.Tally // payload bytes stored (or being stored) per payer and budget
 	now     func() time.Time
 	// granularity is Config.TimeGranularity: entries' ts are rounded
 	// down to it.
@@ -186,7 +187,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		cap:           uint64(cfg.ArchiveCap),
 		evictChunk:    max(1, uint64(cfg.ArchiveCap)/16),
 		maxFirstEpoch: cfg.MaxFirstEpoch,
-		usage:         newTally(),
+		usage:         backend.NewTally(),
 		loaded:        make(map[string]*chanState),
 		ttl:           cfg.ArchiveTTL,
 		now:           cfg.Now,
@@ -233,7 +234,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 	if err := a.loadUsage(ctx); err != nil {
 		return fail(err)
 	}
-	a.budget = budgetLimits(cfg, a.usage.total)
+	a.budget = budgetLimits(cfg, a.usage.Total)
 	return a, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // committerNice is how much nicer than the rest of the process the
@@ -335,13 +337,13 @@ func (a *archive) answer(r *pubReq, err error) {
 	case r.dup && err != nil:
 		// The first publish with the id is in this failed batch or an
 		// earlier one (the archive fails and stops): not stored.
-		f = errorFrame("internal", "the archive could not store the message")
+		f = backend.ErrorFrame("internal", "the archive could not store the message")
 	case r.refused != nil:
 		f = r.refused
 	case err != nil || r.st == nil:
-		f = errorFrame("internal", "the archive could not store the message")
+		f = backend.ErrorFrame("internal", "the archive could not store the message")
 	default:
-		f = ackFrame(r.seq)
+		f = backend.AckFrame(r.seq)
 	}
 	// Queued before pending drops, so a reply the reader sends directly
 	// can never overtake it.

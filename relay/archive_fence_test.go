@@ -13,7 +13,7 @@ import (
 // publishes around it, and survives a restart.
 func TestResetFence(t *testing.T) { forBackends(t, testResetFence) }
 
-func testResetFence(t *testing.T, be *backend) {
+func testResetFence(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	const chB = "acme/rooms/fresh"
 	gid := []byte("g")
@@ -78,7 +78,7 @@ func testResetFence(t *testing.T, be *backend) {
 // applied after them and before the ones queued after it.
 func TestResetFenceOrdered(t *testing.T) { forBackends(t, testResetFenceOrdered) }
 
-func testResetFenceOrdered(t *testing.T, be *backend) {
+func testResetFenceOrdered(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true})
 	gid := []byte("g")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
@@ -107,7 +107,7 @@ func testResetFenceOrdered(t *testing.T, be *backend) {
 // others once they are past the TTL.
 func TestFenceOutlivesTTL(t *testing.T) { forBackends(t, testFenceOutlivesTTL) }
 
-func testFenceOutlivesTTL(t *testing.T, be *backend) {
+func testFenceOutlivesTTL(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

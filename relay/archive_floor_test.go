@@ -50,7 +50,7 @@ func expectFloor(t testing.TB, base, path, ch string, since uint64, tok string, 
 // /v1/messages: a gap below the oldest entry is no loss.
 func TestTruncatedByCap(t *testing.T) { forBackends(t, testTruncatedByCap) }
 
-func testTruncatedByCap(t *testing.T, be *backend) {
+func testTruncatedByCap(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true, ArchiveCap: 4})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
@@ -91,7 +91,7 @@ func testTruncatedByCap(t *testing.T, be *backend) {
 // truncated, and a log with nothing left has oldest_seq 0.
 func TestTruncatedByTTL(t *testing.T) { forBackends(t, testTruncatedByTTL) }
 
-func testTruncatedByTTL(t *testing.T, be *backend) {
+func testTruncatedByTTL(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -19,7 +19,7 @@ import (
 // delivered, and leaves the channel open to the real first commit.
 func TestFirstEpochBounded(t *testing.T) { forBackends(t, testFirstEpochBounded) }
 
-func testFirstEpochBounded(t *testing.T, be *backend) {
+func testFirstEpochBounded(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true, MaxFirstEpoch: 100})
 	gid := []byte("g")
 	tok := mint(t, "alice", "")
@@ -77,7 +77,7 @@ func testFirstEpochBounded(t *testing.T, be *backend) {
 // figures survive a restart, clean or not.
 func TestAccountQuota(t *testing.T) { forBackends(t, testAccountQuota) }
 
-func testAccountQuota(t *testing.T, be *backend) {
+func testAccountQuota(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -167,7 +167,7 @@ func testAccountQuota(t *testing.T, be *backend) {
 // TestQuotaFreedByTTL: entries that expire give their bytes back.
 func TestQuotaFreedByTTL(t *testing.T) { forBackends(t, testQuotaFreedByTTL) }
 
-func testQuotaFreedByTTL(t *testing.T, be *backend) {
+func testQuotaFreedByTTL(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -51,7 +51,7 @@ type page struct {
 // exactly that entry; an entry larger than the bound comes alone.
 func TestPageBytesBounded(t *testing.T) { forBackends(t, testPageBytesBounded) }
 
-func testPageBytesBounded(t *testing.T, be *backend) {
+func testPageBytesBounded(t *testing.T, be *testBackend) {
 	const maxPage = 10000
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true, MaxPageBytes: maxPage})
 	tok := mint(t, "alice", "")
@@ -125,7 +125,7 @@ func testPageBytesBounded(t *testing.T, be *backend) {
 // truncated and oldest_seq after has_more.
 func TestPageShape(t *testing.T) { forBackends(t, testPageShape) }
 
-func testPageShape(t *testing.T, be *backend) {
+func testPageShape(t *testing.T, be *testBackend) {
 	at := time.UnixMilli(1700000000123) // kept to the second: ts 1700000000000
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true, Now: func() time.Time { return at }})
 	tok := mintAt(t, "alice", "", at)

@@ -8,12 +8,15 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
-// logWindowSize is how much of a segment a page reads at a time: the
-// entries of a channel published together lie together in the log, so a
-// page's are mostly in a few windows, each one pread.
-const logWindowSize = 64 << 10
+// logWindowSize is how much of a segment a page reads at a time (the
+// page's window, backend.LogWindowSize): the entries of a channel
+// published together lie together in the log, so a page's are mostly in a
+// few windows, each one pread.
+const logWindowSize = backend.LogWindowSize
 
 // logWindow reads a segment through a window of it.
 type logWindow struct {
@@ -90,13 +93,13 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 		defer rows.Close()
 	}
 	begin()
-	pe := newPageEncoder(w, maxBytes, appOnly)
-	defer pe.release()
-	win := logWindow{buf: pe.pb.window()}
-	pe.truncated, pe.oldest = trunc, oldest
+	pe := backend.NewPageEncoder(w, maxBytes, appOnly)
+	defer pe.Release()
+	win := logWindow{buf: pe.Window()}
+	pe.Truncated, pe.Oldest = trunc, oldest
 	for n := 0; rows != nil && rows.Next(); n++ {
 		if n == limit {
-			pe.more = true
+			pe.More = true
 			break
 		}
 		var seq, et, ts, at, size int64
@@ -114,9 +117,9 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 				}
 				win.reset(f, uint64(seg.Int64))
 			}
-			fits, err = pe.addAt(uint64(seq), uint8(et), ts, &win, at, size)
+			fits, err = pe.AddAt(uint64(seq), uint8(et), ts, &win, at, size)
 		} else {
-			fits, err = pe.add(uint64(seq), uint8(et), ts, payload)
+			fits, err = pe.Add(uint64(seq), uint8(et), ts, payload)
 		}
 		if err != nil {
 			return true, err
@@ -130,7 +133,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 			return true, fmt.Errorf("relay: archive read: %w", err)
 		}
 	}
-	return true, pe.finish()
+	return true, pe.Finish()
 }
 
 // cutOff reports whether a read of a channel's log (application entries

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // loadUsage restores the bytes each payer (account, org and group; see
@@ -37,7 +39,7 @@ func (a *archive) loadUsage(ctx context.Context) error {
 		if err := rows.Scan(&sub, &n); err != nil {
 			return err
 		}
-		a.usage.add(parsePayer(string(sub)), n)
+		a.usage.Add(backend.ParsePayer(string(sub)), n)
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -52,13 +54,13 @@ func (a *archive) loadUsage(ctx context.Context) error {
 // the scope of the budget they would pass, or "" once they are reserved.
 // Called by the sequencer.
 func (a *archive) charge(payerStr string, n int64) string {
-	p := parsePayer(payerStr)
+	p := backend.ParsePayer(payerStr)
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	if scope := a.budget.refuse(p, n, a.usage); scope != "" {
+	if scope := a.budget.Refuse(p, n, a.usage); scope != "" {
 		return scope
 	}
-	a.usage.add(p, n)
+	a.usage.Add(p, n)
 	return ""
 }
 
@@ -70,7 +72,7 @@ func (a *archive) credit(freed map[string]int64) {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
 	for p, n := range freed {
-		a.usage.add(parsePayer(p), -n)
+		a.usage.Add(backend.ParsePayer(p), -n)
 	}
 }
 
@@ -78,19 +80,19 @@ func (a *archive) credit(freed map[string]int64) {
 func (a *archive) used(sub string) int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	return a.usage.account[sub]
+	return a.usage.Account[sub]
 }
 
 func (a *archive) storedBytes() int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	return a.usage.total
+	return a.usage.Total
 }
 
-func (a *archive) budgetUse() (budgetUse, limits) {
+func (a *archive) budgetUse() (backend.BudgetUse, backend.Limits) {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	return a.usage.use(), a.budget
+	return a.usage.Use(), a.budget
 }
 
 func addFreed(ctx context.Context, stmt *sql.Stmt, freed map[string]int64, args ...any) error {
@@ -118,7 +120,7 @@ func (a *archive) saveUsage(ctx context.Context) error {
 	}
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
-	for sub, n := range a.usage.payers {
+	for sub, n := range a.usage.Payers {
 		if _, err := a.w.ExecContext(ctx, `INSERT INTO usage (sub, bytes) VALUES (?, ?)`, sub, n); err != nil {
 			return err
 		}

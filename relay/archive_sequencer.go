@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"sync/atomic"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // chanState is the archive's view of one channel. seq, reserved and the
@@ -175,26 +177,26 @@ func (a *archive) sequence(r *pubReq) []byte {
 		// A retry of a publish stored (or being stored) within the
 		// window: its ack, before any check the first one changed.
 		if seq, ok := a.dedup.seen(r.id, a.now()); ok {
-			r.refused, r.dup = ackFrame(seq), true
+			r.refused, r.dup = backend.AckFrame(seq), true
 			return nil
 		}
 	}
 	if r.hdr.commit {
 		if st.hasEpoch && r.hdr.epoch != st.epoch {
-			r.refused = staleEpochFrame(st.epoch)
+			r.refused = backend.StaleEpochFrame(st.epoch)
 			return nil
 		}
 		// The first commit sets the fence; one far ahead of any group
 		// (or one no epoch could follow) would jam the channel for good.
 		if r.hdr.epoch == math.MaxUint64 || !st.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
-			r.refused = epochOutOfRangeFrame(a.maxFirstEpoch)
+			r.refused = backend.EpochOutOfRangeFrame(a.maxFirstEpoch)
 			return nil
 		}
 	}
 	if !fitsRecord(r.channel, "", len(r.payload)) {
 		// Only a relay whose PreAuthReadLimit lets a payload past the
 		// record's bound gets here; a record could not carry it.
-		r.refused = errorFrame("name_too_long", "the entry is too long to archive")
+		r.refused = backend.ErrorFrame("name_too_long", "the entry is too long to archive")
 		return nil
 	}
 	// The channel pays for its entries: the first account to publish on
@@ -205,7 +207,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 	r.sub = st.payer
 	r.size = int64(len(r.payload))
 	if scope := a.charge(r.sub, r.size); scope != "" {
-		r.refused = quotaFrame(scope)
+		r.refused = backend.QuotaFrame(scope)
 		return nil
 	}
 	if r.hdr.commit {
@@ -227,7 +229,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 		a.dedup.add(r.id, r.seq, a.now())
 	}
 	r.reserved, r.hasEpoch, r.epoch = st.reserved, st.hasEpoch, st.epoch
-	r.frame = pushSuffix(r.frame, r.seq, r.hdr.entryType, ts)
+	r.frame = backend.PushSuffix(r.frame, r.seq, r.hdr.entryType, ts)
 	if r.hdr.entryType == EntryApp && r.seq <= st.durable.Load() && st.held.Load() == 0 {
 		f := r.frame
 		r.frame = nil

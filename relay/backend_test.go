@@ -95,8 +95,8 @@ func (n *natsServer) restart() {
 	n.start()
 }
 
-// backend is one of the archives a contract test runs against.
-type backend struct {
+// testBackend is one of the archives a contract test runs against.
+type testBackend struct {
 	name string
 	nats *natsServer // nil for SQLite
 }
@@ -105,13 +105,13 @@ type backend struct {
 // JetStream archive. For JetStream, every relay the test starts through
 // b.start shares one nats-server, so a relay started again finds the
 // archive the earlier one left, as with the same SQLite file.
-func forBackends(t *testing.T, f func(t *testing.T, b *backend)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, &backend{name: "sqlite"}) })
-	t.Run("jetstream", func(t *testing.T) { f(t, &backend{name: "jetstream", nats: startNATS(t)}) })
+func forBackends(t *testing.T, f func(t *testing.T, b *testBackend)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, &testBackend{name: "sqlite"}) })
+	t.Run("jetstream", func(t *testing.T) { f(t, &testBackend{name: "jetstream", nats: startNATS(t)}) })
 }
 
 // start starts a relay on the backend.
-func (b *backend) start(t testing.TB, cfg Config) *testRelay {
+func (b *testBackend) start(t testing.TB, cfg Config) *testRelay {
 	t.Helper()
 	return startRelay(t, b.config(cfg))
 }
@@ -119,7 +119,7 @@ func (b *backend) start(t testing.TB, cfg Config) *testRelay {
 // config points cfg at the backend. A relay without a DBPath has a fresh
 // in-memory SQLite archive, so on JetStream it gets a stream of its own;
 // relays given the same DBPath share a stream, as they share the file.
-func (b *backend) config(cfg Config) Config {
+func (b *testBackend) config(cfg Config) Config {
 	if b.nats != nil {
 		cfg.NATSURL = b.nats.URL
 		if cfg.NATSStream == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // mintPayer mints a relay token with the org and grp claims the
@@ -29,28 +30,28 @@ func mintPayer(t testing.TB, sub, org, grp string, at time.Time) string {
 // charged but not yet mirrored) once the archive has settled.
 func budgetOf(t testing.TB, tr *testRelay, scope, key string) int64 {
 	t.Helper()
-	var ts []*tally
+	var ts []*backend.Tally
 	lock := func() {}
 	unlock := func() {}
 	switch a := settled(t, tr).(type) {
 	case *archive:
-		ts, lock, unlock = []*tally{a.usage}, a.usageMu.Lock, a.usageMu.Unlock
+		ts, lock, unlock = []*backend.Tally{a.usage}, a.usageMu.Lock, a.usageMu.Unlock
 	case *jsArchive:
-		ts, lock, unlock = []*tally{a.usage, a.pend}, a.mu.Lock, a.mu.Unlock
+		ts, lock, unlock = []*backend.Tally{a.usage, a.pend}, a.mu.Lock, a.mu.Unlock
 	}
 	lock()
 	defer unlock()
 	var n int64
 	for _, u := range ts {
 		switch scope {
-		case scopeAccount:
-			n += u.account[key]
-		case scopeGroup:
-			n += u.group[key]
-		case scopeOrg:
-			n += u.org[key]
+		case backend.ScopeAccount:
+			n += u.Account[key]
+		case backend.ScopeGroup:
+			n += u.Group[key]
+		case backend.ScopeOrg:
+			n += u.Org[key]
 		default:
-			n += u.total
+			n += u.Total
 		}
 	}
 	return n
@@ -82,7 +83,7 @@ func waitBudget(t testing.TB, tr *testRelay, when, scope, key string, want int64
 // TTL sweep and the cap evict go back to the budgets that paid for them.
 func TestBudgetsAddUp(t *testing.T) { forBackends(t, testBudgetsAddUp) }
 
-func testBudgetsAddUp(t *testing.T, be *backend) {
+func testBudgetsAddUp(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -115,26 +116,26 @@ func testBudgetsAddUp(t *testing.T, be *backend) {
 	publish(tr, "a1", "o1", "g1", 3)
 	publish(tr, "a2", "o1", "g1", 3)
 	a3 := publish(tr, "a3", "o1", "g1", 2)
-	refused(a3, "a3", scopeGroup)
+	refused(a3, "a3", backend.ScopeGroup)
 	// Another group of o1 still publishes, until the org's 4000.
 	publish(tr, "b1", "o1", "g2", 3)
 	b2 := publish(tr, "b2", "o1", "g2", 2)
-	refused(b2, "b2", scopeOrg)
+	refused(b2, "b2", backend.ScopeOrg)
 	// Another org still publishes, until the server's 6000.
 	publish(tr, "c1", "o2", "g3", 3)
 	publish(tr, "c2", "o2", "g3", 3)
 	c3 := publish(tr, "c3", "o2", "g3", 1)
-	refused(c3, "c3", scopeServer)
+	refused(c3, "c3", backend.ScopeServer)
 	// A token without the claims is its own group and org, and still
 	// meets the server's budget.
 	d := dialWS(t, tr.URL, "/ws")
 	d.auth(mintPayer(t, "d1", "", "", clock()))
 	d.subscribe("acme/budget/d1")
-	refused(d, "d1", scopeServer)
+	refused(d, "d1", backend.ScopeServer)
 	for _, c := range []struct {
 		scope, key string
 		want       int64
-	}{{scopeServer, "", 6000}, {scopeGroup, "g1", 2400}, {scopeGroup, "g2", 1500}, {scopeGroup, "g3", 2100}, {scopeOrg, "o1", 3900}, {scopeOrg, "o2", 2100}, {scopeAccount, "a3", 600}} {
+	}{{backend.ScopeServer, "", 6000}, {backend.ScopeGroup, "g1", 2400}, {backend.ScopeGroup, "g2", 1500}, {backend.ScopeGroup, "g3", 2100}, {backend.ScopeOrg, "o1", 3900}, {backend.ScopeOrg, "o2", 2100}, {backend.ScopeAccount, "a3", 600}} {
 		waitBudget(t, tr, "full", c.scope, c.key, c.want)
 	}
 	for _, c := range []*wsClient{a3, b2, c3, d} {
@@ -145,7 +146,7 @@ func testBudgetsAddUp(t *testing.T, be *backend) {
 	check := func(tr *testRelay, when string) {
 		t.Helper()
 		for _, c := range []struct{ sub, org, grp, scope string }{
-			{"a3", "o1", "g1", scopeGroup}, {"b2", "o1", "g2", scopeOrg}, {"c3", "o2", "g3", scopeServer}} {
+			{"a3", "o1", "g1", backend.ScopeGroup}, {"b2", "o1", "g2", backend.ScopeOrg}, {"c3", "o2", "g3", backend.ScopeServer}} {
 			w := dialWS(t, tr.URL, "/ws")
 			w.auth(mintPayer(t, c.sub, c.org, c.grp, clock()))
 			w.subscribe("acme/budget/" + c.sub)
@@ -179,10 +180,10 @@ func testBudgetsAddUp(t *testing.T, be *backend) {
 	now = now.Add(2 * time.Hour)
 	mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
-	for budgetOf(t, tr, scopeServer, "") != 0 || budgetOf(t, tr, scopeGroup, "g1") != 0 || budgetOf(t, tr, scopeOrg, "o1") != 0 {
+	for budgetOf(t, tr, backend.ScopeServer, "") != 0 || budgetOf(t, tr, backend.ScopeGroup, "g1") != 0 || budgetOf(t, tr, backend.ScopeOrg, "o1") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the sweep the archive holds %d bytes, g1 %d, o1 %d", budgetOf(t, tr, scopeServer, ""),
-				budgetOf(t, tr, scopeGroup, "g1"), budgetOf(t, tr, scopeOrg, "o1"))
+			t.Fatalf("after the sweep the archive holds %d bytes, g1 %d, o1 %d", budgetOf(t, tr, backend.ScopeServer, ""),
+				budgetOf(t, tr, backend.ScopeGroup, "g1"), budgetOf(t, tr, backend.ScopeOrg, "o1"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -200,7 +201,7 @@ func testBudgetsAddUp(t *testing.T, be *backend) {
 	for _, x := range []struct {
 		scope, key string
 		want       int64
-	}{{scopeAccount, "c2", 800}, {scopeGroup, "g3", 800}, {scopeOrg, "o2", 800}, {scopeServer, "", 800}} {
+	}{{backend.ScopeAccount, "c2", 800}, {backend.ScopeGroup, "g3", 800}, {backend.ScopeOrg, "o2", 800}, {backend.ScopeServer, "", 800}} {
 		waitBudget(t, tr, "after an eviction by the cap", x.scope, x.key, x.want)
 	}
 	c.c.CloseNow()
@@ -208,7 +209,7 @@ func testBudgetsAddUp(t *testing.T, be *backend) {
 	publish(tr, "a1", "o1", "g1", 3)
 	publish(tr, "a2", "o1", "g1", 3)
 	a3 = publish(tr, "a3", "o1", "g1", 2)
-	refused(a3, "a3", scopeGroup)
+	refused(a3, "a3", backend.ScopeGroup)
 }
 
 // markUnclean makes the next start of the stopped archive at path
@@ -241,18 +242,18 @@ func TestBudgetDefaults(t *testing.T) {
 	l := budgetLimits(&cfg, 1000)
 	want := min((free+1000)/2, DefaultServerBudgetCap)
 	// The free space moves a little under a busy machine.
-	if d := l.server - want; d < -(64<<20) || d > 64<<20 {
-		t.Fatalf("server budget %d, want about %d", l.server, want)
+	if d := l.Server - want; d < -(64<<20) || d > 64<<20 {
+		t.Fatalf("server budget %d, want about %d", l.Server, want)
 	}
-	if l.org != l.server/2 || l.group != min(DefaultGroupBudget, l.server/4) || l.account != 1 {
+	if l.Org != l.Server/2 || l.Group != min(DefaultGroupBudget, l.Server/4) || l.Account != 1 {
 		t.Fatalf("budgets %+v", l)
 	}
 	mem := Config{AccountQuota: 1}
-	if l := budgetLimits(&mem, 0); l.server != DefaultMemoryBudget || l.group != DefaultMemoryBudget/4 || mem.ServerBudget != DefaultMemoryBudget {
+	if l := budgetLimits(&mem, 0); l.Server != DefaultMemoryBudget || l.Group != DefaultMemoryBudget/4 || mem.ServerBudget != DefaultMemoryBudget {
 		t.Fatalf("in-memory budgets %+v", l)
 	}
 	set := Config{AccountQuota: 1, ServerBudget: 100, OrgBudget: 70, GroupBudget: 60}
-	if l := budgetLimits(&set, 0); l != (limits{account: 1, group: 60, org: 70, server: 100}) {
+	if l := budgetLimits(&set, 0); l != (backend.Limits{Account: 1, Group: 60, Org: 70, Server: 100}) {
 		t.Fatalf("set budgets %+v", l)
 	}
 }
@@ -306,20 +307,20 @@ func FuzzPayer(f *testing.F) {
 	f.Add("a\x1fb\x1fc", "acme", "")
 	f.Add("", "\x1f", "x")
 	f.Fuzz(func(t *testing.T, sub, org, grp string) {
-		p := parsePayer(payerOf(jwt.Claims{Subject: sub, Org: org, Group: grp}))
+		p := backend.ParsePayer(payerOf(jwt.Claims{Subject: sub, Org: org, Group: grp}))
 		wantOrg, wantGrp := org, grp
-		if strings.IndexByte(org, payerSep) >= 0 {
+		if strings.IndexByte(org, backend.PayerSep) >= 0 {
 			wantOrg = ""
 		}
-		if strings.IndexByte(grp, payerSep) >= 0 {
+		if strings.IndexByte(grp, backend.PayerSep) >= 0 {
 			wantGrp = ""
 		}
-		if p.account != sub || p.org != wantOrg || p.group != wantGrp {
+		if p.Account != sub || p.Org != wantOrg || p.Group != wantGrp {
 			t.Fatalf("claims %q %q %q split into %+v", sub, org, grp, p)
 		}
 		raw := sub + org + grp
-		q := parsePayer(raw)
-		if q.full != raw || (q.org != "" || q.group != "") && q.account+string(payerSep)+q.org+string(payerSep)+q.group != raw {
+		q := backend.ParsePayer(raw)
+		if q.Full != raw || (q.Org != "" || q.Group != "") && q.Account+string(backend.PayerSep)+q.Org+string(backend.PayerSep)+q.Group != raw {
 			t.Fatalf("%q split into %+v", raw, q)
 		}
 	})

@@ -53,7 +53,7 @@ func readFrames(t testing.TB, c *websocket.Conn, n int) (frames [][]byte, sizes 
 // batch is never larger than maxBatchBytes.
 func TestBatchSameFrames(t *testing.T) { forBackends(t, testBatchSameFrames) }
 
-func testBatchSameFrames(t *testing.T, be *backend) {
+func testBatchSameFrames(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true, OpenChannels: true})
 	pub := dialWS(t, tr.URL, "/ws/"+chA)
 	pub.auth(mint(t, "pub", ""))

@@ -23,7 +23,7 @@ func TestSubscribeThenCatchUpMissesNothing(t *testing.T) {
 	forBackends(t, testSubscribeThenCatchUpMissesNothing)
 }
 
-func testSubscribeThenCatchUpMissesNothing(t *testing.T, be *backend) {
+func testSubscribeThenCatchUpMissesNothing(t *testing.T, be *testBackend) {
 	// A deep send queue: the subscriber reads nothing while it catches up.
 	// A cap the test never reaches: an entry the cap evicts between two
 	// pages of a catch-up is gone by design, not missed.

@@ -127,7 +127,7 @@ func readPages(t *testing.T, base, what, ch, tok string) map[uint64]syncEntry {
 // relay that reads the archive after it is another node.
 func TestKillDurability(t *testing.T) { forBackends(t, testKillDurability) }
 
-func testKillDurability(t *testing.T, be *backend) {
+func testKillDurability(t *testing.T, be *testBackend) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}

@@ -15,7 +15,7 @@ import (
 // its own. An id over 64 bytes is refused and stores nothing. Without
 // ids in the wire contract, every retry was a second entry.
 func TestPublishIDIdempotent(t *testing.T) {
-	forBackends(t, func(t *testing.T, be *backend) {
+	forBackends(t, func(t *testing.T, be *testBackend) {
 		const chB = "acme/payments/other"
 		cfg := Config{DBPath: t.TempDir() + "/relay.db", NoSync: true, OpenChannels: true}
 		tr := be.start(t, cfg)

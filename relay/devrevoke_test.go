@@ -25,7 +25,7 @@ func mintDevice(t *testing.T, sub, dev string) string {
 // A token cannot shed its dev claim on reauthentication.
 func TestDeviceRevocation(t *testing.T) { forBackends(t, testDeviceRevocation) }
 
-func testDeviceRevocation(t *testing.T, be *backend) {
+func testDeviceRevocation(t *testing.T, be *testBackend) {
 	src := &fakeRevocations{}
 	tr := be.start(t, Config{NoSync: true, Revocations: src, RevocationPoll: 20 * time.Millisecond})
 	laptop := mintDevice(t, "alice", "lap12345")

@@ -12,7 +12,7 @@ import (
 // that had neither, and survives a restart, on both archives.
 func TestNextEpoch(t *testing.T) { forBackends(t, testNextEpoch) }
 
-func testNextEpoch(t *testing.T, be *backend) {
+func testNextEpoch(t *testing.T, be *testBackend) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
 	gid := []byte("g")

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // frame is a client-to-relay WebSocket frame. The byte slices alias the
@@ -413,22 +414,6 @@ func okFrame(message string) []byte {
 	return append(b, '}')
 }
 
-func ackFrame(seq uint64) []byte {
-	b := make([]byte, 0, 56)
-	b = append(b, `{"type":"ok","message":"published","seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	return append(b, '}')
-}
-
-func errorFrame(code, message string) []byte {
-	b, _ := json.Marshal(struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{"error", code, message})
-	return b
-}
-
 // channelErrorFrame is an error frame about one channel, which it names
 // in a channel field (for a client with many subscriptions on one socket).
 func channelErrorFrame(code, channel, message string) []byte {
@@ -438,28 +423,6 @@ func channelErrorFrame(code, channel, message string) []byte {
 		Channel string `json:"channel"`
 		Message string `json:"message"`
 	}{"error", code, channel, message})
-	return b
-}
-
-func staleEpochFrame(expected uint64) []byte {
-	b, _ := json.Marshal(struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Epoch   uint64 `json:"epoch"`
-		Message string `json:"message"`
-	}{"error", "stale_epoch", expected, "commit is not for the epoch the channel expects; sync and retry"})
-	return b
-}
-
-// epochOutOfRangeFrame refuses a commit that would set a fence no group
-// could reach: a first commit above maxFirst, or any at the last epoch.
-func epochOutOfRangeFrame(maxFirst uint64) []byte {
-	b, _ := json.Marshal(struct {
-		Type     string `json:"type"`
-		Code     string `json:"code"`
-		MaxEpoch uint64 `json:"max_epoch"`
-		Message  string `json:"message"`
-	}{"error", "epoch_out_of_range", maxFirst, "a channel's first commit must carry an epoch up to max_epoch, and no commit may carry the last epoch"})
 	return b
 }
 
@@ -501,7 +464,7 @@ func lendPushPrefix(channel string, b64len int) ([]byte, *pushBuf) {
 		}
 	}
 	if class < 0 {
-		return pushPrefix(channel, b64len), nil
+		return backend.PushPrefix(channel, b64len), nil
 	}
 	pb, _ := pushPools[class].Get().(*pushBuf)
 	if pb == nil {
@@ -524,25 +487,4 @@ func (pb *pushBuf) release() {
 		pb.b = pb.b[:0]
 		pushPools[pb.class].Put(pb)
 	}
-}
-
-// pushPrefix starts a push frame: everything up to and including the
-// payload. The archive appends the rest once the sequence number is known.
-// Channel names and base64 need no JSON escaping.
-func pushPrefix(channel string, b64len int) []byte {
-	b := make([]byte, 0, 48+len(channel)+b64len+64)
-	b = append(b, `{"type":"message","channel":"`...)
-	b = append(b, channel...)
-	b = append(b, `","payload":"`...)
-	return b
-}
-
-func pushSuffix(b []byte, seq uint64, entryType uint8, ts int64) []byte {
-	b = append(b, `","seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"entry_type":`...)
-	b = strconv.AppendUint(b, uint64(entryType), 10)
-	b = append(b, `,"ts":`...)
-	b = strconv.AppendInt(b, ts, 10)
-	return append(b, '}')
 }

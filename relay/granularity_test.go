@@ -12,7 +12,7 @@ import (
 // their order by seq. A coarser grain is refused.
 func TestEntryTimesAreCoarse(t *testing.T) { forBackends(t, testEntryTimesAreCoarse) }
 
-func testEntryTimesAreCoarse(t *testing.T, be *backend) {
+func testEntryTimesAreCoarse(t *testing.T, be *testBackend) {
 	at := time.UnixMilli(1_800_000_047_123)
 	for _, c := range []struct {
 		granularity time.Duration

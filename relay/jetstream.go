@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // The JetStream archive. Every relay of a cluster connects to the same
@@ -157,7 +159,7 @@ type jsArchive struct {
 
 	cap           int
 	ttl           time.Duration
-	budget        limits // the archive budgets (budget.go)
+	budget        backend.Limits // the archive budgets (budget.go)
 	maxFirstEpoch uint64
 	node          string // this relay's id in origin headers
 	// maxHandshake is the largest handshake payload the NATS servers'
@@ -183,8 +185,8 @@ type jsArchive struct {
 
 	mu      sync.Mutex // guards the following fields
 	chans   map[string]*jsChan
-	usage   *tally // bytes of the mirrored entries, per payer and budget
-	pend    *tally // bytes charged for publishes not yet mirrored
+	usage   *backend.Tally // bytes of the mirrored entries, per payer and budget
+	pend    *backend.Tally // bytes charged for publishes not yet mirrored
 	pendSeq map[uint64]subBytes
 	hw      uint64 // the last stream sequence the mirror applied
 	subs    map[string]string
@@ -325,8 +327,8 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		answers:      make(chan jsAnswer, 4096),
 		inflight:     semaphore.NewWeighted(256 << 20),
 		chans:        make(map[string]*jsChan),
-		usage:        newTally(),
-		pend:         newTally(),
+		usage:        backend.NewTally(),
+		pend:         backend.NewTally(),
 		pendSeq:      make(map[uint64]subBytes),
 		subs:         make(map[string]string),
 		origins:      make(map[string]origin),
@@ -340,7 +342,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err := a.replay(ctx); err != nil {
 		return unreachable(err)
 	}
-	a.budget = budgetLimits(cfg, a.usage.total)
+	a.budget = budgetLimits(cfg, a.usage.Total)
 	// Live delivery starts where the replay ended; until the relay
 	// serves, there is nobody to deliver to.
 	cctx, cancel := context.WithTimeout(ctx, jsTimeout) // the replay may have taken long

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // jsEntry is an entry within the caps, in a relay's mirror.
@@ -253,7 +255,7 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 		c.dropped((*list)[0], kind == 'h')
 		*list = (*list)[1:]
 	}
-	a.usage.add(parsePayer(sub), n)
+	a.usage.Add(backend.ParsePayer(sub), n)
 	if p, ok := a.pendSeq[seq]; ok {
 		delete(a.pendSeq, seq)
 		a.unpendLocked(p.sub, p.n)
@@ -273,23 +275,23 @@ func (a *jsArchive) creditLocked(e jsEntry) {
 	if e.n == 0 {
 		return
 	}
-	a.usage.add(parsePayer(e.sub), -e.n)
+	a.usage.Add(backend.ParsePayer(e.sub), -e.n)
 }
 
 func (a *jsArchive) unpendLocked(sub string, n int64) {
-	a.pend.add(parsePayer(sub), -n)
+	a.pend.Add(backend.ParsePayer(sub), -n)
 }
 
 // charge reserves n bytes of a payer's budgets for a publish; it returns
 // the scope of the budget they would pass, or "" once they are reserved.
 func (a *jsArchive) charge(sub string, n int64) string {
-	p := parsePayer(sub)
+	p := backend.ParsePayer(sub)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if scope := a.budget.refuse(p, n, a.usage, a.pend); scope != "" {
+	if scope := a.budget.Refuse(p, n, a.usage, a.pend); scope != "" {
 		return scope
 	}
-	a.pend.add(p, n)
+	a.pend.Add(p, n)
 	return ""
 }
 
@@ -309,19 +311,19 @@ func (a *jsArchive) settle(sub string, n int64, seq uint64, stored bool) {
 func (a *jsArchive) used(sub string) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.usage.account[sub] + a.pend.account[sub]
+	return a.usage.Account[sub] + a.pend.Account[sub]
 }
 
 func (a *jsArchive) storedBytes() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.usage.total
+	return a.usage.Total
 }
 
-func (a *jsArchive) budgetUse() (budgetUse, limits) {
+func (a *jsArchive) budgetUse() (backend.BudgetUse, backend.Limits) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.usage.use(a.pend), a.budget
+	return a.usage.Use(a.pend), a.budget
 }
 
 // replay reads the headers of every message in the stream into the

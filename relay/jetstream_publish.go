@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // start starts the publish pipeline and the sweep.
@@ -47,9 +49,9 @@ func (a *jsArchive) deliver(m jetstream.Msg) {
 	if node, id, ok := strings.Cut(m.Headers().Get(hdrOrigin), "."); ok && node == a.node {
 		from, _ = strconv.ParseUint(id, 10, 64) // a message from before origins
 	}
-	f := pushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
+	f := backend.PushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
 	f = base64.StdEncoding.AppendEncode(f, data)
-	f = pushSuffix(f, seq, et, ts)
+	f = backend.PushSuffix(f, seq, et, ts)
 	a.hub.fanoutExcept(ch, f, from)
 }
 
@@ -83,7 +85,7 @@ func (a *jsArchive) runSender() {
 			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.channel, r.resetTo, r.resetID)}
 		case r.hdr.entryType == EntryApp:
 			if scope := a.charge(r.sub, int64(len(r.payload))); scope != "" {
-				r.refused = quotaFrame(scope)
+				r.refused = backend.QuotaFrame(scope)
 				a.answers <- jsAnswer{r: r}
 				continue
 			}
@@ -216,17 +218,17 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 						return seq, nil
 					}
 				}
-				r.refused = staleEpochFrame(hd.epoch)
+				r.refused = backend.StaleEpochFrame(hd.epoch)
 				return 0, nil
 			}
 			if r.hdr.epoch == math.MaxUint64 || !hd.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
-				r.refused = epochOutOfRangeFrame(a.maxFirstEpoch)
+				r.refused = backend.EpochOutOfRangeFrame(a.maxFirstEpoch)
 				return 0, nil
 			}
 			next.hasEpoch, next.epoch = true, r.hdr.epoch+1
 		}
 		if scope := a.charge(r.sub, n); scope != "" {
-			r.refused = quotaFrame(scope)
+			r.refused = backend.QuotaFrame(scope)
 			return 0, nil
 		}
 		m := a.message(a.hsSubject(r.channel), r)
@@ -377,9 +379,9 @@ func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
 	case r.refused != nil:
 		f = r.refused
 	case err != nil:
-		f = errorFrame("internal", "the archive could not store the message")
+		f = backend.ErrorFrame("internal", "the archive could not store the message")
 	default:
-		f = ackFrame(seq)
+		f = backend.AckFrame(seq)
 	}
 	r.c.pushAnswer(f)
 	r.c.pending.Add(-1)

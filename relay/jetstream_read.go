@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // errArchiveUnavailable wraps a read the archive could not serve within
@@ -118,8 +120,8 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 		}
 	}
 	begin()
-	pe := newPageEncoder(w, maxBytes, appOnly)
-	defer pe.release()
+	pe := backend.NewPageEncoder(w, maxBytes, appOnly)
+	defer pe.Release()
 	n, empty := 0, 0
 	wait := 50 * time.Millisecond
 	// failed ends a try: the read goes on from r.next on a new consumer,
@@ -130,7 +132,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 		}
 		return r.open()
 	}
-	for r.pending > 0 && !pe.more {
+	for r.pending > 0 && !pe.More {
 		batch := min(r.pending, uint64(limit+1-n))
 		msgs, err := r.cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
@@ -142,7 +144,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 		got := uint64(0)
 		for m := range msgs.Messages() {
 			got++
-			if pe.more {
+			if pe.More {
 				continue // drain the batch
 			}
 			md, err := m.Metadata()
@@ -160,11 +162,11 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 				continue
 			}
 			if ts < cutoff {
-				pe.truncated = true // past the TTL, not yet removed
+				pe.Truncated = true // past the TTL, not yet removed
 				continue
 			}
 			if n == limit {
-				pe.more = true
+				pe.More = true
 				continue
 			}
 			var et uint8
@@ -172,7 +174,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 				x, _ := strconv.ParseUint(typ, 10, 8)
 				et = uint8(x)
 			}
-			fits, err := pe.add(md.Sequence.Stream, et, ts, m.Data())
+			fits, err := pe.Add(md.Sequence.Stream, et, ts, m.Data())
 			if err != nil {
 				return true, err
 			}
@@ -182,7 +184,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 				r.next = md.Sequence.Stream // not in this page
 			}
 		}
-		if err := msgs.Error(); err != nil && !pe.more {
+		if err := msgs.Error(); err != nil && !pe.More {
 			if err := failed(err); err != nil {
 				return true, err
 			}
@@ -211,8 +213,8 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	}
 	// After the page: the mirror has then seen at least what the stream
 	// pushed out before the page was read, so a loss under it is told.
-	trunc, oldest := a.floorsOf(name, since, pe.first, hw, cutoff, appOnly)
-	pe.truncated = pe.truncated || trunc
-	pe.oldest = oldest
-	return true, pe.finish()
+	trunc, oldest := a.floorsOf(name, since, pe.First, hw, cutoff, appOnly)
+	pe.Truncated = pe.Truncated || trunc
+	pe.Oldest = oldest
+	return true, pe.Finish()
 }

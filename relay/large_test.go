@@ -448,7 +448,7 @@ func TestLargeCommitSlowSubscriber(t *testing.T) {
 // stored, pushed and read back, and a 12 MiB one is refused to its
 // publisher with payload_too_large naming the cap, the fence unmoved.
 func TestLargeCommitJetStream(t *testing.T) {
-	be := &backend{name: "jetstream", nats: startNATS(t)}
+	be := &testBackend{name: "jetstream", nats: startNATS(t)}
 	tr := be.start(t, Config{})
 	if want := 8<<20 - jsHeaderRoom; tr.maxHandshake != want {
 		t.Fatalf("handshake cap %d on an 8 MiB server, want %d", tr.maxHandshake, want)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // TestLentFrameHeld: a lent push frame is held by the buffer it was lent
@@ -22,11 +24,11 @@ import (
 func TestLentFrameHeld(t *testing.T) {
 	f, pb := lendPushPrefix(chA, 100)
 	f = append(f, bytes.Repeat([]byte("A"), 100)...)
-	f = pushSuffix(f, 1<<63, EntryApp, 1<<62)
+	f = backend.PushSuffix(f, 1<<63, EntryApp, 1<<62)
 	if pb == nil || !pb.holds(f) {
 		t.Fatal("a lent frame is not held by its buffer")
 	}
-	if pb.holds(pushPrefix(chA, 10)) || pb.holds(nil) {
+	if pb.holds(backend.PushPrefix(chA, 10)) || pb.holds(nil) {
 		t.Fatal("a buffer holds a frame that is not its own")
 	}
 	pb.refs.Store(1)

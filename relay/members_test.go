@@ -37,7 +37,7 @@ func archivedRows(t *testing.T, tr *testRelay, ch string) int {
 // still accepted.
 func TestStrangerCannotJamFence(t *testing.T) { forBackends(t, testStrangerCannotJamFence) }
 
-func testStrangerCannotJamFence(t *testing.T, be *backend) {
+func testStrangerCannotJamFence(t *testing.T, be *testBackend) {
 	ms := NewMemberSet()
 	ms.Add(chA, "alice")
 	ms.Add(chA, "bob")
@@ -152,7 +152,7 @@ func TestRemovedMemberSubscriptionEnds(t *testing.T) {
 	forBackends(t, testRemovedMemberSubscriptionEnds)
 }
 
-func testRemovedMemberSubscriptionEnds(t *testing.T, be *backend) {
+func testRemovedMemberSubscriptionEnds(t *testing.T, be *testBackend) {
 	ms := NewMemberSet()
 	for _, ch := range []string{chA, chOther} {
 		ms.Add(ch, "alice")
@@ -275,7 +275,7 @@ func TestScopedTokenMembership(t *testing.T) {
 // unreachable, and does not replay the feed.
 func TestMembersSurviveRestart(t *testing.T) { forBackends(t, testMembersSurviveRestart) }
 
-func testMembersSurviveRestart(t *testing.T, be *backend) {
+func testMembersSurviveRestart(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	dir := newFeedServer(t)
 	dir.set.Add(chA, "alice")
@@ -333,7 +333,7 @@ func TestMemberSetRestart(t *testing.T) {
 // channel's commit fence, so the owner recovers a channel a member jammed.
 func TestFenceResetEvent(t *testing.T) { forBackends(t, testFenceResetEvent) }
 
-func testFenceResetEvent(t *testing.T, be *backend) {
+func testFenceResetEvent(t *testing.T, be *testBackend) {
 	ms := NewMemberSet()
 	ms.Add(chA, "owner")
 	ms.Add(chA, "jammer")

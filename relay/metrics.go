@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // Metrics receives what a relay counts (Config.Metrics). Package
@@ -110,7 +112,7 @@ func (rc *relayCounters) publishAnswered(f []byte) {
 		if string(code) == "quota_exceeded" {
 			if _, rest, ok := bytes.Cut(rest, []byte(`"scope":"`)); ok {
 				scope, _, _ := bytes.Cut(rest, []byte(`"`))
-				if k := slices.Index(budgetScopes, string(scope)); k >= 0 {
+				if k := slices.Index(backend.Scopes, string(scope)); k >= 0 {
 					rc.quotaRefused[k].Add(1)
 				}
 			}
@@ -258,12 +260,12 @@ func (s *Server) Stats() Stats {
 		st.Publishes = append(st.Publishes, Count{r, rc.published[i].Load()})
 	}
 	u, l := s.arch.budgetUse()
-	for i, scope := range budgetScopes {
-		b := BudgetStats{Scope: scope, Size: []int64{l.account, l.group, l.org, l.server}[i], QuotaRefusalsTotal: rc.quotaRefused[i].Load()}
-		if scope == scopeServer {
-			b.Used = u.total
+	for i, scope := range backend.Scopes {
+		b := BudgetStats{Scope: scope, Size: []int64{l.Account, l.Group, l.Org, l.Server}[i], QuotaRefusalsTotal: rc.quotaRefused[i].Load()}
+		if scope == backend.ScopeServer {
+			b.Used = u.Total
 		} else {
-			b.Largest, b.Users = u.largest[i], u.users[i]
+			b.Largest, b.Users = u.Largest[i], u.Users[i]
 		}
 		st.Budgets = append(st.Budgets, b)
 	}

@@ -32,7 +32,7 @@ func TestHealth(t *testing.T) {
 
 func TestPublishSubscribeFrames(t *testing.T) { forBackends(t, testPublishSubscribeFrames) }
 
-func testPublishSubscribeFrames(t *testing.T, be *backend) {
+func testPublishSubscribeFrames(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	pub := dialWS(t, tr.URL, "/ws")
 	pub.auth(mint(t, "alice", ""))
@@ -69,7 +69,7 @@ func testPublishSubscribeFrames(t *testing.T, be *backend) {
 
 func TestPathSubscription(t *testing.T) { forBackends(t, testPathSubscription) }
 
-func testPathSubscription(t *testing.T, be *backend) {
+func testPathSubscription(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	a := dialWS(t, tr.URL, "/ws/"+chA)
 	a.auth(mint(t, "alice", ""))
@@ -98,7 +98,7 @@ func testPathSubscription(t *testing.T, be *backend) {
 
 func TestPublishAcksInOrder(t *testing.T) { forBackends(t, testPublishAcksInOrder) }
 
-func testPublishAcksInOrder(t *testing.T, be *backend) {
+func testPublishAcksInOrder(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	pub := dialWS(t, tr.URL, "/ws")
 	pub.auth(mint(t, "alice", ""))
@@ -223,7 +223,7 @@ func TestAuthFailures(t *testing.T) {
 
 func TestChannelScopedToken(t *testing.T) { forBackends(t, testChannelScopedToken) }
 
-func testChannelScopedToken(t *testing.T, be *backend) {
+func testChannelScopedToken(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	tok := mint(t, "seat", chA)
 	c := dialWS(t, tr.URL, "/ws")
@@ -249,7 +249,7 @@ func testChannelScopedToken(t *testing.T, be *backend) {
 
 func TestCatchUpPaging(t *testing.T) { forBackends(t, testCatchUpPaging) }
 
-func testCatchUpPaging(t *testing.T, be *backend) {
+func testCatchUpPaging(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws")
@@ -373,7 +373,7 @@ func testCatchUpPaging(t *testing.T, be *backend) {
 
 func TestEntryTypesAndEpochFencing(t *testing.T) { forBackends(t, testEntryTypesAndEpochFencing) }
 
-func testEntryTypesAndEpochFencing(t *testing.T, be *backend) {
+func testEntryTypesAndEpochFencing(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true})
 	a := dialWS(t, tr.URL, "/ws/"+chA)
 	a.auth(mint(t, "alice", ""))
@@ -423,7 +423,7 @@ func testEntryTypesAndEpochFencing(t *testing.T, be *backend) {
 
 func TestEvictionKeepsSeqMonotonic(t *testing.T) { forBackends(t, testEvictionKeepsSeqMonotonic) }
 
-func testEvictionKeepsSeqMonotonic(t *testing.T, be *backend) {
+func testEvictionKeepsSeqMonotonic(t *testing.T, be *testBackend) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -462,7 +462,7 @@ func testEvictionKeepsSeqMonotonic(t *testing.T, be *backend) {
 
 func TestRestartKeepsSeqAndEpoch(t *testing.T) { forBackends(t, testRestartKeepsSeqAndEpoch) }
 
-func testRestartKeepsSeqAndEpoch(t *testing.T, be *backend) {
+func testRestartKeepsSeqAndEpoch(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	gid := []byte("g")
 	tok := mint(t, "alice", "")
@@ -517,7 +517,7 @@ func (f *fakeRevocations) revoke(sub string) {
 
 func TestRevocation(t *testing.T) { forBackends(t, testRevocation) }
 
-func testRevocation(t *testing.T, be *backend) {
+func testRevocation(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	src := &fakeRevocations{}
 	tr := be.start(t, Config{DBPath: path, NoSync: true, Revocations: src, RevocationPoll: 20 * time.Millisecond})
@@ -559,7 +559,7 @@ func testRevocation(t *testing.T, be *backend) {
 
 func TestSlowConsumerDisconnected(t *testing.T) { forBackends(t, testSlowConsumerDisconnected) }
 
-func testSlowConsumerDisconnected(t *testing.T, be *backend) {
+func testSlowConsumerDisconnected(t *testing.T, be *testBackend) {
 	// A short frame queue, and the default queue with 1 MiB messages (the
 	// byte bound trips first).
 	for _, tc := range []struct {
@@ -694,7 +694,7 @@ func TestArchiveFileSettings(t *testing.T) {
 // the reopened archive and no write fails.
 func TestCloseFlushes(t *testing.T) { forBackends(t, testCloseFlushes) }
 
-func testCloseFlushes(t *testing.T, be *backend) {
+func testCloseFlushes(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	var logs syncBuffer
 	tr := be.start(t, Config{DBPath: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -740,7 +740,7 @@ func testCloseFlushes(t *testing.T, be *backend) {
 // waiting for the archive are bounded per connection instead.
 func TestPipelinedPublisherKeepsUp(t *testing.T) { forBackends(t, testPipelinedPublisherKeepsUp) }
 
-func testPipelinedPublisherKeepsUp(t *testing.T, be *backend) {
+func testPipelinedPublisherKeepsUp(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), SendQueue: 8})
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
@@ -803,7 +803,7 @@ func TestCapAppliesBeforeEviction(t *testing.T) {
 // through a lot of chat can still follow the group's epochs.
 func TestCapKeepsHandshakeEntries(t *testing.T) { forBackends(t, testCapKeepsHandshakeEntries) }
 
-func testCapKeepsHandshakeEntries(t *testing.T, be *backend) {
+func testCapKeepsHandshakeEntries(t *testing.T, be *testBackend) {
 	tr := be.start(t, Config{NoSync: true, ArchiveCap: 4})
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws/"+chA)

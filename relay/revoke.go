@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/httpx"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // RevocationSource reports revoked subjects. Revocations carry increasing
@@ -269,7 +270,7 @@ func (s *Server) applyRevoked(subs []string) {
 			}
 			s.log.Info("relay: closing connection of revoked subject", "remote", c.remote, "sub", sub)
 			c.closeWith(websocket.StatusPolicyViolation, "subject revoked",
-				errorFrame("forbidden", "subject is revoked"), true)
+				backend.ErrorFrame("forbidden", "subject is revoked"), true)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // see budget.go).
 func TestNoEntryNamesItsSender(t *testing.T) { forBackends(t, testNoEntryNamesItsSender) }
 
-func testNoEntryNamesItsSender(t *testing.T, be *backend) {
+func testNoEntryNamesItsSender(t *testing.T, be *testBackend) {
 	const payer, member = "payer-account-5d1e", "member-account-93ac"
 	dir := t.TempDir()
 	tr := be.start(t, Config{DBPath: filepath.Join(dir, "relay.db"), NoSync: true, OpenChannels: true, CheckpointInterval: 10 * time.Millisecond})

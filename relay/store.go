@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // archiver is the archive behind a relay: where publishes are stored and
@@ -44,7 +45,7 @@ type archiver interface {
 	storedBytes() int64
 	// budgetUse returns the use of the archive budgets, for the metrics,
 	// and their sizes.
-	budgetUse() (budgetUse, limits)
+	budgetUse() (backend.BudgetUse, backend.Limits)
 	// ready returns nil while the archive takes publishes (see Ready).
 	ready(ctx context.Context) error
 	// up reports, without a request to a backend, whether the archive's

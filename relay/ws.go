@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // Limits of the WebSocket protocol (docs/API.md lists them for clients).
@@ -179,7 +180,7 @@ func (c *conn) reply(f []byte) {
 
 // fail replies with an error frame and keeps the connection open.
 func (c *conn) fail(code, message string) {
-	c.reply(errorFrame(code, message))
+	c.reply(backend.ErrorFrame(code, message))
 }
 
 // handle processes one text frame; false ends the connection.
@@ -307,7 +308,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		if !c.authed.Load() {
 			s.log.Info("relay: authentication timeout", "remote", c.remote)
 			c.closeWith(websocket.StatusPolicyViolation, "authentication timeout",
-				errorFrame("auth_timeout", "no auth frame within the time limit"), true)
+				backend.ErrorFrame("auth_timeout", "no auth frame within the time limit"), true)
 		}
 	})
 	var wg sync.WaitGroup

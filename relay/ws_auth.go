@@ -6,13 +6,14 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // refuseUnauthenticated closes a connection whose first frame is not an
 // auth frame.
 func (c *conn) refuseUnauthenticated() {
 	c.closeWith(websocket.StatusPolicyViolation, "authentication required",
-		errorFrame("auth_required", "the first frame must be an auth frame"), true)
+		backend.ErrorFrame("auth_required", "the first frame must be an auth frame"), true)
 }
 
 func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
@@ -21,13 +22,13 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	if err != nil {
 		s.log.Info("relay: authentication failed", "remote", c.remote)
 		c.closeWith(websocket.StatusPolicyViolation, "authentication failed",
-			errorFrame("unauthorized", "invalid or expired token"), true)
+			backend.ErrorFrame("unauthorized", "invalid or expired token"), true)
 		return false
 	}
 	if pathChannel != "" && claims.Channel != "" && claims.Channel != pathChannel {
 		s.log.Info("relay: token scoped to another channel", "remote", c.remote, "sub", claims.Subject)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
-			errorFrame("forbidden", "token is scoped to another channel"), true)
+			backend.ErrorFrame("forbidden", "token is scoped to another channel"), true)
 		return false
 	}
 	c.sub = claims.Subject
@@ -40,7 +41,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 		s.counters.refused.Add(1)
 		s.log.Info("relay: too many connections for one account", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusTryAgainLater, "too many connections",
-			errorFrame("too_many_connections", "this account has too many open connections; close one and retry"), true)
+			backend.ErrorFrame("too_many_connections", "this account has too many open connections; close one and retry"), true)
 		return false
 	}
 	victim, ok := s.adm.loggedIn(c)
@@ -59,7 +60,7 @@ func (c *conn) authenticate(token string, batch bool, pathChannel string) bool {
 	if s.isRevokedClaims(c.sub, c.dev) {
 		s.log.Info("relay: revoked subject refused", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "forbidden",
-			errorFrame("forbidden", "subject is revoked"), true)
+			backend.ErrorFrame("forbidden", "subject is revoked"), true)
 		return false
 	}
 	c.memGen = s.memGen.Load()
@@ -88,11 +89,11 @@ func (c *conn) reauthenticate(token string) bool {
 	if claims.Subject != c.sub || claims.Channel != c.scope || claims.Device != c.dev {
 		s.log.Info("relay: reauthentication as another subject or scope", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusPolicyViolation, "reauthentication changed the subject or scope",
-			errorFrame("forbidden", "a fresh token must have the same subject and channel scope as the first"), false)
+			backend.ErrorFrame("forbidden", "a fresh token must have the same subject and channel scope as the first"), false)
 		return false
 	}
 	if s.isRevokedClaims(c.sub, c.dev) {
-		c.closeWith(websocket.StatusPolicyViolation, "forbidden", errorFrame("forbidden", "subject is revoked"), true)
+		c.closeWith(websocket.StatusPolicyViolation, "forbidden", backend.ErrorFrame("forbidden", "subject is revoked"), true)
 		return false
 	}
 	c.setExpiry(claims.ExpiresAt)
@@ -142,5 +143,5 @@ func (c *conn) expire() {
 	}
 	c.srv.log.Info("relay: token expired, closing", "remote", c.remote, "sub", c.sub)
 	c.closeWith(websocket.StatusPolicyViolation, "token expired",
-		errorFrame("token_expired", "the token expired; send a fresh auth frame before exp to stay connected"), false)
+		backend.ErrorFrame("token_expired", "the token expired; send a fresh auth frame before exp to stay connected"), false)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/channel"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 func notMemberFrame(ch string) []byte {
@@ -156,7 +157,7 @@ func handshakeTooLarge(max int) string {
 func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
 	if b := c.rbuf; b != nil && len(b64) > 0 {
 		off := cap(b) - cap(b64)
-		head := pushPrefix(ch, 0)
+		head := backend.PushPrefix(ch, 0)
 		if off >= len(head) && off+len(b64) <= len(b) && &b[off] == &b64[0] {
 			start := off - len(head)
 			copy(b[start:off], head)
@@ -167,5 +168,5 @@ func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
 		f, pb := lendPushPrefix(ch, len(b64))
 		return append(f, b64...), pb
 	}
-	return append(pushPrefix(ch, len(b64)), b64...), nil
+	return append(backend.PushPrefix(ch, len(b64)), b64...), nil
 }

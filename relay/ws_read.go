@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // readLoop reads and handles frames until the peer goes away or the
@@ -115,7 +117,7 @@ func (c *conn) readLarge(r io.Reader, buf []byte) (_ []byte, held int64, ok bool
 	if !c.authed.Load() || s.maxHandshake <= MaxPayload || !peekHandshake(buf) {
 		s.log.Info("relay: frame over the read limit, closing", "remote", c.remote, "sub", c.sub)
 		c.closeWith(websocket.StatusMessageTooBig, "frame over the 1 MiB limit",
-			errorFrame("payload_too_large", "a frame over 1 MiB must publish an MLS commit, proposal or Welcome"), true)
+			backend.ErrorFrame("payload_too_large", "a frame over 1 MiB must publish an MLS commit, proposal or Welcome"), true)
 		return nil, 0, false
 	}
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.LargeFrameWait)

@@ -1,4 +1,4 @@
-package relay
+package backend
 
 import (
 	"bufio"
@@ -26,35 +26,47 @@ type pageBuf struct {
 	b64 []byte
 	num []byte
 	raw []byte // payload bytes read from the log, b64Chunk at most
-	win []byte // a window of the log, logWindowSize
+	win []byte // a window of the log, LogWindowSize
 }
 
-func (pb *pageBuf) window() []byte {
-	if pb.win == nil {
-		pb.win = make([]byte, logWindowSize)
+// LogWindowSize is how much of a log segment a page reads at a time: the
+// SQLite archive reads a payload in the log through a window this big.
+const LogWindowSize = 64 << 10
+
+// Window is the page's buffer for reading the log through, LogWindowSize
+// long; the page keeps it until Release.
+func (e *PageEncoder) Window() []byte {
+	if e.pb.win == nil {
+		e.pb.win = make([]byte, LogWindowSize)
 	}
-	return pb.win
+	return e.pb.win
 }
 
 // pageTail is the longest end of a page.
 const pageTail = len(`],"has_more":false,"truncated":false,"oldest_seq":18446744073709551615}` + "\n")
 
-// pageEncoder writes one page of entries as JSON through a pooled buffer,
-// whichever archive yields the entries.
-type pageEncoder struct {
+// PageEncoder writes one page of entries of GET /v1/messages or GET
+// /v1/sync as JSON through a pooled buffer, whichever archive yields the
+// entries.
+type PageEncoder struct {
 	pb      *pageBuf
 	appOnly bool
 	max     int
 	size    int
 	n       int
-	more    bool // set when a bound cut the page
+	// More is set when a bound cut the page (or by the archive, when
+	// entries are left past it).
+	More bool
 
-	truncated bool   // since was older than what the channel holds
-	oldest    uint64 // the oldest seq the log holds, 0 for none
-	first     uint64 // the page's first entry, 0 for none
+	Truncated bool   // since was older than what the channel holds
+	Oldest    uint64 // the oldest seq the log holds, 0 for none
+	First     uint64 // the page's first entry, 0 for none
 }
 
-func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
+// NewPageEncoder starts a page of at most maxBytes written to w: of
+// GET /v1/messages (appOnly, a "messages" list) or of GET /v1/sync (an
+// "entries" list). Release it when done.
+func NewPageEncoder(w io.Writer, maxBytes int, appOnly bool) *PageEncoder {
 	key := `{"entries":[`
 	if appOnly {
 		key = `{"messages":[`
@@ -62,12 +74,12 @@ func newPageEncoder(w io.Writer, maxBytes int, appOnly bool) *pageEncoder {
 	pb := pageBufs.Get().(*pageBuf)
 	pb.w.Reset(w)
 	pb.w.WriteString(key)
-	return &pageEncoder{pb: pb, appOnly: appOnly, max: maxBytes, size: len(key)}
+	return &PageEncoder{pb: pb, appOnly: appOnly, max: maxBytes, size: len(key)}
 }
 
-// add writes one entry, or reports false (and sets more) when it would
+// Add writes one entry, or reports false (and sets More) when it would
 // take the page past its byte bound; the first entry always fits.
-func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool, error) {
+func (e *PageEncoder) Add(seq uint64, et uint8, ts int64, payload []byte) (bool, error) {
 	head, fits := e.begin(seq, et, ts, int64(len(payload)))
 	if !fits {
 		return false, nil
@@ -80,9 +92,9 @@ func (e *pageEncoder) add(seq uint64, et uint8, ts int64, payload []byte) (bool,
 	return e.end(head)
 }
 
-// addAt is add for a payload of n bytes at off in src, read b64Chunk at a
+// AddAt is Add for a payload of n bytes at off in src, read b64Chunk at a
 // time.
-func (e *pageEncoder) addAt(seq uint64, et uint8, ts int64, src io.ReaderAt, off, n int64) (bool, error) {
+func (e *PageEncoder) AddAt(seq uint64, et uint8, ts int64, src io.ReaderAt, off, n int64) (bool, error) {
 	head, fits := e.begin(seq, et, ts, n)
 	if !fits {
 		return false, nil
@@ -105,7 +117,7 @@ func (e *pageEncoder) addAt(seq uint64, et uint8, ts int64, src io.ReaderAt, off
 // begin writes the start of an entry of an n-byte payload, up to the
 // payload, and returns where the rest of pb.num begins; false (and more
 // set) when the entry would take the page past its byte bound.
-func (e *pageEncoder) begin(seq uint64, et uint8, ts int64, n int64) (int, bool) {
+func (e *PageEncoder) begin(seq uint64, et uint8, ts int64, n int64) (int, bool) {
 	pb := e.pb
 	num := pb.num[:0]
 	if e.n > 0 {
@@ -125,12 +137,12 @@ func (e *pageEncoder) begin(seq uint64, et uint8, ts int64, n int64) (int, bool)
 	pb.num = num
 	entry := len(num) + base64.StdEncoding.EncodedLen(int(n))
 	if e.n > 0 && e.size+entry+pageTail > e.max {
-		e.more = true
+		e.More = true
 		return 0, false
 	}
 	e.size += entry
 	if e.n == 0 {
-		e.first = seq
+		e.First = seq
 	}
 	e.n++
 	pb.w.Write(num[:head])
@@ -138,27 +150,28 @@ func (e *pageEncoder) begin(seq uint64, et uint8, ts int64, n int64) (int, bool)
 }
 
 // end writes the rest of the entry begin started.
-func (e *pageEncoder) end(head int) (bool, error) {
+func (e *PageEncoder) end(head int) (bool, error) {
 	if _, err := e.pb.w.Write(e.pb.num[head:]); err != nil {
 		return false, err // the client is gone
 	}
 	return true, nil
 }
 
-// finish writes the end of the page and flushes it.
-func (e *pageEncoder) finish() error {
+// Finish writes the end of the page and flushes it.
+func (e *PageEncoder) Finish() error {
 	bw := e.pb.w
 	bw.WriteString(`],"has_more":`)
-	bw.WriteString(strconv.FormatBool(e.more))
+	bw.WriteString(strconv.FormatBool(e.More))
 	bw.WriteString(`,"truncated":`)
-	bw.WriteString(strconv.FormatBool(e.truncated))
+	bw.WriteString(strconv.FormatBool(e.Truncated))
 	bw.WriteString(`,"oldest_seq":`)
-	bw.WriteString(strconv.FormatUint(e.oldest, 10))
+	bw.WriteString(strconv.FormatUint(e.Oldest, 10))
 	bw.WriteString("}\n")
 	return bw.Flush()
 }
 
-func (e *pageEncoder) release() {
+// Release gives the page's buffers back to the pool.
+func (e *PageEncoder) Release() {
 	e.pb.w.Reset(nil)
 	pageBufs.Put(e.pb)
 }
