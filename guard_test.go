@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"slices"
 
 	"path/filepath"
 	"strconv"
@@ -151,12 +150,12 @@ func TestDirectoryLinksNoBackend(t *testing.T) {
 	}
 }
 
-// TestRelayLinksNoPrometheus: package relay links no Prometheus package;
-// its metrics reach Prometheus only through relay/relaymetrics, which its
-// users import.
-func TestRelayLinksNoPrometheus(t *testing.T) {
+// TestRelayLinksNoBackend: package relay links neither the NATS client
+// nor Prometheus; they come only with relay/jsarchive and
+// relay/relaymetrics, which its users import.
+func TestRelayLinksNoBackend(t *testing.T) {
 	for _, dep := range deps(t, "./relay") {
-		if strings.HasPrefix(dep, "github.com/prometheus/") {
+		if isHeavy(dep) {
 			t.Errorf("relay links %s", dep)
 		}
 	}
@@ -164,34 +163,24 @@ func TestRelayLinksNoPrometheus(t *testing.T) {
 
 // TestStackLinksNoBackend: the in-process stack for tests (skytaletest)
 // and the front door (the root package) link no PostgreSQL, NATS or
-// Prometheus package. They import the two planes and nothing of their
-// optional backends, so what they link of those comes through package
-// relay, and is allowed only while relay itself links it.
+// Prometheus package: an embedder that wants a seat and a stack to test
+// it against links none of them.
 func TestStackLinksNoBackend(t *testing.T) {
-	viaRelay := map[string]bool{}
-	for _, dep := range deps(t, "./relay") {
-		if isHeavy(dep) {
-			viaRelay[dep] = true
-		}
-	}
 	for _, pkg := range []string{"./skytaletest", "."} {
 		for _, dep := range deps(t, pkg) {
-			if isHeavy(dep) && !viaRelay[dep] {
+			if isHeavy(dep) {
 				t.Errorf("%s links %s", pkg, dep)
 			}
 		}
 	}
-	if len(viaRelay) > 0 {
-		t.Skipf("package relay still links %d packages of NATS (for example %s), and skytaletest and the root package with it: "+
-			"only what comes through relay is allowed until the JetStream archive moves to a package of its own", len(viaRelay), anyKey(viaRelay))
-	}
 }
 
-func anyKey(m map[string]bool) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// TestNoNATSServer: no package of the module but tests links nats-server;
+// the examples and benchmarks that run one are modules of their own.
+func TestNoNATSServer(t *testing.T) {
+	for _, dep := range deps(t, "./...") {
+		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") {
+			t.Errorf("a package of the module links %s", dep)
+		}
 	}
-	slices.Sort(keys)
-	return keys[0]
 }

@@ -27,8 +27,9 @@
 // one process per plane, the directory keeps its state in PostgreSQL
 // (DirectoryConfig.Database, a postgres:// URL, with DirectoryConfig.Backend
 // set to pgstore.Backend{} from package directory/pgstore) and any number
-// of directory processes share it, and the relays of a cluster share one NATS JetStream
-// stream as their archive (RelayConfig.NATSURL), each keeping only what it
+// of directory processes share it, and the relays of a cluster share one
+// NATS JetStream stream as their archive (RelayConfig.Archive set to
+// jsarchive.New from package relay/jsarchive), each keeping only what it
 // learned of members and revocations in its own SQLite. docs/POSTGRES.md
 // and docs/CLUSTER.md describe running them; docs/ARCHITECTURE.md is the
 // overview of the whole system.
@@ -37,7 +38,9 @@
 //
 // This package imports the planes and the seat, none of their optional
 // backends: neither directory/pgstore nor directory/dirmetrics nor
-// relay/relaymetrics, which an embedder that wants them imports itself. A program that wants only a
+// relay/jsarchive nor relay/relaymetrics, which an embedder that wants
+// them imports itself; so it links no PostgreSQL, NATS or Prometheus
+// client. A program that wants only a
 // seat imports package seat; its tests can start a whole stack with
 // package skytaletest, which is built from the planes alone.
 //

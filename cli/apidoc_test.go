@@ -141,8 +141,14 @@ func TestAPIDocMatchesFrames(t *testing.T) {
 		codeTypes = append(codeTypes, m[1])
 	}
 	var codeCodes []string
-	files, _ := filepath.Glob("../relay/*.go")
-	codeRe := regexp.MustCompile(`(?:errorFrame|channelErrorFrame|fail|closeWith\([^"\n]*)\(?"([a-z0-9_]+)"|\{"error", "([a-z_]+)"`)
+	// The relay and the archives (package relay/jsarchive and the pieces
+	// both archives build from, relay/internal/backend) send them.
+	var files []string
+	for _, dir := range []string{"../relay", "../relay/jsarchive", "../relay/internal/backend"} {
+		fs, _ := filepath.Glob(dir + "/*.go")
+		files = append(files, fs...)
+	}
+	codeRe := regexp.MustCompile(`(?:[eE]rrorFrame|channelErrorFrame|fail|closeWith\([^"\n]*)\(?"([a-z0-9_]+)"|\{"error", "([a-z_]+)"`)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue

@@ -3,7 +3,7 @@ package cli
 import (
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/skytale-oss/skytale/relay"
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 // clusterCommand holds the operations on a relay cluster's shared state,
@@ -20,12 +20,12 @@ func clusterCommand() *ucli.Command {
 				"This is the one way to change it; start the nodes afterwards with the new count or none.",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "relay-nats", Required: true, Usage: "the NATS URLs of the cluster (comma-separated)"},
-				&ucli.StringFlag{Name: "relay-nats-stream", Value: relay.DefaultNATSStream, Usage: "the stream name"},
+				&ucli.StringFlag{Name: "relay-nats-stream", Value: jsarchive.DefaultStream, Usage: "the stream name"},
 				&ucli.IntFlag{Name: "replicas", Required: true, Usage: "the new replica count, 1 to 5", DefaultText: "none, required"},
 			},
 			Action: func(c *ucli.Context) error {
 				stream, n := c.String("relay-nats-stream"), c.Int("replicas")
-				if err := relay.UpdateStreamReplicas(c.Context, c.String("relay-nats"), stream, n); err != nil {
+				if err := jsarchive.UpdateStreamReplicas(c.Context, c.String("relay-nats"), stream, n); err != nil {
 					return err
 				}
 				showf(c.App.Writer, "stream %s now has %d replicas\n", stream, n)

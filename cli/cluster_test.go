@@ -12,6 +12,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/skytale-oss/skytale/relay"
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 // TestServeClusterUpdateStream: tally serve cluster update-stream changes
@@ -34,7 +35,7 @@ func TestServeClusterUpdateStream(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", p)
 	secret := []byte(strings.Repeat("k", 32))
 	start := func(replicas int) error {
-		s, err := relay.New(context.Background(), relay.Config{NATSURL: url, NATSStream: "UPD", NATSReplicas: replicas, JWTSecret: secret, OpenChannels: true})
+		s, err := relay.New(context.Background(), relay.Config{Archive: jsarchive.New(jsarchive.Config{URL: url, Stream: "UPD", Replicas: replicas}), JWTSecret: secret, OpenChannels: true})
 		if err == nil {
 			s.Close(context.Background())
 		}

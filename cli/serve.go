@@ -95,7 +95,7 @@ type serveOptions struct {
 	// DirectoryDB, if set, is the directory's database: a postgres://
 	// URL or a SQLite file (default <Data>/directory.db). RelayNATS, if
 	// set, keeps the relay's archive in NATS JetStream (NATSStream and
-	// NATSReplicas as relay.Config has them).
+	// NATSReplicas as jsarchive.Config's Stream and Replicas).
 	DirectoryDB, RelayNATS, NATSStream string
 	NATSReplicas                       int
 	// MetricsAddr, if set, serves the planes' Prometheus metrics at

@@ -20,6 +20,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/admin"
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/relay"
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 	"github.com/skytale-oss/skytale/relay/relaymetrics"
 )
 
@@ -188,9 +189,11 @@ func (o *serveOptions) planeConfigs(jwtSecret, internal []byte, reqLog *slog.Log
 	rcfg := skytale.RelayConfig{
 		DBPath: filepath.Join(o.Data, relayDB), JWTSecret: jwtSecret,
 		Logger: planeLogger(reqLog, "relay"), LogClients: o.LogClients,
-		NATSURL: o.RelayNATS, NATSStream: o.NATSStream, NATSReplicas: o.NATSReplicas,
 		ReadyFeedLag: o.ReadyFeedLag, ArchiveCap: o.ArchiveCap, ArchiveTTL: o.ArchiveTTL,
 		NoSync: benchNoFlush,
+	}
+	if o.RelayNATS != "" {
+		rcfg.Archive = jsarchive.New(jsarchive.Config{URL: o.RelayNATS, Stream: o.NATSStream, Replicas: o.NATSReplicas})
 	}
 	o.relayAdmission(&rcfg, maxConns)
 	o.applyBudgets(&dcfg, &rcfg)
@@ -295,7 +298,7 @@ func (b *planeBuilder) build(ctx context.Context) error {
 // exiting: NATS may start after it (a reboot, a cluster coming up).
 func (b *planeBuilder) start(ctx context.Context, g *errgroup.Group, log *slog.Logger) error {
 	err := b.build(ctx)
-	if !errors.Is(err, relay.ErrNATSUnreachable) {
+	if !errors.Is(err, relay.ErrArchiveUnreachable) {
 		return err
 	}
 	log.Warn("NATS is unreachable: serving GET /ready 503 and trying again every "+natsRetry.String(), "err", err)
@@ -314,7 +317,7 @@ func (b *planeBuilder) start(ctx context.Context, g *errgroup.Group, log *slog.L
 				log.Info("NATS reachable: the relay serves")
 				return nil
 			}
-			if !errors.Is(err, relay.ErrNATSUnreachable) {
+			if !errors.Is(err, relay.ErrArchiveUnreachable) {
 				return err
 			}
 		}

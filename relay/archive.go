@@ -198,7 +198,7 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 		seqd:          make(chan *pubReq, maxBatch),
 		mark:          newCommitMark(),
 		states:        make(map[string]*chanState),
-		dedup:         newDedup(dupWindow(cfg.ArchiveTTL)),
+		dedup:         newDedup(backend.DupWindow(cfg.ArchiveTTL)),
 	}
 	fail := func(err error) (*archive, error) {
 		a.close()

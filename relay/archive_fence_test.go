@@ -138,12 +138,12 @@ func testFenceOutlivesTTL(t *testing.T, be *testBackend) {
 		t.Fatalf("after the TTL: stale_epoch %v, want 3", m["epoch"])
 	}
 	c.publishAck(chA, publicMessage(gid, 3, 3))
-	if js, ok := tr.arch.(*jsArchive); ok {
+	if _, ok := jsConfig(tr.cfg); ok {
 		// The sweep leaves the newest handshake message only.
 		deadline := time.Now().Add(20 * time.Second)
-		for storedMsgs(t, js, js.hsSubject(chA)) > 2 {
+		for n, _ := storedMsgs(t, tr, chA, true); n > 2; n, _ = storedMsgs(t, tr, chA, true) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d handshake messages kept past the TTL", storedMsgs(t, js, js.hsSubject(chA)))
+				t.Fatalf("%d handshake messages kept past the TTL", n)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

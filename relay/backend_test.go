@@ -14,7 +14,10 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 // natsServer is a real nats-server with JetStream on file storage, run in
@@ -121,27 +124,70 @@ func (b *testBackend) start(t testing.TB, cfg Config) *testRelay {
 // relays given the same DBPath share a stream, as they share the file.
 func (b *testBackend) config(cfg Config) Config {
 	if b.nats != nil {
-		cfg.NATSURL = b.nats.URL
-		if cfg.NATSStream == "" {
+		jc, _ := jsConfig(cfg)
+		jc.URL = b.nats.URL
+		if jc.Stream == "" {
 			if cfg.DBPath == "" {
-				cfg.NATSStream = fmt.Sprintf("FRESH%d", freshStreams.Add(1))
+				jc.Stream = fmt.Sprintf("FRESH%d", freshStreams.Add(1))
 			} else {
 				sum := sha256.Sum256([]byte(cfg.DBPath))
-				cfg.NATSStream = "DB" + hex.EncodeToString(sum[:8])
+				jc.Stream = "DB" + hex.EncodeToString(sum[:8])
 			}
 		}
+		cfg.Archive = jsarchive.New(jc)
 	}
 	return cfg
 }
 
+// withJS is cfg with its archive on the JetStream stream of the NATS at
+// url (stream "" for the default; replicas 0 for the stream's).
+func withJS(cfg Config, url, stream string, replicas int) Config {
+	cfg.Archive = jsarchive.New(jsarchive.Config{URL: url, Stream: stream, Replicas: replicas})
+	return cfg
+}
+
+// jsConfig is the JetStream archive's settings of cfg, as given (no
+// defaults filled); false for a relay on SQLite.
+func jsConfig(cfg Config) (jsarchive.Config, bool) {
+	b, ok := cfg.Archive.(*jsarchive.Backend)
+	if !ok {
+		return jsarchive.Config{}, false
+	}
+	return b.Config(), true
+}
+
 var freshStreams atomic.Int64
 
-// storedMsgs counts the messages JetStream holds on a subject.
-func storedMsgs(t testing.TB, js *jsArchive, subject string) int {
+// storedMsgs counts the messages the JetStream stream of a relay on
+// JetStream holds on a channel's handshake subject (hs) or application
+// subject; ok is false for a relay on SQLite.
+func storedMsgs(t testing.TB, tr *testRelay, channel string, hs bool) (n int, ok bool) {
 	t.Helper()
-	info, err := js.stream.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	jc, ok := jsConfig(tr.cfg)
+	if !ok {
+		return 0, false
+	}
+	stream := cmp.Or(jc.Stream, jsarchive.DefaultStream)
+	subject := jsarchive.AppSubject(stream, channel)
+	if hs {
+		subject = jsarchive.HandshakeSubject(stream, channel)
+	}
+	nc, err := nats.Connect(jc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int(info.State.Subjects[subject])
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.State.Subjects[subject]), true
 }

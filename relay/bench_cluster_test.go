@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 func benchCluster(b *testing.B, nodes int) []string {
@@ -269,25 +274,39 @@ func BenchmarkClusterMessagesPage(b *testing.B) {
 func BenchmarkClusterNodeStart(b *testing.B) {
 	const entries, channels = 100000, 1000
 	n := startNATS(b)
-	cfg := Config{NATSURL: n.URL, NATSStream: "START", JWTSecret: testSecret, OpenChannels: true}
+	cfg := withJS(Config{JWTSecret: testSecret, OpenChannels: true}, n.URL, "START", 0)
 	s, err := New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	js := s.arch.(*jsArchive)
+	s.Close(context.Background()) // the stream exists
+	// The entries as a relay stores them (its time header, an id), put
+	// into the stream directly.
+	nc, err := nats.Connect(n.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	payload := bytes.Repeat([]byte{0xA5}, benchPayload)
+	ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	for i := range entries {
-		m := js.message(js.appSubject(fmt.Sprintf("acme/start/c%d", i%channels)), &pubReq{sub: fmt.Sprint("account-", i%50), payload: payload})
-		if _, err := js.js.PublishMsgAsync(m); err != nil {
+		m := nats.NewMsg(jsarchive.AppSubject("START", fmt.Sprintf("acme/start/c%d", i%channels)))
+		m.Data = payload
+		m.Header.Set("Skytale-Ts", ts)
+		m.Header.Set(jetstream.MsgIDHeader, "bench."+strconv.Itoa(i))
+		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}
 	}
 	select {
-	case <-js.js.PublishAsyncComplete():
+	case <-js.PublishAsyncComplete():
 	case <-time.After(5 * time.Minute):
 		b.Fatal("publishes not acknowledged")
 	}
-	s.Close(context.Background())
+	nc.Close()
 	b.ResetTimer()
 	for range b.N {
 		var before, after runtime.MemStats

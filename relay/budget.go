@@ -29,7 +29,7 @@ import (
 // first commit starts it, and for a seat's sync channel the seat's own
 // account. The payer is kept once per channel (the payer column of the
 // SQLite archive's channels table; on JetStream the channel's key in
-// the payer bucket beside the stream, see jetstream.go). So
+// the payer bucket beside the stream, see package jsarchive). So
 // whatever gives an entry's bytes back (the cap, the TTL sweep, a
 // restart's recount from the rows) gives them back to the same
 // four budgets that were charged, exactly, and the archive never holds a

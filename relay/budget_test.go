@@ -30,31 +30,7 @@ func mintPayer(t testing.TB, sub, org, grp string, at time.Time) string {
 // charged but not yet mirrored) once the archive has settled.
 func budgetOf(t testing.TB, tr *testRelay, scope, key string) int64 {
 	t.Helper()
-	var ts []*backend.Tally
-	lock := func() {}
-	unlock := func() {}
-	switch a := settled(t, tr).(type) {
-	case *archive:
-		ts, lock, unlock = []*backend.Tally{a.usage}, a.usageMu.Lock, a.usageMu.Unlock
-	case *jsArchive:
-		ts, lock, unlock = []*backend.Tally{a.usage, a.pend}, a.mu.Lock, a.mu.Unlock
-	}
-	lock()
-	defer unlock()
-	var n int64
-	for _, u := range ts {
-		switch scope {
-		case backend.ScopeAccount:
-			n += u.Account[key]
-		case backend.ScopeGroup:
-			n += u.Group[key]
-		case backend.ScopeOrg:
-			n += u.Org[key]
-		default:
-			n += u.Total
-		}
-	}
-	return n
+	return settled(t, tr).held(scope, key)
 }
 
 // waitBudget waits until a budget holds want bytes: on JetStream the

@@ -18,16 +18,16 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 // startCluster starts n relays on one JetStream stream of nats, each
 // behind its own httptest server: the nodes of one cluster.
 func startCluster(t testing.TB, nats *natsServer, n int, cfg Config) []*testRelay {
 	t.Helper()
-	cfg.NATSURL = nats.URL
-	if cfg.NATSStream == "" {
-		cfg.NATSStream = "CLUSTER"
-	}
+	jc, _ := jsConfig(cfg)
+	cfg = withJS(cfg, nats.URL, cmp.Or(jc.Stream, "CLUSTER"), jc.Replicas)
 	nodes := make([]*testRelay, n)
 	t.Cleanup(func() { checkNoRelayGoroutines(t) }) // runs after every node stopped
 	for i := range nodes {
@@ -610,15 +610,14 @@ func TestClusterNodeKill(t *testing.T) {
 // fence with the entries and the replay would be accepted.
 func TestJetStreamFenceOutlivesMaxAge(t *testing.T) {
 	n := startNATS(t)
-	tr := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true, ArchiveTTL: time.Second})
-	js := tr.arch.(*jsArchive)
+	tr := startRelay(t, withJS(Config{OpenChannels: true, ArchiveTTL: time.Second}, n.URL, "", 0))
 	gid := []byte("g")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	c.publishAck(chA, publicMessage(gid, 0, 3))
 	c.publishAck(chA, []byte("chat"))
 	deadline := time.Now().Add(30 * time.Second)
-	for storedMsgs(t, js, js.appSubject(chA)) != 0 {
+	for n, _ := storedMsgs(t, tr, chA, false); n != 0; n, _ = storedMsgs(t, tr, chA, false) {
 		if time.Now().After(deadline) {
 			t.Fatal("MaxAge never removed the application entry")
 		}
@@ -629,7 +628,7 @@ func TestJetStreamFenceOutlivesMaxAge(t *testing.T) {
 		t.Fatalf("after MaxAge: stale_epoch %v, want 1", m["epoch"])
 	}
 	// A relay that starts now learns the fence from the stream too.
-	tr2 := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true, ArchiveTTL: time.Second})
+	tr2 := startRelay(t, withJS(Config{OpenChannels: true, ArchiveTTL: time.Second}, n.URL, "", 0))
 	tr2.inCluster = true // tr, stopped after it, checks for goroutines
 	d := dialWS(t, tr2.URL, "/ws/"+chA)
 	d.auth(mint(t, "bob", ""))
@@ -659,8 +658,7 @@ func TestClusterQuota(t *testing.T) {
 	}
 	b.publish(ch, p('x'))
 	b.expectError("quota_exceeded")
-	cfg.NATSURL, cfg.NATSStream = n.URL, "CLUSTER"
-	late := startRelay(t, cfg)
+	late := startRelay(t, withJS(cfg, n.URL, "CLUSTER", 0))
 	late.inCluster = true
 	for _, node := range append(nodes, late) {
 		if got := node.arch.used("alice"); got != 900 {
@@ -694,19 +692,12 @@ func TestClusterQuota(t *testing.T) {
 // where a dot or slash sits stay apart.
 func TestJetStreamSubjects(t *testing.T) {
 	n := startNATS(t)
-	tr := startRelay(t, Config{NATSURL: n.URL, OpenChannels: true})
-	js := tr.arch.(*jsArchive)
+	tr := startRelay(t, withJS(Config{OpenChannels: true}, n.URL, "", 0))
 	names := []string{"a.b/c/d", "a/b.c/d", "a/b/c.d", "a-b/c_d/e.f", "x/y/" + strings.Repeat("z", 250)}
 	tok := mint(t, "alice", "")
 	c := dialWS(t, tr.URL, "/ws")
 	c.auth(tok)
 	for _, name := range names {
-		for _, subj := range []string{js.appSubject(name), js.hsSubject(name)} {
-			kind, got, ok := js.parseSubject(subj)
-			if !ok || got != name || strings.Count(subj, ".") != 2 || strings.ContainsAny(subj, "*> ") {
-				t.Fatalf("%q → subject %q → %q %c %v", name, subj, got, kind, ok)
-			}
-		}
 		c.subscribe(name)
 		c.publishAck(name, []byte("on "+name))
 	}
@@ -717,11 +708,6 @@ func TestJetStreamSubjects(t *testing.T) {
 			t.Fatalf("%s holds %v", name, es)
 		}
 	}
-	for _, bad := range []string{"SKYTALE.a", "SKYTALE.a.!!", "OTHER.a.YQ", "SKYTALE.q.YQ", "SKYTALE.a."} {
-		if _, _, ok := js.parseSubject(bad); ok {
-			t.Fatalf("subject %q parsed", bad)
-		}
-	}
 }
 
 // TestJetStreamConfigRefused: a bad stream name, a replica count out of
@@ -729,13 +715,13 @@ func TestJetStreamSubjects(t *testing.T) {
 // refuses with a clear error, and nothing is left running.
 func TestJetStreamConfigRefused(t *testing.T) {
 	n := startNATS(t)
-	for _, cfg := range []Config{
-		{NATSStream: "has.dot"},
-		{NATSStream: "has space"},
-		{NATSReplicas: 7},
-		{NATSReplicas: -1},
+	for _, jc := range []jsarchive.Config{
+		{Stream: "has.dot"},
+		{Stream: "has space"},
+		{Replicas: 7},
+		{Replicas: -1},
 	} {
-		cfg.NATSURL, cfg.JWTSecret, cfg.OpenChannels = n.URL, testSecret, true
+		cfg := withJS(Config{JWTSecret: testSecret, OpenChannels: true}, n.URL, jc.Stream, jc.Replicas)
 		if s, err := New(context.Background(), cfg); err == nil {
 			s.Close(context.Background())
 			t.Fatalf("%+v accepted", cfg)
@@ -744,11 +730,11 @@ func TestJetStreamConfigRefused(t *testing.T) {
 	small := &natsServer{t: t, dir: t.TempDir(), port: -1, maxPayload: 1 << 20}
 	small.start()
 	t.Cleanup(small.shutdown)
-	_, err := New(context.Background(), Config{NATSURL: small.URL, JWTSecret: testSecret, OpenChannels: true})
+	_, err := New(context.Background(), withJS(Config{JWTSecret: testSecret, OpenChannels: true}, small.URL, "", 0))
 	if err == nil || !strings.Contains(err.Error(), "max_payload") {
 		t.Fatalf("NATS with max_payload 1 MB: %v", err)
 	}
-	if _, err := New(context.Background(), Config{NATSURL: "nats://127.0.0.1:1", JWTSecret: testSecret, OpenChannels: true}); err == nil {
+	if _, err := New(context.Background(), withJS(Config{JWTSecret: testSecret, OpenChannels: true}, "nats://127.0.0.1:1", "", 0)); err == nil {
 		t.Fatal("unreachable NATS accepted")
 	}
 	checkNoRelayGoroutines(t)
@@ -804,7 +790,7 @@ func TestNATSKillDurability(t *testing.T) {
 	dir := t.TempDir()
 	cmd, port := startNATSChild(t, dir, 0)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	tr := startRelay(t, Config{NATSURL: url, OpenChannels: true})
+	tr := startRelay(t, withJS(Config{OpenChannels: true}, url, "", 0))
 	pub := dialWS(t, tr.URL, "/ws/"+chA)
 	pub.auth(mint(t, "pub", ""))
 	sub := dialWS(t, tr.URL, "/ws/"+chA)

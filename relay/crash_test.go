@@ -34,8 +34,11 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestKillDurability and TestCrashCampaign")
 	}
 	capN, _ := strconv.Atoi(os.Getenv("RELAY_CRASH_CAP"))
-	s, err := New(context.Background(), Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true,
-		NATSURL: os.Getenv("RELAY_CRASH_NATS"), NATSStream: os.Getenv("RELAY_CRASH_STREAM")})
+	cfg := Config{DBPath: path, JWTSecret: testSecret, ArchiveCap: capN, OpenChannels: true}
+	if url := os.Getenv("RELAY_CRASH_NATS"); url != "" {
+		cfg = withJS(cfg, url, os.Getenv("RELAY_CRASH_STREAM"), 0)
+	}
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -134,8 +137,8 @@ func testKillDurability(t *testing.T, be *testBackend) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	var env []string
 	if be.nats != nil {
-		cfg := be.config(Config{DBPath: path})
-		env = []string{"RELAY_CRASH_NATS=" + cfg.NATSURL, "RELAY_CRASH_STREAM=" + cfg.NATSStream}
+		jc, _ := jsConfig(be.config(Config{DBPath: path}))
+		env = []string{"RELAY_CRASH_NATS=" + jc.URL, "RELAY_CRASH_STREAM=" + jc.Stream}
 	}
 	cmd, base := startCrashChild(t, path, 0, env...)
 

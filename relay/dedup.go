@@ -9,14 +9,14 @@ import (
 // Idempotent publishes. A publish frame may carry "id", a key of at most
 // MaxPublishID bytes the client picks: a publish with the id of one the
 // archive stored within the duplicate window (the smaller of ArchiveTTL
-// and two minutes, dupWindow) is not stored again and is acknowledged with
+// and two minutes, backend.DupWindow) is not stored again and is acknowledged with
 // the first one's seq. A client that got "internal", or lost its socket
 // before the answer, retries with the same id and cannot store an entry
 // twice. The id is scoped to the publishing account and the channel, so
 // one account's ids never collide with, or suppress, another's.
 //
 // On JetStream the key is the message's Nats-Msg-Id, and the stream's
-// Duplicates window is dupWindow: every relay of a cluster sees it, and it
+// Duplicates window is backend.DupWindow: every relay of a cluster sees it, and it
 // survives a relay's restart. On SQLite the relay keeps the ids of the
 // window in memory, at most dedupMax of them (the oldest go first), so a
 // relay restarted forgets them: the window holds within one run of the

@@ -10,8 +10,10 @@
 // every resource a client can make the relay hold is bounded.
 //
 // The archive is SQLite with a segment log (Config.DBPath, in memory when
-// empty) or, with Config.NATSURL, a NATS JetStream stream that several
-// relays share as one cluster.
+// empty) or, with Config.Archive set by package relay/jsarchive, a NATS
+// JetStream stream that several relays share as one cluster. The NATS
+// client comes only with relay/jsarchive and Prometheus only with
+// relay/relaymetrics, so a relay embedded without them links neither.
 //
 // docs/RELAY.md is the manual (the frames, the archive's guarantees,
 // catching up, fencing, members, bounds, large handshakes, the cluster);

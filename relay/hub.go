@@ -190,3 +190,7 @@ func (h *hub) all() []*conn {
 	}
 	return out
 }
+
+// FanoutExcept is fanoutExcept, for an archive of another package
+// (backend.Hub).
+func (h *hub) FanoutExcept(ch string, frame []byte, origin uint64) { h.fanoutExcept(ch, frame, origin) }

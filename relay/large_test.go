@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 // largeCommit is a commit-shaped payload of n bytes: a PrivateMessage
@@ -450,7 +452,7 @@ func TestLargeCommitSlowSubscriber(t *testing.T) {
 func TestLargeCommitJetStream(t *testing.T) {
 	be := &testBackend{name: "jetstream", nats: startNATS(t)}
 	tr := be.start(t, Config{})
-	if want := 8<<20 - jsHeaderRoom; tr.maxHandshake != want {
+	if want := 8<<20 - jsarchive.HeaderRoom; tr.maxHandshake != want {
 		t.Fatalf("handshake cap %d on an 8 MiB server, want %d", tr.maxHandshake, want)
 	}
 	sub := dialLarge(t, tr.URL, "/ws/"+chA)

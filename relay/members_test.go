@@ -20,8 +20,9 @@ const chOther = "acme/rooms/other"
 // archivedRows counts the entries stored for a channel.
 func archivedRows(t *testing.T, tr *testRelay, ch string) int {
 	t.Helper()
-	if js, ok := tr.arch.(*jsArchive); ok {
-		return storedMsgs(t, js, js.appSubject(ch)) + storedMsgs(t, js, js.hsSubject(ch))
+	if app, ok := storedMsgs(t, tr, ch, false); ok {
+		hs, _ := storedMsgs(t, tr, ch, true)
+		return app + hs
 	}
 	var n int
 	if err := tr.db.QueryRow(`SELECT count(*) FROM messages WHERE channel = ?`, ch).Scan(&n); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 var clusterCycles = flag.Int("cluster.cycles", 0, "fault cycles of TestNATSClusterFaults (default 4, or 3 with -short)")
@@ -430,15 +431,14 @@ func TestNATSClusterFaults(t *testing.T) {
 	}
 	const stream, ch = "FAULTS", "acme/cluster/faults"
 	nc := startNATSCluster(t)
-	cfg := Config{NATSStream: stream, NATSReplicas: 3, OpenChannels: true, JWTSecret: testSecret, ArchiveCap: 1 << 20}
+	cfg := Config{OpenChannels: true, JWTSecret: testSecret, ArchiveCap: 1 << 20}
 	t.Cleanup(func() { checkNoRelayGoroutines(t) })
 	var nmu sync.Mutex
 	nodes := make([]*testRelay, 3)
 	killed := map[string]bool{}
 	dead := func(u string) bool { nmu.Lock(); defer nmu.Unlock(); return killed[u] }
 	for i := range nodes {
-		c := cfg
-		c.NATSURL = nc.URL(i)
+		c := withJS(cfg, nc.URL(i), stream, 3)
 		nodes[i] = startRelay(t, c)
 		nodes[i].inCluster = true
 	}
@@ -538,9 +538,7 @@ func TestNATSClusterFaults(t *testing.T) {
 	killed[old.URL] = true
 	nmu.Unlock()
 	old.kill(t)
-	c := cfg
-	c.NATSURL = nc.URL(2)
-	fresh := startRelay(t, c)
+	fresh := startRelay(t, withJS(cfg, nc.URL(2), stream, 3))
 	fresh.inCluster = true
 	nmu.Lock()
 	nodes[2] = fresh
@@ -615,13 +613,12 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	const stream = "SETUP"
 	nc := startNATSCluster(t)
 	t.Cleanup(func() { checkNoRelayGoroutines(t) })
-	cfg := Config{NATSStream: stream, NATSReplicas: 3, OpenChannels: true, JWTSecret: testSecret}
+	cfg := Config{OpenChannels: true, JWTSecret: testSecret}
 	servers := make([]*Server, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
-		c := cfg
-		c.NATSURL = nc.URL(i)
+		c := withJS(cfg, nc.URL(i), stream, 3)
 		wg.Go(func() { servers[i], errs[i] = New(context.Background(), c) })
 	}
 	wg.Wait()
@@ -642,8 +639,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	if r := replicas(); r != 3 {
 		t.Fatalf("stream at R%d after three nodes started at R3", r)
 	}
-	one := cfg
-	one.NATSURL, one.NATSReplicas = nc.URL(0), 1
+	one := withJS(cfg, nc.URL(0), stream, 1)
 	if s, err := New(context.Background(), one); err == nil {
 		s.Close(context.Background())
 		t.Fatal("a node configured with 1 replica started on an R3 stream")
@@ -653,8 +649,7 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	if r := replicas(); r != 3 {
 		t.Fatalf("stream at R%d after a refused node", r)
 	}
-	none := cfg
-	none.NATSURL, none.NATSReplicas = nc.URL(1), 0
+	none := withJS(cfg, nc.URL(1), stream, 0)
 	s, err := New(context.Background(), none)
 	if err != nil {
 		t.Fatalf("a node given no replicas: %v", err)
@@ -663,10 +658,10 @@ func TestNATSClusterStreamSetup(t *testing.T) {
 	if r := replicas(); r != 3 {
 		t.Fatalf("stream at R%d after a node given none", r)
 	}
-	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 7); err == nil {
+	if err := jsarchive.UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 7); err == nil {
 		t.Fatal("7 replicas accepted")
 	}
-	if err := UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 1); err != nil {
+	if err := jsarchive.UpdateStreamReplicas(context.Background(), nc.URL(2), stream, 1); err != nil {
 		t.Fatal(err)
 	}
 	if r := replicas(); r != 1 {

@@ -38,7 +38,7 @@ func waitStatus(t *testing.T, url string, want int, what string) map[string]any 
 func TestReadyFollowsNATS(t *testing.T) {
 	dir := t.TempDir()
 	cmd, port := startNATSChild(t, dir, 0)
-	tr := startRelay(t, Config{OpenChannels: true, NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port), NATSStream: "READY"})
+	tr := startRelay(t, withJS(Config{OpenChannels: true}, "nats://127.0.0.1:"+strconv.Itoa(port), "READY", 0))
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "on a running NATS")
 	if !tr.Stats().BackendUp {
 		t.Fatal("backend down while NATS runs")
@@ -99,7 +99,7 @@ func TestReadyFollowsFeeds(t *testing.T) {
 	waitStatus(t, tr.URL+"/ready", http.StatusOK, "feeds back")
 }
 
-// TestNewTellsNATSUnreachable: New's error says (ErrNATSUnreachable) when
+// TestNewTellsNATSUnreachable: New's error says (ErrArchiveUnreachable) when
 // NATS did not answer, so a caller may wait and try again, and does not
 // when the node's settings disagree with the stream, which no wait mends.
 func TestNewTellsNATSUnreachable(t *testing.T) {
@@ -109,14 +109,14 @@ func TestNewTellsNATSUnreachable(t *testing.T) {
 	}
 	dead := "nats://" + l.Addr().String()
 	l.Close()
-	_, err = New(context.Background(), Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: dead})
-	if !errors.Is(err, ErrNATSUnreachable) {
-		t.Fatalf("New on a dead NATS: %v, want ErrNATSUnreachable", err)
+	_, err = New(context.Background(), withJS(Config{JWTSecret: testSecret, OpenChannels: true}, dead, "", 0))
+	if !errors.Is(err, ErrArchiveUnreachable) {
+		t.Fatalf("New on a dead NATS: %v, want ErrArchiveUnreachable", err)
 	}
 	n := startNATS(t)
-	startRelay(t, Config{NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 1})
-	_, err = New(context.Background(), Config{JWTSecret: testSecret, OpenChannels: true, NATSURL: n.URL, NATSStream: "REFUSE", NATSReplicas: 3})
-	if err == nil || errors.Is(err, ErrNATSUnreachable) {
-		t.Fatalf("New with replicas the stream does not have: %v, want a refusal that is not ErrNATSUnreachable", err)
+	startRelay(t, withJS(Config{}, n.URL, "REFUSE", 1))
+	_, err = New(context.Background(), withJS(Config{JWTSecret: testSecret, OpenChannels: true}, n.URL, "REFUSE", 3))
+	if err == nil || errors.Is(err, ErrArchiveUnreachable) {
+		t.Fatalf("New with replicas the stream does not have: %v, want a refusal that is not ErrArchiveUnreachable", err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/skytale-oss/skytale/internal/channel"
@@ -23,6 +22,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/redact"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // Defaults of the zero Config fields.
@@ -59,29 +59,28 @@ const (
 	MaxLimit     = 500
 )
 
+// ArchiveBackend is an archive kept outside package relay, opened by New:
+// jsarchive.New's.
+type ArchiveBackend = backend.Backend
+
+// ErrArchiveUnreachable is matched (errors.Is) by the error of New when
+// the Archive's backend (NATS) did not answer, or was not ready, when the
+// relay started: the configuration may be right, and New may succeed
+// later. tally serve waits, reporting not ready, and tries again.
+var ErrArchiveUnreachable = backend.ErrUnreachable
+
 // Config configures a relay. A zero field means its documented default. The
 // Config must not be modified after it is passed to New.
 type Config struct {
 	// DBPath is the SQLite file of the archive; "" keeps it in memory.
-	// With NATSURL set it holds only the relay's own state: the
+	// With Archive set it holds only the relay's own state: the
 	// revocations and channel members it learned from the directory.
 	DBPath string
-	// NATSURL, when set, keeps the archive in NATS JetStream instead of
-	// SQLite (for example "nats://127.0.0.1:4222"; several URLs of one
-	// NATS cluster separated by commas). Every relay given the same NATS
-	// and NATSStream is a node of one cluster: they share the archive,
-	// its seqs and commit fences, and each delivers every publish to its
-	// own subscribers whichever node took it. See docs/CLUSTER.md.
-	NATSURL string
-	// NATSStream names the JetStream stream and prefixes its subjects
-	// (default SKYTALE; [A-Za-z0-9_-], at most 64 bytes).
-	NATSStream string
-	// NATSReplicas is the stream's replica count when the relay creates
-	// it (default 1; 3 on a NATS cluster of three or more servers).
-	NATSReplicas int
-	// NATSOptions are extra nats.go options (credentials, TLS, ...),
-	// applied after the relay's own.
-	NATSOptions []nats.Option
+	// Archive, if set, keeps the archive there instead of in SQLite:
+	// jsarchive.New (package relay/jsarchive) for a NATS JetStream
+	// stream, which every relay given the same one shares as a node of
+	// one cluster (docs/CLUSTER.md).
+	Archive ArchiveBackend
 	// Metrics, if set, receives what the relay counts: connections,
 	// subscriptions, deliveries, publishes by result, budgets, feeds
 	// (Stats). relaymetrics.New (package relay/relaymetrics) exports them
@@ -373,7 +372,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.mem = s.newMembersPoller()
 	}
 	s.cfg.Logger = log
-	s.arch, err = backends[backendName(&cfg)](ctx, db, s.hub, &s.cfg)
+	s.arch, err = openArchiver(ctx, db, s.hub, &s.cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -673,7 +672,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 	if err != nil {
 		s.counters.readErrors.Add(1)
 	}
-	if errors.Is(err, errArchiveUnavailable) && !started {
+	if errors.Is(err, backend.ErrUnavailable) && !started {
 		// JetStream had no stream leader within the read's budget: the
 		// client may try again soon (on this node or another).
 		s.log.Warn("relay: archive unavailable for a read", "err", err)

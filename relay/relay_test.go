@@ -835,8 +835,8 @@ func testCapKeepsHandshakeEntries(t *testing.T, be *testBackend) {
 		t.Fatalf("sync after commits: %v, want the last 4 chat entries and the last 4 commits", got)
 	}
 	var rows int
-	if js, ok := tr.arch.(*jsArchive); ok {
-		rows = storedMsgs(t, js, js.hsSubject(chA))
+	if n, ok := storedMsgs(t, tr, chA, true); ok {
+		rows = n
 	} else {
 		tr.db.QueryRow(`SELECT count(*) FROM messages WHERE entry_type != 0`).Scan(&rows)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
@@ -13,9 +14,9 @@ import (
 
 // archiver is the archive behind a relay: where publishes are stored and
 // numbered, fenced and delivered, and where the catch-up reads come from.
-// There are two (the backends table below): the SQLite archive
-// (archive*.go), the default, and the JetStream archive (jetstream*.go),
-// chosen by Config.NATSURL, which several relays share. Both keep the
+// There are two (openArchiver): the SQLite archive (archive*.go), the
+// default, and the JetStream archive (package relay/jsarchive, behind
+// external), chosen by Config.Archive, which several relays share. Both keep the
 // guarantees docs/RELAY.md states; the contract tests run against each.
 type archiver interface {
 	// start starts the archive's goroutines.
@@ -41,6 +42,9 @@ type archiver interface {
 	writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error)
 	// used returns the payload bytes an account has stored.
 	used(sub string) int64
+	// held returns the bytes the budget of scope holds for key (an
+	// account, a group or an org; "" for the server's).
+	held(scope, key string) int64
 	// storedBytes returns the payload bytes stored over all accounts.
 	storedBytes() int64
 	// budgetUse returns the use of the archive budgets, for the metrics,
@@ -66,54 +70,93 @@ type archiver interface {
 	handshakeLimit() int
 }
 
-// An openBackend opens an archive for a relay: db is the relay's own SQLite
-// database (revocations, members, and for the SQLite archive the archive
-// itself). backends is the table New chooses from, by backendName; a new
-// backend adds its constructor here and the Config fields that choose it.
-type openBackend func(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error)
-
-var backends = map[string]openBackend{
-	"sqlite":    openSQLiteBackend,
-	"jetstream": openJetStreamBackend,
-}
-
-// backendName is the backend a Config chooses: JetStream when it names a
-// NATS, else SQLite.
-func backendName(cfg *Config) string {
-	if cfg.NATSURL != "" {
-		return "jetstream"
+// openArchiver opens the archive a Config chooses: cfg.Archive when it
+// names one (jsarchive's, on NATS JetStream), whose relay keeps only its
+// own state (revocations, members) in db, the relay's SQLite; else the
+// SQLite archive in db itself.
+func openArchiver(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error) {
+	if cfg.Archive == nil {
+		a, err := openArchive(ctx, db, h, cfg)
+		if err != nil {
+			return nil, err // not a nil *archive in an archiver
+		}
+		return a, nil
 	}
-	return "sqlite"
-}
-
-func openSQLiteBackend(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error) {
-	a, err := openArchive(ctx, db, h, cfg)
-	if err != nil {
+	if err := archiveDefaults(cfg); err != nil {
 		return nil, err
 	}
-	return a, nil
-}
-
-// openJetStreamBackend keeps the relay's own state (revocations,
-// members) in the local SQLite; the archive is the stream.
-func openJetStreamBackend(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archiver, error) {
 	if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	a, err := openJetStream(ctx, h, cfg)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a, err := cfg.Archive.Open(ctx, backend.Env{
+		Hub: h, Logger: log, Now: cfg.Now, Granularity: cfg.TimeGranularity,
+		Cap: cfg.ArchiveCap, TTL: cfg.ArchiveTTL, MaxFirstEpoch: cfg.MaxFirstEpoch,
+		MaxPayload: MaxPayload, MaxHandshakePayload: MaxHandshakePayload,
+		Budgets:         func(stored int64) backend.Limits { return budgetLimits(cfg, stored) },
+		ReadyCheckEvery: readyCheckEvery, SweepInterval: sweepInterval(cfg.ArchiveTTL),
+	})
 	if err != nil {
 		return nil, err
 	}
-	return a, nil
+	return external{a}, nil
+}
+
+// external is an archive of another package (backend.Archiver) behind
+// the relay's archiver: it hands each publish on as a backend.Request.
+type external struct{ a backend.Archiver }
+
+func (e external) start() { e.a.Start() }
+
+func (e external) submit(r *pubReq) {
+	br := &backend.Request{
+		Sub: r.sub, Channel: r.channel, ID: r.id, Payload: r.payload,
+		EntryType: r.hdr.entryType, Commit: r.hdr.commit, Epoch: r.hdr.epoch,
+		Reply: r.reply, Weight: r.weight,
+		Fence: r.fence, ResetTo: r.resetTo, ResetID: r.resetID, Done: r.done,
+	}
+	if r.c != nil { // a nil *conn would make a Conn that is not nil
+		br.Conn = r.c
+	}
+	e.a.Submit(br)
+}
+
+func (e external) acquire(n int64) { e.a.Acquire(n) }
+func (e external) resetFence(channel string, epoch uint64, id int64) error {
+	return e.a.ResetFence(channel, epoch, id)
+}
+func (e external) nextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+	return e.a.NextEpoch(ctx, channel)
+}
+func (e external) waitVisible(ctx context.Context) error { return e.a.WaitVisible(ctx) }
+func (e external) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (bool, error) {
+	return e.a.WritePage(ctx, w, begin, name, since, limit, maxBytes, appOnly)
+}
+func (e external) used(sub string) int64                          { return e.a.Used(sub) }
+func (e external) held(scope, key string) int64                   { return e.a.Held(scope, key) }
+func (e external) storedBytes() int64                             { return e.a.StoredBytes() }
+func (e external) budgetUse() (backend.BudgetUse, backend.Limits) { return e.a.BudgetUse() }
+func (e external) ready(ctx context.Context) error                { return e.a.Ready(ctx) }
+func (e external) up() bool                                       { return e.a.Up() }
+func (e external) stop()                                          { e.a.Stop() }
+func (e external) close()                                         { e.a.Close() }
+func (e external) useCounters(*relayCounters)                     {}
+func (e external) lendsFrames() bool                              { return false }
+func (e external) handshakeLimit() int                            { return e.a.HandshakeLimit() }
+
+// held returns the bytes the budget of scope holds for key.
+func (a *archive) held(scope, key string) int64 {
+	a.usageMu.Lock()
+	defer a.usageMu.Unlock()
+	return a.usage.Held(scope, key)
 }
 
 func (a *archive) useCounters(c *relayCounters) { a.counters = c }
 func (a *archive) lendsFrames() bool            { return true }
 func (a *archive) handshakeLimit() int          { return MaxHandshakePayload }
-
-func (a *jsArchive) useCounters(*relayCounters) {}
-func (a *jsArchive) lendsFrames() bool          { return false }
-func (a *jsArchive) handshakeLimit() int        { return a.maxHandshake }
 
 var _ archiver = (*archive)(nil)
 

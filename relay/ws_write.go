@@ -239,3 +239,13 @@ func (c *frameConn) writeFrames(msgs [][]byte, pack bool) error {
 	}
 	return err
 }
+
+// ID is the connection's id (backend.Conn).
+func (c *conn) ID() uint64 { return c.id }
+
+// Answer sends the answer to one of the connection's publishes and ends
+// it (backend.Conn), as the SQLite archive's answers do.
+func (c *conn) Answer(f []byte) {
+	c.pushAnswer(f)
+	c.pending.Add(-1)
+}

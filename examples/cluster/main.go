@@ -33,6 +33,7 @@ import (
 	"github.com/skytale-oss/skytale/directory"
 	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/relay"
+	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
 func main() {
@@ -118,7 +119,7 @@ func start(dataDir string, nodes int, dirDB string) (*cluster, error) {
 	for range nodes {
 		r, err := relay.New(context.Background(), relay.Config{
 			JWTSecret:   secret,
-			NATSURL:     c.NATSURL,
+			Archive:     jsarchive.New(jsarchive.Config{URL: c.NATSURL}),
 			Members:     c.dir,
 			Revocations: c.dir,
 		})

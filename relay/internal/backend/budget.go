@@ -183,3 +183,18 @@ type scopedError struct {
 	Scope   string `json:"scope"`
 	Message string `json:"message"`
 }
+
+// Held returns the bytes the budget of scope holds for key: an account,
+// a group or an org (a group or org an account is alone in counts under
+// the account's payer string), or the server's for any other scope.
+func (t *Tally) Held(scope, key string) int64 {
+	switch scope {
+	case ScopeAccount:
+		return t.Account[key]
+	case ScopeGroup:
+		return t.Group[key]
+	case ScopeOrg:
+		return t.Org[key]
+	}
+	return t.Total
+}

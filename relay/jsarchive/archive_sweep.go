@@ -1,4 +1,4 @@
-package relay
+package jsarchive
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 // runSweep gives expired entries' bytes back and deletes expired
 // handshake messages but the newest of each channel (which JetStream keeps
 // past MaxAge, as it holds the fence).
-func (a *jsArchive) runSweep() {
+func (a *archive) runSweep() {
 	defer close(a.sweepDone)
-	t := time.NewTicker(sweepInterval(a.ttl))
+	t := time.NewTicker(a.sweepEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -25,7 +25,7 @@ func (a *jsArchive) runSweep() {
 	}
 }
 
-func (a *jsArchive) sweep() {
+func (a *archive) sweep() {
 	a.omu.Lock()
 	for id, o := range a.origins {
 		if time.Since(o.at) > originTTL {

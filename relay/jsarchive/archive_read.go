@@ -1,4 +1,4 @@
-package relay
+package jsarchive
 
 import (
 	"context"
@@ -15,18 +15,13 @@ import (
 	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
-// errArchiveUnavailable wraps a read the archive could not serve within
-// its budget (JetStream had no leader for the stream, or no server
-// answered): the relay answers 503 with Retry-After, not 500.
-var errArchiveUnavailable = errors.New("relay: the archive is unavailable")
-
 // pageReader is a page read's consumer: a short-lived one on the stream,
 // filtered to the channel's subjects, from a start sequence. When a try
 // meets a leader change or a lost server, the read opens a new consumer
 // from the entry after the last one it got and goes on, until its budget
 // (jsBudget, or the request's deadline if sooner) is spent.
 type pageReader struct {
-	a        *jsArchive
+	a        *archive
 	ctx      context.Context
 	filter   string
 	start    time.Time
@@ -73,10 +68,10 @@ func (r *pageReader) open() error {
 func (r *pageReader) retry(err error, wait *time.Duration) error {
 	r.attempts++
 	if !retryable(err) || r.ctx.Err() != nil || time.Since(r.start)+*wait > jsBudget {
-		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
+		return fmt.Errorf("%w: archive read: %w", backend.ErrUnavailable, err)
 	}
 	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < *wait+jsTry {
-		return fmt.Errorf("%w: archive read: %w", errArchiveUnavailable, err)
+		return fmt.Errorf("%w: archive read: %w", backend.ErrUnavailable, err)
 	}
 	time.Sleep(*wait)
 	*wait = min(2**wait, jsMaxWait)
@@ -95,15 +90,15 @@ func (r *pageReader) drop() {
 	r.cons = nil
 }
 
-// writePage serves a page from JetStream through a short-lived consumer
+// WritePage serves a page from JetStream through a short-lived consumer
 // on the stream, filtered to the channel's subjects from since+1; it
 // fetches in rounds of at most the page's bytes, so a read holds about
 // one page, never the whole channel. A leader change or a lost server
 // during the read costs a new consumer from where the page got to (see
 // pageReader); a read that cannot start within its budget is
-// errArchiveUnavailable, and one that cannot finish is aborted (the
+// backend.ErrUnavailable, and one that cannot finish is aborted (the
 // client sees a broken body, never a page that looks whole).
-func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
+func (a *archive) WritePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
 	filter := a.name + ".*." + a.token(name)
 	if appOnly {
 		filter = a.appSubject(name)
@@ -134,7 +129,7 @@ func (a *jsArchive) writePage(ctx context.Context, w io.Writer, begin func(), na
 	}
 	for r.pending > 0 && !pe.More {
 		batch := min(r.pending, uint64(limit+1-n))
-		msgs, err := r.cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*MaxPayload, a.maxHandshake+jsHeaderRoom)), jetstream.FetchMaxWait(fetchWait))
+		msgs, err := r.cons.Fetch(int(batch), jetstream.FetchMaxBytes(max(maxBytes, 2*a.maxPayload, a.maxHandshake+HeaderRoom)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
 			if err := failed(err); err != nil {
 				return true, err

@@ -1,4 +1,4 @@
-package relay
+package jsarchive
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type jsEntry struct {
 
 // jsChan is a relay's mirror of one channel.
 type jsChan struct {
-	payer   string    // whom the channel's entries are charged to (budget.go)
+	payer   string    // whom the channel's entries are charged to (relay/budget.go)
 	paid    bool      // payer is the channel's payer record's
 	app, hs []jsEntry // oldest first; hs includes fence markers (n 0)
 	head    jsHead
@@ -48,7 +48,7 @@ func (c *jsChan) dropped(e jsEntry, hs bool) {
 
 // The mirror.
 
-func (a *jsArchive) chanLocked(name string) *jsChan {
+func (a *archive) chanLocked(name string) *jsChan {
 	c := a.chans[name]
 	if c == nil {
 		c = &jsChan{}
@@ -63,7 +63,7 @@ func (a *jsArchive) chanLocked(name string) *jsChan {
 // headers, else sub, the first publisher; when another relay wrote the
 // record first, it reads that one. The record is in the stream before
 // the publish that follows, so the mirror applies it first.
-func (a *jsArchive) channelPayer(ch, sub string) (string, error) {
+func (a *archive) channelPayer(ch, sub string) (string, error) {
 	a.mu.Lock()
 	c := a.chanLocked(ch)
 	if c.paid {
@@ -88,7 +88,7 @@ func (a *jsArchive) channelPayer(ch, sub string) (string, error) {
 
 // writePayer stores the payer record of ch naming sub unless the channel
 // has one; it returns the payer the stored record names.
-func (a *jsArchive) writePayer(ch, sub string) (string, error) {
+func (a *archive) writePayer(ch, sub string) (string, error) {
 	start, wait := time.Now(), 50*time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
@@ -109,7 +109,7 @@ func (a *jsArchive) writePayer(ch, sub string) (string, error) {
 }
 
 // paid reports whether the mirror holds the payer record of ch.
-func (a *jsArchive) paid(ch string) bool {
+func (a *archive) paid(ch string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.chans[ch]
@@ -117,7 +117,7 @@ func (a *jsArchive) paid(ch string) bool {
 }
 
 // readPayer returns the payer record of ch, "" for none.
-func (a *jsArchive) readPayer(ch string) (string, error) {
+func (a *archive) readPayer(ch string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
 	defer cancel()
 	e, err := a.payers.Get(ctx, a.token(ch))
@@ -168,7 +168,7 @@ func bindPayers(ctx context.Context, js jetstream.JetStream, stream string, repl
 const payersSuffix = "_PAYERS"
 
 // loadPayers reads every payer record into the mirror.
-func (a *jsArchive) loadPayers(ctx context.Context) error {
+func (a *archive) loadPayers(ctx context.Context) error {
 	w, err := a.payers.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("relay: JetStream payers: %w", err)
@@ -194,7 +194,7 @@ func (a *jsArchive) loadPayers(ctx context.Context) error {
 	}
 }
 
-func (a *jsArchive) intern(sub string) string {
+func (a *archive) intern(sub string) string {
 	if s, ok := a.subs[sub]; ok {
 		return s
 	}
@@ -204,7 +204,7 @@ func (a *jsArchive) intern(sub string) string {
 
 // apply adds one message of the stream to the mirror; it reports the
 // channel, entry type and time when the message is an entry to deliver.
-func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (channel string, et uint8, ts int64, entry bool) {
+func (a *archive) apply(seq uint64, subj string, h nats.Header, n int64) (channel string, et uint8, ts int64, entry bool) {
 	kind, ch, ok := a.parseSubject(subj)
 	if !ok {
 		return "", 0, 0, false
@@ -263,7 +263,7 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	if marker {
 		return "", 0, 0, false
 	}
-	et = EntryApp
+	et = backend.EntryApp
 	if kind == 'h' {
 		v, _ := strconv.ParseUint(typ, 10, 8)
 		et = uint8(v)
@@ -271,20 +271,20 @@ func (a *jsArchive) apply(seq uint64, subj string, h nats.Header, n int64) (chan
 	return ch, et, ts, true
 }
 
-func (a *jsArchive) creditLocked(e jsEntry) {
+func (a *archive) creditLocked(e jsEntry) {
 	if e.n == 0 {
 		return
 	}
 	a.usage.Add(backend.ParsePayer(e.sub), -e.n)
 }
 
-func (a *jsArchive) unpendLocked(sub string, n int64) {
+func (a *archive) unpendLocked(sub string, n int64) {
 	a.pend.Add(backend.ParsePayer(sub), -n)
 }
 
 // charge reserves n bytes of a payer's budgets for a publish; it returns
 // the scope of the budget they would pass, or "" once they are reserved.
-func (a *jsArchive) charge(sub string, n int64) string {
+func (a *archive) charge(sub string, n int64) string {
 	p := backend.ParsePayer(sub)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -298,29 +298,40 @@ func (a *jsArchive) charge(sub string, n int64) string {
 // settle ends the charge of a publish: refused or failed, the bytes go
 // back; stored at seq, they move to the mirror's count when the consumer
 // reaches seq (at once if it has).
-func (a *jsArchive) settle(sub string, n int64, seq uint64, stored bool) {
+func (a *archive) settle(sub string, n int64, seq uint64, stored bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !stored || seq <= a.hw {
 		a.unpendLocked(sub, n)
 		return
 	}
-	a.pendSeq[seq] = subBytes{sub, n}
+	a.pendSeq[seq] = pending{sub, n}
 }
 
-func (a *jsArchive) used(sub string) int64 {
+// Used returns the bytes an account's budget holds, mirrored and charged.
+func (a *archive) Used(sub string) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.usage.Account[sub] + a.pend.Account[sub]
 }
 
-func (a *jsArchive) storedBytes() int64 {
+// StoredBytes returns the payload bytes the mirror counts.
+func (a *archive) StoredBytes() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.usage.Total
 }
 
-func (a *jsArchive) budgetUse() (backend.BudgetUse, backend.Limits) {
+// Held returns the bytes the budget of scope holds for key, mirrored
+// and charged.
+func (a *archive) Held(scope, key string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.usage.Held(scope, key) + a.pend.Held(scope, key)
+}
+
+// BudgetUse returns the budgets' use, mirrored and charged, and sizes.
+func (a *archive) BudgetUse() (backend.BudgetUse, backend.Limits) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.usage.Use(a.pend), a.budget
@@ -328,7 +339,7 @@ func (a *jsArchive) budgetUse() (backend.BudgetUse, backend.Limits) {
 
 // replay reads the headers of every message in the stream into the
 // mirror, so quotas and fences are known before the relay serves.
-func (a *jsArchive) replay(ctx context.Context) error {
+func (a *archive) replay(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	info, err := a.stream.Info(ctx)
@@ -375,7 +386,7 @@ func (a *jsArchive) replay(ctx context.Context) error {
 // started, so a log the replay found full counts as cut just below its
 // oldest entry. (What the TTL removed before then is not known; see the
 // relay manual, docs/RELAY.md.)
-func (a *jsArchive) replayedFloors() {
+func (a *archive) replayedFloors() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, c := range a.chans {
@@ -396,7 +407,7 @@ func (a *jsArchive) replayedFloors() {
 // mirror holds an entry from before the read, after since and before
 // first, which the stream did not return: the stream's cap pushed it out
 // before the mirror learned of it.
-func (a *jsArchive) floorsOf(name string, since, first, hw uint64, cutoff int64, appOnly bool) (bool, uint64) {
+func (a *archive) floorsOf(name string, since, first, hw uint64, cutoff int64, appOnly bool) (bool, uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.chans[name]
@@ -447,3 +458,6 @@ func (a *jsArchive) floorsOf(name string, since, first, hw uint64, cutoff int64,
 	}
 	return trunc, oldest
 }
+
+// HandshakeLimit is the largest handshake payload the NATS servers admit.
+func (a *archive) HandshakeLimit() int { return a.maxHandshake }

@@ -1,4 +1,4 @@
-package relay
+package jsarchive
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
-// start starts the publish pipeline and the sweep.
-func (a *jsArchive) start() {
+// Start starts the publish pipeline and the sweep.
+func (a *archive) Start() {
 	a.stopSweep, a.sweepDone = make(chan struct{}), make(chan struct{})
 	a.wg.Go(a.runSender)
 	a.wg.Go(a.runAnswerer)
@@ -26,7 +26,7 @@ func (a *jsArchive) start() {
 
 // deliver is the consumer's handler: it mirrors the message and pushes it
 // to this relay's subscribers.
-func (a *jsArchive) deliver(m jetstream.Msg) {
+func (a *archive) deliver(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
 		return
@@ -52,44 +52,44 @@ func (a *jsArchive) deliver(m jetstream.Msg) {
 	f := backend.PushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
 	f = base64.StdEncoding.AppendEncode(f, data)
 	f = backend.PushSuffix(f, seq, et, ts)
-	a.hub.fanoutExcept(ch, f, from)
+	a.hub.FanoutExcept(ch, f, from)
 }
 
-func (a *jsArchive) submit(r *pubReq) { a.reqs <- r }
+func (a *archive) Submit(r *backend.Request) { a.reqs <- r }
 
-func (a *jsArchive) acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
+func (a *archive) Acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
 
-// waitVisible has nothing to wait for: an entry is pushed only once
+// WaitVisible has nothing to wait for: an entry is pushed only once
 // JetStream stored it, and reads ask JetStream's stream leader.
-func (a *jsArchive) waitVisible(context.Context) error { return nil }
+func (a *archive) WaitVisible(context.Context) error { return nil }
 
 // runSender takes requests in arrival order: application entries are
 // published asynchronously (JetStream keeps a connection's order), a
 // handshake entry waits for its compare-and-set, and everything goes on to
 // runAnswerer in the same order.
-func (a *jsArchive) runSender() {
+func (a *archive) runSender() {
 	defer close(a.answers)
 	for r := range a.reqs {
-		if r.reply == nil && !r.fence {
-			p, err := a.channelPayer(r.channel, r.sub)
+		if r.Reply == nil && !r.Fence {
+			p, err := a.channelPayer(r.Channel, r.Sub)
 			if err != nil {
 				a.answers <- jsAnswer{r: r, err: err, uncharged: true}
 				continue
 			}
-			r.sub = p
+			r.Sub = p
 		}
 		switch {
-		case r.reply != nil:
+		case r.Reply != nil:
 			a.answers <- jsAnswer{r: r}
-		case r.fence:
-			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.channel, r.resetTo, r.resetID)}
-		case r.hdr.entryType == EntryApp:
-			if scope := a.charge(r.sub, int64(len(r.payload))); scope != "" {
-				r.refused = backend.QuotaFrame(scope)
+		case r.Fence:
+			a.answers <- jsAnswer{r: r, err: a.fenceReset(r.Channel, r.ResetTo, r.ResetID)}
+		case r.EntryType == backend.EntryApp:
+			if scope := a.charge(r.Sub, int64(len(r.Payload))); scope != "" {
+				r.Refused = backend.QuotaFrame(scope)
 				a.answers <- jsAnswer{r: r}
 				continue
 			}
-			m := a.message(a.appSubject(r.channel), r)
+			m := a.message(a.appSubject(r.Channel), r)
 			paf, err := a.js.PublishMsgAsync(m)
 			a.answers <- jsAnswer{r: r, paf: paf, sent: time.Now(), err: err}
 		default:
@@ -99,22 +99,22 @@ func (a *jsArchive) runSender() {
 	}
 }
 
-func (a *jsArchive) message(subj string, r *pubReq) *nats.Msg {
+func (a *archive) message(subj string, r *backend.Request) *nats.Msg {
 	m := nats.NewMsg(subj)
-	m.Data = r.payload
-	m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
+	m.Data = r.Payload
+	m.Header.Set(hdrTS, strconv.FormatInt(backend.CoarseMillis(a.now(), a.granularity), 10))
 	// Every publish has an id, so the relay may try it again after a
 	// timeout (see jsTry) and JetStream stores it once: the client's, if
 	// it gave one (scoped to its account and channel, see dedup.go), so
 	// its own retry is stored once as well; else one of the relay's.
-	id := r.id
+	id := r.ID
 	if id == "" {
 		id = a.node + "." + strconv.FormatUint(a.msgIDs.Add(1), 10)
 	}
 	m.Header.Set(jetstream.MsgIDHeader, id)
-	if r.c != nil {
+	if r.Conn != nil {
 		a.omu.Lock()
-		a.origins[id] = origin{conn: r.c.id, at: time.Now()}
+		a.origins[id] = origin{conn: r.Conn.ID(), at: time.Now()}
 		a.omu.Unlock()
 	}
 	return m
@@ -134,7 +134,7 @@ func retryable(err error) bool {
 // publishRetry publishes m until it is stored or jsBudget has passed
 // since start, jsTry at a time; the message's Nats-Msg-Id keeps the tries
 // one entry.
-func (a *jsArchive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (a *archive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	wait := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
@@ -151,7 +151,7 @@ func (a *jsArchive) publishRetry(start time.Time, m *nats.Msg, opts ...jetstream
 // head returns what the relay knows of a channel's handshake subject,
 // reading its last message from JetStream when it knows nothing or fresh
 // is set.
-func (a *jsArchive) head(channel string, fresh bool) (jsHead, error) {
+func (a *archive) head(channel string, fresh bool) (jsHead, error) {
 	if !fresh {
 		a.mu.Lock()
 		c := a.chans[channel]
@@ -178,7 +178,7 @@ func (a *jsArchive) head(channel string, fresh bool) (jsHead, error) {
 }
 
 // learn records a head read or written, unless the mirror has a newer one.
-func (a *jsArchive) learn(channel string, hd jsHead) {
+func (a *archive) learn(channel string, hd jsHead) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.chanLocked(channel)
@@ -199,68 +199,68 @@ func isWrongLastSeq(err error) bool {
 const casAttempts = 64
 
 // publishHandshake stores a handshake entry with the fence checked and
-// moved in the same compare-and-set; a refusal is left in r.refused.
-func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
-	n := int64(len(r.payload))
+// moved in the same compare-and-set; a refusal is left in r.Refused.
+func (a *archive) publishHandshake(r *backend.Request) (uint64, error) {
+	n := int64(len(r.Payload))
 	fresh := false
 	for range casAttempts {
-		hd, err := a.head(r.channel, fresh)
+		hd, err := a.head(r.Channel, fresh)
 		if err != nil {
 			return 0, err
 		}
 		fresh = true
 		next := hd
-		if r.hdr.commit {
-			if hd.hasEpoch && r.hdr.epoch != hd.epoch {
-				if r.id != "" {
+		if r.Commit {
+			if hd.hasEpoch && r.Epoch != hd.epoch {
+				if r.ID != "" {
 					// The retry of a commit that moved the fence itself.
-					if seq, ok := a.storedAsLast(r.channel, r.id); ok {
+					if seq, ok := a.storedAsLast(r.Channel, r.ID); ok {
 						return seq, nil
 					}
 				}
-				r.refused = backend.StaleEpochFrame(hd.epoch)
+				r.Refused = backend.StaleEpochFrame(hd.epoch)
 				return 0, nil
 			}
-			if r.hdr.epoch == math.MaxUint64 || !hd.hasEpoch && r.hdr.epoch > a.maxFirstEpoch {
-				r.refused = backend.EpochOutOfRangeFrame(a.maxFirstEpoch)
+			if r.Epoch == math.MaxUint64 || !hd.hasEpoch && r.Epoch > a.maxFirstEpoch {
+				r.Refused = backend.EpochOutOfRangeFrame(a.maxFirstEpoch)
 				return 0, nil
 			}
-			next.hasEpoch, next.epoch = true, r.hdr.epoch+1
+			next.hasEpoch, next.epoch = true, r.Epoch+1
 		}
-		if scope := a.charge(r.sub, n); scope != "" {
-			r.refused = backend.QuotaFrame(scope)
+		if scope := a.charge(r.Sub, n); scope != "" {
+			r.Refused = backend.QuotaFrame(scope)
 			return 0, nil
 		}
-		m := a.message(a.hsSubject(r.channel), r)
-		m.Header.Set(hdrType, strconv.Itoa(int(r.hdr.entryType)))
+		m := a.message(a.hsSubject(r.Channel), r)
+		m.Header.Set(hdrType, strconv.Itoa(int(r.EntryType)))
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
 		next.header(m.Header)
 		ack, err := a.publishRetry(time.Now(), m, jetstream.WithExpectLastSequencePerSubject(hd.seq))
-		if isWrongLastSeq(err) && r.id != "" {
+		if isWrongLastSeq(err) && r.ID != "" {
 			// The publish may be the retry of one stored a moment ago
 			// (JetStream checks the id before the sequence in a
 			// cluster, not always on one server): the newest message
 			// tells.
-			if seq, ok := a.storedAsLast(r.channel, r.id); ok {
-				a.settle(r.sub, n, 0, false)
+			if seq, ok := a.storedAsLast(r.Channel, r.ID); ok {
+				a.settle(r.Sub, n, 0, false)
 				return seq, nil
 			}
 		}
 		if isWrongLastSeq(err) {
-			a.settle(r.sub, n, 0, false)
+			a.settle(r.Sub, n, 0, false)
 			continue
 		}
 		if err != nil {
-			a.settle(r.sub, n, 0, false)
+			a.settle(r.Sub, n, 0, false)
 			return 0, err
 		}
 		if ack.Duplicate {
-			a.settle(r.sub, n, 0, false)
+			a.settle(r.Sub, n, 0, false)
 			return ack.Sequence, nil
 		}
 		next.seq = ack.Sequence
-		a.learn(r.channel, next)
-		a.settle(r.sub, n, ack.Sequence, true)
+		a.learn(r.Channel, next)
+		a.settle(r.Sub, n, ack.Sequence, true)
 		return ack.Sequence, nil
 	}
 	return 0, errors.New("relay: the channel's handshake subject kept changing")
@@ -268,7 +268,7 @@ func (a *jsArchive) publishHandshake(r *pubReq) (uint64, error) {
 
 // storedAsLast reports the seq of the channel's newest handshake message
 // if it carries the publish id key.
-func (a *jsArchive) storedAsLast(channel, key string) (uint64, bool) {
+func (a *archive) storedAsLast(channel, key string) (uint64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsTry)
 	defer cancel()
 	m, err := a.stream.GetLastMsgForSubject(ctx, a.hsSubject(channel))
@@ -281,7 +281,7 @@ func (a *jsArchive) storedAsLast(channel, key string) (uint64, bool) {
 // fenceReset stores a fence marker on the channel's handshake subject. A
 // reset the directory feed carries (id > 0) is applied once, by whichever
 // relay gets to it first: every relay follows the feed.
-func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
+func (a *archive) fenceReset(channel string, epoch uint64, id int64) error {
 	for range casAttempts {
 		hd, err := a.head(channel, true)
 		if err != nil {
@@ -293,7 +293,7 @@ func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
 		next := jsHead{hasEpoch: true, epoch: epoch, reset: max(hd.reset, id)}
 		m := nats.NewMsg(a.hsSubject(channel))
 		m.Header.Set(hdrType, fenceMarker)
-		m.Header.Set(hdrTS, strconv.FormatInt(coarseMillis(a.now(), a.granularity), 10))
+		m.Header.Set(hdrTS, strconv.FormatInt(backend.CoarseMillis(a.now(), a.granularity), 10))
 		m.Header.Set(jetstream.MsgTTLHeader, "never")
 		m.Header.Set(jetstream.MsgIDHeader, a.node+".f"+strconv.FormatUint(a.msgIDs.Add(1), 10))
 		next.header(m.Header)
@@ -311,9 +311,9 @@ func (a *jsArchive) fenceReset(channel string, epoch uint64, id int64) error {
 	return errors.New("relay: the channel's handshake subject kept changing")
 }
 
-// nextEpoch reads the fence from the channel's handshake subject itself,
+// NextEpoch reads the fence from the channel's handshake subject itself,
 // not the mirror, so it is the fence every relay of the cluster checks.
-func (a *jsArchive) nextEpoch(_ context.Context, channel string) (uint64, bool, error) {
+func (a *archive) NextEpoch(_ context.Context, channel string) (uint64, bool, error) {
 	hd, err := a.head(channel, true)
 	if err != nil {
 		return 0, false, fmt.Errorf("relay: reading the commit fence: %w", err)
@@ -321,17 +321,17 @@ func (a *jsArchive) nextEpoch(_ context.Context, channel string) (uint64, bool, 
 	return hd.epoch, hd.hasEpoch, nil
 }
 
-func (a *jsArchive) resetFence(channel string, epoch uint64, id int64) error {
+func (a *archive) ResetFence(channel string, epoch uint64, id int64) error {
 	if epoch == math.MaxUint64 {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
 	}
 	done := make(chan error, 1)
-	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, resetID: id, done: done})
+	a.Submit(&backend.Request{Channel: channel, Fence: true, ResetTo: epoch, ResetID: id, Done: done})
 	return <-done
 }
 
 // runAnswerer answers requests in arrival order, each once JetStream has.
-func (a *jsArchive) runAnswerer() {
+func (a *archive) runAnswerer() {
 	for p := range a.answers {
 		r := p.r
 		seq, err := p.seq, p.err
@@ -351,38 +351,37 @@ func (a *jsArchive) runAnswerer() {
 				}
 			}
 			// A duplicate's bytes are the first publish's, charged then.
-			a.settle(r.sub, int64(len(r.payload)), seq, err == nil && !dup)
-		} else if err != nil && !p.uncharged && r.reply == nil && !r.fence && r.refused == nil && r.hdr.entryType == EntryApp {
-			a.settle(r.sub, int64(len(r.payload)), 0, false)
+			a.settle(r.Sub, int64(len(r.Payload)), seq, err == nil && !dup)
+		} else if err != nil && !p.uncharged && r.Reply == nil && !r.Fence && r.Refused == nil && r.EntryType == backend.EntryApp {
+			a.settle(r.Sub, int64(len(r.Payload)), 0, false)
 		}
-		if err != nil && r.reply == nil {
+		if err != nil && r.Reply == nil {
 			a.log.Error("relay: JetStream publish failed", "err", err)
 		}
 		a.answer(r, seq, err)
 	}
 }
 
-func (a *jsArchive) answer(r *pubReq, seq uint64, err error) {
-	if r.weight > 0 {
-		a.inflight.Release(r.weight)
+func (a *archive) answer(r *backend.Request, seq uint64, err error) {
+	if r.Weight > 0 {
+		a.inflight.Release(r.Weight)
 	}
-	if r.done != nil {
-		r.done <- err
+	if r.Done != nil {
+		r.Done <- err
 		return
 	}
-	if r.c == nil {
+	if r.Conn == nil {
 		return
 	}
-	f := r.reply
+	f := r.Reply
 	switch {
 	case f != nil:
-	case r.refused != nil:
-		f = r.refused
+	case r.Refused != nil:
+		f = r.Refused
 	case err != nil:
 		f = backend.ErrorFrame("internal", "the archive could not store the message")
 	default:
 		f = backend.AckFrame(seq)
 	}
-	r.c.pushAnswer(f)
-	r.c.pending.Add(-1)
+	r.Conn.Answer(f)
 }

@@ -1,4 +1,4 @@
-package relay
+package jsarchive
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 )
 
 // The JetStream archive. Every relay of a cluster connects to the same
-// NATS and uses one stream (Config.NATSStream, default SKYTALE). A
-// channel has two subjects in it, <stream>.a.<token> for application
+// NATS and uses one stream (Config.Stream, default SKYTALE). A channel has
+// two subjects in it, <stream>.a.<token> for application
 // entries and <stream>.h.<token> for handshake entries (commits,
 // proposals, Welcomes), where the token is the channel name in unpadded
 // base64url, which has no character a subject treats specially. The
@@ -49,7 +49,7 @@ import (
 // expired ones from reads and deletes all but the newest.
 //
 // The payer record names, once per channel, whom its entries are charged
-// to (budget.go); no entry carries an account. The records are the keys
+// to (relay/budget.go); no entry carries an account. The records are the keys
 // of a KeyValue bucket beside the stream (<stream>_PAYERS, with the
 // stream's replicas), the channel's token the key, so the stream's
 // sequences stay the channels' seqs. A relay creates a channel's record
@@ -72,10 +72,53 @@ import (
 // from which the account quotas are counted; a relay replays the stream's
 // headers into it at start.
 
-// Defaults of the JetStream Config fields.
-const (
-	DefaultNATSStream = "SKYTALE"
-)
+// DefaultStream is the stream's name when Config.Stream is empty.
+const DefaultStream = "SKYTALE"
+
+// Config is where the archive is: the NATS and the stream.
+type Config struct {
+	// URL is the NATS server's (or servers', comma-separated). Required.
+	URL string
+	// Stream names the stream, and prefixes its subjects (default
+	// SKYTALE): 1 to 64 of [A-Za-z0-9_-].
+	Stream string
+	// Replicas is the stream's replica count when this relay creates it
+	// (default 1; 3 on a NATS cluster of three or more servers). Once
+	// the stream exists its count is the cluster's: a relay given none
+	// takes it, a relay given another refuses to start (see
+	// UpdateStreamReplicas).
+	Replicas int
+	// Options are extra nats.go options (credentials, TLS, ...), applied
+	// after the archive's own.
+	Options []nats.Option
+}
+
+// Backend is a relay's archive on JetStream: relay.Config.Archive.
+type Backend struct{ cfg Config }
+
+// New returns the JetStream archive of cfg, for relay.Config.Archive. The
+// relay opens it when it starts (and dials NATS then).
+func New(cfg Config) *Backend { return &Backend{cfg: cfg} }
+
+// Config returns the archive's Config as New was given it.
+func (b *Backend) Config() Config { return b.cfg }
+
+// Open implements relay.Config.Archive: it connects to NATS and binds (or
+// creates) the stream.
+func (b *Backend) Open(ctx context.Context, env backend.Env) (backend.Archiver, error) {
+	a, err := open(ctx, env, b.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
 
 // Header names of the stream's messages.
 const (
@@ -103,7 +146,7 @@ const jsTimeout = 10 * time.Second
 // lost costs NATS's own election plus at most one try and one wait (under
 // a second), not a fixed long timeout, and a retried publish is stored
 // once (its Nats-Msg-Id, within the stream's duplicate window, see
-// dupWindow), so a try that timed out on a slow but live leader costs a
+// backend.DupWindow), so a try that timed out on a slow but live leader costs a
 // duplicate answer, not a duplicate entry. jsPing is the client's ping
 // interval, so a server that stops answering (paused, or cut off) is left
 // after about three pings rather than NATS's default two minutes.
@@ -114,11 +157,6 @@ const (
 	jsPing    = time.Second
 )
 
-// dupWindow is the stream's duplicate window (Duplicates) for a TTL of
-// age: JetStream stores a message whose Nats-Msg-Id it saw within the
-// window once, and answers the retry with the first one's seq.
-func dupWindow(age time.Duration) time.Duration { return min(age, 2*time.Minute) }
-
 // jsSetupWait bounds how long a starting relay waits for JetStream to
 // create or bind the stream: a NATS cluster that has just started needs a
 // few seconds to elect its JetStream leaders, and nodes starting together
@@ -128,9 +166,10 @@ const (
 	jsSetupTry  = 2 * time.Second
 )
 
-// jsHeaderRoom is what a stored message may need beyond its payload: the
-// relay's headers and NATS's own.
-const jsHeaderRoom = 64 << 10
+// HeaderRoom is what a stored message may need beyond its payload: the
+// relay's headers and NATS's own. A handshake may be as large as the NATS
+// servers' max_payload less this.
+const HeaderRoom = 64 << 10
 
 // fetchWait is how long a read waits for entries JetStream reported
 // pending before it asks again what is pending.
@@ -145,27 +184,32 @@ type jsHead struct {
 	reset    int64
 }
 
-type jsArchive struct {
+// archive is the JetStream archive of one relay.
+type archive struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	payers jetstream.KeyValue // the channels' payer records
 	name   string
-	hub    *hub
+	hub    backend.Hub
 	log    *slog.Logger
 	now    func() time.Time
-	// granularity is Config.TimeGranularity (archive.go's coarseMillis).
+	// granularity is relay.Config.TimeGranularity (backend.CoarseMillis).
 	granularity time.Duration
+	// readyEvery and sweepEvery are Env.ReadyCheckEvery and
+	// Env.SweepInterval.
+	readyEvery, sweepEvery time.Duration
 
 	cap           int
 	ttl           time.Duration
-	budget        backend.Limits // the archive budgets (budget.go)
+	budget        backend.Limits // the archive budgets
 	maxFirstEpoch uint64
 	node          string // this relay's id in origin headers
 	// maxHandshake is the largest handshake payload the NATS servers'
-	// max_payload admits (at most MaxHandshakePayload).
-	maxHandshake int
-	msgIDs       atomic.Uint64
+	// max_payload admits (at most Env.MaxHandshakePayload); maxPayload
+	// is Env.MaxPayload.
+	maxHandshake, maxPayload int
+	msgIDs                   atomic.Uint64
 
 	// origins maps the message id of each publish this relay has in
 	// flight to the connection that made it, so the publisher does not
@@ -177,7 +221,7 @@ type jsArchive struct {
 	omu     sync.Mutex
 	origins map[string]origin
 
-	reqs    chan *pubReq
+	reqs    chan *backend.Request
 	answers chan jsAnswer
 	wg      sync.WaitGroup
 
@@ -187,7 +231,7 @@ type jsArchive struct {
 	chans   map[string]*jsChan
 	usage   *backend.Tally // bytes of the mirrored entries, per payer and budget
 	pend    *backend.Tally // bytes charged for publishes not yet mirrored
-	pendSeq map[uint64]subBytes
+	pendSeq map[uint64]pending
 	hw      uint64 // the last stream sequence the mirror applied
 	subs    map[string]string
 
@@ -198,6 +242,13 @@ type jsArchive struct {
 	readyMu  sync.Mutex // guards the following fields (ready)
 	readyAt  time.Time
 	readyErr error
+}
+
+// pending are the bytes charged to sub for a publish stored and not yet
+// mirrored.
+type pending struct {
+	sub string
+	n   int64
 }
 
 // origin is the connection of a publish in flight, and when it was sent.
@@ -212,7 +263,7 @@ const originTTL = 4 * jsBudget
 
 // jsAnswer is a request on its way to its answer, in arrival order.
 type jsAnswer struct {
-	r    *pubReq
+	r    *backend.Request
 	paf  jetstream.PubAckFuture
 	sent time.Time // when paf was sent
 	seq  uint64
@@ -222,7 +273,7 @@ type jsAnswer struct {
 	uncharged bool
 }
 
-var _ archiver = (*jsArchive)(nil)
+var _ backend.Archiver = (*archive)(nil)
 
 // validStreamName reports whether name can name a stream and prefix its
 // subjects.
@@ -239,20 +290,20 @@ func validStreamName(name string) bool {
 	return true
 }
 
-func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error) {
-	if err := archiveDefaults(cfg); err != nil {
-		return nil, err
+func open(ctx context.Context, env backend.Env, cfg Config) (*archive, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("relay: jsarchive.Config.URL is required")
 	}
-	setDefault(&cfg.NATSStream, DefaultNATSStream)
+	setDefault(&cfg.Stream, DefaultStream)
 	// Replicas are the stream's, once it exists: a node given none takes
 	// them as they are; a node given others refuses to start.
-	explicitReplicas := cfg.NATSReplicas != 0
-	setDefault(&cfg.NATSReplicas, 1)
-	if !validStreamName(cfg.NATSStream) {
-		return nil, errors.New("relay: NATSStream must be 1 to 64 of [A-Za-z0-9_-]")
+	explicitReplicas := cfg.Replicas != 0
+	setDefault(&cfg.Replicas, 1)
+	if !validStreamName(cfg.Stream) {
+		return nil, errors.New("relay: the JetStream stream's name must be 1 to 64 of [A-Za-z0-9_-]")
 	}
-	if cfg.NATSReplicas < 1 || cfg.NATSReplicas > 5 {
-		return nil, errors.New("relay: NATSReplicas must be 1 to 5")
+	if cfg.Replicas < 1 || cfg.Replicas > 5 {
+		return nil, errors.New("relay: the JetStream stream's replicas must be 1 to 5")
 	}
 	opts := append([]nats.Option{
 		nats.Name("skytale-relay"),
@@ -260,18 +311,18 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.PingInterval(jsPing),
 		nats.MaxPingsOutstanding(3),
-	}, cfg.NATSOptions...)
-	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	}, cfg.Options...)
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, &natsUnreachable{fmt.Errorf("relay: connect to NATS: %w", err)}
 	}
-	fail := func(err error) (*jsArchive, error) {
+	fail := func(err error) (*archive, error) {
 		nc.Close()
 		return nil, err
 	}
 	// unreachable fails for a NATS that stopped answering (or a JetStream
 	// not ready): a later try may succeed.
-	unreachable := func(err error) (*jsArchive, error) {
+	unreachable := func(err error) (*archive, error) {
 		var refused *streamRefusal
 		if errors.As(err, &refused) {
 			return fail(err)
@@ -279,12 +330,12 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 		return fail(&natsUnreachable{err})
 	}
 	mp := nc.MaxPayload()
-	if mp < MaxPayload+jsHeaderRoom {
-		return fail(fmt.Errorf("relay: the NATS server's max_payload is %d bytes; the relay needs at least %d (set max_payload: 2MB, or 17MB for handshakes up to 16 MiB)", mp, MaxPayload+jsHeaderRoom))
+	if need := int64(env.MaxPayload + HeaderRoom); mp < need {
+		return fail(fmt.Errorf("relay: the NATS server's max_payload is %d bytes; the relay needs at least %d (set max_payload: 2MB, or 17MB for handshakes up to 16 MiB)", mp, need))
 	}
 	// Handshakes may be as large as the server admits, up to
 	// MaxHandshakePayload; a larger one is refused to its publisher.
-	maxHS := int(min(int64(MaxHandshakePayload), mp-jsHeaderRoom))
+	maxHS := int(min(int64(env.MaxHandshakePayload), mp-HeaderRoom))
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncTimeout(jsTry),
@@ -292,20 +343,20 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err != nil {
 		return fail(fmt.Errorf("relay: JetStream: %w", err))
 	}
-	name := cfg.NATSStream
-	age := max(cfg.ArchiveTTL, time.Second)
+	name := cfg.Stream
+	age := max(env.TTL, time.Second)
 	scfg := jetstream.StreamConfig{
 		Name:              name,
 		Description:       "Skytale relay archive",
 		Subjects:          []string{name + ".a.*", name + ".h.*"},
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
-		MaxMsgsPerSubject: int64(cfg.ArchiveCap),
+		MaxMsgsPerSubject: int64(env.Cap),
 		MaxAge:            age,
-		MaxMsgSize:        int32(maxHS + jsHeaderRoom),
+		MaxMsgSize:        int32(maxHS + HeaderRoom),
 		Storage:           jetstream.FileStorage,
-		Replicas:          cfg.NATSReplicas,
-		Duplicates:        dupWindow(age),
+		Replicas:          cfg.Replicas,
+		Duplicates:        backend.DupWindow(age),
 		AllowMsgTTL:       true,
 	}
 	stream, err := bindStream(ctx, js, scfg, explicitReplicas)
@@ -318,20 +369,21 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	a := &jsArchive{
-		nc: nc, js: js, stream: stream, payers: payers, name: name, hub: h, log: cfg.Logger, now: cfg.Now, granularity: cfg.TimeGranularity,
-		cap: cfg.ArchiveCap, ttl: cfg.ArchiveTTL, maxFirstEpoch: cfg.MaxFirstEpoch,
-		maxHandshake: maxHS,
-		node:         hex.EncodeToString(id[:]),
-		reqs:         make(chan *pubReq, 1024),
-		answers:      make(chan jsAnswer, 4096),
-		inflight:     semaphore.NewWeighted(256 << 20),
-		chans:        make(map[string]*jsChan),
-		usage:        backend.NewTally(),
-		pend:         backend.NewTally(),
-		pendSeq:      make(map[uint64]subBytes),
-		subs:         make(map[string]string),
-		origins:      make(map[string]origin),
+	a := &archive{
+		nc: nc, js: js, stream: stream, payers: payers, name: name, hub: env.Hub, log: env.Logger, now: env.Now, granularity: env.Granularity,
+		readyEvery: env.ReadyCheckEvery, sweepEvery: env.SweepInterval,
+		cap: env.Cap, ttl: env.TTL, maxFirstEpoch: env.MaxFirstEpoch,
+		maxHandshake: maxHS, maxPayload: env.MaxPayload,
+		node:     hex.EncodeToString(id[:]),
+		reqs:     make(chan *backend.Request, 1024),
+		answers:  make(chan jsAnswer, 4096),
+		inflight: semaphore.NewWeighted(256 << 20),
+		chans:    make(map[string]*jsChan),
+		usage:    backend.NewTally(),
+		pend:     backend.NewTally(),
+		pendSeq:  make(map[uint64]pending),
+		subs:     make(map[string]string),
+		origins:  make(map[string]origin),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -342,7 +394,7 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	if err := a.replay(ctx); err != nil {
 		return unreachable(err)
 	}
-	a.budget = budgetLimits(cfg, a.usage.Total)
+	a.budget = env.Budgets(a.usage.Total)
 	// Live delivery starts where the replay ended; until the relay
 	// serves, there is nobody to deliver to.
 	cctx, cancel := context.WithTimeout(ctx, jsTimeout) // the replay may have taken long
@@ -361,16 +413,17 @@ func openJetStream(ctx context.Context, h *hub, cfg *Config) (*jsArchive, error)
 	return a, nil
 }
 
-// ErrNATSUnreachable is matched (errors.Is) by the error of New when
+// ErrUnreachable is matched (errors.Is) by the error of relay.New when
 // NATS did not answer, or its JetStream was not ready, when the relay
-// started: the configuration may be right, and New may succeed later.
-// tally serve waits, reporting not ready, and tries again.
-var ErrNATSUnreachable = errors.New("relay: NATS is unreachable")
+// started: the configuration may be right, and a later start may succeed.
+// tally serve waits, reporting not ready, and tries again. It is
+// relay.ErrArchiveUnreachable.
+var ErrUnreachable = backend.ErrUnreachable
 
 type natsUnreachable struct{ err error }
 
 func (e *natsUnreachable) Error() string   { return e.err.Error() }
-func (e *natsUnreachable) Unwrap() []error { return []error{ErrNATSUnreachable, e.err} }
+func (e *natsUnreachable) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
 // bindStream creates the stream with scfg if it does not exist, or binds
 // to it if it does: the replica count is cluster state, set by the node
@@ -489,15 +542,30 @@ func UpdateStreamReplicas(ctx context.Context, url, stream string, replicas int,
 
 // Subjects.
 
-func (a *jsArchive) token(channel string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(channel))
-}
+func (a *archive) token(channel string) string { return token(channel) }
 
-func (a *jsArchive) appSubject(channel string) string { return a.name + ".a." + a.token(channel) }
-func (a *jsArchive) hsSubject(channel string) string  { return a.name + ".h." + a.token(channel) }
+func token(channel string) string { return base64.RawURLEncoding.EncodeToString([]byte(channel)) }
+
+func (a *archive) appSubject(channel string) string { return AppSubject(a.name, channel) }
+func (a *archive) hsSubject(channel string) string  { return HandshakeSubject(a.name, channel) }
+
+// AppSubject is the subject of a channel's application entries in the
+// stream: <stream>.a.<the channel's name in unpadded base64url>.
+func AppSubject(stream, channel string) string { return stream + ".a." + token(channel) }
+
+// HandshakeSubject is the subject of a channel's handshake entries
+// (commits, proposals, Welcomes, fence resets): <stream>.h.<token>.
+func HandshakeSubject(stream, channel string) string { return stream + ".h." + token(channel) }
+
+// PayerBucket is the KeyValue bucket beside the stream that holds each
+// channel's payer record, under PayerKey.
+func PayerBucket(stream string) string { return stream + payersSuffix }
+
+// PayerKey is a channel's key in PayerBucket.
+func PayerKey(channel string) string { return token(channel) }
 
 // parseSubject returns the kind ('a' or 'h') and channel of a subject.
-func (a *jsArchive) parseSubject(subj string) (byte, string, bool) {
+func (a *archive) parseSubject(subj string) (byte, string, bool) {
 	rest, ok := strings.CutPrefix(subj, a.name+".")
 	if !ok || len(rest) < 3 || rest[1] != '.' || (rest[0] != 'a' && rest[0] != 'h') {
 		return 0, "", false
@@ -532,16 +600,16 @@ func (hd jsHead) header(h nats.Header) {
 	}
 }
 
-// ready checks that NATS is connected and the stream answers; the
+// Ready checks that NATS is connected and the stream answers; the
 // stream's answer stands for readyCheckEvery, and callers meanwhile wait
 // for the one check in flight.
-func (a *jsArchive) ready(ctx context.Context) error {
+func (a *archive) Ready(ctx context.Context) error {
 	if !a.nc.IsConnected() {
 		return errors.New("the relay is not connected to NATS")
 	}
 	a.readyMu.Lock()
 	defer a.readyMu.Unlock()
-	if !a.readyAt.IsZero() && time.Since(a.readyAt) < readyCheckEvery {
+	if !a.readyAt.IsZero() && time.Since(a.readyAt) < a.readyEvery {
 		return a.readyErr
 	}
 	tctx, cancel := context.WithTimeout(ctx, jsTry)
@@ -558,10 +626,11 @@ func (a *jsArchive) ready(ctx context.Context) error {
 	return a.readyErr
 }
 
-func (a *jsArchive) up() bool { return a.nc.IsConnected() }
+// Up reports whether the NATS connection is up.
+func (a *archive) Up() bool { return a.nc.IsConnected() }
 
-// stop answers everything accepted, then stops the consumer.
-func (a *jsArchive) stop() {
+// Stop answers everything accepted, then stops the consumer.
+func (a *archive) Stop() {
 	close(a.reqs)
 	a.wg.Wait()
 	a.stopConsumer()
@@ -569,7 +638,7 @@ func (a *jsArchive) stop() {
 	<-a.sweepDone
 }
 
-func (a *jsArchive) stopConsumer() {
+func (a *archive) stopConsumer() {
 	if a.cons != nil {
 		a.cons.Stop()
 		<-a.cons.Closed()
@@ -577,7 +646,8 @@ func (a *jsArchive) stopConsumer() {
 	}
 }
 
-func (a *jsArchive) close() {
+// Close stops the consumer and closes the NATS connection.
+func (a *archive) Close() {
 	a.stopConsumer() // when New failed after opening the archive
 	a.nc.Close()
 }
