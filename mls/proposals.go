@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -230,46 +227,6 @@ func checkLeafSupports(ln *LeafNode, exts []Extension) error {
 		}
 	}
 	return nil
-}
-
-// parallelFor runs f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
-// returns the first error. Every goroutine it starts has finished when it
-// returns.
-func parallelFor(n int, f func(i int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n/8) // small jobs run inline
-	if workers <= 1 {
-		for i := range n {
-			if err := f(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		wg       sync.WaitGroup
-		next     atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					next.Store(int64(n))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
 }
 
 // validateKeyPackage makes the checks of Section 10.1 on a KeyPackage that

@@ -229,18 +229,35 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	if err != nil {
 		return nil, err
 	}
+	// The encryptions are independent of each other; in a tree with many
+	// blank parents a path encrypts to hundreds of nodes, so they are
+	// spread over all CPUs, in one list across the whole path.
 	path := &UpdatePath{LeafNode: nl, Nodes: make([]UpdatePathNode, len(fdp))}
+	type target struct {
+		ct     *HPKECiphertext
+		pub    []byte
+		secret []byte
+	}
+	var targets []target
 	for i, x := range fdp {
 		r := t.resolution(cp[i], exclude)
 		cts := make([]HPKECiphertext, len(r))
 		for j, y := range r {
-			kem, ct, err := encryptWithLabel(s, t.nodes[y].encryptionKey(), "UpdatePathNode", ctx, res.pathSecrets[i].secret)
-			if err != nil {
-				return nil, err
-			}
-			cts[j] = HPKECiphertext{KEMOutput: kem, Ciphertext: ct}
+			targets = append(targets, target{ct: &cts[j], pub: t.nodes[y].encryptionKey(), secret: res.pathSecrets[i].secret})
 		}
 		path.Nodes[i] = UpdatePathNode{EncryptionKey: t.nodes[x].Parent.EncryptionKey, EncryptedPathSecret: cts}
+	}
+	err = parallelFor(len(targets), minParallelHPKE, func(k int) error {
+		tg := &targets[k]
+		kem, ct, err := encryptWithLabel(s, tg.pub, "UpdatePathNode", ctx, tg.secret)
+		if err != nil {
+			return err
+		}
+		*tg.ct = HPKECiphertext{KEMOutput: kem, Ciphertext: ct}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res.path = path
 	return res, nil
