@@ -96,12 +96,14 @@ func parallelChunks(n, minParallel int, f func(lo, hi int) error) error {
 	return nil
 }
 
-// Below these sizes work runs inline. A signature check or an HPKE
-// encryption costs tens of microseconds, so a few dozen of them are worth
+// Below these sizes work runs inline. A signature check, an HPKE
+// encryption or a KEM key derivation costs tens of microseconds, against
+// about one for starting a goroutine, so a handful of them are worth
 // spreading; cheaper per-node work (hashes, structure checks) only pays
 // for the goroutines in larger trees.
 const (
 	minParallelSignatures = 16
-	minParallelHPKE       = 16
+	minParallelHPKE       = 4
+	minParallelKEM        = 4
 	minParallelNodes      = 64
 )

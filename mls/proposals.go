@@ -329,6 +329,7 @@ func (g *Group) credentials() *credentialSummary {
 	t := g.cur.tree
 	cs := &credentialSummary{}
 	first := true
+	var last []CredentialType
 	for l := leafIndex(0); uint32(l) < t.size(); l++ {
 		m := t.leafNode(l)
 		if m == nil {
@@ -340,8 +341,15 @@ func (g *Group) credentials() *credentialSummary {
 		if first {
 			cs.supportedByAll = slices.Clone(m.Capabilities.Credentials)
 			first = false
+			last = m.Capabilities.Credentials
 			continue
 		}
+		// Most members list the same credential types; a list equal to
+		// the last one intersected cannot narrow the intersection.
+		if slices.Equal(m.Capabilities.Credentials, last) {
+			continue
+		}
+		last = m.Capabilities.Credentials
 		cs.supportedByAll = slices.DeleteFunc(cs.supportedByAll, func(ct CredentialType) bool {
 			return !slices.Contains(m.Capabilities.Credentials, ct)
 		})
@@ -388,22 +396,27 @@ func checkNewKeysUnique(tree *ratchetTree, nodes []nodeIndex) error {
 			sig[string(n.Leaf.SignatureKey)] = x
 		}
 	}
-	for i := range tree.nodes {
-		x := nodeIndex(i)
-		n := tree.nodes[i]
-		if n.blank() {
-			continue
-		}
-		if y, ok := enc[string(n.encryptionKey())]; ok && y != x {
-			return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
-		}
-		if n.Leaf != nil {
-			if y, ok := sig[string(n.Leaf.SignatureKey)]; ok && y != x {
-				return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+	// The scan of the whole tree only reads it and the two maps, so a
+	// large tree is scanned on all CPUs; the error is that of the first
+	// node in tree order that repeats a new key.
+	return parallelChunks(len(tree.nodes), 4*minParallelNodes, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			x := nodeIndex(i)
+			n := tree.nodes[i]
+			if n.blank() {
+				continue
+			}
+			if y, ok := enc[string(n.encryptionKey())]; ok && y != x {
+				return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
+			}
+			if n.Leaf != nil {
+				if y, ok := sig[string(n.Leaf.SignatureKey)]; ok && y != x {
+					return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // proposalRef computes the ProposalRef of a proposal sent in ac (Section
