@@ -489,7 +489,7 @@ func (g *Group) makeWelcome(ctx *GroupContext, treeEnc []byte, keys *epochSecret
 	w := &Welcome{CipherSuite: g.s.id(), EncryptedGroupInfo: encGI}
 	w.Secrets = make([]EncryptedGroupSecrets, len(eff.added))
 	// One HPKE encryption per new member, independent of each other.
-	err = parallelFor(len(eff.added), func(i int) error {
+	err = parallelFor(len(eff.added), minParallelHPKE, func(i int) error {
 		gs := GroupSecrets{JoinerSecret: joinerSecret, PSKs: eff.psks}
 		if path != nil {
 			if ps, ok := path.pathSecretFor(eff.added[i]); ok {

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 )
 
 // This file joins groups: from a Welcome (RFC 9420, Section 12.4.3.1) and
@@ -71,12 +68,11 @@ func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, fetch fu
 	if treeData, err = fetchTree(gi, treeData, fetch); err != nil {
 		return nil, err
 	}
-	g, tree, err := newGroupFromInfo(s, gi, treeData, c)
+	g, tree, err := newGroupFromInfo(s, gi, treeData, c, func(signerKey []byte) bool {
+		return j.verifySigner(signerKey) == nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if err := j.verifySigner(tree.leafNode(leafIndex(gi.Signer)).SignatureKey); err != nil {
-		return nil, fmt.Errorf("%w: group info", ErrInvalidSignature)
 	}
 
 	// Find our leaf: the one identical to the KeyPackage's leaf.
@@ -132,7 +128,11 @@ func fetchTree(gi *GroupInfo, treeData []byte, fetch func([]byte) ([]byte, error
 // newGroupFromInfo checks a GroupInfo and the ratchet tree it describes
 // (Section 12.4.3.1, shared by joins from a Welcome and external joins)
 // and returns a Group with the common fields set.
-func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group, *ratchetTree, error) {
+//
+// verifyGI checks the GroupInfo signature with the signer's signature key
+// from the tree (Section 12.4.3.1, step 3 of a join from a Welcome); it is
+// called once, possibly on another goroutine.
+func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyGI func(signerKey []byte) bool) (*Group, *ratchetTree, error) {
 	ctx := &gi.GroupContext
 	if ctx.Version != ProtocolVersionMLS10 || ctx.CipherSuite != s.id() {
 		return nil, nil, fmt.Errorf("%w: group version or cipher suite differs", ErrInvalidWelcome)
@@ -148,7 +148,43 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
 	signer := tree.leafNode(leafIndex(gi.Signer))
-	if signer == nil || !gi.verifySignature(s, signer.SignatureKey) {
+	if signer == nil {
+		return nil, nil, fmt.Errorf("%w: group info signature", ErrInvalidSignature)
+	}
+	// Section 12.4.3.1: the GroupInfo signature, the tree hash, and
+	// "Verify the integrity of the ratchet tree". The GroupInfo signature
+	// (over a GroupInfo that may carry the whole tree), the tree hashes of
+	// the subtrees, the structure of the tree and the leaf signatures
+	// (Section 7.3) are independent of each other, and run together on
+	// all CPUs; the leaf signatures dominate the cost of a join. Their
+	// failures are reported in the order of the checks below, so the
+	// error does not depend on the schedule.
+	roots := tree.hashSubtreeRoots()
+	const giItem, hashItems = 0, 1
+	structItem := hashItems + len(roots)
+	leafItems := structItem + 1
+	var giErr, structErr error
+	sigErr := parallelFor(leafItems+int(tree.size()), minParallelNodes, func(i int) error {
+		switch {
+		case i == giItem:
+			if !verifyGI(signer.SignatureKey) {
+				giErr = errGroupInfoSignature
+				return giErr
+			}
+		case i < structItem:
+			tree.hash(roots[i-hashItems])
+		case i == structItem:
+			structErr = tree.validateStructure()
+		default:
+			l := uint32(i - leafItems)
+			ln := tree.nodes[leafIndex(l).node()].Leaf
+			if ln != nil && !ln.verifySignature(s, ctx.GroupID, l) {
+				return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
+			}
+		}
+		return nil
+	})
+	if giErr != nil {
 		return nil, nil, fmt.Errorf("%w: group info signature", ErrInvalidSignature)
 	}
 	if !bytes.Equal(tree.treeHash(), ctx.TreeHash) {
@@ -158,15 +194,13 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config) (*Group
 	if hasDuplicateExtensions(ctx.Extensions) || hasDuplicateExtensions(gi.Extensions) {
 		return nil, nil, fmt.Errorf("%w: duplicate group extensions", ErrInvalidWelcome)
 	}
-	// Section 12.4.3.1, "Verify the integrity of the ratchet tree". The
-	// leaf signatures dominate the cost of a join and are independent, so
-	// they are checked in parallel.
-	if err := tree.validateStructure(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	if structErr != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, structErr)
 	}
-	if err := verifyLeafSignaturesParallel(tree, ctx.GroupID); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
+	if sigErr != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, sigErr)
 	}
+	// Section 7.9.2, on a tree whose hashes are all computed.
 	if err := tree.verifyParentHashes(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
@@ -292,7 +326,9 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, fmt.Errorf("%w: not a group info message", ErrInvalidWelcome)
 	}
 	gi := m.GroupInfo
-	g, tree, err := newGroupFromInfo(s, gi, treeData, c)
+	g, tree, err := newGroupFromInfo(s, gi, treeData, c, func(signerKey []byte) bool {
+		return gi.verifySignature(s, signerKey)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -381,36 +417,4 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, err
 	}
 	return g, msg, nil
-}
-
-// verifyLeafSignaturesParallel checks the signature of every non-blank
-// leaf of t (Section 7.3), spreading the work over the available CPUs.
-// Every goroutine it starts has finished when it returns.
-func verifyLeafSignaturesParallel(t *ratchetTree, groupID []byte) error {
-	n := t.size()
-	workers := uint32(runtime.GOMAXPROCS(0))
-	if workers > n/64 {
-		workers = max(1, n/64) // not worth it for small trees
-	}
-	var bad atomic.Int64
-	bad.Store(-1)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for l := w; l < n; l += workers {
-				ln := t.leafNode(leafIndex(l))
-				if ln != nil && !ln.verifySignature(t.s, groupID, l) {
-					bad.CompareAndSwap(-1, int64(l))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if l := bad.Load(); l >= 0 {
-		return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
-	}
-	return nil
 }

@@ -63,53 +63,72 @@ func (t *ratchetTree) setPathParentHashes(fdp, cp []nodeIndex) []byte {
 // descendant whose link to it verifies. Chains then reach a leaf because
 // links always point downwards. The cost is one or two parent hashes per
 // parent node plus the resolution comparisons, near-linear in the tree.
+//
+// The links of distinct nodes are independent, so large trees check them
+// on all CPUs: the tree hashes are all computed first, after which the
+// parent hashes only read the cache. The links are then counted in node
+// order, so the error names the same node whatever the schedule.
 func (t *ratchetTree) verifyParentHashes() error {
+	t.treeHashParallel()
 	r := t.rootIndex()
-	valid := make(map[nodeIndex]int)
-	// phCache memoizes parentHash(P, S) for each P and side.
-	type side struct{ p, s nodeIndex }
-	phCache := make(map[side][]byte)
-	for i := range t.nodes {
-		d := nodeIndex(i)
-		nd := t.nodes[d]
-		var dph []byte
-		switch {
-		case nd.Leaf != nil:
-			if nd.Leaf.LeafNodeSource != LeafNodeSourceCommit {
+	// link[d] is the parent node that d's parent hash validly links to, or
+	// noLink.
+	const noLink = ^nodeIndex(0)
+	link := make([]nodeIndex, len(t.nodes))
+	parallelChunks(len(t.nodes), minParallelNodes, func(lo, hi int) error {
+		// phCache memoizes parentHash(P, S) for each P and side.
+		type side struct{ p, s nodeIndex }
+		phCache := make(map[side][]byte)
+		for i := lo; i < hi; i++ {
+			d := nodeIndex(i)
+			link[d] = noLink
+			nd := t.nodes[d]
+			var dph []byte
+			switch {
+			case nd.Leaf != nil:
+				if nd.Leaf.LeafNodeSource != LeafNodeSourceCommit {
+					continue
+				}
+				dph = nd.Leaf.ParentHash
+			case nd.Parent != nil:
+				dph = nd.Parent.ParentHash
+			default:
 				continue
 			}
-			dph = nd.Leaf.ParentHash
-		case nd.Parent != nil:
-			dph = nd.Parent.ParentHash
-		default:
-			continue
+			if d == r {
+				continue
+			}
+			// Walk up to the first non-blank ancestor P; c is P's child
+			// on the way.
+			c, p := d, parent(d)
+			for t.nodes[p].blank() && p != r {
+				c, p = p, parent(p)
+			}
+			if t.nodes[p].blank() {
+				continue
+			}
+			s := sibling(c)
+			key := side{p, s}
+			ph, ok := phCache[key]
+			if !ok {
+				ph = t.parentHash(p, s)
+				phCache[key] = ph
+			}
+			if !bytes.Equal(dph, ph) {
+				continue
+			}
+			if !t.unmergedMatch(p, c, d) {
+				continue
+			}
+			link[d] = p
 		}
-		if d == r {
-			continue
+		return nil
+	})
+	valid := make([]int, len(t.nodes))
+	for _, p := range link {
+		if p != noLink {
+			valid[p]++
 		}
-		// Walk up to the first non-blank ancestor P; c is P's child on
-		// the way.
-		c, p := d, parent(d)
-		for t.nodes[p].blank() && p != r {
-			c, p = p, parent(p)
-		}
-		if t.nodes[p].blank() {
-			continue
-		}
-		s := sibling(c)
-		key := side{p, s}
-		ph, ok := phCache[key]
-		if !ok {
-			ph = t.parentHash(p, s)
-			phCache[key] = ph
-		}
-		if !bytes.Equal(dph, ph) {
-			continue
-		}
-		if !t.unmergedMatch(p, c, d) {
-			continue
-		}
-		valid[p]++
 	}
 	for i := range t.nodes {
 		x := nodeIndex(i)

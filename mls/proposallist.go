@@ -446,7 +446,7 @@ func (g *Group) verifyAddSignatures(props []committedProposal) error {
 			adds = append(adds, &pr.Add.KeyPackage)
 		}
 	}
-	return parallelFor(len(adds), func(i int) error {
+	return parallelFor(len(adds), minParallelSignatures, func(i int) error {
 		return g.verifyKeyPackage(adds[i])
 	})
 }

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -232,46 +229,6 @@ func checkLeafSupports(ln *LeafNode, exts []Extension) error {
 	return nil
 }
 
-// parallelFor runs f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
-// returns the first error. Every goroutine it starts has finished when it
-// returns.
-func parallelFor(n int, f func(i int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n/8) // small jobs run inline
-	if workers <= 1 {
-		for i := range n {
-			if err := f(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		wg       sync.WaitGroup
-		next     atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					next.Store(int64(n))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
-}
-
 // validateKeyPackage makes the checks of Section 10.1 on a KeyPackage that
 // is to be added to this group. own is true for KeyPackages this member
 // adds, whose lifetime is always checked (Section 7.3).
@@ -372,6 +329,7 @@ func (g *Group) credentials() *credentialSummary {
 	t := g.cur.tree
 	cs := &credentialSummary{}
 	first := true
+	var last []CredentialType
 	for l := leafIndex(0); uint32(l) < t.size(); l++ {
 		m := t.leafNode(l)
 		if m == nil {
@@ -383,8 +341,15 @@ func (g *Group) credentials() *credentialSummary {
 		if first {
 			cs.supportedByAll = slices.Clone(m.Capabilities.Credentials)
 			first = false
+			last = m.Capabilities.Credentials
 			continue
 		}
+		// Most members list the same credential types; a list equal to
+		// the last one intersected cannot narrow the intersection.
+		if slices.Equal(m.Capabilities.Credentials, last) {
+			continue
+		}
+		last = m.Capabilities.Credentials
 		cs.supportedByAll = slices.DeleteFunc(cs.supportedByAll, func(ct CredentialType) bool {
 			return !slices.Contains(m.Capabilities.Credentials, ct)
 		})
@@ -431,22 +396,27 @@ func checkNewKeysUnique(tree *ratchetTree, nodes []nodeIndex) error {
 			sig[string(n.Leaf.SignatureKey)] = x
 		}
 	}
-	for i := range tree.nodes {
-		x := nodeIndex(i)
-		n := tree.nodes[i]
-		if n.blank() {
-			continue
-		}
-		if y, ok := enc[string(n.encryptionKey())]; ok && y != x {
-			return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
-		}
-		if n.Leaf != nil {
-			if y, ok := sig[string(n.Leaf.SignatureKey)]; ok && y != x {
-				return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+	// The scan of the whole tree only reads it and the two maps, so a
+	// large tree is scanned on all CPUs; the error is that of the first
+	// node in tree order that repeats a new key.
+	return parallelChunks(len(tree.nodes), 4*minParallelNodes, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			x := nodeIndex(i)
+			n := tree.nodes[i]
+			if n.blank() {
+				continue
+			}
+			if y, ok := enc[string(n.encryptionKey())]; ok && y != x {
+				return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
+			}
+			if n.Leaf != nil {
+				if y, ok := sig[string(n.Leaf.SignatureKey)]; ok && y != x {
+					return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // proposalRef computes the ProposalRef of a proposal sent in ac (Section

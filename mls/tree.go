@@ -29,7 +29,11 @@ import (
 // (it copies pointers) and lets trees share unchanged nodes.
 //
 // A ratchetTree is not safe for concurrent use, not even for reads, because
-// computing a tree hash fills the cache.
+// computing a tree hash fills the cache. The parallel checks of this
+// package rely on two exceptions: the hashes of disjoint subtrees fill
+// disjoint cache entries, so they may be computed concurrently
+// (treeHashParallel); and once the root hash is computed every node's hash
+// is cached, so hashing only reads.
 
 // NodeType distinguishes leaf and parent nodes in a serialized Node and in
 // TreeHashInput (§7.8).

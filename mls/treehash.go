@@ -1,6 +1,9 @@
 package mls
 
-import "slices"
+import (
+	"runtime"
+	"slices"
+)
 
 // Tree hashes (RFC 9420, §7.8).
 //
@@ -78,4 +81,39 @@ func (t *ratchetTree) hashExcluding(x nodeIndex, exclude []leafIndex) []byte {
 		p = &np
 	}
 	return t.s.hash(parentHashInputForTree(p, t.hashExcluding(left(x), exclude), t.hashExcluding(right(x), exclude)))
+}
+
+// hashSubtreeRoots returns the roots of the subtrees that split t into
+// about 16 per CPU, for hashing them in parallel: the nodes of one level,
+// left to right. A tree below minParallelNodes leaves has none.
+func (t *ratchetTree) hashSubtreeRoots() []nodeIndex {
+	n := t.size()
+	if n < minParallelNodes {
+		return nil
+	}
+	want := uint32(16 * runtime.GOMAXPROCS(0))
+	var lvl uint
+	for n>>(lvl+1) >= want && lvl < level(t.rootIndex()) {
+		lvl++
+	}
+	// Level lvl holds the nodes (2^lvl - 1) + k * 2^(lvl+1).
+	roots := make([]nodeIndex, 0, n>>lvl)
+	for x := nodeIndex(1<<lvl - 1); uint32(x) < uint32(len(t.nodes)); x += 1 << (lvl + 1) {
+		roots = append(roots, x)
+	}
+	return roots
+}
+
+// treeHashParallel is treeHash with the subtrees of hashSubtreeRoots hashed
+// on all CPUs. Hashes of distinct subtrees fill distinct entries of the
+// cache, so the subtrees can be hashed concurrently; the nodes above them
+// are hashed afterwards, on the calling goroutine. On return every node's
+// hash is in the cache, so that later hash calls only read it.
+func (t *ratchetTree) treeHashParallel() []byte {
+	roots := t.hashSubtreeRoots()
+	parallelFor(len(roots), 2, func(i int) error {
+		t.hash(roots[i])
+		return nil
+	})
+	return t.treeHash()
 }

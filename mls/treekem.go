@@ -115,6 +115,23 @@ func nodeKeyPair(s suite, pathSecret []byte) (hpkeKeyPair, error) {
 	return hpkeKeyPair{priv: priv, pub: pub}, nil
 }
 
+// nodeKeyPairs derives the key pair of every path secret in secrets
+// (§7.4), in order. Each derivation is independent of the others and costs
+// a KEM key derivation, so a path of several nodes derives them on all
+// CPUs; the error is that of the lowest failing secret.
+func nodeKeyPairs(s suite, secrets [][]byte) ([]hpkeKeyPair, error) {
+	keys := make([]hpkeKeyPair, len(secrets))
+	err := parallelFor(len(secrets), minParallelKEM, func(i int) error {
+		kp, err := nodeKeyPair(s, secrets[i])
+		keys[i] = kp
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
 // nextPathSecret is path_secret[n+1] = DeriveSecret(path_secret[n], "path")
 // (§7.4). Applied to the root's path secret it gives the commit secret.
 func nextPathSecret(s suite, pathSecret []byte) []byte {
@@ -190,26 +207,29 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	// and the filtered direct path.
 	t.blankDirectPath(from)
 	fdp, cp := t.filteredDirectPath(from)
-	leafKey, err := nodeKeyPair(s, leafSecret)
+	res := &updatePathResult{
+		priv:        &privateTree{self: from, keys: make(map[nodeIndex]hpkeKeyPair, len(fdp)+1)},
+		pathSecrets: make([]pathSecretAt, len(fdp)),
+	}
+	// The path secrets form a chain of cheap derivations; the key pairs
+	// derived from them (one KEM key derivation each) are independent.
+	secrets := make([][]byte, len(fdp)+1)
+	secrets[0] = leafSecret
+	for i, x := range fdp {
+		secrets[i+1] = nextPathSecret(s, secrets[i])
+		res.pathSecrets[i] = pathSecretAt{node: x, secret: secrets[i+1]}
+	}
+	res.commitSecret = nextPathSecret(s, secrets[len(fdp)])
+	keys, err := nodeKeyPairs(s, secrets)
 	if err != nil {
 		return nil, err
 	}
-	res := &updatePathResult{
-		priv:        &privateTree{self: from, keys: map[nodeIndex]hpkeKeyPair{from.node(): leafKey}},
-		pathSecrets: make([]pathSecretAt, len(fdp)),
-	}
-	secret := leafSecret
+	leafKey := keys[0]
+	res.priv.keys[from.node()] = leafKey
 	for i, x := range fdp {
-		secret = nextPathSecret(s, secret)
-		kp, err := nodeKeyPair(s, secret)
-		if err != nil {
-			return nil, err
-		}
-		res.priv.keys[x] = kp
-		res.pathSecrets[i] = pathSecretAt{node: x, secret: secret}
-		t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: kp.pub}})
+		res.priv.keys[x] = keys[i+1]
+		t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: keys[i+1].pub}})
 	}
-	res.commitSecret = nextPathSecret(s, secret)
 
 	// §7.9: parent hashes from the root down, then the new signed leaf.
 	ph := t.setPathParentHashes(fdp, cp)
@@ -229,18 +249,35 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	if err != nil {
 		return nil, err
 	}
+	// The encryptions are independent of each other; in a tree with many
+	// blank parents a path encrypts to hundreds of nodes, so they are
+	// spread over all CPUs, in one list across the whole path.
 	path := &UpdatePath{LeafNode: nl, Nodes: make([]UpdatePathNode, len(fdp))}
+	type target struct {
+		ct     *HPKECiphertext
+		pub    []byte
+		secret []byte
+	}
+	var targets []target
 	for i, x := range fdp {
 		r := t.resolution(cp[i], exclude)
 		cts := make([]HPKECiphertext, len(r))
 		for j, y := range r {
-			kem, ct, err := encryptWithLabel(s, t.nodes[y].encryptionKey(), "UpdatePathNode", ctx, res.pathSecrets[i].secret)
-			if err != nil {
-				return nil, err
-			}
-			cts[j] = HPKECiphertext{KEMOutput: kem, Ciphertext: ct}
+			targets = append(targets, target{ct: &cts[j], pub: t.nodes[y].encryptionKey(), secret: res.pathSecrets[i].secret})
 		}
 		path.Nodes[i] = UpdatePathNode{EncryptionKey: t.nodes[x].Parent.EncryptionKey, EncryptedPathSecret: cts}
+	}
+	err = parallelFor(len(targets), minParallelHPKE, func(k int) error {
+		tg := &targets[k]
+		kem, ct, err := encryptWithLabel(s, tg.pub, "UpdatePathNode", ctx, tg.secret)
+		if err != nil {
+			return err
+		}
+		*tg.ct = HPKECiphertext{KEMOutput: kem, Ciphertext: ct}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res.path = path
 	return res, nil
@@ -355,18 +392,22 @@ func (t *ratchetTree) decryptPath(priv *privateTree, sender leafIndex, path *Upd
 	for _, x := range directPath(sender.node(), t.size()) {
 		delete(newPriv.keys, x)
 	}
-	for k := i; k < len(fdp); k++ {
-		if k > i {
+	secrets := make([][]byte, len(fdp)-i)
+	for k := range secrets {
+		if k > 0 {
 			secret = nextPathSecret(s, secret)
 		}
-		kp, err := nodeKeyPair(s, secret)
-		if err != nil {
-			return nil, err
+		secrets[k] = secret
+	}
+	keys, err := nodeKeyPairs(s, secrets)
+	if err != nil {
+		return nil, err
+	}
+	for k, kp := range keys {
+		if !bytes.Equal(kp.pub, path.Nodes[i+k].EncryptionKey) {
+			return nil, fmt.Errorf("%w: derived public key does not match node %d", errPathDecrypt, fdp[i+k])
 		}
-		if !bytes.Equal(kp.pub, path.Nodes[k].EncryptionKey) {
-			return nil, fmt.Errorf("%w: derived public key does not match node %d", errPathDecrypt, fdp[k])
-		}
-		newPriv.keys[fdp[k]] = kp
+		newPriv.keys[fdp[i+k]] = kp
 	}
 	newPriv.prune(t)
 	d.commitSecret = nextPathSecret(s, secret)
@@ -385,19 +426,23 @@ func (p *privateTree) implantPathSecret(t *ratchetTree, committer leafIndex, x n
 	if i < 0 || !isAncestor(x, p.self.node()) {
 		return fmt.Errorf("mls: path secret for node %d not on the committer's path above leaf %d", x, p.self)
 	}
-	keys := make(map[nodeIndex]hpkeKeyPair, len(fdp)-i)
-	for k := i; k < len(fdp); k++ {
-		if k > i {
+	secrets := make([][]byte, len(fdp)-i)
+	for k := range secrets {
+		if k > 0 {
 			secret = nextPathSecret(t.s, secret)
 		}
-		kp, err := nodeKeyPair(t.s, secret)
-		if err != nil {
-			return err
+		secrets[k] = secret
+	}
+	derived, err := nodeKeyPairs(t.s, secrets)
+	if err != nil {
+		return err
+	}
+	keys := make(map[nodeIndex]hpkeKeyPair, len(derived))
+	for k, kp := range derived {
+		if !bytes.Equal(kp.pub, t.nodes[fdp[i+k]].encryptionKey()) {
+			return fmt.Errorf("mls: path secret does not match the public key of node %d", fdp[i+k])
 		}
-		if !bytes.Equal(kp.pub, t.nodes[fdp[k]].encryptionKey()) {
-			return fmt.Errorf("mls: path secret does not match the public key of node %d", fdp[k])
-		}
-		keys[fdp[k]] = kp
+		keys[fdp[i+k]] = kp
 	}
 	maps.Copy(p.keys, keys)
 	return nil

@@ -101,16 +101,23 @@ func (t *ratchetTree) checkUnmergedLeaves(x nodeIndex) error {
 	return nil
 }
 
-// validateLeafSignatures verifies the signature of every non-blank leaf.
+// validateLeafSignatures verifies the signature of every non-blank leaf
+// (§7.3), on all CPUs for large trees, and reports the lowest leaf whose
+// signature fails.
 func (t *ratchetTree) validateLeafSignatures(groupID []byte) error {
-	for l := range leafIndex(t.size()) {
-		ln := t.nodes[l.node()].Leaf
-		if ln == nil {
-			continue
-		}
-		if !ln.verifySignature(t.s, groupID, uint32(l)) {
+	return t.verifyLeafSignatures(groupID, 0, t.size())
+}
+
+// verifyLeafSignatures verifies the signatures of the non-blank leaves in
+// [lo, hi) (§7.3) and reports the lowest one that fails. It only reads t,
+// so calls for disjoint ranges may run concurrently.
+func (t *ratchetTree) verifyLeafSignatures(groupID []byte, lo, hi uint32) error {
+	return parallelFor(int(hi-lo), minParallelSignatures, func(i int) error {
+		l := lo + uint32(i)
+		ln := t.nodes[leafIndex(l).node()].Leaf
+		if ln != nil && !ln.verifySignature(t.s, groupID, l) {
 			return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
 		}
-	}
-	return nil
+		return nil
+	})
 }
