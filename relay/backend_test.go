@@ -158,6 +158,23 @@ func jsConfig(cfg Config) (jsarchive.Config, bool) {
 
 var freshStreams atomic.Int64
 
+// jsClient is a JetStream client of the NATS at url, closed when the test
+// ends: the tests look into the stream with it, or write to it as a relay
+// of an older build would.
+func jsClient(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // storedMsgs counts the messages the JetStream stream of a relay on
 // JetStream holds on a channel's handshake subject (hs) or application
 // subject; ok is false for a relay on SQLite.
@@ -172,15 +189,7 @@ func storedMsgs(t testing.TB, tr *testRelay, channel string, hs bool) (n int, ok
 	if hs {
 		subject = jsarchive.HandshakeSubject(stream, channel)
 	}
-	nc, err := nats.Connect(jc.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsClient(t, jc.URL)
 	s, err := js.Stream(context.Background(), stream)
 	if err != nil {
 		t.Fatal(err)

@@ -282,13 +282,17 @@ func BenchmarkClusterNodeStart(b *testing.B) {
 	s.Close(context.Background()) // the stream exists
 	// The entries as a relay stores them (its time header, an id), put
 	// into the stream directly.
-	nc, err := nats.Connect(n.URL)
+	js := jsClient(b, n.URL)
+	// Each channel's payer record, as its first publish writes it: the
+	// entries of channel c come from account c mod 50.
+	kv, err := js.KeyValue(context.Background(), jsarchive.PayerBucket("START"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
+	for c := range channels {
+		if _, err := kv.Create(context.Background(), jsarchive.PayerKey(fmt.Sprintf("acme/start/c%d", c)), []byte(fmt.Sprint("account-", c%50))); err != nil {
+			b.Fatal(err)
+		}
 	}
 	payload := bytes.Repeat([]byte{0xA5}, benchPayload)
 	ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
@@ -300,13 +304,15 @@ func BenchmarkClusterNodeStart(b *testing.B) {
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}
+		if i%2048 == 2047 { // within the client's bound on acks outstanding
+			<-js.PublishAsyncComplete()
+		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(5 * time.Minute):
 		b.Fatal("publishes not acknowledged")
 	}
-	nc.Close()
 	b.ResetTimer()
 	for range b.N {
 		var before, after runtime.MemStats

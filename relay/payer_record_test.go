@@ -50,15 +50,7 @@ func TestPayerFromOlderEntries(t *testing.T) {
 	first := startRelay(t, withJS(Config{OpenChannels: true}, n.URL, stream, 0))
 	first.stop(t)
 
-	nc, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	jsc, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsc := jsClient(t, n.URL)
 	for _, p := range []string{"old entry one", "old entry two"} {
 		m := nats.NewMsg(jsarchive.AppSubject(stream, ch))
 		m.Data = []byte(p)
@@ -88,16 +80,7 @@ func TestPayerFromOlderEntries(t *testing.T) {
 // stream on the NATS at url ("" for none).
 func payerRecord(t *testing.T, url, stream, ch string) string {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), jsarchive.PayerBucket(stream))
+	kv, err := jsClient(t, url).KeyValue(t.Context(), jsarchive.PayerBucket(stream))
 	if err != nil {
 		t.Fatal(err)
 	}
