@@ -27,7 +27,7 @@ func (g *Group) Protect(data, authenticatedData []byte) ([]byte, error) {
 	if len(g.proposals) > 0 {
 		return nil, fmt.Errorf("%w (%d)", ErrPendingProposals, len(g.proposals))
 	}
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:           g.cur.ctx.GroupID,
 		Epoch:             g.cur.ctx.Epoch,
 		Sender:            Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)},

@@ -34,7 +34,7 @@ func BenchmarkPrivateMessageProtect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkProtect(b, f, func(fc *FramedContent) (*authenticatedContent, error) {
+	benchmarkProtect(b, f, func(fc *framedContent) (*authenticatedContent, error) {
 		return signFramedContentWithKey(sk, WireFormatPrivateMessage, fc, f.gc)
 	})
 }
@@ -44,12 +44,12 @@ func BenchmarkPrivateMessageProtect(b *testing.B) {
 // is expanded again for every message.
 func BenchmarkPrivateMessageProtectSeedKey(b *testing.B) {
 	f := newProtectFixture(b, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
-	benchmarkProtect(b, f, func(fc *FramedContent) (*authenticatedContent, error) {
+	benchmarkProtect(b, f, func(fc *framedContent) (*authenticatedContent, error) {
 		return signFramedContent(f.s, f.sigPriv, WireFormatPrivateMessage, fc, f.gc)
 	})
 }
 
-func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*FramedContent) (*authenticatedContent, error)) {
+func benchmarkProtect(b *testing.B, f *protectFixture, sign func(*framedContent) (*authenticatedContent, error)) {
 	data := bytes.Repeat([]byte{'m'}, 1024)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))

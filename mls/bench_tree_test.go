@@ -66,7 +66,7 @@ func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
 	if full {
 		for x := nodeIndex(1); int(x) < len(t.nodes); x += 2 {
 			if t.leaves[x] > 0 {
-				t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: derive(x).pub}})
+				t.setNode(x, treeNode{Parent: &parentNodeData{EncryptionKey: derive(x).pub}})
 			}
 		}
 	}
@@ -218,9 +218,9 @@ func BenchmarkTreeHash(b *testing.B) {
 			cpu.start()
 			for b.Loop() {
 				if i++; i%2 == 0 {
-					t.setNode(l.node(), Node{Leaf: a})
+					t.setNode(l.node(), treeNode{Leaf: a})
 				} else {
-					t.setNode(l.node(), Node{Leaf: &alt})
+					t.setNode(l.node(), treeNode{Leaf: &alt})
 				}
 				t.treeHash()
 			}
@@ -272,12 +272,12 @@ func buildCommittedTree(tb testing.TB, n uint32) *ratchetTree {
 		t.blankDirectPath(l)
 		fdp, cp := t.filteredDirectPath(l)
 		for _, x := range fdp {
-			t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: key(i<<8|uint32(level(x)), 'p')}})
+			t.setNode(x, treeNode{Parent: &parentNodeData{EncryptionKey: key(i<<8|uint32(level(x)), 'p')}})
 		}
 		ln := *t.leafNode(l)
 		ln.LeafNodeSource = LeafNodeSourceCommit
 		ln.ParentHash = t.setPathParentHashes(fdp, cp)
-		t.setNode(l.node(), Node{Leaf: &ln})
+		t.setNode(l.node(), treeNode{Leaf: &ln})
 	}
 	return t
 }

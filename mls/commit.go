@@ -1,28 +1,28 @@
 package mls
 
-// Commit applies proposals and optionally refreshes the committer's path
+// commitContent (the RFC's Commit) applies proposals and optionally refreshes the committer's path
 // (RFC 9420, Section 12.4).
 //
 //	struct {
 //	    ProposalOrRef proposals<V>;
 //	    optional<UpdatePath> path;
 //	} Commit;
-type Commit struct {
-	Proposals []ProposalOrRef
-	Path      *UpdatePath
+type commitContent struct {
+	Proposals []proposalOrRef
+	Path      *updatePath
 }
 
-func (x *Commit) marshal(b *builder) {
+func (x *commitContent) marshal(b *builder) {
 	marshalList(b, x.Proposals)
 	b.optional(x.Path != nil, func(b *builder) { x.Path.marshal(b) })
 }
 
-func (x *Commit) unmarshal(p *parser) bool {
-	*x = Commit{}
+func (x *commitContent) unmarshal(p *parser) bool {
+	*x = commitContent{}
 	if !unmarshalList(p, &x.Proposals) {
 		return false
 	}
-	var path UpdatePath
+	var path updatePath
 	present, ok := p.optional(path.unmarshal)
 	if present {
 		x.Path = &path
@@ -30,50 +30,50 @@ func (x *Commit) unmarshal(p *parser) bool {
 	return ok
 }
 
-// HPKECiphertext is the output of EncryptWithLabel (Section 7.6).
-type HPKECiphertext struct {
+// hpkeCiphertext is the output of EncryptWithLabel (Section 7.6).
+type hpkeCiphertext struct {
 	KEMOutput  []byte
 	Ciphertext []byte
 }
 
-func (x *HPKECiphertext) marshal(b *builder) {
+func (x *hpkeCiphertext) marshal(b *builder) {
 	b.vec(x.KEMOutput)
 	b.vec(x.Ciphertext)
 }
 
-func (x *HPKECiphertext) unmarshal(p *parser) bool {
+func (x *hpkeCiphertext) unmarshal(p *parser) bool {
 	return p.vec(&x.KEMOutput) && p.vec(&x.Ciphertext)
 }
 
-// UpdatePathNode is one parent node of an UpdatePath: its new public key
+// updatePathNode is one parent node of an UpdatePath: its new public key
 // and its path secret encrypted to each node of the copath resolution
 // (Section 7.6).
-type UpdatePathNode struct {
+type updatePathNode struct {
 	EncryptionKey       []byte
-	EncryptedPathSecret []HPKECiphertext
+	EncryptedPathSecret []hpkeCiphertext
 }
 
-func (x *UpdatePathNode) marshal(b *builder) {
+func (x *updatePathNode) marshal(b *builder) {
 	b.vec(x.EncryptionKey)
 	marshalList(b, x.EncryptedPathSecret)
 }
 
-func (x *UpdatePathNode) unmarshal(p *parser) bool {
+func (x *updatePathNode) unmarshal(p *parser) bool {
 	return p.vec(&x.EncryptionKey) && unmarshalList(p, &x.EncryptedPathSecret)
 }
 
-// UpdatePath is the committer's new leaf and the new parent nodes of its
+// updatePath is the committer's new leaf and the new parent nodes of its
 // filtered direct path (Section 7.6).
-type UpdatePath struct {
+type updatePath struct {
 	LeafNode LeafNode
-	Nodes    []UpdatePathNode
+	Nodes    []updatePathNode
 }
 
-func (x *UpdatePath) marshal(b *builder) {
+func (x *updatePath) marshal(b *builder) {
 	x.LeafNode.marshal(b)
 	marshalList(b, x.Nodes)
 }
 
-func (x *UpdatePath) unmarshal(p *parser) bool {
+func (x *updatePath) unmarshal(p *parser) bool {
 	return x.LeafNode.unmarshal(p) && unmarshalList(p, &x.Nodes)
 }

@@ -330,12 +330,12 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 		return nil, err
 	}
 	committer := Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)}
-	por := make([]ProposalOrRef, len(props))
+	por := make([]proposalOrRef, len(props))
 	for i, p := range props {
 		if p.byRef {
-			por[i] = ProposalOrRef{Type: ProposalOrRefTypeReference, Reference: p.ref}
+			por[i] = proposalOrRef{Type: porReference, Reference: p.ref}
 		} else {
-			por[i] = ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: p.proposal}
+			por[i] = proposalOrRef{Type: porProposal, Proposal: p.proposal}
 		}
 	}
 
@@ -356,7 +356,7 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 	}
 	ctx.Epoch++
 
-	commit := &Commit{Proposals: por}
+	commit := &commitContent{Proposals: por}
 	priv := g.priv.clone()
 	var commitSecret []byte
 	var path *updatePathResult
@@ -379,7 +379,7 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 
 	// Section 12.4.1: sign with the old GroupContext, then derive the new
 	// epoch from the transcript.
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
 		Sender:      committer,
@@ -486,14 +486,14 @@ func (g *Group) makeWelcome(ctx *GroupContext, treeEnc []byte, keys *epochSecret
 	if err != nil {
 		return nil, err
 	}
-	w := &Welcome{CipherSuite: g.s.id(), EncryptedGroupInfo: encGI}
-	w.Secrets = make([]EncryptedGroupSecrets, len(eff.added))
+	w := &welcomeMessage{CipherSuite: g.s.id(), EncryptedGroupInfo: encGI}
+	w.Secrets = make([]encryptedGroupSecrets, len(eff.added))
 	// One HPKE encryption per new member, independent of each other.
 	err = parallelFor(len(eff.added), minParallelHPKE, func(i int) error {
-		gs := GroupSecrets{JoinerSecret: joinerSecret, PSKs: eff.psks}
+		gs := welcomeSecrets{JoinerSecret: joinerSecret, PSKs: eff.psks}
 		if path != nil {
 			if ps, ok := path.pathSecretFor(eff.added[i]); ok {
-				gs.PathSecret = &PathSecret{PathSecret: ps.secret}
+				gs.PathSecret = &pathSecretMsg{PathSecret: ps.secret}
 			}
 		}
 		egs, err := sealGroupSecrets(g.s, eff.addedKPs[i], &gs, encGI)
@@ -609,7 +609,7 @@ func (g *Group) handshakeWireFormat() WireFormat {
 }
 
 // protectHandshake signs and protects an own proposal.
-func (g *Group) protectHandshake(fc *FramedContent) ([]byte, *authenticatedContent, error) {
+func (g *Group) protectHandshake(fc *framedContent) ([]byte, *authenticatedContent, error) {
 	ac, err := g.signContent(g.handshakeWireFormat(), fc, g.cur.ctx)
 	if err != nil {
 		return nil, nil, err

@@ -167,7 +167,7 @@ func (g *Group) identityAt(t *ratchetTree, l leafIndex) string {
 // signerKeyFor returns the function that finds a sender's signature key
 // in an epoch (Section 6.1).
 func (g *Group) signerKeyFor(ek *epochKeys) signerKey {
-	return func(fc *FramedContent) ([]byte, error) {
+	return func(fc *framedContent) ([]byte, error) {
 		switch fc.Sender.SenderType {
 		case SenderTypeMember:
 			ln := ek.tree.leafNode(leafIndex(fc.Sender.LeafIndex))
@@ -254,8 +254,8 @@ func (g *Group) processCommit(ac *authenticatedContent) (leafIndex, error) {
 // part of the group until enterCommitEpoch installs it.
 type incomingCommit struct {
 	ac       *authenticatedContent
-	fc       *FramedContent
-	c        *Commit
+	fc       *framedContent
+	c        *commitContent
 	external bool // a new member's external Commit (§12.4.3.2)
 
 	props []committedProposal

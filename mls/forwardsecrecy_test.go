@@ -149,7 +149,7 @@ func TestFailedPrivateMessageLeavesStateIdentical(t *testing.T) {
 	for _, ct := range []ContentType{ContentTypeApplication, ContentTypeProposal} {
 		// bob forges a message in alice's name: he holds the keys of
 		// every sender, but not alice's signature key.
-		fc := &FramedContent{
+		fc := &framedContent{
 			GroupID:     bob.cur.ctx.GroupID,
 			Epoch:       bob.cur.ctx.Epoch,
 			Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: alice.LeafIndex()},

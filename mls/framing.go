@@ -100,7 +100,7 @@ func (x *Sender) unmarshal(p *parser) bool {
 
 // marshalContent appends the select on content_type shared by
 // FramedContent and PrivateMessageContent.
-func marshalContent(b *builder, ct ContentType, app []byte, prop *Proposal, commit *Commit) {
+func marshalContent(b *builder, ct ContentType, app []byte, prop *Proposal, commit *commitContent) {
 	switch ct {
 	case ContentTypeApplication:
 		b.vec(app)
@@ -111,7 +111,7 @@ func marshalContent(b *builder, ct ContentType, app []byte, prop *Proposal, comm
 	}
 }
 
-func unmarshalContent(p *parser, ct ContentType, app *[]byte, prop **Proposal, commit **Commit) bool {
+func unmarshalContent(p *parser, ct ContentType, app *[]byte, prop **Proposal, commit **commitContent) bool {
 	switch ct {
 	case ContentTypeApplication:
 		return p.vec(app)
@@ -119,24 +119,24 @@ func unmarshalContent(p *parser, ct ContentType, app *[]byte, prop **Proposal, c
 		*prop = new(Proposal)
 		return (*prop).unmarshal(p)
 	case ContentTypeCommit:
-		*commit = new(Commit)
+		*commit = new(commitContent)
 		return (*commit).unmarshal(p)
 	}
 	return false
 }
 
-// FramedContent is the content of a message with its framing (Section 6).
+// framedContent is the content of a message with its framing (Section 6).
 // The field named by ContentType is used; a nil Proposal or Commit
 // encodes as its zero value.
-type FramedContent struct {
+type framedContent struct {
 	GroupID           []byte
 	Epoch             uint64
 	Sender            Sender
 	AuthenticatedData []byte
 	ContentType       ContentType
-	ApplicationData   []byte    // application
-	Proposal          *Proposal // proposal
-	Commit            *Commit   // commit
+	ApplicationData   []byte         // application
+	Proposal          *Proposal      // proposal
+	Commit            *commitContent // commit
 
 	// body is the content as received (the encoding of ApplicationData,
 	// Proposal or Commit), kept when a PrivateMessage is opened. The
@@ -148,11 +148,11 @@ type FramedContent struct {
 }
 
 // encodedLen is about the length of x's encoding, for sizing buffers.
-func (x *FramedContent) encodedLen() int {
+func (x *framedContent) encodedLen() int {
 	return len(x.GroupID) + len(x.AuthenticatedData) + len(x.body) + 32
 }
 
-func (x *FramedContent) marshal(b *builder) {
+func (x *framedContent) marshal(b *builder) {
 	b.vec(x.GroupID)
 	b.u64(x.Epoch)
 	x.Sender.marshal(b)
@@ -165,21 +165,21 @@ func (x *FramedContent) marshal(b *builder) {
 	marshalContent(b, x.ContentType, x.ApplicationData, x.Proposal, x.Commit)
 }
 
-func (x *FramedContent) unmarshal(p *parser) bool {
-	*x = FramedContent{}
+func (x *framedContent) unmarshal(p *parser) bool {
+	*x = framedContent{}
 	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && x.Sender.unmarshal(p) &&
 		p.vec(&x.AuthenticatedData) && p.contentType(&x.ContentType) &&
 		unmarshalContent(p, x.ContentType, &x.ApplicationData, &x.Proposal, &x.Commit)
 }
 
-// FramedContentTBS is the input to the signature over a FramedContent
+// framedContentToSign (the RFC's FramedContentTBS) is the input to the signature over a FramedContent
 // (Section 6.1). Context is encoded only for member and new_member_commit
 // senders; a nil Context there encodes as the zero GroupContext. Decoding
 // rejects versions other than mls10, the value the RFC fixes.
-type FramedContentTBS struct {
+type framedContentToSign struct {
 	Version    ProtocolVersion
 	WireFormat WireFormat
-	Content    FramedContent
+	Content    framedContent
 	Context    *GroupContext
 }
 
@@ -187,7 +187,7 @@ func tbsHasContext(t SenderType) bool {
 	return t == SenderTypeMember || t == SenderTypeNewMemberCommit
 }
 
-func (x *FramedContentTBS) marshal(b *builder) {
+func (x *framedContentToSign) marshal(b *builder) {
 	b.u16(uint16(x.Version))
 	b.u16(uint16(x.WireFormat))
 	x.Content.marshal(b)
@@ -196,8 +196,8 @@ func (x *FramedContentTBS) marshal(b *builder) {
 	}
 }
 
-func (x *FramedContentTBS) unmarshal(p *parser) bool {
-	*x = FramedContentTBS{}
+func (x *framedContentToSign) unmarshal(p *parser) bool {
+	*x = framedContentToSign{}
 	var v, wf uint16
 	if !p.u16(&v) || !p.u16(&wf) || !x.Content.unmarshal(p) {
 		return false
@@ -213,23 +213,23 @@ func (x *FramedContentTBS) unmarshal(p *parser) bool {
 	return true
 }
 
-// FramedContentAuthData is the signature over a FramedContent and, for
+// framedContentAuthData is the signature over a FramedContent and, for
 // commits, the confirmation tag (Section 6.1). Its encoding depends on the
 // content type of the enclosing content, so marshal and unmarshal take it.
-type FramedContentAuthData struct {
+type framedContentAuthData struct {
 	Signature       []byte
 	ConfirmationTag []byte // commit only: a MAC, opaque<V>
 }
 
-func (x *FramedContentAuthData) marshal(b *builder, ct ContentType) {
+func (x *framedContentAuthData) marshal(b *builder, ct ContentType) {
 	b.vec(x.Signature)
 	if ct == ContentTypeCommit {
 		b.vec(x.ConfirmationTag)
 	}
 }
 
-func (x *FramedContentAuthData) unmarshal(p *parser, ct ContentType) bool {
-	*x = FramedContentAuthData{}
+func (x *framedContentAuthData) unmarshal(p *parser, ct ContentType) bool {
+	*x = framedContentAuthData{}
 	if !p.vec(&x.Signature) {
 		return false
 	}
@@ -243,8 +243,8 @@ func (x *FramedContentAuthData) unmarshal(p *parser, ct ContentType) bool {
 // wire format it is sent in (Section 6).
 type authenticatedContent struct {
 	WireFormat WireFormat
-	Content    FramedContent
-	Auth       FramedContentAuthData
+	Content    framedContent
+	Auth       framedContentAuthData
 }
 
 func (x *authenticatedContent) marshal(b *builder) {
@@ -263,15 +263,15 @@ func (x *authenticatedContent) unmarshal(p *parser) bool {
 	return x.Content.unmarshal(p) && x.Auth.unmarshal(p, x.Content.ContentType)
 }
 
-// PublicMessage is an authenticated, unencrypted message (Section 6.2).
+// publicMessage is an authenticated, unencrypted message (Section 6.2).
 // MembershipTag is present exactly when the sender is a member.
-type PublicMessage struct {
-	Content       FramedContent
-	Auth          FramedContentAuthData
+type publicMessage struct {
+	Content       framedContent
+	Auth          framedContentAuthData
 	MembershipTag []byte // member only: a MAC, opaque<V>
 }
 
-func (x *PublicMessage) marshal(b *builder) {
+func (x *publicMessage) marshal(b *builder) {
 	x.Content.marshal(b)
 	x.Auth.marshal(b, x.Content.ContentType)
 	if x.Content.Sender.SenderType == SenderTypeMember {
@@ -279,8 +279,8 @@ func (x *PublicMessage) marshal(b *builder) {
 	}
 }
 
-func (x *PublicMessage) unmarshal(p *parser) bool {
-	*x = PublicMessage{}
+func (x *publicMessage) unmarshal(p *parser) bool {
+	*x = publicMessage{}
 	if !x.Content.unmarshal(p) || !x.Auth.unmarshal(p, x.Content.ContentType) {
 		return false
 	}
@@ -290,8 +290,8 @@ func (x *PublicMessage) unmarshal(p *parser) bool {
 	return true
 }
 
-// PrivateMessage is an encrypted message (Section 6.3).
-type PrivateMessage struct {
+// privateMessage is an encrypted message (Section 6.3).
+type privateMessage struct {
 	GroupID             []byte
 	Epoch               uint64
 	ContentType         ContentType
@@ -300,7 +300,7 @@ type PrivateMessage struct {
 	Ciphertext          []byte
 }
 
-func (x *PrivateMessage) marshal(b *builder) {
+func (x *privateMessage) marshal(b *builder) {
 	b.vec(x.GroupID)
 	b.u64(x.Epoch)
 	b.u8(uint8(x.ContentType))
@@ -309,8 +309,8 @@ func (x *PrivateMessage) marshal(b *builder) {
 	b.vec(x.Ciphertext)
 }
 
-func (x *PrivateMessage) unmarshal(p *parser) bool {
-	*x = PrivateMessage{}
+func (x *privateMessage) unmarshal(p *parser) bool {
+	*x = privateMessage{}
 	return p.vec(&x.GroupID) && p.u64(&x.Epoch) && p.contentType(&x.ContentType) &&
 		p.vec(&x.AuthenticatedData) && p.vec(&x.EncryptedSenderData) && p.vec(&x.Ciphertext)
 }
@@ -321,10 +321,10 @@ func (x *PrivateMessage) unmarshal(p *parser) bool {
 // follow the auth field; unmarshal takes every remaining byte as padding
 // and rejects the content if any of them is not zero.
 type privateMessageContent struct {
-	ApplicationData []byte    // application
-	Proposal        *Proposal // proposal
-	Commit          *Commit   // commit
-	Auth            FramedContentAuthData
+	ApplicationData []byte         // application
+	Proposal        *Proposal      // proposal
+	Commit          *commitContent // commit
+	Auth            framedContentAuthData
 	Padding         int
 
 	body []byte // the content's bytes as decoded: see FramedContent.body
@@ -427,9 +427,9 @@ func (x *privateContentAAD) unmarshal(p *parser) bool {
 type mlsMessage struct {
 	Version        ProtocolVersion
 	WireFormat     WireFormat
-	PublicMessage  *PublicMessage
-	PrivateMessage *PrivateMessage
-	Welcome        *Welcome
+	PublicMessage  *publicMessage
+	PrivateMessage *privateMessage
+	Welcome        *welcomeMessage
 	GroupInfo      *GroupInfo
 	KeyPackage     *KeyPackage
 }
@@ -463,13 +463,13 @@ func (x *mlsMessage) unmarshal(p *parser) bool {
 	}
 	switch x.WireFormat {
 	case WireFormatPublicMessage:
-		x.PublicMessage = new(PublicMessage)
+		x.PublicMessage = new(publicMessage)
 		return x.PublicMessage.unmarshal(p)
 	case WireFormatPrivateMessage:
-		x.PrivateMessage = new(PrivateMessage)
+		x.PrivateMessage = new(privateMessage)
 		return x.PrivateMessage.unmarshal(p)
 	case WireFormatWelcome:
-		x.Welcome = new(Welcome)
+		x.Welcome = new(welcomeMessage)
 		return x.Welcome.unmarshal(p)
 	case WireFormatGroupInfo:
 		x.GroupInfo = new(GroupInfo)

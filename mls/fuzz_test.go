@@ -71,16 +71,16 @@ func handmade() [][]byte {
 		LeafNodeSource: LeafNodeSourceCommit, ParentHash: []byte{4},
 		Extensions: []Extension{{ExtensionType: 0x0a0a}}, Signature: []byte{5},
 	}
-	commit := Commit{
-		Proposals: []ProposalOrRef{
-			{Type: ProposalOrRefTypeReference, Reference: []byte{6}},
-			{Type: ProposalOrRefTypeProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: 7}}},
+	commit := commitContent{
+		Proposals: []proposalOrRef{
+			{Type: porReference, Reference: []byte{6}},
+			{Type: porProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: 7}}},
 		},
-		Path: &UpdatePath{LeafNode: leaf, Nodes: []UpdatePathNode{{EncryptionKey: []byte{8}, EncryptedPathSecret: []HPKECiphertext{{}}}}},
+		Path: &updatePath{LeafNode: leaf, Nodes: []updatePathNode{{EncryptionKey: []byte{8}, EncryptedPathSecret: []hpkeCiphertext{{}}}}},
 	}
-	msg := mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
-		Content: FramedContent{Sender: Sender{SenderType: SenderTypeMember}, ContentType: ContentTypeCommit, Commit: &commit},
-		Auth:    FramedContentAuthData{Signature: []byte{9}, ConfirmationTag: []byte{10}},
+	msg := mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &publicMessage{
+		Content: framedContent{Sender: Sender{SenderType: SenderTypeMember}, ContentType: ContentTypeCommit, Commit: &commit},
+		Auth:    framedContentAuthData{Signature: []byte{9}, ConfirmationTag: []byte{10}},
 	}}
 	return [][]byte{nil, {0}, {0x40, 0x00}, marshal(&leaf), marshal(&commit), marshal(&msg)}
 }
@@ -104,7 +104,7 @@ func FuzzWelcome(f *testing.F) {
 	for _, s := range messageSeeds(f, "mls_welcome") {
 		seeds = append(seeds, s[4:])
 	}
-	fuzzRoundTrip[Welcome](f, append(seeds, handmade()...))
+	fuzzRoundTrip[welcomeMessage](f, append(seeds, handmade()...))
 }
 
 func FuzzGroupInfo(f *testing.F) {
@@ -116,7 +116,7 @@ func FuzzGroupInfo(f *testing.F) {
 }
 
 func FuzzCommit(f *testing.F) {
-	fuzzRoundTrip[Commit](f, append(messageSeeds(f, "commit"), handmade()...))
+	fuzzRoundTrip[commitContent](f, append(messageSeeds(f, "commit"), handmade()...))
 }
 
 func FuzzProposal(f *testing.F) {
@@ -144,7 +144,7 @@ func FuzzLeafNode(f *testing.F) {
 }
 
 func FuzzGroupSecrets(f *testing.F) {
-	fuzzRoundTrip[GroupSecrets](f, append(messageSeeds(f, "group_secrets"), handmade()...))
+	fuzzRoundTrip[welcomeSecrets](f, append(messageSeeds(f, "group_secrets"), handmade()...))
 }
 
 // FuzzPrivateMessageContent covers the content-type dependent decoders
@@ -191,25 +191,25 @@ var allWireStructs = []func() wireStruct{
 	func() wireStruct { return new(Capabilities) },
 	func() wireStruct { return new(Lifetime) },
 	func() wireStruct { return new(PreSharedKeyID) },
-	func() wireStruct { return new(ProposalOrRef) },
-	func() wireStruct { return new(HPKECiphertext) },
-	func() wireStruct { return new(UpdatePathNode) },
-	func() wireStruct { return new(UpdatePath) },
+	func() wireStruct { return new(proposalOrRef) },
+	func() wireStruct { return new(hpkeCiphertext) },
+	func() wireStruct { return new(updatePathNode) },
+	func() wireStruct { return new(updatePath) },
 	func() wireStruct { return new(GroupContext) },
-	func() wireStruct { return new(PathSecret) },
-	func() wireStruct { return new(EncryptedGroupSecrets) },
+	func() wireStruct { return new(pathSecretMsg) },
+	func() wireStruct { return new(encryptedGroupSecrets) },
 	func() wireStruct { return new(Sender) },
-	func() wireStruct { return new(FramedContent) },
-	func() wireStruct { return new(FramedContentTBS) },
+	func() wireStruct { return new(framedContent) },
+	func() wireStruct { return new(framedContentToSign) },
 	func() wireStruct { return new(authenticatedContent) },
-	func() wireStruct { return new(PublicMessage) },
-	func() wireStruct { return new(PrivateMessage) },
+	func() wireStruct { return new(publicMessage) },
+	func() wireStruct { return new(privateMessage) },
 	func() wireStruct { return new(senderData) },
 	func() wireStruct { return new(senderDataAAD) },
 	func() wireStruct { return new(privateContentAAD) },
 	func() wireStruct { return new(ExternalSender) },
-	func() wireStruct { return new(ParentNode) },
-	func() wireStruct { return new(Node) },
+	func() wireStruct { return new(parentNodeData) },
+	func() wireStruct { return new(treeNode) },
 	func() wireStruct { return new(Add) },
 	func() wireStruct { return new(Update) },
 	func() wireStruct { return new(Remove) },

@@ -572,7 +572,7 @@ func (g *Group) epochFor(epoch uint64) (*epochKeys, error) {
 
 // signContent signs fc as this member (Section 6.1), with the signature key
 // parsed once per Group.
-func (g *Group) signContent(wf WireFormat, fc *FramedContent, gc *GroupContext) (*authenticatedContent, error) {
+func (g *Group) signContent(wf WireFormat, fc *framedContent, gc *GroupContext) (*authenticatedContent, error) {
 	if g.signer == nil {
 		sk, err := g.s.signKey(g.sigPriv)
 		if err != nil {

@@ -48,7 +48,7 @@ func twoMembers(t *testing.T, cfg *Config) (*testGroup, *Group, *Group) {
 
 // resealPublic re-encodes a PublicMessage after f changed it, with a fresh
 // membership tag from the epoch keys of g (as an insider could).
-func resealPublic(t *testing.T, g *Group, msg []byte, f func(pm *PublicMessage)) []byte {
+func resealPublic(t *testing.T, g *Group, msg []byte, f func(pm *publicMessage)) []byte {
 	t.Helper()
 	var m mlsMessage
 	if err := unmarshal(msg, &m); err != nil || m.PublicMessage == nil {
@@ -70,7 +70,7 @@ func TestRejectCommitFromNonMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	outsider, _ := GenerateSignatureKey(testSuite)
-	forged := resealPublic(t, bob, res.Commit, func(pm *PublicMessage) {
+	forged := resealPublic(t, bob, res.Commit, func(pm *publicMessage) {
 		ac, err := signFramedContent(bob.s, outsider, WireFormatPublicMessage, &pm.Content, bob.cur.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestRejectCommitFromNonMember(t *testing.T) {
 	expectUnchanged(t, bob, before)
 
 	// A sender index that names no member.
-	forged = resealPublic(t, bob, res.Commit, func(pm *PublicMessage) { pm.Content.Sender.LeafIndex = 5 })
+	forged = resealPublic(t, bob, res.Commit, func(pm *publicMessage) { pm.Content.Sender.LeafIndex = 5 })
 	if _, err := bob.Process(forged); !errors.Is(err, ErrUnknownSender) {
 		t.Fatalf("got %v, want ErrUnknownSender", err)
 	}
@@ -114,7 +114,7 @@ func TestRejectWrongConfirmationTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged := resealPublic(t, bob, res.Commit, func(pm *PublicMessage) { pm.Auth.ConfirmationTag[3] ^= 0x40 })
+	forged := resealPublic(t, bob, res.Commit, func(pm *publicMessage) { pm.Auth.ConfirmationTag[3] ^= 0x40 })
 	before := fingerprint(t, bob)
 	if _, err := bob.Process(forged); !errors.Is(err, ErrInvalidConfirmationTag) {
 		t.Fatalf("got %v, want ErrInvalidConfirmationTag", err)
@@ -133,16 +133,16 @@ func TestRejectInvalidProposalList(t *testing.T) {
 	}
 	// ...and a receiver rejects one built by hand: two removes of the same
 	// leaf, and a remove of the committer.
-	for _, props := range [][]ProposalOrRef{
+	for _, props := range [][]proposalOrRef{
 		{removeRef(carol.LeafIndex), removeRef(carol.LeafIndex)},
 		{removeRef(alice.LeafIndex())},
 	} {
-		fc := &FramedContent{
+		fc := &framedContent{
 			GroupID:     alice.cur.ctx.GroupID,
 			Epoch:       alice.cur.ctx.Epoch,
 			Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: alice.LeafIndex()},
 			ContentType: ContentTypeCommit,
-			Commit:      &Commit{Proposals: props},
+			Commit:      &commitContent{Proposals: props},
 		}
 		ac, err := signFramedContent(alice.s, alice.sigPriv, WireFormatPublicMessage, fc, alice.cur.ctx)
 		if err != nil {
@@ -161,8 +161,8 @@ func TestRejectInvalidProposalList(t *testing.T) {
 	}
 }
 
-func removeRef(l uint32) ProposalOrRef {
-	return ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: l}}}
+func removeRef(l uint32) proposalOrRef {
+	return proposalOrRef{Type: porProposal, Proposal: Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: l}}}
 }
 
 func TestRejectWelcomeForSomeoneElse(t *testing.T) {
@@ -423,7 +423,7 @@ func TestForgedPrivateMessageBurnsNoKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:         bob.cur.ctx.GroupID,
 		Epoch:           bob.cur.ctx.Epoch,
 		Sender:          Sender{SenderType: SenderTypeMember, LeafIndex: alice.LeafIndex()},

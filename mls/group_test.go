@@ -481,7 +481,7 @@ func listExternalSender(t *testing.T, tg *testGroup, alice *Group) []byte {
 // current epoch, signed with signKey.
 func externalProposal(t *testing.T, g *Group, signKey []byte, p *Proposal) []byte {
 	t.Helper()
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     g.cur.ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
 		Sender:      Sender{SenderType: SenderTypeExternal, SenderIndex: 0},
@@ -493,7 +493,7 @@ func externalProposal(t *testing.T, g *Group, signKey []byte, p *Proposal) []byt
 		t.Fatal(err)
 	}
 	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
-		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+		PublicMessage: &publicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 
 func TestExternalSenderProposal(t *testing.T) {

@@ -40,7 +40,7 @@ func Join(welcome []byte, bundle *KeyPackageBundle, opts *JoinOptions, cfg *Conf
 	return joinWelcome(m.Welcome, bundle, opts.RatchetTree, opts.FetchTree, cfg)
 }
 
-func joinWelcome(w *Welcome, bundle *KeyPackageBundle, treeData []byte, fetch func([]byte) ([]byte, error), cfg *Config) (*Group, error) {
+func joinWelcome(w *welcomeMessage, bundle *KeyPackageBundle, treeData []byte, fetch func([]byte) ([]byte, error), cfg *Config) (*Group, error) {
 	c := cfg.withDefaults()
 	s := bundle.s
 	// Steps 1 and 2 of Section 12.4.3.1: our GroupSecrets, the PSKs, and
@@ -350,12 +350,12 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 	ctx := oldCtx
 	ctx.Extensions = slices.Clone(ctx.Extensions)
 	ctx.Epoch++
-	props := []ProposalOrRef{{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+	props := []proposalOrRef{{Type: porProposal, Proposal: Proposal{
 		ProposalType: ProposalTypeExternalInit, ExternalInit: &ExternalInit{KEMOutput: kemOutput}}}}
 	// Resync: replace an old appearance of the same identity.
 	ownLeaf := bundle.kp.LeafNode
 	if l, ok := resync(tree, &ownLeaf); ok {
-		props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+		props = append(props, proposalOrRef{Type: porProposal, Proposal: Proposal{
 			ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: uint32(l)}}})
 		if err := tree.removeLeaf(l); err != nil {
 			return nil, nil, err
@@ -366,7 +366,7 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		if err != nil {
 			return nil, nil, err
 		}
-		props = append(props, ProposalOrRef{Type: ProposalOrRefTypeProposal, Proposal: Proposal{
+		props = append(props, proposalOrRef{Type: porProposal, Proposal: Proposal{
 			ProposalType: ProposalTypeGroupContextExtensions, GroupContextExtensions: &GroupContextExtensions{Extensions: slices.Clone(exts)}}})
 		ctx.Extensions = slices.Clone(exts)
 	}
@@ -384,8 +384,8 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, err
 	}
 	ctx.TreeHash = bytes.Clone(tree.treeHash())
-	commit := &Commit{Proposals: props, Path: path.path}
-	fc := &FramedContent{
+	commit := &commitContent{Proposals: props, Path: path.path}
+	fc := &framedContent{
 		GroupID:           ctx.GroupID,
 		Epoch:             oldCtx.Epoch,
 		Sender:            Sender{SenderType: SenderTypeNewMemberCommit},
@@ -407,7 +407,7 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, err
 	}
 	ac.Auth.ConfirmationTag = keys.confirmationTag(confirmed)
-	pm := &PublicMessage{Content: ac.Content, Auth: ac.Auth}
+	pm := &publicMessage{Content: ac.Content, Auth: ac.Auth}
 	msg := marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: pm})
 
 	g.own = own

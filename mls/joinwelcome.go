@@ -39,7 +39,7 @@ type pskResolver func(ids []PreSharedKeyID) ([][]byte, error)
 // welcomeJoin is a Welcome opened for one of our KeyPackages.
 type welcomeJoin struct {
 	s            suite
-	groupSecrets GroupSecrets
+	groupSecrets welcomeSecrets
 	groupInfo    GroupInfo
 	member       *memberSecret
 	verified     bool
@@ -47,7 +47,7 @@ type welcomeJoin struct {
 
 // openWelcome performs steps 1 and 2 above for keyPackage, whose init key's
 // private key is initPriv. psks may be nil when the Welcome names no PSKs.
-func openWelcome(w *Welcome, keyPackage *KeyPackage, initPriv []byte, psks pskResolver) (*welcomeJoin, error) {
+func openWelcome(w *welcomeMessage, keyPackage *KeyPackage, initPriv []byte, psks pskResolver) (*welcomeJoin, error) {
 	if w.CipherSuite != keyPackage.CipherSuite {
 		return nil, errWelcomeSuite
 	}
@@ -56,7 +56,7 @@ func openWelcome(w *Welcome, keyPackage *KeyPackage, initPriv []byte, psks pskRe
 		return nil, err
 	}
 	ref := makeKeyPackageRef(s, marshal(keyPackage))
-	var egs *EncryptedGroupSecrets
+	var egs *encryptedGroupSecrets
 	for i := range w.Secrets {
 		if subtle.ConstantTimeCompare(w.Secrets[i].NewMember, ref) == 1 {
 			egs = &w.Secrets[i]
@@ -182,18 +182,18 @@ func sealGroupInfo(s suite, welcomeSecret []byte, gi *GroupInfo) ([]byte, error)
 
 // sealGroupSecrets encrypts GroupSecrets to a new member's KeyPackage
 // (§12.4.3.1), bound to the Welcome's encrypted GroupInfo.
-func sealGroupSecrets(s suite, keyPackage *KeyPackage, gs *GroupSecrets, encryptedGroupInfo []byte) (EncryptedGroupSecrets, error) {
+func sealGroupSecrets(s suite, keyPackage *KeyPackage, gs *welcomeSecrets, encryptedGroupInfo []byte) (encryptedGroupSecrets, error) {
 	if keyPackage.CipherSuite != s.id() {
-		return EncryptedGroupSecrets{}, errWelcomeSuite
+		return encryptedGroupSecrets{}, errWelcomeSuite
 	}
 	pt := marshal(gs)
 	defer clear(pt)
 	kemOutput, ct, err := encryptWithLabel(s, keyPackage.InitKey, "Welcome", encryptedGroupInfo, pt)
 	if err != nil {
-		return EncryptedGroupSecrets{}, err
+		return encryptedGroupSecrets{}, err
 	}
-	return EncryptedGroupSecrets{
+	return encryptedGroupSecrets{
 		NewMember:             makeKeyPackageRef(s, marshal(keyPackage)),
-		EncryptedGroupSecrets: HPKECiphertext{KEMOutput: kemOutput, Ciphertext: ct},
+		EncryptedGroupSecrets: hpkeCiphertext{KEMOutput: kemOutput, Ciphertext: ct},
 	}, nil
 }

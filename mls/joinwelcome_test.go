@@ -33,7 +33,7 @@ func TestWelcomeRoundTrip(t *testing.T) {
 	psk := []byte("external psk")
 	ids := []PreSharedKeyID{{PSKType: PSKTypeExternal, PSKID: []byte("id"), PSKNonce: bytes.Repeat([]byte{5}, 32)}}
 	pskSec, _ := pskSecret(s, ids, [][]byte{psk})
-	gs := &GroupSecrets{JoinerSecret: joiner.bytes(), PSKs: ids}
+	gs := &welcomeSecrets{JoinerSecret: joiner.bytes(), PSKs: ids}
 	member, _ := joiner.withPSK(pskSec)
 	ws, _ := member.welcomeSecret()
 	es, _ := member.epoch(gc)
@@ -49,7 +49,7 @@ func TestWelcomeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Welcome{CipherSuite: s.id(), Secrets: []EncryptedGroupSecrets{egs}, EncryptedGroupInfo: egi}
+	w := &welcomeMessage{CipherSuite: s.id(), Secrets: []encryptedGroupSecrets{egs}, EncryptedGroupInfo: egi}
 
 	resolver := func(got []PreSharedKeyID) ([][]byte, error) {
 		if len(got) != 1 || !bytes.Equal(got[0].PSKID, []byte("id")) {
@@ -98,7 +98,7 @@ func TestWelcomeRoundTrip(t *testing.T) {
 	ws2, _ := member2.welcomeSecret()
 	w.EncryptedGroupInfo, _ = sealGroupInfo(s, ws2, gi)
 	egs, _ = sealGroupSecrets(s, kp, gs, w.EncryptedGroupInfo)
-	w.Secrets = []EncryptedGroupSecrets{egs}
+	w.Secrets = []encryptedGroupSecrets{egs}
 	j, err = openWelcome(w, kp, initPriv, resolver)
 	if err != nil {
 		t.Fatal(err)

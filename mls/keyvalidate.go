@@ -218,7 +218,7 @@ func (x *KeyPackage) checkKeys(s suite) error {
 // public key of each node and the kem_output of each encrypted path
 // secret. Checking all kem_outputs, not only the one this member
 // decrypts, keeps members from disagreeing about a Commit (Section 7.6).
-func checkPathKeys(s suite, path *UpdatePath) error {
+func checkPathKeys(s suite, path *updatePath) error {
 	for i := range path.Nodes {
 		n := &path.Nodes[i]
 		if err := s.checkHPKEPublicKey(n.EncryptionKey); err != nil {

@@ -51,7 +51,7 @@ func TestX25519SmallOrderTable(t *testing.T) {
 // engine would send it if it did not check p itself.
 func signedProposal(t *testing.T, g *Group, p *Proposal) []byte {
 	t.Helper()
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     g.cur.ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
 		Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: g.LeafIndex()},
@@ -211,7 +211,7 @@ func TestRejectLowOrderTreeKeys(t *testing.T) {
 	tg.add("did:key:alice", "did:key:carol")
 	s := alice.s
 
-	newPath := func(t *testing.T) *UpdatePath {
+	newPath := func(t *testing.T) *updatePath {
 		tree := alice.cur.tree.clone()
 		res, err := tree.generateUpdatePath(alice.priv, nil, alice.sigPriv, alice.cur.ctx.GroupID, nil, func(treeHash []byte) ([]byte, error) {
 			return marshal(alice.cur.ctx), nil
@@ -249,7 +249,7 @@ func TestRejectLowOrderTreeKeys(t *testing.T) {
 		}
 		pn := *tree.nodes[x].Parent
 		pn.EncryptionKey = bytes.Clone(lowOrderX25519)
-		tree.setNode(x, Node{Parent: &pn})
+		tree.setNode(x, treeNode{Parent: &pn})
 		if err := tree.validateStructure(); err == nil {
 			t.Fatal("tree with a low-order parent key validated")
 		}

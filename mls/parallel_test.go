@@ -87,7 +87,7 @@ func TestLargeTreeErrorsDeterministic(t *testing.T) {
 			ln := *tr.leafNode(l)
 			ln.Signature = append([]byte(nil), ln.Signature...)
 			ln.Signature[0] ^= 1
-			tr.setNode(l.node(), Node{Leaf: &ln})
+			tr.setNode(l.node(), treeNode{Leaf: &ln})
 		}
 		err = tr.validateLeafSignatures(f.a.cur.ctx.GroupID)
 		if err == nil || !strings.HasSuffix(err.Error(), "bad signature on leaf 90") {
@@ -107,7 +107,7 @@ func TestLargeTreeErrorsDeterministic(t *testing.T) {
 			p := *tr.node(x).Parent
 			p.ParentHash = append([]byte(nil), p.ParentHash...)
 			p.ParentHash[0] ^= 1
-			tr.setNode(x, Node{Parent: &p})
+			tr.setNode(x, treeNode{Parent: &p})
 		}
 		err = tr.verifyParentHashes()
 		if !errors.Is(err, errParentHash) {

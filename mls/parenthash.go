@@ -43,8 +43,8 @@ func (t *ratchetTree) setPathParentHashes(fdp, cp []nodeIndex) []byte {
 	var ph []byte
 	for i := len(fdp) - 1; i >= 0; i-- {
 		old := t.nodes[fdp[i]].Parent
-		np := &ParentNode{EncryptionKey: old.EncryptionKey, ParentHash: ph, UnmergedLeaves: old.UnmergedLeaves}
-		t.setNode(fdp[i], Node{Parent: np})
+		np := &parentNodeData{EncryptionKey: old.EncryptionKey, ParentHash: ph, UnmergedLeaves: old.UnmergedLeaves}
+		t.setNode(fdp[i], treeNode{Parent: np})
 		ph = t.parentHash(fdp[i], cp[i])
 	}
 	if ph == nil {

@@ -20,7 +20,7 @@ func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
 	if err := unmarshal(appMsg, &m); err != nil || m.WireFormat != WireFormatPrivateMessage {
 		t.Fatalf("not a private message: %v", err)
 	}
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     m.PrivateMessage.GroupID,
 		Epoch:       m.PrivateMessage.Epoch,
 		Sender:      Sender{SenderType: SenderTypeNewMemberProposal},
@@ -32,7 +32,7 @@ func strangerAdd(t *testing.T, appMsg []byte, b *KeyPackageBundle) []byte {
 		t.Fatal(err)
 	}
 	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
-		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+		PublicMessage: &publicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 
 // TestStrangerAddRefused: a stranger's new_member_proposal Add was once

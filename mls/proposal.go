@@ -246,44 +246,44 @@ func (x *GroupContextExtensions) unmarshal(p *parser) bool {
 	return unmarshalList(p, &x.Extensions)
 }
 
-// ProposalOrRefType says whether a Commit carries a proposal or a reference
+// proposalOrRefType says whether a Commit carries a proposal or a reference
 // to one (Section 12.4).
-type ProposalOrRefType uint8
+type proposalOrRefType uint8
 
 const (
-	ProposalOrRefTypeProposal  ProposalOrRefType = 1
-	ProposalOrRefTypeReference ProposalOrRefType = 2
+	porProposal  proposalOrRefType = 1
+	porReference proposalOrRefType = 2
 )
 
-// ProposalOrRef is a proposal in a Commit, by value or by ProposalRef
+// proposalOrRef is a proposal in a Commit, by value or by ProposalRef
 // (Section 12.4).
-type ProposalOrRef struct {
-	Type      ProposalOrRefType
+type proposalOrRef struct {
+	Type      proposalOrRefType
 	Proposal  Proposal // proposal
 	Reference []byte   // reference: a ProposalRef, opaque<V>
 }
 
-func (x *ProposalOrRef) marshal(b *builder) {
+func (x *proposalOrRef) marshal(b *builder) {
 	b.u8(uint8(x.Type))
 	switch x.Type {
-	case ProposalOrRefTypeProposal:
+	case porProposal:
 		x.Proposal.marshal(b)
-	case ProposalOrRefTypeReference:
+	case porReference:
 		b.vec(x.Reference)
 	}
 }
 
-func (x *ProposalOrRef) unmarshal(p *parser) bool {
-	*x = ProposalOrRef{}
+func (x *proposalOrRef) unmarshal(p *parser) bool {
+	*x = proposalOrRef{}
 	var t uint8
 	if !p.u8(&t) {
 		return false
 	}
-	x.Type = ProposalOrRefType(t)
+	x.Type = proposalOrRefType(t)
 	switch x.Type {
-	case ProposalOrRefTypeProposal:
+	case porProposal:
 		return x.Proposal.unmarshal(p)
-	case ProposalOrRefTypeReference:
+	case porReference:
 		return p.vec(&x.Reference)
 	}
 	return false

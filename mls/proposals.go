@@ -33,14 +33,14 @@ type committedProposal struct {
 // resolveProposals turns a Commit's ProposalOrRef list into proposals,
 // looking references up in the proposals cached in this epoch. A reference
 // to an unknown proposal invalidates the Commit.
-func (g *Group) resolveProposals(c *Commit, committer Sender) ([]committedProposal, error) {
+func (g *Group) resolveProposals(c *commitContent, committer Sender) ([]committedProposal, error) {
 	out := make([]committedProposal, 0, len(c.Proposals))
 	for i := range c.Proposals {
 		por := &c.Proposals[i]
 		switch por.Type {
-		case ProposalOrRefTypeProposal:
+		case porProposal:
 			out = append(out, committedProposal{proposal: por.Proposal, sender: committer})
-		case ProposalOrRefTypeReference:
+		case porReference:
 			cp := g.findProposal(por.Reference)
 			if cp == nil {
 				return nil, fmt.Errorf("%w: unknown proposal reference %x", ErrInvalidProposal, por.Reference)
@@ -533,7 +533,7 @@ func (g *Group) sendProposal(p *Proposal, updatePriv []byte) ([]byte, error) {
 	if err := g.checkProposalPolicy(sender, p); err != nil {
 		return nil, err
 	}
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     g.cur.ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
 		Sender:      sender,

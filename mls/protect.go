@@ -38,8 +38,8 @@ var (
 // wire format, and, for members and new_member_commit senders, the
 // GroupContext of the current epoch, which binds the signature to the group
 // and epoch.
-func framedContentTBS(wf WireFormat, fc *FramedContent, gc *GroupContext) ([]byte, error) {
-	tbs := FramedContentTBS{Version: ProtocolVersionMLS10, WireFormat: wf, Content: *fc}
+func framedContentTBS(wf WireFormat, fc *framedContent, gc *GroupContext) ([]byte, error) {
+	tbs := framedContentToSign{Version: ProtocolVersionMLS10, WireFormat: wf, Content: *fc}
 	switch fc.Sender.SenderType {
 	case SenderTypeMember, SenderTypeNewMemberCommit:
 		if gc == nil {
@@ -57,7 +57,7 @@ func framedContentTBS(wf WireFormat, fc *FramedContent, gc *GroupContext) ([]byt
 // The confirmation tag of a Commit is left empty for the caller to fill in.
 // It parses priv on every call; a sender of many messages should parse its
 // key once and use signFramedContentWithKey.
-func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, gc *GroupContext) (*authenticatedContent, error) {
+func signFramedContent(s suite, priv []byte, wf WireFormat, fc *framedContent, gc *GroupContext) (*authenticatedContent, error) {
 	cs, err := concreteSuite(s)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func signFramedContent(s suite, priv []byte, wf WireFormat, fc *FramedContent, g
 
 // signFramedContentWithKey is signFramedContent with an already parsed
 // signature key.
-func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, gc *GroupContext) (*authenticatedContent, error) {
+func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *framedContent, gc *GroupContext) (*authenticatedContent, error) {
 	tbs, err := framedContentTBS(wf, fc, gc)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func signFramedContentWithKey(sk signingKey, wf WireFormat, fc *FramedContent, g
 	return &authenticatedContent{
 		WireFormat: wf,
 		Content:    *fc,
-		Auth:       FramedContentAuthData{Signature: sig},
+		Auth:       framedContentAuthData{Signature: sig},
 	}, nil
 }
 
@@ -104,7 +104,7 @@ func verifyFramedContent(s suite, pub []byte, ac *authenticatedContent, gc *Grou
 // checkSenderContent enforces the pairing of sender type and content type
 // of §6.1: external and new_member_proposal senders send proposals,
 // new_member_commit senders send commits.
-func checkSenderContent(fc *FramedContent) error {
+func checkSenderContent(fc *framedContent) error {
 	switch fc.ContentType {
 	case ContentTypeApplication, ContentTypeProposal, ContentTypeCommit:
 	default:
@@ -132,7 +132,7 @@ func checkSenderContent(fc *FramedContent) error {
 // sender, the key in the Commit's path or the KeyPackage for a new member.
 // It must fail for a blank leaf or an unknown sender, which is how a
 // PrivateMessage whose sender data names a blank leaf is rejected (§6.3.2).
-type signerKey func(fc *FramedContent) ([]byte, error)
+type signerKey func(fc *framedContent) ([]byte, error)
 
 // epochProtection holds what one epoch needs to protect and unprotect
 // messages: its GroupContext, membership key, sender data secret and secret
@@ -187,7 +187,7 @@ func (p *epochProtection) checkGroupEpoch(groupID []byte, epoch uint64) error {
 //	  FramedContentTBS content_tbs;
 //	  FramedContentAuthData auth;
 //	} AuthenticatedContentTBM;
-func (p *epochProtection) membershipTag(fc *FramedContent, auth *FramedContentAuthData) ([]byte, error) {
+func (p *epochProtection) membershipTag(fc *framedContent, auth *framedContentAuthData) ([]byte, error) {
 	tbs, err := framedContentTBS(WireFormatPublicMessage, fc, p.gc)
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func (p *epochProtection) membershipTag(fc *FramedContent, auth *FramedContentAu
 // protectPublic encodes ac as a PublicMessage (§6.2), adding the membership
 // tag for member senders. Application data is refused: it must be
 // encrypted (§6).
-func (p *epochProtection) protectPublic(ac *authenticatedContent) (*PublicMessage, error) {
+func (p *epochProtection) protectPublic(ac *authenticatedContent) (*publicMessage, error) {
 	fc := &ac.Content
 	if ac.WireFormat != WireFormatPublicMessage {
 		return nil, errors.New("mls: content was signed for another wire format")
@@ -214,7 +214,7 @@ func (p *epochProtection) protectPublic(ac *authenticatedContent) (*PublicMessag
 	if err := p.checkGroupEpoch(fc.GroupID, fc.Epoch); err != nil {
 		return nil, err
 	}
-	pm := &PublicMessage{Content: *fc, Auth: ac.Auth}
+	pm := &publicMessage{Content: *fc, Auth: ac.Auth}
 	if fc.Sender.SenderType == SenderTypeMember {
 		tag, err := p.membershipTag(fc, &ac.Auth)
 		if err != nil {
@@ -229,7 +229,7 @@ func (p *epochProtection) protectPublic(ac *authenticatedContent) (*PublicMessag
 // the membership tag of a member sender (in constant time), and the
 // signature with the key that signer returns. Only then is the content
 // returned.
-func (p *epochProtection) unprotectPublic(pm *PublicMessage, signer signerKey) (*authenticatedContent, error) {
+func (p *epochProtection) unprotectPublic(pm *publicMessage, signer signerKey) (*authenticatedContent, error) {
 	fc := &pm.Content
 	if fc.ContentType == ContentTypeApplication {
 		return nil, errApplicationInPlain
@@ -294,7 +294,7 @@ func senderDataKeyNonce(s suite, senderDataSecret, ciphertext []byte) (key, nonc
 // protectPrivate encrypts ac as a PrivateMessage (§6.3). Only members send
 // PrivateMessages. The next generation of the sender's handshake or
 // application ratchet is consumed, and its key and nonce are wiped once used.
-func (p *epochProtection) protectPrivate(ac *authenticatedContent) (*PrivateMessage, error) {
+func (p *epochProtection) protectPrivate(ac *authenticatedContent) (*privateMessage, error) {
 	fc := &ac.Content
 	if ac.WireFormat != WireFormatPrivateMessage {
 		return nil, errors.New("mls: content was signed for another wire format")
@@ -368,7 +368,7 @@ func (p *epochProtection) protectPrivate(ac *authenticatedContent) (*PrivateMess
 	if err != nil {
 		return nil, err
 	}
-	return &PrivateMessage{
+	return &privateMessage{
 		GroupID:             fc.GroupID,
 		Epoch:               fc.Epoch,
 		ContentType:         fc.ContentType,
@@ -384,7 +384,7 @@ func (p *epochProtection) protectPrivate(ac *authenticatedContent) (*PrivateMess
 // signer returns for the sender. The ratchet key is consumed (deleted, and
 // the ratchet moved past it) only once the content decrypts and its
 // signature verifies (§9.2), so a forged message cannot burn keys.
-func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey) (*authenticatedContent, error) {
+func (p *epochProtection) unprotectPrivate(pm *privateMessage, signer signerKey) (*authenticatedContent, error) {
 	if err := p.checkGroupEpoch(pm.GroupID, pm.Epoch); err != nil {
 		return nil, err
 	}
@@ -431,7 +431,7 @@ func (p *epochProtection) unprotectPrivate(pm *PrivateMessage, signer signerKey)
 
 // openContent decrypts the content of pm with the key k of its sender's
 // ratchet and verifies its signature (§6.3.1, §6.1). It changes nothing.
-func (p *epochProtection) openContent(pm *PrivateMessage, sd *senderData, k ratchetKey, signer signerKey) (*authenticatedContent, error) {
+func (p *epochProtection) openContent(pm *privateMessage, sd *senderData, k ratchetKey, signer signerKey) (*authenticatedContent, error) {
 	nonce := applyReuseGuard(k.nonce, sd.ReuseGuard)
 	aad := marshal(&privateContentAAD{
 		GroupID:           pm.GroupID,
@@ -454,7 +454,7 @@ func (p *epochProtection) openContent(pm *PrivateMessage, sd *senderData, k ratc
 	}
 	ac := &authenticatedContent{
 		WireFormat: WireFormatPrivateMessage,
-		Content: FramedContent{
+		Content: framedContent{
 			GroupID:           pm.GroupID,
 			Epoch:             pm.Epoch,
 			Sender:            Sender{SenderType: SenderTypeMember, LeafIndex: sd.LeafIndex},

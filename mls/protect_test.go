@@ -56,7 +56,7 @@ func (f *protectFixture) newProtection(tb testing.TB) *epochProtection {
 	return &epochProtection{s: f.s, gc: f.gc, membershipKey: f.membershipKey, senderDataSecret: f.senderDataSecret, tree: tree}
 }
 
-func (f *protectFixture) signer(fc *FramedContent) ([]byte, error) {
+func (f *protectFixture) signer(fc *framedContent) ([]byte, error) {
 	f.signerCalls++
 	if fc.Sender.SenderType == SenderTypeMember && int(fc.Sender.LeafIndex) == f.signerFailsForLeaf {
 		return nil, errors.New("mls: blank leaf")
@@ -64,8 +64,8 @@ func (f *protectFixture) signer(fc *FramedContent) ([]byte, error) {
 	return f.sigPub, nil
 }
 
-func (f *protectFixture) content(ct ContentType, data []byte) *FramedContent {
-	fc := &FramedContent{
+func (f *protectFixture) content(ct ContentType, data []byte) *framedContent {
+	fc := &framedContent{
 		GroupID: f.gc.GroupID, Epoch: f.gc.Epoch,
 		Sender:            Sender{SenderType: SenderTypeMember, LeafIndex: 1},
 		AuthenticatedData: []byte("aad"),
@@ -77,12 +77,12 @@ func (f *protectFixture) content(ct ContentType, data []byte) *FramedContent {
 	case ContentTypeProposal:
 		fc.Proposal = &Proposal{ProposalType: ProposalTypeRemove, Remove: &Remove{Removed: 0}}
 	case ContentTypeCommit:
-		fc.Commit = &Commit{}
+		fc.Commit = &commitContent{}
 	}
 	return fc
 }
 
-func (f *protectFixture) protect(tb testing.TB, fc *FramedContent) *PrivateMessage {
+func (f *protectFixture) protect(tb testing.TB, fc *framedContent) *privateMessage {
 	tb.Helper()
 	ac, err := signFramedContent(f.s, f.sigPriv, WireFormatPrivateMessage, fc, f.gc)
 	if err != nil {
@@ -159,7 +159,7 @@ func TestPrivateMessageNonZeroPadding(t *testing.T) {
 	sdKey, sdNonce := senderDataKeyNonce(f.s, f.senderDataSecret, ct)
 	sdAAD := marshal(&senderDataAAD{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType})
 	esd, _ := f.s.aeadSeal(sdKey, sdNonce, sdAAD, marshal(&senderData{LeafIndex: 1, Generation: k.generation}))
-	pm := &PrivateMessage{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType, AuthenticatedData: fc.AuthenticatedData, EncryptedSenderData: esd, Ciphertext: ct}
+	pm := &privateMessage{GroupID: fc.GroupID, Epoch: fc.Epoch, ContentType: fc.ContentType, AuthenticatedData: fc.AuthenticatedData, EncryptedSenderData: esd, Ciphertext: ct}
 	if _, err := f.receiver.unprotectPrivate(pm, f.signer); !errors.Is(err, errMalformedContent) {
 		t.Fatalf("non-zero padding: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestPrivateMessageNonZeroPadding(t *testing.T) {
 func TestPrivateMessageRejects(t *testing.T) {
 	f := newProtectFixture(t, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
 	good := f.protect(t, f.content(ContentTypeApplication, []byte("m")))
-	tamper := func(mod func(pm *PrivateMessage)) *PrivateMessage {
+	tamper := func(mod func(pm *privateMessage)) *privateMessage {
 		pm := *good
 		pm.Ciphertext = bytes.Clone(good.Ciphertext)
 		pm.EncryptedSenderData = bytes.Clone(good.EncryptedSenderData)
@@ -176,18 +176,18 @@ func TestPrivateMessageRejects(t *testing.T) {
 		return &pm
 	}
 	for name, tc := range map[string]struct {
-		pm   *PrivateMessage
+		pm   *privateMessage
 		want error
 	}{
-		"group":       {tamper(func(pm *PrivateMessage) { pm.GroupID = []byte("other") }), errWrongGroup},
-		"epoch":       {tamper(func(pm *PrivateMessage) { pm.Epoch++ }), errWrongEpoch},
-		"sender data": {tamper(func(pm *PrivateMessage) { pm.EncryptedSenderData[0] ^= 1 }), errBadSenderData},
+		"group":       {tamper(func(pm *privateMessage) { pm.GroupID = []byte("other") }), errWrongGroup},
+		"epoch":       {tamper(func(pm *privateMessage) { pm.Epoch++ }), errWrongEpoch},
+		"sender data": {tamper(func(pm *privateMessage) { pm.EncryptedSenderData[0] ^= 1 }), errBadSenderData},
 		// The ciphertext sample feeds the sender data key, so this
 		// fails there already.
-		"ciphertext":   {tamper(func(pm *PrivateMessage) { pm.Ciphertext[0] ^= 1 }), errBadSenderData},
-		"tail":         {tamper(func(pm *PrivateMessage) { pm.Ciphertext[len(pm.Ciphertext)-1] ^= 1 }), errDecryptionFailed},
-		"aad":          {tamper(func(pm *PrivateMessage) { pm.AuthenticatedData = []byte("AAD") }), errDecryptionFailed},
-		"content type": {tamper(func(pm *PrivateMessage) { pm.ContentType = ContentTypeProposal }), errBadSenderData},
+		"ciphertext":   {tamper(func(pm *privateMessage) { pm.Ciphertext[0] ^= 1 }), errBadSenderData},
+		"tail":         {tamper(func(pm *privateMessage) { pm.Ciphertext[len(pm.Ciphertext)-1] ^= 1 }), errDecryptionFailed},
+		"aad":          {tamper(func(pm *privateMessage) { pm.AuthenticatedData = []byte("AAD") }), errDecryptionFailed},
+		"content type": {tamper(func(pm *privateMessage) { pm.ContentType = ContentTypeProposal }), errBadSenderData},
 	} {
 		if _, err := f.receiver.unprotectPrivate(tc.pm, f.signer); !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
@@ -235,7 +235,7 @@ func TestPrivateMessageSenderChecks(t *testing.T) {
 
 func TestPublicMessage(t *testing.T) {
 	f := newProtectFixture(t, MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519)
-	sign := func(fc *FramedContent) *authenticatedContent {
+	sign := func(fc *framedContent) *authenticatedContent {
 		ac, err := signFramedContent(f.s, f.sigPriv, WireFormatPublicMessage, fc, f.gc)
 		if err != nil {
 			t.Fatal(err)

@@ -385,7 +385,7 @@ func sendersOnlyTree(t *ratchetTree) []byte {
 				ln = t.nodes[x].Leaf
 			}
 			b.optional(ln != nil, func(b *builder) {
-				Node{Leaf: &LeafNode{
+				treeNode{Leaf: &LeafNode{
 					SignatureKey:   ln.SignatureKey,
 					Credential:     ln.Credential,
 					LeafNodeSource: LeafNodeSourceUpdate,

@@ -35,23 +35,23 @@ import (
 // (treeHashParallel); and once the root hash is computed every node's hash
 // is cached, so hashing only reads.
 
-// NodeType distinguishes leaf and parent nodes in a serialized Node and in
+// nodeType distinguishes leaf and parent nodes in a serialized Node and in
 // TreeHashInput (§7.8).
-type NodeType uint8
+type nodeType uint8
 
 const (
-	NodeTypeLeaf   NodeType = 1
-	NodeTypeParent NodeType = 2
+	nodeTypeLeaf   nodeType = 1
+	nodeTypeParent nodeType = 2
 )
 
-// ParentNode is the content of a non-blank parent node (§7.1).
-type ParentNode struct {
+// parentNodeData (the RFC's ParentNode) is the content of a non-blank parent node (§7.1).
+type parentNodeData struct {
 	EncryptionKey  []byte   // HPKEPublicKey
 	ParentHash     []byte   // §7.9
 	UnmergedLeaves []uint32 // leaf indices, strictly increasing
 }
 
-func (n *ParentNode) marshal(b *builder) {
+func (n *parentNodeData) marshal(b *builder) {
 	b.vec(n.EncryptionKey)
 	b.vec(n.ParentHash)
 	b.vecFunc(func(b *builder) {
@@ -61,7 +61,7 @@ func (n *ParentNode) marshal(b *builder) {
 	})
 }
 
-func (n *ParentNode) unmarshal(p *parser) bool {
+func (n *parentNodeData) unmarshal(p *parser) bool {
 	n.UnmergedLeaves = nil
 	return p.vec(&n.EncryptionKey) && p.vec(&n.ParentHash) &&
 		p.vecList(func(p *parser) bool {
@@ -74,17 +74,17 @@ func (n *ParentNode) unmarshal(p *parser) bool {
 		})
 }
 
-// Node is one entry of a ratchet tree: a leaf, a parent, or blank when both
+// treeNode (the RFC's Node) is one entry of a ratchet tree: a leaf, a parent, or blank when both
 // are nil (the null optional<Node> of §12.4.3.3). At most one is set.
-type Node struct {
+type treeNode struct {
 	Leaf   *LeafNode
-	Parent *ParentNode
+	Parent *parentNodeData
 }
 
-func (n Node) blank() bool { return n.Leaf == nil && n.Parent == nil }
+func (n treeNode) blank() bool { return n.Leaf == nil && n.Parent == nil }
 
 // encryptionKey returns the HPKE public key of a non-blank node.
-func (n Node) encryptionKey() []byte {
+func (n treeNode) encryptionKey() []byte {
 	switch {
 	case n.Leaf != nil:
 		return n.Leaf.EncryptionKey
@@ -95,27 +95,27 @@ func (n Node) encryptionKey() []byte {
 }
 
 // marshal encodes a non-blank Node (§12.4.3.3).
-func (n Node) marshal(b *builder) {
+func (n treeNode) marshal(b *builder) {
 	if n.Leaf != nil {
-		b.u8(uint8(NodeTypeLeaf))
+		b.u8(uint8(nodeTypeLeaf))
 		n.Leaf.marshal(b)
 		return
 	}
-	b.u8(uint8(NodeTypeParent))
+	b.u8(uint8(nodeTypeParent))
 	n.Parent.marshal(b)
 }
 
-func (n *Node) unmarshal(p *parser) bool {
+func (n *treeNode) unmarshal(p *parser) bool {
 	var t uint8
 	if !p.u8(&t) {
 		return false
 	}
-	switch NodeType(t) {
-	case NodeTypeLeaf:
+	switch nodeType(t) {
+	case nodeTypeLeaf:
 		n.Leaf, n.Parent = new(LeafNode), nil
 		return n.Leaf.unmarshal(p)
-	case NodeTypeParent:
-		n.Leaf, n.Parent = nil, new(ParentNode)
+	case nodeTypeParent:
+		n.Leaf, n.Parent = nil, new(parentNodeData)
 		return n.Parent.unmarshal(p)
 	}
 	return false
@@ -125,10 +125,10 @@ func (n *Node) unmarshal(p *parser) bool {
 // usable; see newRatchetTree and decodeRatchetTree.
 type ratchetTree struct {
 	s      suite
-	nodes  []Node   // len(nodes) == nodeWidth(size)
-	hashes [][]byte // tree hash per node; nil means not computed
-	filled []uint32 // non-blank nodes in the subtree under each node
-	leaves []uint32 // non-blank leaves in the subtree under each node
+	nodes  []treeNode // len(nodes) == nodeWidth(size)
+	hashes [][]byte   // tree hash per node; nil means not computed
+	filled []uint32   // non-blank nodes in the subtree under each node
+	leaves []uint32   // non-blank leaves in the subtree under each node
 }
 
 var errTreeDecode = errors.New("mls: malformed ratchet tree")
@@ -143,7 +143,7 @@ const maxTreeLeaves = 1 << 18
 func newRatchetTree(s suite, leaf *LeafNode) *ratchetTree {
 	t := &ratchetTree{s: s}
 	t.resize(1)
-	t.setNode(0, Node{Leaf: leaf})
+	t.setNode(0, treeNode{Leaf: leaf})
 	return t
 }
 
@@ -157,7 +157,7 @@ func (t *ratchetTree) rootIndex() nodeIndex { return root(t.size()) }
 func (t *ratchetTree) memberCount() uint32 { return t.leaves[t.rootIndex()] }
 
 // node returns node x; x must be inside the tree.
-func (t *ratchetTree) node(x nodeIndex) Node { return t.nodes[x] }
+func (t *ratchetTree) node(x nodeIndex) treeNode { return t.nodes[x] }
 
 // leafNode returns the LeafNode at leaf l, or nil when l is blank or outside
 // the tree.
@@ -191,7 +191,7 @@ func (t *ratchetTree) resize(n uint32) {
 	if hadNodes {
 		oldRoot = t.rootIndex()
 	}
-	t.nodes = append(t.nodes, make([]Node, w-len(t.nodes))...)
+	t.nodes = append(t.nodes, make([]treeNode, w-len(t.nodes))...)
 	t.hashes = append(t.hashes, make([][]byte, w-len(t.hashes))...)
 	t.filled = append(t.filled, make([]uint32, w-len(t.filled))...)
 	t.leaves = append(t.leaves, make([]uint32, w-len(t.leaves))...)
@@ -209,7 +209,7 @@ func (t *ratchetTree) resize(n uint32) {
 
 // setNode replaces node x and updates the per-node data on its direct path.
 // The node kind must match the position (leaves at even indices).
-func (t *ratchetTree) setNode(x nodeIndex, n Node) {
+func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 	if (n.Leaf != nil && !x.isLeaf()) || (n.Parent != nil && x.isLeaf()) || (n.Leaf != nil && n.Parent != nil) {
 		panic("mls: internal error: node kind does not match its position")
 	}
@@ -240,7 +240,7 @@ func (t *ratchetTree) setNode(x nodeIndex, n Node) {
 func (t *ratchetTree) blankDirectPath(l leafIndex) {
 	for _, x := range directPath(l.node(), t.size()) {
 		if !t.nodes[x].blank() {
-			t.setNode(x, Node{})
+			t.setNode(x, treeNode{})
 		}
 	}
 }
@@ -265,9 +265,9 @@ func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
 		np := *p
 		i, _ := slices.BinarySearch(p.UnmergedLeaves, uint32(l))
 		np.UnmergedLeaves = slices.Insert(slices.Clone(p.UnmergedLeaves), i, uint32(l))
-		t.setNode(x, Node{Parent: &np})
+		t.setNode(x, treeNode{Parent: &np})
 	}
-	t.setNode(l.node(), Node{Leaf: leaf})
+	t.setNode(l.node(), treeNode{Leaf: leaf})
 	return l
 }
 
@@ -295,7 +295,7 @@ func (t *ratchetTree) updateLeaf(l leafIndex, leaf *LeafNode) error {
 	if t.leafNode(l) == nil {
 		return fmt.Errorf("mls: update of blank leaf %d", l)
 	}
-	t.setNode(l.node(), Node{Leaf: leaf})
+	t.setNode(l.node(), treeNode{Leaf: leaf})
 	t.blankDirectPath(l)
 	return nil
 }
@@ -306,7 +306,7 @@ func (t *ratchetTree) removeLeaf(l leafIndex) error {
 	if t.leafNode(l) == nil {
 		return fmt.Errorf("mls: remove of blank leaf %d", l)
 	}
-	t.setNode(l.node(), Node{})
+	t.setNode(l.node(), treeNode{})
 	t.blankDirectPath(l)
 	t.truncate()
 	return nil
@@ -401,10 +401,10 @@ func (t *ratchetTree) encode() []byte { return marshal(t) }
 // with blank nodes to the next full size. Decoding checks the encoding only;
 // see validate for the checks a joiner must make.
 func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
-	var nodes []Node
+	var nodes []treeNode
 	p := newParser(data)
 	ok := p.vecList(func(p *parser) bool {
-		var n Node
+		var n treeNode
 		present, ok := p.optional(n.unmarshal)
 		if !ok {
 			return false
@@ -430,7 +430,7 @@ func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
 		n *= 2
 	}
 	t := &ratchetTree{s: s}
-	t.nodes = append(nodes, make([]Node, int(nodeWidth(n))-len(nodes))...)
+	t.nodes = append(nodes, make([]treeNode, int(nodeWidth(n))-len(nodes))...)
 	t.hashes = make([][]byte, len(t.nodes))
 	t.filled = make([]uint32, len(t.nodes))
 	t.leaves = make([]uint32, len(t.nodes))

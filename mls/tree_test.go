@@ -176,7 +176,7 @@ func (g *treeSim) commit(committer leafIndex, updates, removes []leafIndex, adds
 		if got := apply(rt); !slices.Equal(got, newLeaves) {
 			t.Fatalf("receiver placed new members at %v, committer at %v", got, newLeaves)
 		}
-		var path UpdatePath
+		var path updatePath
 		if err := unmarshal(marshal(res.path), &path); err != nil {
 			t.Fatal(err)
 		}
@@ -394,8 +394,8 @@ func TestDecodeRatchetTreeStrict(t *testing.T) {
 	if _, err := decodeRatchetTree(s, good); err != nil {
 		t.Fatal(err)
 	}
-	leaf := marshal(Node{Leaf: g.tree.leafNode(0)})
-	parentNode := marshal(Node{Parent: &ParentNode{EncryptionKey: []byte{1}}})
+	leaf := marshal(treeNode{Leaf: g.tree.leafNode(0)})
+	parentNode := marshal(treeNode{Parent: &parentNodeData{EncryptionKey: []byte{1}}})
 	vec := func(parts ...[]byte) []byte {
 		var b builder
 		b.vec(bytes.Join(parts, nil))
@@ -465,7 +465,7 @@ func TestVerifyParentHashesRejects(t *testing.T) {
 		p := *tr.nodes[x].Parent
 		p.EncryptionKey = append([]byte{}, p.EncryptionKey...)
 		p.EncryptionKey[0] ^= 1
-		tr.setNode(x, Node{Parent: &p})
+		tr.setNode(x, treeNode{Parent: &p})
 		return x != 0
 	})
 	tamper("unmerged leaf dropped", func(tr *ratchetTree) bool {
@@ -476,7 +476,7 @@ func TestVerifyParentHashesRejects(t *testing.T) {
 			}
 			np := *p
 			np.UnmergedLeaves = p.UnmergedLeaves[1:]
-			tr.setNode(x, Node{Parent: &np})
+			tr.setNode(x, treeNode{Parent: &np})
 			return true
 		}
 		return false
@@ -486,14 +486,14 @@ func TestVerifyParentHashesRejects(t *testing.T) {
 		if x == tr.rootIndex() {
 			return false
 		}
-		tr.setNode(x, Node{})
+		tr.setNode(x, treeNode{})
 		return true
 	})
 	tamper("leaf signature", func(tr *ratchetTree) bool {
 		ln := *tr.leafNode(1)
 		ln.Signature = append([]byte{}, ln.Signature...)
 		ln.Signature[0] ^= 1
-		tr.setNode(leafIndex(1).node(), Node{Leaf: &ln})
+		tr.setNode(leafIndex(1).node(), treeNode{Leaf: &ln})
 		return true
 	})
 }
@@ -509,7 +509,7 @@ func TestFilteredDirectPath(t *testing.T) {
 		tr.addLeaf(ln)
 	}
 	for _, l := range []leafIndex{2, 3, 7} {
-		tr.setNode(l.node(), Node{})
+		tr.setNode(l.node(), treeNode{})
 	}
 	for l, want := range map[leafIndex][]nodeIndex{0: {1, 7}, 1: {1, 7}, 4: {9, 11, 7}, 5: {9, 11, 7}, 6: {11, 7}} {
 		if got, _ := tr.filteredDirectPath(l); !slices.Equal(got, want) {
@@ -530,10 +530,10 @@ func TestUpdatePathRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, _ := g.groupContext(gen.treeHash())
-	try := func(name string, change func(p *UpdatePath), wantMergeErr bool) {
+	try := func(name string, change func(p *updatePath), wantMergeErr bool) {
 		wantOK := name == "unchanged"
 		t.Helper()
-		var p UpdatePath
+		var p updatePath
 		if err := unmarshal(marshal(res.path), &p); err != nil {
 			t.Fatal(err)
 		}
@@ -557,14 +557,14 @@ func TestUpdatePathRejects(t *testing.T) {
 			t.Errorf("%s: decrypted", name)
 		}
 	}
-	try("unchanged", func(*UpdatePath) {}, false) // sanity: must decrypt
-	try("node missing", func(p *UpdatePath) { p.Nodes = p.Nodes[:len(p.Nodes)-1] }, true)
-	try("leaf parent hash", func(p *UpdatePath) { p.LeafNode.ParentHash[0] ^= 1 }, true)
-	try("node key", func(p *UpdatePath) { p.Nodes[0].EncryptionKey[0] ^= 1 }, true)
-	try("ciphertext missing at another level", func(p *UpdatePath) {
+	try("unchanged", func(*updatePath) {}, false) // sanity: must decrypt
+	try("node missing", func(p *updatePath) { p.Nodes = p.Nodes[:len(p.Nodes)-1] }, true)
+	try("leaf parent hash", func(p *updatePath) { p.LeafNode.ParentHash[0] ^= 1 }, true)
+	try("node key", func(p *updatePath) { p.Nodes[0].EncryptionKey[0] ^= 1 }, true)
+	try("ciphertext missing at another level", func(p *updatePath) {
 		p.Nodes[0].EncryptedPathSecret = nil
 	}, false)
-	try("ciphertext corrupted", func(p *UpdatePath) {
+	try("ciphertext corrupted", func(p *updatePath) {
 		for _, c := range p.Nodes[len(p.Nodes)-1].EncryptedPathSecret {
 			c.Ciphertext[len(c.Ciphertext)-1] ^= 1
 		}
@@ -588,7 +588,7 @@ func TestLargeTreeParentHashes(t *testing.T) {
 	x := parent(leafIndex(n / 3).node())
 	p := *tr.nodes[x].Parent
 	p.ParentHash = append([]byte{1}, p.ParentHash...)
-	tr.setNode(x, Node{Parent: &p})
+	tr.setNode(x, treeNode{Parent: &p})
 	if err := tr.verifyParentHashes(); !errors.Is(err, errParentHash) {
 		t.Fatalf("altered parent %d: got %v", x, err)
 	}

@@ -35,7 +35,7 @@ func (t *ratchetTree) hash(x nodeIndex) []byte {
 // optional<LeafNode>.
 func leafHashInput(l leafIndex, leaf *LeafNode) []byte {
 	var b builder
-	b.u8(uint8(NodeTypeLeaf))
+	b.u8(uint8(nodeTypeLeaf))
 	b.u32(uint32(l))
 	b.optional(leaf != nil, func(b *builder) { leaf.marshal(b) })
 	return b.bytes()
@@ -44,9 +44,9 @@ func leafHashInput(l leafIndex, leaf *LeafNode) []byte {
 // parentHashInputForTree encodes TreeHashInput for a parent: node_type,
 // optional<ParentNode>, left_hash and right_hash. (It is named to keep it
 // apart from ParentHashInput of §7.9.)
-func parentHashInputForTree(p *ParentNode, leftHash, rightHash []byte) []byte {
+func parentHashInputForTree(p *parentNodeData, leftHash, rightHash []byte) []byte {
 	var b builder
-	b.u8(uint8(NodeTypeParent))
+	b.u8(uint8(nodeTypeParent))
 	b.optional(p != nil, func(b *builder) { p.marshal(b) })
 	b.vec(leftHash)
 	b.vec(rightHash)

@@ -147,7 +147,7 @@ type pathSecretAt struct {
 
 // updatePathResult is what the committer gets from generateUpdatePath.
 type updatePathResult struct {
-	path         *UpdatePath
+	path         *updatePath
 	commitSecret []byte
 	pathSecrets  []pathSecretAt // in filtered-direct-path order
 	priv         *privateTree   // the committer's new private state
@@ -228,7 +228,7 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	res.priv.keys[from.node()] = leafKey
 	for i, x := range fdp {
 		res.priv.keys[x] = keys[i+1]
-		t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: keys[i+1].pub}})
+		t.setNode(x, treeNode{Parent: &parentNodeData{EncryptionKey: keys[i+1].pub}})
 	}
 
 	// §7.9: parent hashes from the root down, then the new signed leaf.
@@ -241,7 +241,7 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	if err := nl.sign(s, sigPriv, groupID, uint32(from)); err != nil {
 		return nil, err
 	}
-	t.setNode(from.node(), Node{Leaf: &nl})
+	t.setNode(from.node(), treeNode{Leaf: &nl})
 
 	// §7.6: encrypt each path secret to the resolution of the copath
 	// child, under the provisional GroupContext.
@@ -252,20 +252,20 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 	// The encryptions are independent of each other; in a tree with many
 	// blank parents a path encrypts to hundreds of nodes, so they are
 	// spread over all CPUs, in one list across the whole path.
-	path := &UpdatePath{LeafNode: nl, Nodes: make([]UpdatePathNode, len(fdp))}
+	path := &updatePath{LeafNode: nl, Nodes: make([]updatePathNode, len(fdp))}
 	type target struct {
-		ct     *HPKECiphertext
+		ct     *hpkeCiphertext
 		pub    []byte
 		secret []byte
 	}
 	var targets []target
 	for i, x := range fdp {
 		r := t.resolution(cp[i], exclude)
-		cts := make([]HPKECiphertext, len(r))
+		cts := make([]hpkeCiphertext, len(r))
 		for j, y := range r {
 			targets = append(targets, target{ct: &cts[j], pub: t.nodes[y].encryptionKey(), secret: res.pathSecrets[i].secret})
 		}
-		path.Nodes[i] = UpdatePathNode{EncryptionKey: t.nodes[x].Parent.EncryptionKey, EncryptedPathSecret: cts}
+		path.Nodes[i] = updatePathNode{EncryptionKey: t.nodes[x].Parent.EncryptionKey, EncryptedPathSecret: cts}
 	}
 	err = parallelFor(len(targets), minParallelHPKE, func(k int) error {
 		tg := &targets[k]
@@ -273,7 +273,7 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 		if err != nil {
 			return err
 		}
-		*tg.ct = HPKECiphertext{KEMOutput: kem, Ciphertext: ct}
+		*tg.ct = hpkeCiphertext{KEMOutput: kem, Ciphertext: ct}
 		return nil
 	})
 	if err != nil {
@@ -291,7 +291,7 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 //
 // The caller validates the new LeafNode (§7.3: signature, capabilities,
 // key uniqueness) separately.
-func (t *ratchetTree) mergeUpdatePath(sender leafIndex, path *UpdatePath) error {
+func (t *ratchetTree) mergeUpdatePath(sender leafIndex, path *updatePath) error {
 	if t.leafNode(sender) == nil {
 		return fmt.Errorf("mls: update path from blank leaf %d", sender)
 	}
@@ -307,14 +307,14 @@ func (t *ratchetTree) mergeUpdatePath(sender leafIndex, path *UpdatePath) error 
 	}
 	t.blankDirectPath(sender)
 	for i, x := range fdp {
-		t.setNode(x, Node{Parent: &ParentNode{EncryptionKey: path.Nodes[i].EncryptionKey}})
+		t.setNode(x, treeNode{Parent: &parentNodeData{EncryptionKey: path.Nodes[i].EncryptionKey}})
 	}
 	ph := t.setPathParentHashes(fdp, cp)
 	if subtle.ConstantTimeCompare(ph, path.LeafNode.ParentHash) != 1 {
 		return fmt.Errorf("%w: update path leaf", errParentHash)
 	}
 	leaf := path.LeafNode
-	t.setNode(sender.node(), Node{Leaf: &leaf})
+	t.setNode(sender.node(), treeNode{Leaf: &leaf})
 	return nil
 }
 
@@ -323,7 +323,7 @@ func (t *ratchetTree) mergeUpdatePath(sender leafIndex, path *UpdatePath) error 
 // groupContext is the encoded provisional GroupContext, exclude the leaves
 // added by the same Commit. It returns the commit secret and the member's
 // new private state; priv itself is not changed.
-func (t *ratchetTree) decryptUpdatePath(priv *privateTree, sender leafIndex, path *UpdatePath, exclude []leafIndex, groupContext []byte) (commitSecret []byte, newPriv *privateTree, err error) {
+func (t *ratchetTree) decryptUpdatePath(priv *privateTree, sender leafIndex, path *updatePath, exclude []leafIndex, groupContext []byte) (commitSecret []byte, newPriv *privateTree, err error) {
 	d, err := t.decryptPath(priv, sender, path, exclude, groupContext)
 	if err != nil {
 		return nil, nil, err
@@ -339,7 +339,7 @@ type pathDecryption struct {
 	priv         *privateTree
 }
 
-func (t *ratchetTree) decryptPath(priv *privateTree, sender leafIndex, path *UpdatePath, exclude []leafIndex, groupContext []byte) (*pathDecryption, error) {
+func (t *ratchetTree) decryptPath(priv *privateTree, sender leafIndex, path *updatePath, exclude []leafIndex, groupContext []byte) (*pathDecryption, error) {
 	s := t.s
 	me := priv.self
 	if me == sender {

@@ -63,7 +63,7 @@ func checkMessageProtection(data []byte, r *vectorRun) error {
 					tree:             tree,
 				}, nil
 			}
-			signer := func(fc *FramedContent) ([]byte, error) {
+			signer := func(fc *framedContent) ([]byte, error) {
 				if fc.Sender.SenderType != SenderTypeMember || fc.Sender.LeafIndex != 1 {
 					return nil, errors.New("unexpected sender")
 				}
@@ -79,7 +79,7 @@ func checkMessageProtection(data []byte, r *vectorRun) error {
 				{"commit", ContentTypeCommit, c.Commit, c.CommitPub, c.CommitPriv},
 				{"application", ContentTypeApplication, c.Application, nil, c.ApplicationPriv},
 			} {
-				fc := FramedContent{
+				fc := framedContent{
 					GroupID:     c.GroupID,
 					Epoch:       c.Epoch,
 					Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: 1},
@@ -92,7 +92,7 @@ func checkMessageProtection(data []byte, r *vectorRun) error {
 						return fmt.Errorf("%s: %w", m.name, err)
 					}
 				case ContentTypeCommit:
-					fc.Commit = new(Commit)
+					fc.Commit = new(commitContent)
 					if err := unmarshal(m.raw, fc.Commit); err != nil {
 						return fmt.Errorf("%s: %w", m.name, err)
 					}
@@ -112,7 +112,7 @@ func checkMessageProtection(data []byte, r *vectorRun) error {
 
 // contentBytes returns the encoding of the content selected by the content
 // type: the Proposal, the Commit, or the application data itself.
-func contentBytes(fc *FramedContent) []byte {
+func contentBytes(fc *framedContent) []byte {
 	switch fc.ContentType {
 	case ContentTypeProposal:
 		return marshal(orZero(fc.Proposal))
@@ -122,7 +122,7 @@ func contentBytes(fc *FramedContent) []byte {
 	return fc.ApplicationData
 }
 
-func checkProtectionCase(s suite, name string, fc *FramedContent, raw, pubMsg, privMsg, sigPriv []byte,
+func checkProtectionCase(s suite, name string, fc *framedContent, raw, pubMsg, privMsg, sigPriv []byte,
 	newProtection func() (*epochProtection, error), signer signerKey) error {
 	decode := func(data []byte, wf WireFormat) (*mlsMessage, error) {
 		var msg mlsMessage

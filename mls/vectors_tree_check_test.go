@@ -224,7 +224,7 @@ func checkTreeKEM(data []byte, r *vectorRun) error {
 
 			for k, up := range c.UpdatePaths {
 				sender := leafIndex(up.Sender)
-				var path UpdatePath
+				var path updatePath
 				if err := unmarshal(up.UpdatePath, &path); err != nil {
 					return fmt.Errorf("update_paths[%d]: %w", k, err)
 				}
@@ -278,7 +278,7 @@ func checkTreeKEM(data []byte, r *vectorRun) error {
 					return fmt.Errorf("update_paths[%d] new path: %w", k, err)
 				}
 				fresh := marshal(res.path)
-				var path2 UpdatePath
+				var path2 updatePath
 				if err := unmarshal(fresh, &path2); err != nil {
 					return fmt.Errorf("update_paths[%d] new path: %w", k, err)
 				}

@@ -22,7 +22,7 @@ import (
 // client keeps what it sends.
 func sendRaw(t testing.TB, g *Group, p *Proposal) []byte {
 	t.Helper()
-	fc := &FramedContent{
+	fc := &framedContent{
 		GroupID:     g.cur.ctx.GroupID,
 		Epoch:       g.cur.ctx.Epoch,
 		Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: uint32(g.own)},
@@ -409,14 +409,14 @@ func (w *wedgeWorld) newJoiner(prefix string) *KeyPackageBundle {
 // external signs p as the group's external sender.
 func (w *wedgeWorld) external(p *Proposal) []byte {
 	g := w.randomMember()
-	fc := &FramedContent{GroupID: g.cur.ctx.GroupID, Epoch: g.cur.ctx.Epoch,
+	fc := &framedContent{GroupID: g.cur.ctx.GroupID, Epoch: g.cur.ctx.Epoch,
 		Sender: Sender{SenderType: SenderTypeExternal}, ContentType: ContentTypeProposal, Proposal: p}
 	ac, err := signFramedContent(g.s, w.extPriv, WireFormatPublicMessage, fc, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return marshal(&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage,
-		PublicMessage: &PublicMessage{Content: ac.Content, Auth: ac.Auth}})
+		PublicMessage: &publicMessage{Content: ac.Content, Auth: ac.Auth}})
 }
 
 // sendRandomProposal sends one proposal, drawn from the kinds below, to
@@ -547,7 +547,7 @@ func TestCommitWithoutBrokenPending(t *testing.T) {
 	tg := threeMembers(t, nil)
 	alice, bob := tg.members["did:key:alice"], tg.members["did:key:bob"]
 	kp := lowOrderKeyPackage(t, newTestBundle(t, "did:key:dave"))
-	fc := &FramedContent{GroupID: bob.cur.ctx.GroupID, Epoch: bob.cur.ctx.Epoch,
+	fc := &framedContent{GroupID: bob.cur.ctx.GroupID, Epoch: bob.cur.ctx.Epoch,
 		Sender:      Sender{SenderType: SenderTypeMember, LeafIndex: bob.LeafIndex()},
 		ContentType: ContentTypeProposal, Proposal: &Proposal{ProposalType: ProposalTypeAdd, Add: &Add{KeyPackage: *kp}}}
 	ac, err := bob.signContent(WireFormatPublicMessage, fc, bob.cur.ctx)

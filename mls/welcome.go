@@ -1,14 +1,14 @@
 package mls
 
-// PathSecret carries a path secret to a joiner (RFC 9420, Section 12.4.3.1).
-type PathSecret struct {
+// pathSecretMsg (the RFC's PathSecret) carries a path secret to a joiner (RFC 9420, Section 12.4.3.1).
+type pathSecretMsg struct {
 	PathSecret []byte
 }
 
-func (x *PathSecret) marshal(b *builder)       { b.vec(x.PathSecret) }
-func (x *PathSecret) unmarshal(p *parser) bool { return p.vec(&x.PathSecret) }
+func (x *pathSecretMsg) marshal(b *builder)       { b.vec(x.PathSecret) }
+func (x *pathSecretMsg) unmarshal(p *parser) bool { return p.vec(&x.PathSecret) }
 
-// GroupSecrets is what a Welcome encrypts to each new member (Section
+// welcomeSecrets (the RFC's GroupSecrets) is what a Welcome encrypts to each new member (Section
 // 12.4.3.1).
 //
 //	struct {
@@ -16,24 +16,24 @@ func (x *PathSecret) unmarshal(p *parser) bool { return p.vec(&x.PathSecret) }
 //	  optional<PathSecret> path_secret;
 //	  PreSharedKeyID psks<V>;
 //	} GroupSecrets;
-type GroupSecrets struct {
+type welcomeSecrets struct {
 	JoinerSecret []byte
-	PathSecret   *PathSecret
+	PathSecret   *pathSecretMsg
 	PSKs         []PreSharedKeyID
 }
 
-func (x *GroupSecrets) marshal(b *builder) {
+func (x *welcomeSecrets) marshal(b *builder) {
 	b.vec(x.JoinerSecret)
 	b.optional(x.PathSecret != nil, func(b *builder) { x.PathSecret.marshal(b) })
 	marshalList(b, x.PSKs)
 }
 
-func (x *GroupSecrets) unmarshal(p *parser) bool {
-	*x = GroupSecrets{}
+func (x *welcomeSecrets) unmarshal(p *parser) bool {
+	*x = welcomeSecrets{}
 	if !p.vec(&x.JoinerSecret) {
 		return false
 	}
-	var ps PathSecret
+	var ps pathSecretMsg
 	present, ok := p.optional(ps.unmarshal)
 	if !ok {
 		return false
@@ -44,43 +44,43 @@ func (x *GroupSecrets) unmarshal(p *parser) bool {
 	return unmarshalList(p, &x.PSKs)
 }
 
-// EncryptedGroupSecrets is the GroupSecrets for the member whose
+// encryptedGroupSecrets is the GroupSecrets for the member whose
 // KeyPackageRef is NewMember (Section 12.4.3.1).
-type EncryptedGroupSecrets struct {
+type encryptedGroupSecrets struct {
 	NewMember             []byte
-	EncryptedGroupSecrets HPKECiphertext
+	EncryptedGroupSecrets hpkeCiphertext
 }
 
-func (x *EncryptedGroupSecrets) marshal(b *builder) {
+func (x *encryptedGroupSecrets) marshal(b *builder) {
 	b.vec(x.NewMember)
 	x.EncryptedGroupSecrets.marshal(b)
 }
 
-func (x *EncryptedGroupSecrets) unmarshal(p *parser) bool {
+func (x *encryptedGroupSecrets) unmarshal(p *parser) bool {
 	return p.vec(&x.NewMember) && x.EncryptedGroupSecrets.unmarshal(p)
 }
 
-// Welcome brings new members into the group (Section 12.4.3.1).
+// welcomeMessage (the RFC's Welcome) brings new members into the group (Section 12.4.3.1).
 //
 //	struct {
 //	  CipherSuite cipher_suite;
 //	  EncryptedGroupSecrets secrets<V>;
 //	  opaque encrypted_group_info<V>;
 //	} Welcome;
-type Welcome struct {
+type welcomeMessage struct {
 	CipherSuite        CipherSuite
-	Secrets            []EncryptedGroupSecrets
+	Secrets            []encryptedGroupSecrets
 	EncryptedGroupInfo []byte
 }
 
-func (x *Welcome) marshal(b *builder) {
+func (x *welcomeMessage) marshal(b *builder) {
 	b.u16(uint16(x.CipherSuite))
 	marshalList(b, x.Secrets)
 	b.vec(x.EncryptedGroupInfo)
 }
 
-func (x *Welcome) unmarshal(p *parser) bool {
-	*x = Welcome{}
+func (x *welcomeMessage) unmarshal(p *parser) bool {
+	*x = welcomeMessage{}
 	var cs uint16
 	if !p.u16(&cs) {
 		return false

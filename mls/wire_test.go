@@ -26,18 +26,18 @@ func TestWireRoundTrip(t *testing.T) {
 	}{
 		&leaf,
 		&Credential{CredentialType: CredentialTypeX509, Certificates: [][]byte{[]byte("a"), {}}},
-		&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &PublicMessage{
-			Content: FramedContent{
+		&mlsMessage{Version: ProtocolVersionMLS10, WireFormat: WireFormatPublicMessage, PublicMessage: &publicMessage{
+			Content: framedContent{
 				GroupID: []byte("g"), Epoch: 7, Sender: Sender{SenderType: SenderTypeExternal, SenderIndex: 3},
 				ContentType: ContentTypeProposal, Proposal: &Proposal{ProposalType: ProposalTypePSK, PreSharedKey: &PreSharedKey{PSK: PreSharedKeyID{
 					PSKType: PSKTypeResumption, Usage: ResumptionPSKUsageBranch, PSKGroupID: []byte("h"), PSKEpoch: 9, PSKNonce: []byte("n"),
 				}}},
 			},
-			Auth: FramedContentAuthData{Signature: []byte("s")},
+			Auth: framedContentAuthData{Signature: []byte("s")},
 		}},
-		&GroupSecrets{JoinerSecret: []byte("j"), PathSecret: &PathSecret{PathSecret: []byte("p")}},
-		&FramedContentTBS{Version: 1, WireFormat: 1, Content: FramedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Version: 1, Epoch: 4}},
-		&authenticatedContent{WireFormat: 2, Content: FramedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &Commit{}}, Auth: FramedContentAuthData{ConfirmationTag: []byte("t")}},
+		&welcomeSecrets{JoinerSecret: []byte("j"), PathSecret: &pathSecretMsg{PathSecret: []byte("p")}},
+		&framedContentToSign{Version: 1, WireFormat: 1, Content: framedContent{ContentType: ContentTypeApplication, Sender: Sender{SenderType: SenderTypeMember}}, Context: &GroupContext{Version: 1, Epoch: 4}},
+		&authenticatedContent{WireFormat: 2, Content: framedContent{Sender: Sender{SenderType: SenderTypeNewMemberCommit}, ContentType: ContentTypeCommit, Commit: &commitContent{}}, Auth: framedContentAuthData{ConfirmationTag: []byte("t")}},
 		&senderData{LeafIndex: 1, Generation: 2, ReuseGuard: [4]byte{1, 2, 3, 4}},
 		&senderDataAAD{GroupID: []byte("g"), ContentType: ContentTypeCommit},
 		&privateContentAAD{GroupID: []byte("g"), ContentType: ContentTypeApplication, AuthenticatedData: []byte("a")},
@@ -75,7 +75,7 @@ func TestWireRejects(t *testing.T) {
 		b.raw(body)
 		return b.bytes()
 	}
-	priv := PrivateMessage{GroupID: []byte("g"), ContentType: ContentTypeApplication}
+	priv := privateMessage{GroupID: []byte("g"), ContentType: ContentTypeApplication}
 	privBody := marshal(&priv)
 	if err := unmarshal(msg(1, 2, privBody...), new(mlsMessage)); err != nil {
 		t.Fatalf("valid private message rejected: %v", err)
@@ -126,7 +126,7 @@ func TestWireRejects(t *testing.T) {
 			t.Errorf("leaf node source %d accepted", src)
 		}
 	}
-	if err := unmarshal([]byte{0x00, 0x02, 0x03}, new(ProposalOrRef)); err == nil {
+	if err := unmarshal([]byte{0x00, 0x02, 0x03}, new(proposalOrRef)); err == nil {
 		t.Error("proposal-or-ref type 3 accepted")
 	}
 	gc := marshal(&GroupContext{Version: 2})
@@ -136,13 +136,13 @@ func TestWireRejects(t *testing.T) {
 	if err := unmarshal([]byte{0x05}, new(Sender)); err == nil {
 		t.Error("sender type 5 accepted")
 	}
-	if err := unmarshal([]byte{0x00, 0x02}, new(Commit)); err == nil {
+	if err := unmarshal([]byte{0x00, 0x02}, new(commitContent)); err == nil {
 		t.Error("optional flag 2 accepted")
 	}
 }
 
 func TestPrivateMessageContentPadding(t *testing.T) {
-	c := privateMessageContent{ApplicationData: []byte("hi"), Auth: FramedContentAuthData{Signature: []byte("s")}, Padding: 5}
+	c := privateMessageContent{ApplicationData: []byte("hi"), Auth: framedContentAuthData{Signature: []byte("s")}, Padding: 5}
 	var b builder
 	c.marshal(&b, ContentTypeApplication)
 	enc := b.bytes()

@@ -359,7 +359,7 @@ func TestXWingRejectBadTreeKeys(t *testing.T) {
 	_, goodPub, _ := s.hpkeGenerateKeyPair()
 	badKey := badXWingKeys(goodPub)["ML-KEM modulus"]
 
-	newPath := func(t *testing.T) *UpdatePath {
+	newPath := func(t *testing.T) *updatePath {
 		tree := alice.cur.tree.clone()
 		res, err := tree.generateUpdatePath(alice.priv, nil, alice.sigPriv, alice.cur.ctx.GroupID, nil, func([]byte) ([]byte, error) {
 			return marshal(alice.cur.ctx), nil
@@ -406,7 +406,7 @@ func TestXWingRejectBadTreeKeys(t *testing.T) {
 		}
 		pn := *tree.nodes[x].Parent
 		pn.EncryptionKey = bytes.Clone(badKey)
-		tree.setNode(x, Node{Parent: &pn})
+		tree.setNode(x, treeNode{Parent: &pn})
 		if err := tree.validateStructure(); err == nil {
 			t.Fatal("tree with a bad parent key validated")
 		}
@@ -459,7 +459,7 @@ func TestXWingTenThousandMembersFitCodec(t *testing.T) {
 		t.Fatal("template nodes missing")
 	}
 	const members = 10000
-	big := &ratchetTree{s: src.s, nodes: make([]Node, nodeWidth(members))}
+	big := &ratchetTree{s: src.s, nodes: make([]treeNode, nodeWidth(members))}
 	for i := range big.nodes {
 		if i%2 == 0 {
 			big.nodes[i] = leaf
