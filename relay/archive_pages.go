@@ -12,19 +12,16 @@ import (
 	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
-// logWindowSize is how much of a segment a page reads at a time (the
-// page's window, backend.LogWindowSize): the entries of a channel
+// logWindow reads a segment through a window of it, backend.LogWindowSize
+// long (the page's, PageEncoder.Window): the entries of a channel
 // published together lie together in the log, so a page's are mostly in a
 // few windows, each one pread.
-const logWindowSize = backend.LogWindowSize
-
-// logWindow reads a segment through a window of it.
 type logWindow struct {
 	f   *os.File
 	seg uint64
 	off int64  // where the window begins
 	n   int    // bytes in it
-	buf []byte // logWindowSize
+	buf []byte // backend.LogWindowSize
 }
 
 func (w *logWindow) reset(f *os.File, seg uint64) { w.f, w.seg, w.n = f, seg, 0 }

@@ -1,14 +1,18 @@
 package relay
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
+)
 
 // Entry types stored with every archived message and pushed with every live
 // one. They are read from the cleartext MLSMessage header only (RFC 9420 §6);
 // the relay never looks at content.
 const (
-	EntryApp     = 0 // application messages and anything that is not an MLS handshake
-	EntryCommit  = 1 // PublicMessage or PrivateMessage carrying a commit or a proposal
-	EntryWelcome = 2 // MLSMessage with wire_format mls_welcome
+	EntryApp     = backend.EntryApp // application messages and anything that is not an MLS handshake
+	EntryCommit  = 1                // PublicMessage or PrivateMessage carrying a commit or a proposal
+	EntryWelcome = 2                // MLSMessage with wire_format mls_welcome
 )
 
 // RFC 9420 §6 wire formats and content types.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"log/slog"
 	"sync"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
@@ -88,12 +87,8 @@ func openArchiver(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (archive
 	if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	a, err := cfg.Archive.Open(ctx, backend.Env{
-		Hub: h, Logger: log, Now: cfg.Now, Granularity: cfg.TimeGranularity,
+		Hub: h, Logger: cfg.Logger, Now: cfg.Now, Granularity: cfg.TimeGranularity,
 		Cap: cfg.ArchiveCap, TTL: cfg.ArchiveTTL, MaxFirstEpoch: cfg.MaxFirstEpoch,
 		MaxPayload: MaxPayload, MaxHandshakePayload: MaxHandshakePayload,
 		Budgets:         func(stored int64) backend.Limits { return budgetLimits(cfg, stored) },

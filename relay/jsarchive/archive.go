@@ -1,6 +1,7 @@
 package jsarchive
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -111,13 +112,6 @@ func (b *Backend) Open(ctx context.Context, env backend.Env) (backend.Archiver, 
 		return nil, err
 	}
 	return a, nil
-}
-
-func setDefault[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
 }
 
 // Header names of the stream's messages.
@@ -294,11 +288,11 @@ func open(ctx context.Context, env backend.Env, cfg Config) (*archive, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("relay: jsarchive.Config.URL is required")
 	}
-	setDefault(&cfg.Stream, DefaultStream)
+	cfg.Stream = cmp.Or(cfg.Stream, DefaultStream)
 	// Replicas are the stream's, once it exists: a node given none takes
 	// them as they are; a node given others refuses to start.
 	explicitReplicas := cfg.Replicas != 0
-	setDefault(&cfg.Replicas, 1)
+	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
 	if !validStreamName(cfg.Stream) {
 		return nil, errors.New("relay: the JetStream stream's name must be 1 to 64 of [A-Za-z0-9_-]")
 	}
@@ -541,8 +535,6 @@ func UpdateStreamReplicas(ctx context.Context, url, stream string, replicas int,
 }
 
 // Subjects.
-
-func (a *archive) token(channel string) string { return token(channel) }
 
 func token(channel string) string { return base64.RawURLEncoding.EncodeToString([]byte(channel)) }
 

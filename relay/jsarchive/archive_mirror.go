@@ -92,10 +92,10 @@ func (a *archive) writePayer(ch, sub string) (string, error) {
 	start, wait := time.Now(), 50*time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), jsTry)
-		_, err := a.payers.Create(ctx, a.token(ch), []byte(sub))
+		_, err := a.payers.Create(ctx, token(ch), []byte(sub))
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			var e jetstream.KeyValueEntry
-			if e, err = a.payers.Get(ctx, a.token(ch)); err == nil {
+			if e, err = a.payers.Get(ctx, token(ch)); err == nil {
 				sub = string(e.Value())
 			}
 		}
@@ -120,7 +120,7 @@ func (a *archive) paid(ch string) bool {
 func (a *archive) readPayer(ch string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsTimeout)
 	defer cancel()
-	e, err := a.payers.Get(ctx, a.token(ch))
+	e, err := a.payers.Get(ctx, token(ch))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", nil
 	}

@@ -99,7 +99,7 @@ func (r *pageReader) drop() {
 // backend.ErrUnavailable, and one that cannot finish is aborted (the
 // client sees a broken body, never a page that looks whole).
 func (a *archive) WritePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
-	filter := a.name + ".*." + a.token(name)
+	filter := a.name + ".*." + token(name)
 	if appOnly {
 		filter = a.appSubject(name)
 	}

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// EntryApp is the entry type of application messages (relay.EntryApp);
-// handshake entries have others.
+// EntryApp is the entry type of application messages, relay.EntryApp
+// (defined here so that both archives share the one value); handshake
+// entries have others.
 const EntryApp = 0
 
 // A Conn is the connection a publish came on.
