@@ -15,6 +15,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 	"github.com/skytale-oss/skytale/relay/internal/backend"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 const (
@@ -78,7 +79,7 @@ type pubReq struct {
 	// payload was, from, or from its row (inline: an entry stored before
 	// the log, see migrateInline); done receives the flush's result.
 	move   bool
-	from   logPos
+	from   seglog.Pos
 	inline bool
 }
 
@@ -118,14 +119,14 @@ type archive struct {
 	failMu sync.Mutex
 	failed error // set once a write fails; see fail
 
-	// A file-backed archive's log (seglog.go), nil in memory. The
+	// A file-backed archive's log (package relay/internal/seglog), nil in memory. The
 	// logger appends each batch to it and answers the batch; the indexer
 	// then writes the batch's rows, and applied is the log position the
 	// index holds up to (indexer only).
-	seglog  *segLog
+	seglog  *seglog.Log
 	logged  chan loggedBatch
 	logBuf  []byte // logger only
-	applied logPos
+	applied seglog.Pos
 	moved   bool          // the last write moved entries; indexer only
 	compact chan struct{} // wakes the compactor
 	quit    chan struct{} // stops the compactor
@@ -289,6 +290,6 @@ func (a *archive) close() {
 	a.closeStmts()
 	a.w.Close()
 	if a.seglog != nil {
-		a.seglog.close()
+		a.seglog.Close()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/relay/internal/backend"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // committerNice is how much nicer than the rest of the process the
@@ -69,7 +70,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 	err := a.failure()
 	if err == nil {
 		t0 := time.Now()
-		werr := a.write(ctx, batch, logPos{})
+		werr := a.write(ctx, batch, seglog.Pos{})
 		a.counters.observeCommit(time.Since(t0))
 		if werr != nil {
 			err = a.fail(fmt.Errorf("relay: archive write: %w", werr))
@@ -155,7 +156,7 @@ const yieldBatch = 64
 // write stores a batch in one transaction. With a log, the rows point
 // into it and the transaction records end, the log position it holds up
 // to; in memory, the rows hold the payloads.
-func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err error) {
+func (a *archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -181,11 +182,11 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 	args := a.args[:0]
 	for _, r := range batch {
 		if r.move {
-			from := any(int64(r.from.seg))
+			from := any(int64(r.from.Seg))
 			if r.inline {
 				from = nil
 			}
-			if _, err := a.moveRow.ExecContext(ctx, int64(r.seg), r.at, r.channel, int64(r.seq), from, r.from.off); err != nil {
+			if _, err := a.moveRow.ExecContext(ctx, int64(r.seg), r.at, r.channel, int64(r.seq), from, r.from.Off); err != nil {
 				return err
 			}
 			a.moved = true
@@ -278,7 +279,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end logPos) (err e
 		}
 	}
 	if a.seglog != nil {
-		if _, err := a.setApplied.ExecContext(ctx, int64(end.seg), end.off); err != nil {
+		if _, err := a.setApplied.ExecContext(ctx, int64(end.Seg), end.Off); err != nil {
 			return err
 		}
 	}
@@ -359,7 +360,7 @@ func (a *archive) finish(ctx context.Context) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if a.seglog != nil && a.seglog.sync {
+	if a.seglog != nil && a.seglog.Syncs() {
 		// The last transaction makes everything before it durable, so
 		// the next open has nothing to replay.
 		if _, err := a.w.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
@@ -388,8 +389,8 @@ func (a *archive) finish(ctx context.Context) {
 	}
 	if a.seglog != nil {
 		// The logger has stopped: its end is final.
-		end := a.seglog.end()
-		if _, err := a.setApplied.ExecContext(ctx, int64(end.seg), end.off); err != nil {
+		end := a.seglog.End()
+		if _, err := a.setApplied.ExecContext(ctx, int64(end.Seg), end.Off); err != nil {
 			a.w.ExecContext(ctx, "ROLLBACK")
 			return
 		}

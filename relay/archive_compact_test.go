@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // TestLogPinnedSegmentsCompacted is a publisher who keeps every segment
@@ -52,7 +54,7 @@ func TestLogPinnedSegmentsCompacted(t *testing.T) {
 	stored := settled(t, tr).storedBytes()
 	// The compactor's bound, and the current segment, the one prepared
 	// next and the files kept for reuse.
-	bound := 2*stored + (compactSlack+2+maxFree)*seg
+	bound := 2*stored + (compactSlack+2+seglog.MaxFree)*seg
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n, total := segFootprint(t, path)

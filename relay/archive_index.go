@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // loggedBatch is a batch the logger has flushed (ok) or failed, on its
 // way to the indexer; end is the log's end after it.
 type loggedBatch struct {
 	reqs []*pubReq
-	end  logPos
+	end  seglog.Pos
 	ok   bool
 }
 
@@ -25,7 +27,7 @@ func (a *archive) runLogger() {
 		// A new slice each time: the indexer owns it after.
 		batch := a.drain(append(make([]*pubReq, 0, 64), r))
 		err := a.failure()
-		var end logPos
+		var end seglog.Pos
 		if err == nil {
 			t0 := time.Now()
 			var lerr error
@@ -50,21 +52,21 @@ const maxLogBuf = 4 << 20
 // appendLog writes a batch's records to the log and flushes them. Each
 // stored entry learns where its payload is, and lets go of the payload:
 // the indexer needs only its place.
-func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
+func (a *archive) appendLog(batch []*pubReq) (seglog.Pos, error) {
 	n := 0
 	for _, r := range batch {
 		if rec, ok := logRecord(r); ok {
-			n += recordSize(&rec)
+			n += seglog.RecordSize(&rec)
 		}
 	}
 	if n == 0 {
-		return a.seglog.end(), nil
+		return a.seglog.End(), nil
 	}
-	seed, err := a.seglog.room(n)
+	seed, err := a.seglog.Room(n)
 	if err != nil {
-		return logPos{}, err
+		return seglog.Pos{}, err
 	}
-	at := a.seglog.end() // where the batch goes
+	at := a.seglog.End() // where the batch goes
 	buf := a.logBuf[:0]
 	for _, r := range batch {
 		rec, ok := logRecord(r)
@@ -73,45 +75,45 @@ func (a *archive) appendLog(batch []*pubReq) (logPos, error) {
 		}
 		start := len(buf)
 		var rel int
-		if buf, rel, err = appendRecord(buf, seed, &rec); err != nil {
-			return logPos{}, err
+		if buf, rel, err = seglog.AppendRecord(buf, seed, &rec); err != nil {
+			return seglog.Pos{}, err
 		}
 		if !r.fence {
 			// The record holds the payload now. (After a failed
 			// append nothing reads either: the batch is refused.)
-			r.seg, r.at, r.payload = at.seg, at.off+int64(start+rel), nil
+			r.seg, r.at, r.payload = at.Seg, at.Off+int64(start+rel), nil
 		}
 	}
-	if err := a.seglog.append(buf); err != nil {
-		return logPos{}, err
+	if err := a.seglog.Append(buf); err != nil {
+		return seglog.Pos{}, err
 	}
 	a.logBuf = buf[:0]
 	if cap(buf) > maxLogBuf {
 		a.logBuf = nil
 	}
-	return a.seglog.end(), nil
+	return a.seglog.End(), nil
 }
 
 // logRecord returns the log record of a request, or false for one that
 // stores nothing.
-func logRecord(r *pubReq) (logRec, bool) {
+func logRecord(r *pubReq) (seglog.Record, bool) {
 	if r.move {
-		return logRec{kind: recEntry, flags: recMoved, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
-			channel: r.channel, payload: r.payload}, true
+		return seglog.Record{Kind: seglog.KindEntry, Flags: seglog.FlagMoved, EntryType: r.hdr.entryType, Seq: r.seq, TS: r.ts,
+			Channel: r.channel, Payload: r.payload}, true
 	}
 	if r.reply != nil || r.refused != nil || r.st == nil {
-		return logRec{}, false
+		return seglog.Record{}, false
 	}
-	rec := logRec{kind: recEntry, entryType: r.hdr.entryType, seq: r.seq, ts: r.ts,
-		reserved: r.reserved, epoch: r.epoch, channel: r.channel, payload: r.payload}
+	rec := seglog.Record{Kind: seglog.KindEntry, EntryType: r.hdr.entryType, Seq: r.seq, TS: r.ts,
+		Reserved: r.reserved, Epoch: r.epoch, Channel: r.channel, Payload: r.payload}
 	if r.fence {
-		rec = logRec{kind: recChan, reserved: r.reserved, epoch: r.epoch, channel: r.channel}
+		rec = seglog.Record{Kind: seglog.KindChan, Reserved: r.reserved, Epoch: r.epoch, Channel: r.channel}
 	}
 	if r.dirty {
-		rec.flags |= recDirty
+		rec.Flags |= seglog.FlagDirty
 	}
 	if r.hasEpoch {
-		rec.flags |= recHasEpoch
+		rec.Flags |= seglog.FlagHasEpoch
 	}
 	return rec, true
 }
@@ -134,7 +136,7 @@ const (
 type indexBatch struct {
 	rows []*pubReq
 	n    int
-	end  logPos
+	end  seglog.Pos
 }
 
 func (ib *indexBatch) add(lb loggedBatch) {
@@ -169,7 +171,7 @@ func (a *archive) runIndexer(ctx context.Context) {
 	sweep := time.NewTicker(sweepInterval(a.ttl))
 	defer sweep.Stop()
 	var rows []*pubReq
-	collected := a.applied.seg
+	collected := a.applied.Seg
 	for {
 		select {
 		case lb, ok := <-a.logged:
@@ -201,14 +203,14 @@ func (a *archive) runIndexer(ctx context.Context) {
 			// Each new segment is a time to look for ones to remove,
 			// whose files the next segments reuse, and for the
 			// compactor to look at the log's size; so is a move.
-			if a.applied.seg > collected || a.moved {
-				if a.applied.seg > collected {
+			if a.applied.Seg > collected || a.moved {
+				if a.applied.Seg > collected {
 					select {
 					case a.compact <- struct{}{}:
 					default:
 					}
 				}
-				collected, a.moved = a.applied.seg, false
+				collected, a.moved = a.applied.Seg, false
 				a.collectSegments(ctx)
 			}
 			if closed {

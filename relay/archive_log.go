@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // emptyBlob is the payload column of a row whose payload is in the log.
@@ -18,7 +20,7 @@ var emptyBlob = []byte{}
 // It runs before the archive's goroutines start, while the writer still
 // commits with a full sync.
 func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int64) error {
-	l, segs, err := openSegLog(dir, sync, maxSeg)
+	l, segs, err := seglog.Open(dir, sync, maxSeg)
 	if err != nil {
 		return err
 	}
@@ -39,20 +41,20 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 	}
 	// Above every segment the index may point into, whether or not its
 	// file is there.
-	next := from.seg + 1
+	next := from.Seg + 1
 	if len(segs) > 0 {
 		next = max(next, segs[len(segs)-1]+1)
 	}
-	if err := a.replay(ctx, segs, from, logPos{next, 0}); err != nil {
+	if err := a.replay(ctx, segs, from, seglog.Pos{Seg: next, Off: 0}); err != nil {
 		return fmt.Errorf("log replay: %w", err)
 	}
 	if err := a.loadSenderless(ctx, next); err != nil {
 		return err
 	}
-	if err := l.startSegment(next); err != nil {
+	if err := l.StartSegment(next); err != nil {
 		return err
 	}
-	a.applied = logPos{next, 0}
+	a.applied = seglog.Pos{Seg: next, Off: 0}
 	// The log is what makes an entry durable; the index commits without
 	// a sync. A machine crash may take back its last transactions, which
 	// the next open replays from the log. (SQLite in WAL mode keeps the
@@ -83,7 +85,7 @@ func (a *archive) loadSenderless(ctx context.Context, next uint64) error {
 	if err != nil {
 		return err
 	}
-	a.seglog.noReuseBelow = uint64(from)
+	a.seglog.NoReuseBelow = uint64(from)
 	return nil
 }
 
@@ -92,8 +94,8 @@ func (a *archive) loadSenderless(ctx context.Context, next uint64) error {
 // indexer's collection then removes the emptied files.
 func (a *archive) moveSenderSegments() error {
 	var moved int
-	for _, seg := range a.seglog.list() {
-		if seg >= a.seglog.noReuseBelow || seg >= a.seglog.current.Load() {
+	for _, seg := range a.seglog.List() {
+		if seg >= a.seglog.NoReuseBelow || seg >= a.seglog.Current() {
 			break
 		}
 		select {
@@ -127,14 +129,14 @@ func (a *archive) checkSegments(ctx context.Context, segs []uint64) error {
 		}
 		if _, ok := slices.BinarySearch(segs, uint64(seg)); !ok {
 			return fmt.Errorf("the index points into log segment %s, which the log folder %s does not hold: "+
-				"an archive is its database file and that folder, restored together", segName(uint64(seg)), a.seglog.dir)
+				"an archive is its database file and that folder, restored together", seglog.Name(uint64(seg)), a.seglog.Dir())
 		}
 	}
 }
 
 // loadApplied reads the log position the index holds up to.
-func (a *archive) loadApplied(ctx context.Context) (logPos, error) {
-	var pos logPos
+func (a *archive) loadApplied(ctx context.Context) (seglog.Pos, error) {
+	var pos seglog.Pos
 	rows, err := a.w.QueryContext(ctx, `SELECT key, value FROM state WHERE key IN ('log_seg', 'log_off')`)
 	if err != nil {
 		return pos, err
@@ -147,9 +149,9 @@ func (a *archive) loadApplied(ctx context.Context) (logPos, error) {
 			return pos, err
 		}
 		if k == "log_seg" {
-			pos.seg = uint64(v)
+			pos.Seg = uint64(v)
 		} else {
-			pos.off = v
+			pos.Off = v
 		}
 	}
 	return pos, rows.Err()
@@ -160,7 +162,7 @@ func (a *archive) loadApplied(ctx context.Context) (logPos, error) {
 // then records next as the position the index holds up to, all in one
 // transaction. A segment's torn tail was never acknowledged, and nothing
 // is ever written after it: the next segment is a new run's.
-func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) (err error) {
+func (a *archive) replay(ctx context.Context, segs []uint64, from, next seglog.Pos) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -188,36 +190,36 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 	n := 0
 	handshakes := make(map[string]bool) // channels given handshake entries
 	for _, seg := range segs {
-		if seg < from.seg {
+		if seg < from.Seg {
 			continue
 		}
 		off := int64(0)
-		if seg == from.seg {
-			off = from.off
+		if seg == from.Seg {
+			off = from.Off
 		}
-		_, err := a.seglog.scan(seg, off, func(r *logRec, at int64) error {
+		_, err := a.seglog.Scan(seg, off, func(r *seglog.Record, at int64) error {
 			n++
-			if r.flags&recMoved != 0 {
-				_, err := move.ExecContext(ctx, int64(seg), at, r.channel, int64(r.seq))
+			if r.Flags&seglog.FlagMoved != 0 {
+				_, err := move.ExecContext(ctx, int64(seg), at, r.Channel, int64(r.Seq))
 				return err
 			}
-			if r.kind == recEntry {
-				if _, err := put.ExecContext(ctx, r.channel, int64(r.seq), int64(r.entryType), r.ts, emptyBlob,
-					int64(seg), at, int64(len(r.payload))); err != nil {
+			if r.Kind == seglog.KindEntry {
+				if _, err := put.ExecContext(ctx, r.Channel, int64(r.Seq), int64(r.EntryType), r.TS, emptyBlob,
+					int64(seg), at, int64(len(r.Payload))); err != nil {
 					return err
 				}
-				if r.entryType != EntryApp {
-					handshakes[r.channel] = true
+				if r.EntryType != EntryApp {
+					handshakes[r.Channel] = true
 				}
 			}
-			if r.flags&recDirty == 0 {
+			if r.Flags&seglog.FlagDirty == 0 {
 				return nil
 			}
 			var epoch any
-			if r.flags&recHasEpoch != 0 {
-				epoch = int64(r.epoch)
+			if r.Flags&seglog.FlagHasEpoch != 0 {
+				epoch = int64(r.Epoch)
 			}
-			_, err := a.upsert.ExecContext(ctx, r.channel, int64(r.reserved), epoch, "")
+			_, err := a.upsert.ExecContext(ctx, r.Channel, int64(r.Reserved), epoch, "")
 			return err
 		})
 		if err != nil {
@@ -239,7 +241,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next logPos) 
 			return err
 		}
 	}
-	if _, err := a.setApplied.ExecContext(ctx, int64(next.seg), next.off); err != nil {
+	if _, err := a.setApplied.ExecContext(ctx, int64(next.Seg), next.Off); err != nil {
 		return err
 	}
 	_, err = a.w.ExecContext(ctx, "COMMIT")
@@ -255,8 +257,8 @@ func (a *archive) collectSegments(ctx context.Context) {
 		return
 	}
 	var dead []uint64
-	for _, seg := range a.seglog.list() {
-		if seg >= a.applied.seg {
+	for _, seg := range a.seglog.List() {
+		if seg >= a.applied.Seg {
 			break
 		}
 		var one int
@@ -271,14 +273,14 @@ func (a *archive) collectSegments(ctx context.Context) {
 	if len(dead) == 0 {
 		return
 	}
-	if a.seglog.sync {
+	if a.seglog.Syncs() {
 		if err := a.syncedCommit(ctx); err != nil {
 			a.log.Error("relay: archive log collection failed", "err", err)
 			return
 		}
 	}
 	for _, seg := range dead {
-		a.seglog.drop(seg)
+		a.seglog.Drop(seg)
 	}
 }
 
@@ -289,7 +291,7 @@ func (a *archive) syncedCommit(ctx context.Context) error {
 		return err
 	}
 	_, err := a.w.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('log_synced', ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(a.applied.seg))
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, int64(a.applied.Seg))
 	if _, perr := a.w.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err == nil {
 		err = perr
 	}
@@ -303,7 +305,7 @@ func (a *archive) syncedCommit(ctx context.Context) error {
 // segment written within the TTL. Once the segments hold more than twice
 // the payload bytes stored (plus compactSlack), the compactor moves the
 // live entries of the emptiest old segment to the end of the log, through
-// the logger like a publish (recMoved), and the indexer points their rows
+// the logger like a publish (seglog.FlagMoved), and the indexer points their rows
 // at the new place; the emptied segment is then removed. Each move of a
 // segment under half full frees more than it writes.
 const (
@@ -345,12 +347,12 @@ var errStopping = errors.New("relay: archive stopping")
 // compactLog moves the live entries of the emptiest old segments, until
 // the log would be back within twice what the archive stores.
 func (a *archive) compactLog() error {
-	segs, sizes := a.seglog.footprint()
+	segs, sizes := a.seglog.Footprint()
 	var total int64
 	for _, n := range sizes {
 		total += n
 	}
-	bound := 2*a.storedBytes() + compactSlack*a.seglog.max
+	bound := 2*a.storedBytes() + compactSlack*a.seglog.MaxSegment()
 	if total <= bound {
 		return nil
 	}
@@ -378,7 +380,7 @@ func (a *archive) compactLog() error {
 		live, size int64
 	}
 	var vs []victim
-	cur := a.seglog.current.Load()
+	cur := a.seglog.Current()
 	for i, seg := range segs {
 		if n, ok := live[seg]; ok && seg < cur && 2*n < sizes[i] {
 			vs = append(vs, victim{seg, n, sizes[i]})
@@ -399,9 +401,9 @@ func (a *archive) compactLog() error {
 
 // moveSegment moves every entry stored in seg to the end of the log.
 func (a *archive) moveSegment(seg uint64) error {
-	g := a.seglog.pin()
-	defer a.seglog.unpin(g)
-	f, err := a.seglog.file(seg)
+	g := a.seglog.Pin()
+	defer a.seglog.Unpin(g)
+	f, err := a.seglog.File(seg)
 	if err != nil {
 		return err
 	}
@@ -413,7 +415,7 @@ func (a *archive) moveSegment(seg uint64) error {
 			if err := rows.Scan(&r.channel, &r.seq, &r.hdr.entryType, &r.ts, &at, &r.size); err != nil {
 				return false, err
 			}
-			r.from, after = logPos{seg, at}, at
+			r.from, after = seglog.Pos{Seg: seg, Off: at}, at
 			r.payload = make([]byte, r.size)
 			if _, err := f.ReadAt(r.payload, at); err != nil {
 				return false, fmt.Errorf("segment %d: %w", seg, err)
@@ -432,7 +434,7 @@ func (a *archive) moveSegment(seg uint64) error {
 // then they are served from their rows. A crash midway loses nothing: a
 // row is repointed only by the index's transaction after its record's
 // flush, or by the replay of that record. A row no record can carry (an
-// account name over maxRecordName, which the relay took before the log)
+// account name over seglog.MaxName, which the relay took before the log)
 // stays as it is, served from its row until the cap or the TTL removes
 // it. The database file keeps its size (SQLite reuses the freed pages for
 // later rows; VACUUM, or a backup, gives them back).
@@ -447,7 +449,7 @@ func (a *archive) migrateInline() error {
 				return false, err
 			}
 			r.size = int64(len(r.payload))
-			return fitsRecord(r.channel, r.sub, len(r.payload)), nil
+			return seglog.Fits(r.channel, r.sub, len(r.payload)), nil
 		})
 		moved, kept = moved+n, kept+read-n
 		if err != nil || read == 0 {

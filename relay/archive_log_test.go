@@ -18,7 +18,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/skytale-oss/skytale/internal/filedamage"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 const chLog = "acme/payments/ledger"
@@ -235,25 +237,25 @@ type diskRecord struct {
 	seg      uint64
 	off, end int64
 	at       int64
-	rec      logRec
+	rec      seglog.Record
 }
 
 // logRecords reads every record of a stopped relay's log, segment by
 // segment.
 func logRecords(t *testing.T, path string) []diskRecord {
 	t.Helper()
-	l, segs, err := openSegLog(logDir(path), false, 0)
+	l, segs, err := seglog.Open(logDir(path), false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.close()
+	defer l.Close()
 	var out []diskRecord
 	for _, seg := range segs {
 		off := int64(0)
-		_, err := l.scan(seg, 0, func(r *logRec, at int64) error {
+		_, err := l.Scan(seg, 0, func(r *seglog.Record, at int64) error {
 			c := *r
-			c.payload = slices.Clone(r.payload)
-			end := at + int64(len(c.payload))
+			c.Payload = slices.Clone(r.Payload)
+			end := at + int64(len(c.Payload))
 			out = append(out, diskRecord{seg: seg, off: off, end: end, at: at, rec: c})
 			off = end
 			return nil
@@ -392,28 +394,28 @@ func testLogReplayTornTail(t *testing.T, damage string) {
 
 	recs := logRecords(t, path)
 	last := recs[len(recs)-1]
-	if last.rec.channel != chA || last.rec.seq != p.maxSeq(chA) {
-		t.Fatalf("the log's last record is %s seq %d, want %s seq %d", last.rec.channel, last.rec.seq, chA, p.maxSeq(chA))
+	if last.rec.Channel != chA || last.rec.Seq != p.maxSeq(chA) {
+		t.Fatalf("the log's last record is %s seq %d, want %s seq %d", last.rec.Channel, last.rec.Seq, chA, p.maxSeq(chA))
 	}
-	file := filepath.Join(logDir(path), segName(last.seg))
+	file := filepath.Join(logDir(path), seglog.Name(last.seg))
 	switch damage {
 	case "flipped":
-		flipAt(t, file, last.at+int64(len(last.rec.payload))/2)
+		filedamage.FlipAt(t, file, last.at+int64(len(last.rec.Payload))/2)
 	case "cut":
-		truncate(t, file, last.at+10)
+		filedamage.Truncate(t, file, last.at+10)
 	case "zeroed":
-		writeAt(t, file, make([]byte, recHeader), last.off)
+		filedamage.WriteAt(t, file, make([]byte, seglog.HeaderSize), last.off)
 	}
 	maxHeld := map[string]uint64{}
 	for _, r := range recs {
-		maxHeld[r.rec.channel] = max(maxHeld[r.rec.channel], r.rec.seq)
+		maxHeld[r.rec.Channel] = max(maxHeld[r.rec.Channel], r.rec.Seq)
 	}
 	takeBackIndex(t, path, 30, map[string][2]any{chA: {int64(1), nil}, chLog: {int64(2), nil}})
 
 	tr = startRelay(t, cfg)
 	var before []logEntry // every entry before the damage
 	for _, e := range p.acked {
-		if e.ch != chA || e.seq != last.rec.seq {
+		if e.ch != chA || e.seq != last.rec.Seq {
 			before = append(before, e)
 		}
 	}
@@ -431,7 +433,7 @@ func testLogReplayTornTail(t *testing.T, damage string) {
 	tr.stop(t)
 	for _, r := range logRecords(t, path) {
 		if r.seg == last.seg && r.off >= last.off {
-			t.Fatalf("the new run wrote %s seq %d after the torn tail, in segment %d at %d", r.rec.channel, r.rec.seq, r.seg, r.off)
+			t.Fatalf("the new run wrote %s seq %d after the torn tail, in segment %d at %d", r.rec.Channel, r.rec.Seq, r.seg, r.off)
 		}
 	}
 
@@ -487,10 +489,10 @@ func TestLogDiskBounded(t *testing.T) {
 }
 
 // TestLogDiskBoundedDefaultSegments is TestLogDiskBounded with the
-// production segments, which double up to maxSegment, and handshake
+// production segments, which double up to seglog.DefaultMaxSegment, and handshake
 // entries among the application entries: a recycled file keeps its size
 // and the next new one doubles from the last, so the files grow towards
-// maxSegment each; their number stays bounded.
+// seglog.DefaultMaxSegment each; their number stays bounded.
 func TestLogDiskBoundedDefaultSegments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 256 MiB")
@@ -499,7 +501,7 @@ func TestLogDiskBoundedDefaultSegments(t *testing.T) {
 }
 
 // testLogDiskBounded writes total bytes of 1 KiB entries to two channels
-// with a cap of 16, in segments of up to seg bytes (0 for maxSegment);
+// with a cap of 16, in segments of up to seg bytes (0 for seglog.DefaultMaxSegment);
 // plain leaves out the proposals and Welcomes, which a cap of their own
 // keeps, so that they hold more segments.
 func testLogDiskBounded(t *testing.T, seg int64, total int, plain bool) {
@@ -526,12 +528,12 @@ func testLogDiskBounded(t *testing.T, seg int64, total int, plain bool) {
 	}
 	n, s := segFootprint(t, path)
 	t.Logf("%d MiB written in segments of up to %d KiB: the log peaked at %d files, %d KiB (%d KiB in the first half); %d files, %d KiB at the end",
-		total>>20, cmp.Or(seg, maxSegment)>>10, maxFiles, maxSize>>10, firstHalf>>10, n, s>>10)
+		total>>20, cmp.Or(seg, seglog.DefaultMaxSegment)>>10, maxFiles, maxSize>>10, firstHalf>>10, n, s>>10)
 	// The segment being written and the spare, the free files, the two
 	// segments each channel's newest entries may span, and one the cap
 	// emptied since the indexer last moved to a new segment.
-	const bound = 2 + maxFree + 2*2 + 1
-	if maxFiles > bound || maxSize > bound*cmp.Or(seg, maxSegment) {
+	const bound = 2 + seglog.MaxFree + 2*2 + 1
+	if maxFiles > bound || maxSize > bound*cmp.Or(seg, seglog.DefaultMaxSegment) {
 		t.Fatalf("the log grew to %d files, %d KiB, for %d KiB the archive holds", maxFiles, maxSize>>10, 2*capN*size>>10)
 	}
 	// The newest cap entries of each channel, intact.
@@ -757,11 +759,7 @@ func TestLogPinnedPage(t *testing.T) {
 	// The page stalls at its first 64 KiB. The cap pushes out every
 	// entry it is reading, and the first segment they were in is dropped.
 	oldest := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages WHERE channel = ?`, chA))
-	dropped := func() (doomed, listed bool) {
-		a.seglog.mu.Lock()
-		defer a.seglog.mu.Unlock()
-		return slices.ContainsFunc(a.seglog.doomed, func(d doomedSeg) bool { return d.seg == oldest }), slices.Contains(a.seglog.segs, oldest)
-	}
+	dropped := func() (doomed, listed bool) { return a.seglog.Dropping(oldest) }
 	for round := 0; ; round++ {
 		if doomed, listed := dropped(); doomed || !listed {
 			break
@@ -859,10 +857,10 @@ func TestLogReplayLargestHandshake(t *testing.T) {
 			recs := logRecords(t, path)
 			last := recs[len(recs)-1]
 			if torn {
-				if last.rec.seq != uint64(seq) {
-					t.Fatalf("the last record is seq %d, not the handshake's %d", last.rec.seq, uint64(seq))
+				if last.rec.Seq != uint64(seq) {
+					t.Fatalf("the last record is seq %d, not the handshake's %d", last.rec.Seq, uint64(seq))
 				}
-				truncate(t, filepath.Join(logDir(path), segName(last.seg)), last.at+MaxHandshakePayload/2)
+				filedamage.Truncate(t, filepath.Join(logDir(path), seglog.Name(last.seg)), last.at+MaxHandshakePayload/2)
 				want = want[:len(want)-1]
 			}
 			takeBackIndex(t, path, 10, nil)
@@ -905,7 +903,7 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 	settled(t, tr)
 	a := tr.arch.(*archive)
 	src := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages`))
-	saved, err := os.ReadFile(filepath.Join(logDir(path), segName(src)))
+	saved, err := os.ReadFile(filepath.Join(logDir(path), seglog.Name(src)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -929,21 +927,21 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 	// The moves in the log, in order.
 	var moves []diskRecord
 	for _, r := range logRecords(t, path) {
-		if r.rec.flags&recMoved != 0 {
+		if r.rec.Flags&seglog.FlagMoved != 0 {
 			moves = append(moves, r)
 		}
 	}
 	if len(moves) != len(before) {
 		t.Fatalf("%d moved records in the log for %d rows", len(moves), len(before))
 	}
-	want := map[rowKey]logPos{}
+	want := map[rowKey]seglog.Pos{}
 	for _, m := range moves {
-		want[rowKey{m.rec.channel, m.rec.seq}] = logPos{m.seg, m.at}
+		want[rowKey{m.rec.Channel, m.rec.Seq}] = seglog.Pos{Seg: m.seg, Off: m.at}
 	}
-	last := rowKey{moves[len(moves)-1].rec.channel, moves[len(moves)-1].rec.seq}
+	last := rowKey{moves[len(moves)-1].rec.Channel, moves[len(moves)-1].rec.Seq}
 	if torn {
 		m := moves[len(moves)-1]
-		flipAt(t, filepath.Join(logDir(path), segName(m.seg)), m.at)
+		filedamage.FlipAt(t, filepath.Join(logDir(path), seglog.Name(m.seg)), m.at)
 		want[last] = before[last]
 	}
 
@@ -951,16 +949,16 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 	// and the index holds the log up to the first move. One moved entry
 	// was deleted meanwhile (the TTL sweep commits without moving the
 	// applied position): its move must not bring it back.
-	if err := os.WriteFile(filepath.Join(logDir(path), segName(src)), saved, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(logDir(path), seglog.Name(src)), saved, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	db := openIndex(t, path)
 	for k, pl := range before {
-		execSQL(t, db, `UPDATE messages SET seg = ?, at = ? WHERE channel = ? AND seq = ?`, int64(pl.seg), pl.off, k.ch, int64(k.seq))
+		execSQL(t, db, `UPDATE messages SET seg = ?, at = ? WHERE channel = ? AND seq = ?`, int64(pl.Seg), pl.Off, k.ch, int64(k.seq))
 	}
 	gone := moves[0].rec
-	execSQL(t, db, `DELETE FROM messages WHERE channel = ? AND seq = ?`, gone.channel, int64(gone.seq))
-	delete(want, rowKey{gone.channel, gone.seq})
+	execSQL(t, db, `DELETE FROM messages WHERE channel = ? AND seq = ?`, gone.Channel, int64(gone.Seq))
+	delete(want, rowKey{gone.Channel, gone.Seq})
 	if !torn {
 		execSQL(t, db, `DELETE FROM messages WHERE id IN (SELECT id FROM messages ORDER BY id DESC LIMIT 5)`)
 	}
@@ -976,12 +974,12 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 			t.Fatalf("%s seq %d: the row points at %v after the replay, want %v", k.ch, k.seq, got[k], pl)
 		}
 	}
-	if _, ok := got[rowKey{gone.channel, gone.seq}]; ok {
-		t.Fatalf("%s seq %d, deleted after its move, is back after the replay", gone.channel, gone.seq)
+	if _, ok := got[rowKey{gone.Channel, gone.Seq}]; ok {
+		t.Fatalf("%s seq %d, deleted after its move, is back after the replay", gone.Channel, gone.Seq)
 	}
 	var served []logEntry
 	for _, e := range p.acked {
-		if e.ch != gone.channel || e.seq != gone.seq {
+		if e.ch != gone.Channel || e.seq != gone.Seq {
 			served = append(served, e)
 		}
 	}
@@ -994,21 +992,21 @@ type rowKey struct {
 }
 
 // rowPlaces returns where the rows a condition selects point in the log.
-func rowPlaces(t *testing.T, db *sql.DB, where string, args ...any) map[rowKey]logPos {
+func rowPlaces(t *testing.T, db *sql.DB, where string, args ...any) map[rowKey]seglog.Pos {
 	t.Helper()
 	rows, err := db.Query(`SELECT channel, seq, seg, at FROM messages WHERE `+where, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[rowKey]logPos{}
+	out := map[rowKey]seglog.Pos{}
 	for rows.Next() {
 		var k rowKey
 		var seg, at int64
 		if err := rows.Scan(&k.ch, &k.seq, &seg, &at); err != nil {
 			t.Fatal(err)
 		}
-		out[k] = logPos{uint64(seg), at}
+		out[k] = seglog.Pos{Seg: uint64(seg), Off: at}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -1047,9 +1045,9 @@ func TestLogMissingSegments(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "oldest segment":
-				os.Remove(filepath.Join(logDir(path), segName(segs[0])))
+				os.Remove(filepath.Join(logDir(path), seglog.Name(segs[0])))
 			default:
-				os.Remove(filepath.Join(logDir(path), segName(segs[len(segs)-1])))
+				os.Remove(filepath.Join(logDir(path), seglog.Name(segs[len(segs)-1])))
 			}
 			state := func() string {
 				db := openIndex(t, path)
@@ -1171,19 +1169,19 @@ func TestLogAckIsLogged(t *testing.T) {
 	tr := startRelay(t, Config{DBPath: path, NoSync: true})
 	p := newLogPublisher(t, tr.URL, nil)
 	tok := mint(t, "reader", "")
-	l, _, err := openSegLog(logDir(path), false, 0)
+	l, _, err := seglog.Open(logDir(path), false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.close()
+	defer l.Close()
 	for i := range 40 {
 		ch := []string{chA, chLog}[i%2]
 		p.publish(ch, 1, 50+300*i, 5, false)
 		e := p.acked[len(p.acked)-1]
 		found := false
 		for _, seg := range listed(t, path) {
-			l.scan(seg, 0, func(r *logRec, _ int64) error {
-				found = found || r.channel == ch && r.seq == e.seq && bytes.Equal(r.payload, e.payload)
+			l.Scan(seg, 0, func(r *seglog.Record, _ int64) error {
+				found = found || r.Channel == ch && r.Seq == e.seq && bytes.Equal(r.Payload, e.payload)
 				return nil
 			})
 		}

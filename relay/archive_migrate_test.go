@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // oldArchive makes a file-backed archive as a relay from before the log
@@ -77,7 +77,7 @@ func TestLogMigratesInlineRows(t *testing.T) {
 	moved := 0
 	tr.stop(t)
 	for _, r := range logRecords(t, path) {
-		if r.rec.flags&recMoved != 0 {
+		if r.rec.Flags&seglog.FlagMoved != 0 {
 			moved++
 		}
 	}
@@ -197,41 +197,6 @@ func TestMigrationDropsSenders(t *testing.T) {
 	}
 }
 
-// TestBackupFindsOlderRecords: a backup checks each row's record in the
-// copied segments; a record written before records named no sender
-// carries one, of a length the row no longer says, and is found all the
-// same; a record that is not there is errSegmentReused.
-func TestBackupFindsOlderRecords(t *testing.T) {
-	const seg = 7
-	f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := bytes.Repeat([]byte{0xee}, 100)
-	var ats []int64
-	for i, sub := range []string{"", "an-account-of-old", strings.Repeat("s", 300)} {
-		start := len(b)
-		var at int
-		b, at, err = appendRecord(b, segSeed(seg), &logRec{kind: recEntry, seq: uint64(i + 1), channel: chA, sub: sub, payload: []byte("payload")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ats = append(ats, int64(start+at))
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	for i, at := range ats {
-		if _, err := checkRecord(f, seg, chA, uint64(i+1), at, int64(len("payload")), nil); err != nil {
-			t.Errorf("record %d: %v", i+1, err)
-		}
-		if _, err := checkRecord(f, seg, chA, uint64(i+2), at, int64(len("payload")), nil); err != errSegmentReused {
-			t.Errorf("record %d as seq %d: %v, want errSegmentReused", i+1, i+2, err)
-		}
-	}
-}
-
 // TestMovePageBounded: a page of moves holds at most movePageBytes of
 // payloads (up to the row that reaches it), not compactPage rows of
 // whatever size: its rows are read before their moves go to the logger,
@@ -259,11 +224,11 @@ func TestMovePageBounded(t *testing.T) {
 		if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &seg, &at, &r.size); err != nil {
 			return false, err
 		}
-		f, err := a.seglog.file(seg)
+		f, err := a.seglog.File(seg)
 		if err != nil {
 			return false, err
 		}
-		r.from, r.payload = logPos{seg, at}, make([]byte, r.size)
+		r.from, r.payload = seglog.Pos{Seg: seg, Off: at}, make([]byte, r.size)
 		_, err = f.ReadAt(r.payload, at)
 		return err == nil, err
 	}
@@ -302,20 +267,20 @@ func TestMovePageBounded(t *testing.T) {
 }
 
 // places returns where each chLog entry's payload is in the log, by seq.
-func places(t *testing.T, tr *testRelay) map[int64]logPos {
+func places(t *testing.T, tr *testRelay) map[int64]seglog.Pos {
 	t.Helper()
 	rows, err := tr.db.Query(`SELECT seq, seg, at FROM messages WHERE channel = ?`, chLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	m := make(map[int64]logPos)
+	m := make(map[int64]seglog.Pos)
 	for rows.Next() {
 		var seq, seg, at int64
 		if err := rows.Scan(&seq, &seg, &at); err != nil {
 			t.Fatal(err)
 		}
-		m[seq] = logPos{uint64(seg), at}
+		m[seq] = seglog.Pos{Seg: uint64(seg), Off: at}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -349,35 +314,35 @@ func TestOlderSegmentsLoseTheirSenders(t *testing.T) {
 	}
 	var top uint64
 	for _, seg := range logSegments(t, path) {
-		var recs []logRec
+		var recs []seglog.Record
 		var ats []int64
-		l, _, err := openSegLog(logDir(path), false, 0)
+		l, _, err := seglog.Open(logDir(path), false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.scan(seg, 0, func(r *logRec, at int64) error {
+		if _, err := l.Scan(seg, 0, func(r *seglog.Record, at int64) error {
 			c := *r
-			c.payload = slices.Clone(r.payload)
+			c.Payload = slices.Clone(r.Payload)
 			recs, ats = append(recs, c), append(ats, at)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		l.close()
+		l.Close()
 		var b []byte
 		for i := range recs {
-			if recs[i].kind == recEntry {
-				recs[i].sub = sender
+			if recs[i].Kind == seglog.KindEntry {
+				recs[i].Sub = sender
 			}
 			start := len(b)
 			var at int
-			if b, at, err = appendRecord(b, segSeed(seg), &recs[i]); err != nil {
+			if b, at, err = seglog.AppendRecord(b, seglog.Seed(seg), &recs[i]); err != nil {
 				t.Fatal(err)
 			}
 			execSQL(t, db, `UPDATE messages SET at = ? WHERE seg = ? AND at = ?`, -int64(start+at), int64(seg), ats[i])
 		}
 		execSQL(t, db, `UPDATE messages SET at = -at WHERE seg = ? AND at < 0`, int64(seg))
-		f, err := os.OpenFile(filepath.Join(logDir(path), segName(seg)), os.O_RDWR, 0)
+		f, err := os.OpenFile(filepath.Join(logDir(path), seglog.Name(seg)), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

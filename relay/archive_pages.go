@@ -57,8 +57,8 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 	if a.seglog != nil {
 		// Before the snapshot: no segment its rows point into goes
 		// while the page is read.
-		g := a.seglog.pin()
-		defer a.seglog.unpin(g)
+		g := a.seglog.Pin()
+		defer a.seglog.Unpin(g)
 	}
 	// One read transaction: the page and what it says of the floors come
 	// from one snapshot, so a delete committed between them cannot hide
@@ -108,7 +108,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 		var fits bool
 		if seg.Valid {
 			if win.f == nil || win.seg != uint64(seg.Int64) {
-				f, err := a.seglog.file(uint64(seg.Int64))
+				f, err := a.seglog.File(uint64(seg.Int64))
 				if err != nil {
 					return true, fmt.Errorf("relay: archive read: %w", err)
 				}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/skytale-oss/skytale/relay/internal/backend"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // chanState is the archive's view of one channel. seq, reserved and the
@@ -193,7 +194,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 			return nil
 		}
 	}
-	if !fitsRecord(r.channel, "", len(r.payload)) {
+	if !seglog.Fits(r.channel, "", len(r.payload)) {
 		// Only a relay whose PreAuthReadLimit lets a payload past the
 		// record's bound gets here; a record could not carry it.
 		r.refused = backend.ErrorFrame("name_too_long", "the entry is too long to archive")

@@ -3,15 +3,13 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // LogDir is the folder of the log of a file-backed archive whose SQLite
@@ -53,24 +51,18 @@ func BackupArchive(ctx context.Context, src, dst string) error {
 			os.Remove(p)
 		}
 		os.RemoveAll(LogDir(dst))
-		if !errors.Is(err, errSegmentReused) || attempt == 3 {
+		if !errors.Is(err, seglog.ErrReused) || attempt == 3 {
 			return err
 		}
 	}
 }
 
-var errSegmentReused = errors.New("relay: backup: a segment was removed while it was copied")
-
 func backupArchive(ctx context.Context, src, dst string) error {
-	if lock, err := os.Open(filepath.Join(LogDir(src), lockName)); err == nil {
-		defer lock.Close()
-		if err := lockShared(lock); err != nil {
-			return err
-		}
-		defer unlock(lock)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	unlock, err := seglog.LockShared(LogDir(src))
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	if err := sqlitedb.VacuumInto(ctx, src, dst); err != nil {
 		return err
 	}
@@ -100,12 +92,12 @@ func backupArchive(ctx context.Context, src, dst string) error {
 				f.Close()
 			}
 			seg = uint64(s)
-			if f, err = copySegment(from, to, seg); err != nil {
+			if f, err = seglog.Copy(from, to, seg); err != nil {
 				return err
 			}
 		}
 		// The record the row points to, in the copy.
-		if buf, err = checkRecord(f, seg, channel, uint64(seq), at, size, buf); err != nil {
+		if buf, err = seglog.CheckRecord(f, seg, channel, uint64(seq), at, size, buf); err != nil {
 			f.Close()
 			return err
 		}
@@ -125,7 +117,7 @@ func backupArchive(ctx context.Context, src, dst string) error {
 		return err
 	}
 	if err == nil {
-		segs, err := listSegments(from)
+		segs, err := seglog.List(from)
 		if err != nil {
 			return err
 		}
@@ -133,11 +125,11 @@ func backupArchive(ctx context.Context, src, dst string) error {
 			if s < uint64(applied) {
 				continue
 			}
-			if _, err := os.Stat(filepath.Join(to, segName(s))); err == nil {
+			if _, err := os.Stat(filepath.Join(to, seglog.Name(s))); err == nil {
 				continue // copied for its rows
 			}
-			cp, err := copySegment(from, to, s)
-			if err != nil && !errors.Is(err, errSegmentReused) {
+			cp, err := seglog.Copy(from, to, s)
+			if err != nil && !errors.Is(err, seglog.ErrReused) {
 				return err
 			}
 			if cp != nil {
@@ -146,85 +138,7 @@ func backupArchive(ctx context.Context, src, dst string) error {
 		}
 	}
 	if _, err := os.Stat(to); err == nil {
-		return syncDir(to)
+		return seglog.SyncDir(to)
 	}
 	return nil
-}
-
-// copySegment copies a segment file into the folder to, which it
-// creates, and returns the copy, open, once it is on disk.
-func copySegment(from, to string, seg uint64) (*os.File, error) {
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return nil, err
-	}
-	in, err := os.Open(filepath.Join(from, segName(seg)))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errSegmentReused
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(filepath.Join(to, segName(seg)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if err != nil {
-		out.Close()
-		return nil, err
-	}
-	return out, nil
-}
-
-// checkRecord checks that the record of channel's entry seq, whose payload
-// of size bytes is at offset at of segment seg (open as f), is there: a
-// segment whose number was reused holds another record there. Records
-// name no sender now, but a segment written before that holds, between
-// the channel and the payload, the account that published (of a length
-// the row no longer says): that record is found by its name lengths, which
-// sit just before its names.
-func checkRecord(f *os.File, seg uint64, channel string, seq uint64, at, size int64, buf []byte) ([]byte, error) {
-	nc := len(channel)
-	try := func(ns int) (bool, error) {
-		n := recordSize(&logRec{channel: channel, sub: strings.Repeat("\x00", ns)}) + int(size)
-		start := at + size - int64(n)
-		if start < 0 {
-			return false, nil
-		}
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		k, err := f.ReadAt(buf, start)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-		r, err := decodeRecord(buf[:k], segSeed(seg))
-		return err == nil && r.channel == channel && r.seq == seq && len(r.sub) == ns, nil
-	}
-	if ok, err := try(0); ok || err != nil {
-		return buf, err
-	}
-	// An older record: read what may precede the payload and look for the
-	// name lengths (chanLen nc, then subLen ns) ns+nc+4 bytes before it.
-	w := min(at, int64(4+nc+maxRecordName))
-	head := make([]byte, w)
-	if _, err := f.ReadAt(head, at-w); err != nil {
-		return buf, err
-	}
-	for ns := 1; ns <= maxRecordName && int64(ns+nc+4) <= w; ns++ {
-		p := int(w) - ns - nc - 4
-		if binary.LittleEndian.Uint16(head[p:]) != uint16(nc) || binary.LittleEndian.Uint16(head[p+2:]) != uint16(ns) ||
-			string(head[p+4:p+4+nc]) != channel {
-			continue
-		}
-		if ok, err := try(ns); ok || err != nil {
-			return buf, err
-		}
-	}
-	return buf, errSegmentReused
 }

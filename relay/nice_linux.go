@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +31,3 @@ func lowerPriority(n int) int {
 	}
 	return tid
 }
-
-// datasync flushes a file's data (and only the metadata needed to read it
-// back) to the disk.
-func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }

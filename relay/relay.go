@@ -144,7 +144,7 @@ type Config struct {
 	// acknowledged publish may then be lost in a crash.
 	NoSync bool
 	// logSegment is the largest segment of the archive's log (default
-	// maxSegment); tests make it small.
+	// seglog.DefaultMaxSegment); tests make it small.
 	logSegment int64
 
 	// Members is where the relay learns which accounts belong to which

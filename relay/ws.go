@@ -13,6 +13,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/channel"
 	"github.com/skytale-oss/skytale/relay/internal/backend"
+	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
 // Limits of the WebSocket protocol (docs/API.md lists them for clients).
@@ -57,6 +58,10 @@ const (
 	// this long is cut off.
 	writeTimeout = 10 * time.Second
 )
+
+// The segment log carries the largest payload the relay stores (a
+// conversion of a negative constant does not compile).
+const _ = uint(seglog.MaxPayload - MaxHandshakePayload)
 
 // frameLimit is the largest client frame publishing an n-byte payload:
 // its base64 plus room for the JSON around it.

@@ -32,7 +32,7 @@ func sqliteSize(t *testing.T, dir string) int64 {
 }
 
 // recordOverhead is what a log segment adds to a payload: the record's
-// header and fixed fields (relay/seglog.go), and the channel's name.
+// header and fixed fields (relay/internal/seglog), and the channel's name.
 const recordOverhead = 8 + 40
 
 // TestCoverStorageCost measures what cover costs the relay's store: a

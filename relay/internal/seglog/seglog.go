@@ -1,4 +1,8 @@
-package relay
+// Package seglog is the relay's segment log: the redo log of the SQLite
+// archive, which an acknowledged publish is durable in. It knows records,
+// segments and their files; what the records mean (entries, channel rows)
+// is the archive's.
+package seglog
 
 import (
 	"bufio"
@@ -17,7 +21,7 @@ import (
 	"sync/atomic"
 )
 
-// The archive's log. A file-backed archive appends every batch of entries
+// The log. A file-backed archive appends every batch of entries
 // to a segment file and flushes it with one fdatasync before it answers
 // the batch; SQLite holds the index (each entry's channel, seq, type, ts
 // and where its payload is in the log; no sender) and the channel rows, and
@@ -42,14 +46,14 @@ import (
 //	                  everything after the checksum, to the end of the payload
 //	length    uint32  of the body
 //	body:
-//	kind      uint8   recEntry or recChan
-//	flags     uint8   recDirty, recHasEpoch, recMoved
+//	kind      uint8   KindEntry or KindChan
+//	flags     uint8   FlagDirty, FlagHasEpoch, FlagMoved
 //	entryType uint8
 //	zero      uint8
-//	seq       uint64  the entry's seq (recEntry)
-//	ts        int64   unix milliseconds (recEntry)
-//	reserved  uint64  the channel's reserved ceiling after the record (recDirty)
-//	epoch     uint64  the commit epoch expected next (recHasEpoch)
+//	seq       uint64  the entry's seq (KindEntry)
+//	ts        int64   unix milliseconds (KindEntry)
+//	reserved  uint64  the channel's reserved ceiling after the record (FlagDirty)
+//	epoch     uint64  the commit epoch expected next (FlagHasEpoch)
 //	chanLen   uint16
 //	subLen    uint16  0: records name no sender (the channel pays, budget.go);
 //	                  segments written before that may hold the publishing
@@ -58,92 +62,96 @@ import (
 //	                  first open with senderless records (loadSenderless)
 //	channel, sub, payload
 const (
-	recEntry = 1 // an archived entry
-	recChan  = 2 // a change of the channel row alone (a fence reset)
+	KindEntry = 1 // an archived entry
+	KindChan  = 2 // a change of the channel row alone (a fence reset)
 
-	recDirty    = 1 // the record carries the channel row
-	recHasEpoch = 2
-	recMoved    = 4 // a stored entry moved from an older segment (compact)
+	FlagDirty    = 1 // the record carries the channel row
+	FlagHasEpoch = 2
+	FlagMoved    = 4 // a stored entry moved from an older segment (compact)
 
-	recHeader = 8
-	recFixed  = 40
-	// maxRecordName bounds a record's channel and account names; the
-	// sequencer refuses a publish with a longer one (fitsRecord).
-	maxRecordName = 0xffff
-	// maxRecordBody bounds a record's body when the log is read back: a
-	// handshake payload (MaxHandshakePayload) and the longest channel and
-	// account names fit.
-	maxRecordBody = recFixed + 2*0xffff + MaxHandshakePayload
+	// HeaderSize is the length of a record's checksum and length.
+	HeaderSize = 8
+	recFixed   = 40
+	// MaxName bounds a record's channel and account names; the
+	// sequencer refuses a publish with a longer one (Fits).
+	MaxName = 0xffff
+	// MaxPayload is the largest payload a record carries: the relay's
+	// largest, a handshake's (relay.MaxHandshakePayload).
+	MaxPayload = 16 << 20
+	// maxRecordBody bounds a record's body when the log is read back: the
+	// largest payload and the longest channel and account names fit.
+	maxRecordBody = recFixed + 2*0xffff + MaxPayload
 
 	// A segment is written with zeros to its size before it is used, so
 	// that an append overwrites allocated blocks and its fdatasync has no
 	// metadata to commit: on this ext4, 1 MiB appended and flushed took
 	// 2.4 ms, the same written over zeros 0.34 ms (fallocate: 0.60 ms).
 	// A run's first segment is small, so that an archive opened for a
-	// moment costs little; each next one doubles, up to maxSegment.
-	firstSegment = 1 << 20
-	maxSegment   = 64 << 20
+	// moment costs little; each next one doubles, up to
+	// DefaultMaxSegment (or the size Open is given).
+	firstSegment      = 1 << 20
+	DefaultMaxSegment = 64 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// segSeed is the checksum of a segment's number, which every record's
+// Seed is the checksum of a segment's number, which every record's
 // checksum in the segment starts from.
-func segSeed(seg uint64) uint32 {
+func Seed(seg uint64) uint32 {
 	return crc32.Checksum(binary.LittleEndian.AppendUint64(nil, seg), castagnoli)
 }
 
-// logRec is one record of the log.
-type logRec struct {
-	kind      uint8
-	flags     uint8
-	entryType uint8
-	seq       uint64
-	ts        int64
-	reserved  uint64
-	epoch     uint64
-	channel   string
-	sub       string
-	payload   []byte
+// Record is one record of the log.
+type Record struct {
+	Kind      uint8
+	Flags     uint8
+	EntryType uint8
+	Seq       uint64
+	TS        int64
+	Reserved  uint64
+	Epoch     uint64
+	Channel   string
+	Sub       string
+	Payload   []byte
 }
 
 var errBadRecord = errors.New("relay: log record is damaged")
 
-// recordSize is the length of r's encoding.
-func recordSize(r *logRec) int {
-	return recHeader + recFixed + len(r.channel) + len(r.sub) + len(r.payload)
+// RecordSize is the length of r's encoding.
+func RecordSize(r *Record) int {
+	return HeaderSize + recFixed + len(r.Channel) + len(r.Sub) + len(r.Payload)
 }
 
-// fitsRecord reports whether an entry of channel and account sub with an
+// Fits reports whether an entry of channel and account sub with an
 // n-byte payload fits one record: what a scan reads back (maxRecordBody).
-func fitsRecord(channel, sub string, n int) bool {
-	return len(channel) <= maxRecordName && len(sub) <= maxRecordName &&
+func Fits(channel, sub string, n int) bool {
+	return len(channel) <= MaxName && len(sub) <= MaxName &&
 		recFixed+len(channel)+len(sub)+n <= maxRecordBody
 }
 
-// appendRecord appends r's encoding, for the segment whose segSeed is
+// AppendRecord appends r's encoding, for the segment whose segSeed is
 // seed, to b. It returns the offset in the record where r's payload
 // begins.
-func appendRecord(b []byte, seed uint32, r *logRec) ([]byte, int, error) {
-	if !fitsRecord(r.channel, r.sub, len(r.payload)) {
+func AppendRecord(b []byte, seed uint32, r *Record) ([]byte, int, error) {
+	if !Fits(r.Channel, r.Sub, len(r.Payload)) {
 		return b, 0, errors.New("relay: log record: names or payload too long")
 	}
-	body := recFixed + len(r.channel) + len(r.sub) + len(r.payload)
+	body := recFixed + len(r.Channel) + len(r.Sub) + len(r.Payload)
 	start := len(b)
-	b = slices.Grow(b, recHeader+body)
+	b = slices.Grow(b, HeaderSize+body)
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint32(b, uint32(body))
-	b = append(b, r.kind, r.flags, r.entryType, 0)
-	b = binary.LittleEndian.AppendUint64(b, r.seq)
-	b = binary.LittleEndian.AppendUint64(b, uint64(r.ts))
-	b = binary.LittleEndian.AppendUint64(b, r.reserved)
-	b = binary.LittleEndian.AppendUint64(b, r.epoch)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.channel)))
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.sub)))
-	b = append(b, r.channel...)
-	b = append(b, r.sub...)
+	b = append(b, r.Kind, r.Flags, r.EntryType, 0)
+	b = binary.LittleEndian.AppendUint64(b, r.Seq)
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.TS))
+	b = binary.LittleEndian.AppendUint64(b, r.Reserved)
+	b = binary.LittleEndian.AppendUint64(b, r.Epoch)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Channel)))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Sub)))
+	b = append(b, r.Channel...)
+	b = append(b, r.Sub...)
 	at := len(b)
-	b = append(b, r.payload...)
+	b = append(b, r.Payload...)
 	binary.LittleEndian.PutUint32(b[start:], crc32.Update(seed, castagnoli, b[start+4:]))
 	return b, at - start, nil
 }
@@ -155,50 +163,50 @@ func recordLen(h []byte) (int, bool) {
 	if n < recFixed || n > maxRecordBody {
 		return 0, false
 	}
-	return recHeader + int(n), true
+	return HeaderSize + int(n), true
 }
 
-// decodeRecord decodes the record b holds exactly, for the segment whose
+// DecodeRecord decodes the record b holds exactly, for the segment whose
 // segSeed is seed. The payload aliases b. Only bytes appendRecord can
 // produce decode, so a decoded record encodes back to b.
-func decodeRecord(b []byte, seed uint32) (logRec, error) {
-	if len(b) < recHeader+recFixed {
-		return logRec{}, errBadRecord
+func DecodeRecord(b []byte, seed uint32) (Record, error) {
+	if len(b) < HeaderSize+recFixed {
+		return Record{}, errBadRecord
 	}
 	if n, ok := recordLen(b); !ok || n != len(b) {
-		return logRec{}, errBadRecord
+		return Record{}, errBadRecord
 	}
 	if crc32.Update(seed, castagnoli, b[4:]) != binary.LittleEndian.Uint32(b) {
-		return logRec{}, errBadRecord
+		return Record{}, errBadRecord
 	}
-	p := b[recHeader:]
-	r := logRec{kind: p[0], flags: p[1], entryType: p[2]}
-	if r.kind != recEntry && r.kind != recChan || r.flags&^(recDirty|recHasEpoch|recMoved) != 0 || p[3] != 0 {
-		return logRec{}, errBadRecord
+	p := b[HeaderSize:]
+	r := Record{Kind: p[0], Flags: p[1], EntryType: p[2]}
+	if r.Kind != KindEntry && r.Kind != KindChan || r.Flags&^(FlagDirty|FlagHasEpoch|FlagMoved) != 0 || p[3] != 0 {
+		return Record{}, errBadRecord
 	}
-	r.seq = binary.LittleEndian.Uint64(p[4:])
-	r.ts = int64(binary.LittleEndian.Uint64(p[12:]))
-	r.reserved = binary.LittleEndian.Uint64(p[20:])
-	r.epoch = binary.LittleEndian.Uint64(p[28:])
+	r.Seq = binary.LittleEndian.Uint64(p[4:])
+	r.TS = int64(binary.LittleEndian.Uint64(p[12:]))
+	r.Reserved = binary.LittleEndian.Uint64(p[20:])
+	r.Epoch = binary.LittleEndian.Uint64(p[28:])
 	nc, ns := int(binary.LittleEndian.Uint16(p[36:])), int(binary.LittleEndian.Uint16(p[38:]))
 	p = p[recFixed:]
 	if nc+ns > len(p) {
-		return logRec{}, errBadRecord
+		return Record{}, errBadRecord
 	}
-	r.channel, r.sub, r.payload = string(p[:nc]), string(p[nc:nc+ns]), p[nc+ns:]
+	r.Channel, r.Sub, r.Payload = string(p[:nc]), string(p[nc:nc+ns]), p[nc+ns:]
 	return r, nil
 }
 
-// logPos is a position in the log: an offset in a segment.
-type logPos struct {
-	seg uint64
-	off int64
+// Pos is a position in the log: an offset in a segment.
+type Pos struct {
+	Seg uint64
+	Off int64
 }
 
-// segLog is the log's files. The writer side (append, the current
+// Log is the log's files. The writer side (append, the current
 // segment) belongs to the archive's logger; reads and removals may come
 // from any goroutine.
-type segLog struct {
+type Log struct {
 	dir  string
 	sync bool // fdatasync each append (false for Config.NoSync)
 
@@ -224,9 +232,9 @@ type segLog struct {
 	readers map[uint64]int // reads running, by the generation they began in
 	doomed  []doomedSeg
 	free    []string // files of removed segments, for prepare to reuse
-	// noReuseBelow: a removed segment below it is deleted, never reused
+	// NoReuseBelow: a removed segment below it is deleted, never reused
 	// (its file may hold records that name their senders). Set at open.
-	noReuseBelow uint64
+	NoReuseBelow uint64
 	// lock is the log's lock file. A backup holds a shared lock on it
 	// while it copies (BackupArchive); a segment is removed or reused
 	// only under the exclusive lock, so never under a backup.
@@ -236,8 +244,8 @@ type segLog struct {
 // lockName is the log's lock file.
 const lockName = "lock"
 
-// maxFree is how many removed segments' files are kept for reuse.
-const maxFree = 2
+// MaxFree is how many removed segments' files are kept for reuse.
+const MaxFree = 2
 
 // spareSeg is a segment prepared ahead of its use.
 type spareSeg struct {
@@ -252,15 +260,15 @@ type doomedSeg struct {
 	gen uint64
 }
 
-func segName(seg uint64) string { return fmt.Sprintf("%016x.seg", seg) }
+func Name(seg uint64) string { return fmt.Sprintf("%016x.seg", seg) }
 
-// openSegLog opens (creating) the log directory and lists its segments.
+// Open opens (creating) the log directory and lists its segments.
 // Segments grow to maxSeg bytes (0 for maxSegment).
-func openSegLog(dir string, sync bool, maxSeg int64) (*segLog, []uint64, error) {
+func Open(dir string, sync bool, maxSeg int64) (*Log, []uint64, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	segs, err := listSegments(dir)
+	segs, err := List(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -268,13 +276,13 @@ func openSegLog(dir string, sync bool, maxSeg int64) (*segLog, []uint64, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &segLog{dir: dir, sync: sync, max: cmp.Or(maxSeg, maxSegment), segs: segs, lock: lock,
+	l := &Log{dir: dir, sync: sync, max: cmp.Or(maxSeg, DefaultMaxSegment), segs: segs, lock: lock,
 		files: make(map[uint64]*os.File), readers: make(map[uint64]int)}
 	return l, segs, nil
 }
 
-// listSegments returns the numbers of the segments in dir, in order.
-func listSegments(dir string) ([]uint64, error) {
+// List returns the numbers of the segments in dir, in order.
+func List(dir string) ([]uint64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -295,9 +303,9 @@ func listSegments(dir string) ([]uint64, error) {
 	return segs, nil
 }
 
-// startSegment makes a new segment seg, of firstSegment bytes, the one
+// StartSegment makes a new segment seg, of firstSegment bytes, the one
 // appends go to.
-func (l *segLog) startSegment(seg uint64) error {
+func (l *Log) StartSegment(seg uint64) error {
 	sp := l.prepare(seg, min(firstSegment, l.max))
 	if sp.err != nil {
 		return sp.err
@@ -312,9 +320,9 @@ func (l *segLog) startSegment(seg uint64) error {
 // durable when it returns, so an append to it needs one fdatasync with no
 // metadata to commit. Reuse also spares the disk the zeros: writing them
 // cost 11 % of BenchmarkDurable16's CPU.
-func (l *segLog) prepare(seg uint64, size int64) spareSeg {
+func (l *Log) prepare(seg uint64, size int64) spareSeg {
 	sp := spareSeg{seg: seg, size: size}
-	name := filepath.Join(l.dir, segName(seg))
+	name := filepath.Join(l.dir, Name(seg))
 	if f, n, ok := l.reuse(name); ok {
 		sp.f, sp.size = f, n
 		return sp
@@ -330,7 +338,7 @@ func (l *segLog) prepare(seg uint64, size int64) spareSeg {
 	}
 	if err == nil && l.sync {
 		if err = datasync(f); err == nil {
-			err = syncDir(l.dir)
+			err = SyncDir(l.dir)
 		}
 	}
 	if err != nil {
@@ -344,7 +352,7 @@ func (l *segLog) prepare(seg uint64, size int64) spareSeg {
 }
 
 // reuse renames a removed segment's file to name, if there is one.
-func (l *segLog) reuse(name string) (*os.File, int64, bool) {
+func (l *Log) reuse(name string) (*os.File, int64, bool) {
 	l.mu.Lock()
 	if len(l.free) == 0 {
 		l.mu.Unlock()
@@ -359,7 +367,7 @@ func (l *segLog) reuse(name string) (*os.File, int64, bool) {
 	}
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err == nil && l.sync {
-		err = syncDir(l.dir)
+		err = SyncDir(l.dir)
 	}
 	var fi os.FileInfo
 	if err == nil {
@@ -376,12 +384,12 @@ func (l *segLog) reuse(name string) (*os.File, int64, bool) {
 }
 
 // use makes a prepared segment the current one.
-func (l *segLog) use(sp spareSeg) {
+func (l *Log) use(sp spareSeg) {
 	l.mu.Lock()
 	l.files[sp.seg] = sp.f
 	l.segs = append(l.segs, sp.seg)
 	l.mu.Unlock()
-	l.cur, l.seg, l.off, l.limit, l.seed = sp.f, sp.seg, 0, sp.size, segSeed(sp.seg)
+	l.cur, l.seg, l.off, l.limit, l.seed = sp.f, sp.seg, 0, sp.size, Seed(sp.seg)
 	l.current.Store(sp.seg)
 	l.spare = nil // taken, or never prepared
 }
@@ -389,13 +397,13 @@ func (l *segLog) use(sp spareSeg) {
 // prepareNext starts preparing the segment after the current one, once
 // the current one is half full: an archive that never fills its first
 // segment writes no second one.
-func (l *segLog) prepareNext() {
+func (l *Log) prepareNext() {
 	next, size := l.seg+1, min(2*l.limit, l.max)
 	l.spare = make(chan spareSeg, 1)
 	go func(c chan<- spareSeg) { c <- l.prepare(next, size) }(l.spare)
 }
 
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -404,10 +412,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// room makes the current segment one that n more bytes fit in, starting
+// Room makes the current segment one that n more bytes fit in, starting
 // the next one if need be (a batch larger than a whole segment goes past
 // its end), and returns its segSeed: a batch never spans two segments.
-func (l *segLog) room(n int) (uint32, error) {
+func (l *Log) Room(n int) (uint32, error) {
 	if l.off > 0 && l.off+int64(n) > l.limit {
 		if l.spare == nil {
 			l.prepareNext()
@@ -422,10 +430,10 @@ func (l *segLog) room(n int) (uint32, error) {
 	return l.seed, nil
 }
 
-// append writes b, whole records encoded for the segment room returned,
+// Append writes b, whole records encoded for the segment room returned,
 // at the end of the log (end) and flushes it. After an error the log's
 // end is unknown, and the archive stops.
-func (l *segLog) append(b []byte) error {
+func (l *Log) Append(b []byte) error {
 	if _, err := l.cur.WriteAt(b, l.off); err != nil {
 		return err
 	}
@@ -441,36 +449,48 @@ func (l *segLog) append(b []byte) error {
 	return nil
 }
 
-// end is the position after the last append.
-func (l *segLog) end() logPos { return logPos{l.seg, l.off} }
+// Dir returns the folder of the log's segments.
+func (l *Log) Dir() string { return l.dir }
 
-// footprint returns the segments, in order, and their files' sizes.
-func (l *segLog) footprint() ([]uint64, []int64) {
-	segs := l.list()
+// Syncs reports whether each append is flushed to the disk.
+func (l *Log) Syncs() bool { return l.sync }
+
+// MaxSegment returns the size segments grow to.
+func (l *Log) MaxSegment() int64 { return l.max }
+
+// Current returns the segment appends go to; safe for concurrent use.
+func (l *Log) Current() uint64 { return l.current.Load() }
+
+// End is the position after the last append.
+func (l *Log) End() Pos { return Pos{l.seg, l.off} }
+
+// Footprint returns the segments, in order, and their files' sizes.
+func (l *Log) Footprint() ([]uint64, []int64) {
+	segs := l.List()
 	sizes := make([]int64, len(segs))
 	for i, seg := range segs {
-		if fi, err := os.Stat(filepath.Join(l.dir, segName(seg))); err == nil {
+		if fi, err := os.Stat(filepath.Join(l.dir, Name(seg))); err == nil {
 			sizes[i] = fi.Size()
 		}
 	}
 	return segs, sizes
 }
 
-// list returns the segments, in order.
-func (l *segLog) list() []uint64 {
+// List returns the segments, in order.
+func (l *Log) List() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.segs)
 }
 
-// file returns an open segment.
-func (l *segLog) file(seg uint64) (*os.File, error) {
+// File returns an open segment.
+func (l *Log) File(seg uint64) (*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f := l.files[seg]; f != nil {
 		return f, nil
 	}
-	f, err := os.Open(filepath.Join(l.dir, segName(seg)))
+	f, err := os.Open(filepath.Join(l.dir, Name(seg)))
 	if err != nil {
 		return nil, err
 	}
@@ -478,15 +498,15 @@ func (l *segLog) file(seg uint64) (*os.File, error) {
 	return f, nil
 }
 
-// pin marks a read as running; unpin with what it returns.
-func (l *segLog) pin() uint64 {
+// Pin marks a read as running; unpin with what it returns.
+func (l *Log) Pin() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.readers[l.gen]++
 	return l.gen
 }
 
-func (l *segLog) unpin(g uint64) {
+func (l *Log) Unpin(g uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.readers[g]--; l.readers[g] == 0 {
@@ -495,9 +515,9 @@ func (l *segLog) unpin(g uint64) {
 	l.reap()
 }
 
-// drop removes a segment once no read that began before the call runs.
+// Drop removes a segment once no read that began before the call runs.
 // The caller has made durable an index that points nowhere into it.
-func (l *segLog) drop(seg uint64) {
+func (l *Log) Drop(seg uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
@@ -505,11 +525,19 @@ func (l *segLog) drop(seg uint64) {
 	l.reap()
 }
 
-func (l *segLog) reap() {
+// Dropping reports whether seg waits, dropped, for the reads that may
+// have begun before to end, and whether it is still listed.
+func (l *Log) Dropping(seg uint64) (doomed, listed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.doomed, func(d doomedSeg) bool { return d.seg == seg }), slices.Contains(l.segs, seg)
+}
+
+func (l *Log) reap() {
 	if len(l.doomed) == 0 || !tryLockExclusive(l.lock) {
 		return // a backup is copying: the next reap removes them
 	}
-	defer unlock(l.lock)
+	defer unlockFile(l.lock)
 	oldest := l.gen
 	for g := range l.readers {
 		oldest = min(oldest, g)
@@ -522,8 +550,8 @@ func (l *segLog) reap() {
 			f.Close()
 			delete(l.files, d.seg)
 		}
-		name := filepath.Join(l.dir, segName(d.seg))
-		if len(l.free) < maxFree && d.seg >= l.noReuseBelow {
+		name := filepath.Join(l.dir, Name(d.seg))
+		if len(l.free) < MaxFree && d.seg >= l.NoReuseBelow {
 			l.free = append(l.free, name)
 		} else {
 			os.Remove(name)
@@ -535,20 +563,20 @@ func (l *segLog) reap() {
 	})
 }
 
-// scan calls fn with each record of a segment from off, in order, and
+// Scan calls fn with each record of a segment from off, in order, and
 // the offset of the record's payload, up to the segment's end or its
 // first damaged record: the tail a crash cut short. It returns the offset
 // after the last good record.
-func (l *segLog) scan(seg uint64, off int64, fn func(r *logRec, at int64) error) (int64, error) {
-	f, err := l.file(seg)
+func (l *Log) Scan(seg uint64, off int64, fn func(r *Record, at int64) error) (int64, error) {
+	f, err := l.File(seg)
 	if err != nil {
 		return 0, err
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), 1<<20)
-	seed := segSeed(seg)
+	seed := Seed(seg)
 	var buf []byte
 	for {
-		h, err := br.Peek(recHeader)
+		h, err := br.Peek(HeaderSize)
 		if err != nil {
 			return off, nil // the end, or a header cut short
 		}
@@ -560,19 +588,19 @@ func (l *segLog) scan(seg uint64, off int64, fn func(r *logRec, at int64) error)
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return off, nil
 		}
-		r, err := decodeRecord(buf, seed)
+		r, err := DecodeRecord(buf, seed)
 		if err != nil {
 			return off, nil
 		}
-		if err := fn(&r, off+int64(n-len(r.payload))); err != nil {
+		if err := fn(&r, off+int64(n-len(r.Payload))); err != nil {
 			return off, err
 		}
 		off += int64(n)
 	}
 }
 
-// close closes every segment file, and removes the spare segment.
-func (l *segLog) close() {
+// Close closes every segment file, and removes the spare segment.
+func (l *Log) Close() {
 	if l.spare != nil {
 		if sp := <-l.spare; sp.err == nil {
 			sp.f.Close()

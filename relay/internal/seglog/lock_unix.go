@@ -1,6 +1,6 @@
 //go:build unix
 
-package relay
+package seglog
 
 import (
 	"os"
@@ -16,5 +16,5 @@ func tryLockExclusive(f *os.File) bool {
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
 }
 
-// unlock drops the lock of f.
-func unlock(f *os.File) { unix.Flock(int(f.Fd()), unix.LOCK_UN) }
+// unlockFile drops the lock of f.
+func unlockFile(f *os.File) { unix.Flock(int(f.Fd()), unix.LOCK_UN) }

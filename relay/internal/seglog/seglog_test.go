@@ -1,4 +1,4 @@
-package relay
+package seglog
 
 import (
 	"bytes"
@@ -10,37 +10,42 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/skytale-oss/skytale/internal/filedamage"
 )
+
+// chanA is a channel's name as the relay's are.
+const chanA = "acme/payments/agent-v1"
 
 // sampleRecords are records as the archive writes them, and the edge
 // cases of the layout: empty names and payloads, every flag, extreme
 // values of the fixed fields.
-func sampleRecords() []logRec {
-	return []logRec{
-		{kind: recEntry, entryType: EntryApp, seq: 1, ts: 1700000000000, channel: chA, sub: "alice", payload: []byte("ciphertext")},
-		{kind: recEntry, flags: recDirty | recHasEpoch, entryType: EntryCommit, seq: 2, ts: 1700000000001, reserved: 1026, epoch: 4,
-			channel: chA, sub: "bob", payload: publicMessage([]byte("g"), 3, 3)},
-		{kind: recEntry, flags: recDirty, entryType: EntryWelcome, seq: 3, reserved: 1027, channel: "c", sub: "s", payload: welcome()},
-		{kind: recChan, flags: recDirty | recHasEpoch, reserved: 1024, epoch: 7, channel: chA},
-		{kind: recEntry},
-		{kind: recChan},
-		{kind: recEntry, entryType: 0xff, seq: ^uint64(0), ts: -1, reserved: ^uint64(0), epoch: ^uint64(0), channel: "x", payload: []byte{0}},
-		{kind: recEntry, seq: 9, channel: strings.Repeat("c", 0xffff), sub: strings.Repeat("s", 0xffff), payload: bytes.Repeat([]byte{0xa5}, 3000)},
+func sampleRecords() []Record {
+	return []Record{
+		{Kind: KindEntry, EntryType: 0, Seq: 1, TS: 1700000000000, Channel: chanA, Sub: "alice", Payload: []byte("ciphertext")},
+		{Kind: KindEntry, Flags: FlagDirty | FlagHasEpoch, EntryType: 1, Seq: 2, TS: 1700000000001, Reserved: 1026, Epoch: 4,
+			Channel: chanA, Sub: "bob", Payload: []byte("a commit")},
+		{Kind: KindEntry, Flags: FlagDirty, EntryType: 2, Seq: 3, Reserved: 1027, Channel: "c", Sub: "s", Payload: []byte("a welcome")},
+		{Kind: KindChan, Flags: FlagDirty | FlagHasEpoch, Reserved: 1024, Epoch: 7, Channel: chanA},
+		{Kind: KindEntry},
+		{Kind: KindChan},
+		{Kind: KindEntry, EntryType: 0xff, Seq: ^uint64(0), TS: -1, Reserved: ^uint64(0), Epoch: ^uint64(0), Channel: "x", Payload: []byte{0}},
+		{Kind: KindEntry, Seq: 9, Channel: strings.Repeat("c", 0xffff), Sub: strings.Repeat("s", 0xffff), Payload: bytes.Repeat([]byte{0xa5}, 3000)},
 	}
 }
 
-func encodeRecord(t testing.TB, seg uint64, r *logRec) []byte {
+func encodeRecord(t testing.TB, seg uint64, r *Record) []byte {
 	t.Helper()
-	b, _, err := appendRecord(nil, segSeed(seg), r)
+	b, _, err := AppendRecord(nil, Seed(seg), r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func sameRecord(a, b *logRec) bool {
-	return a.kind == b.kind && a.flags == b.flags && a.entryType == b.entryType && a.seq == b.seq && a.ts == b.ts &&
-		a.reserved == b.reserved && a.epoch == b.epoch && a.channel == b.channel && a.sub == b.sub && bytes.Equal(a.payload, b.payload)
+func sameRecord(a, b *Record) bool {
+	return a.Kind == b.Kind && a.Flags == b.Flags && a.EntryType == b.EntryType && a.Seq == b.Seq && a.TS == b.TS &&
+		a.Reserved == b.Reserved && a.Epoch == b.Epoch && a.Channel == b.Channel && a.Sub == b.Sub && bytes.Equal(a.Payload, b.Payload)
 }
 
 // FuzzDecodeLogRecord: whatever bytes a damaged log holds, decoding them
@@ -49,7 +54,7 @@ func sameRecord(a, b *logRec) bool {
 func FuzzDecodeLogRecord(f *testing.F) {
 	for i, r := range sampleRecords() {
 		seg := uint64(i + 1)
-		b, _, err := appendRecord(nil, segSeed(seg), &r)
+		b, _, err := AppendRecord(nil, Seed(seg), &r)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -60,28 +65,28 @@ func FuzzDecodeLogRecord(f *testing.F) {
 		f.Add(b, seg+1)
 	}
 	f.Add([]byte{}, uint64(0))
-	f.Add(make([]byte, recHeader+recFixed), uint64(1))
+	f.Add(make([]byte, HeaderSize+recFixed), uint64(1))
 	f.Fuzz(func(t *testing.T, b []byte, seg uint64) {
-		seed := segSeed(seg)
-		r, err := decodeRecord(b, seed)
+		seed := Seed(seg)
+		r, err := DecodeRecord(b, seed)
 		if err != nil {
 			return
 		}
 		if n, ok := recordLen(b); !ok || n != len(b) {
 			t.Fatalf("decoded a record of %d bytes whose header says %d (%v)", len(b), n, ok)
 		}
-		out, at, err := appendRecord(nil, seed, &r)
+		out, at, err := AppendRecord(nil, seed, &r)
 		if err != nil {
 			t.Fatalf("a decoded record does not encode: %v", err)
 		}
 		if !bytes.Equal(out, b) {
 			t.Fatalf("decoded record encodes to\n%x\nnot\n%x", out, b)
 		}
-		if at != len(b)-len(r.payload) || !bytes.Equal(b[at:], r.payload) {
-			t.Fatalf("payload at %d of %d bytes, %d long", at, len(b), len(r.payload))
+		if at != len(b)-len(r.Payload) || !bytes.Equal(b[at:], r.Payload) {
+			t.Fatalf("payload at %d of %d bytes, %d long", at, len(b), len(r.Payload))
 		}
-		if recordSize(&r) != len(b) {
-			t.Fatalf("recordSize %d, encoding %d", recordSize(&r), len(b))
+		if RecordSize(&r) != len(b) {
+			t.Fatalf("recordSize %d, encoding %d", RecordSize(&r), len(b))
 		}
 	})
 }
@@ -98,7 +103,7 @@ func FuzzSegLogScan(f *testing.F) {
 		if i == 5 {
 			seg = 6 // a record of another segment, as a recycled file holds
 		}
-		b, _, _ := appendRecord(nil, segSeed(seg), &r)
+		b, _, _ := AppendRecord(nil, Seed(seg), &r)
 		run = append(run, b...)
 		f.Add(slices.Clone(run))
 	}
@@ -106,21 +111,21 @@ func FuzzSegLogScan(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, file []byte) {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, segName(7)), file, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, Name(7)), file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		l, _, err := openSegLog(dir, false, 0)
+		l, _, err := Open(dir, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.close()
+		defer l.Close()
 		off := int64(0)
-		end, err := l.scan(7, 0, func(r *logRec, at int64) error {
+		end, err := l.Scan(7, 0, func(r *Record, at int64) error {
 			n, ok := recordLen(file[off:])
-			if !ok || at != off+int64(n-len(r.payload)) {
+			if !ok || at != off+int64(n-len(r.Payload)) {
 				t.Fatalf("record at %d: payload at %d, length %d (%v)", off, at, n, ok)
 			}
-			got, err := decodeRecord(file[off:off+int64(n)], segSeed(7))
+			got, err := DecodeRecord(file[off:off+int64(n)], Seed(7))
 			if err != nil || !sameRecord(&got, r) {
 				t.Fatalf("record at %d does not decode as the scan returned it: %v", off, err)
 			}
@@ -131,8 +136,8 @@ func FuzzSegLogScan(f *testing.F) {
 			t.Fatalf("scan ended at %d (%v), its records at %d", end, err, off)
 		}
 		// Nothing after the end decodes as the next record.
-		if n, ok := recordLen(slices.Concat(file[end:min(int64(len(file)), end+recHeader)], make([]byte, recHeader))); ok && end+int64(n) <= int64(len(file)) {
-			if _, err := decodeRecord(file[end:end+int64(n)], segSeed(7)); err == nil {
+		if n, ok := recordLen(slices.Concat(file[end:min(int64(len(file)), end+HeaderSize)], make([]byte, HeaderSize))); ok && end+int64(n) <= int64(len(file)) {
+			if _, err := DecodeRecord(file[end:end+int64(n)], Seed(7)); err == nil {
 				t.Fatalf("the scan stopped at %d before a good record", end)
 			}
 		}
@@ -147,10 +152,10 @@ func TestLogRecordRoundTrip(t *testing.T) {
 	var starts []int
 	for i, r := range sampleRecords() {
 		b := encodeRecord(t, 5, &r)
-		if len(b) != recordSize(&r) {
-			t.Fatalf("record %d: %d bytes, recordSize says %d", i, len(b), recordSize(&r))
+		if len(b) != RecordSize(&r) {
+			t.Fatalf("record %d: %d bytes, recordSize says %d", i, len(b), RecordSize(&r))
 		}
-		got, err := decodeRecord(b, segSeed(5))
+		got, err := DecodeRecord(b, Seed(5))
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
@@ -160,11 +165,11 @@ func TestLogRecordRoundTrip(t *testing.T) {
 		// Appended after other bytes, the offset is still relative to
 		// the record.
 		prefix := []byte("some earlier records")
-		out, at, err := appendRecord(slices.Clone(prefix), segSeed(5), &r)
+		out, at, err := AppendRecord(slices.Clone(prefix), Seed(5), &r)
 		if err != nil || !bytes.Equal(out[:len(prefix)], prefix) || !bytes.Equal(out[len(prefix):], b) {
 			t.Fatalf("record %d appended after a prefix: %v", i, err)
 		}
-		if !bytes.Equal(b[at:], r.payload) || at != len(b)-len(r.payload) {
+		if !bytes.Equal(b[at:], r.Payload) || at != len(b)-len(r.Payload) {
 			t.Fatalf("record %d: payload offset %d", i, at)
 		}
 		starts = append(starts, len(all))
@@ -176,15 +181,15 @@ func TestLogRecordRoundTrip(t *testing.T) {
 		if !ok {
 			t.Fatalf("record %d: bad length", i)
 		}
-		if _, err := decodeRecord(all[off:off+n], segSeed(5)); err != nil {
+		if _, err := DecodeRecord(all[off:off+n], Seed(5)); err != nil {
 			t.Fatalf("record %d in a run: %v", i, err)
 		}
 	}
 
 	// The longest names fit; one byte more is refused and appends nothing.
 	long := strings.Repeat("n", 0xffff+1)
-	for _, r := range []logRec{{kind: recEntry, channel: long}, {kind: recEntry, sub: long}} {
-		out, _, err := appendRecord([]byte("keep"), segSeed(1), &r)
+	for _, r := range []Record{{Kind: KindEntry, Channel: long}, {Kind: KindEntry, Sub: long}} {
+		out, _, err := AppendRecord([]byte("keep"), Seed(1), &r)
 		if err == nil {
 			t.Fatalf("a name of %d bytes was encoded", len(long))
 		}
@@ -194,20 +199,20 @@ func TestLogRecordRoundTrip(t *testing.T) {
 	}
 
 	// The largest record the archive can write, a handshake payload of
-	// MaxHandshakePayload with the longest names, reads back.
+	// MaxPayload with the longest names, reads back.
 	if !testing.Short() {
-		r := logRec{kind: recEntry, entryType: EntryCommit, channel: strings.Repeat("c", 0xffff), sub: strings.Repeat("s", 0xffff),
-			payload: bytes.Repeat([]byte{7}, MaxHandshakePayload)}
+		r := Record{Kind: KindEntry, EntryType: 1, Channel: strings.Repeat("c", 0xffff), Sub: strings.Repeat("s", 0xffff),
+			Payload: bytes.Repeat([]byte{7}, MaxPayload)}
 		b := encodeRecord(t, 2, &r)
-		if got, err := decodeRecord(b, segSeed(2)); err != nil || !sameRecord(&got, &r) {
+		if got, err := DecodeRecord(b, Seed(2)); err != nil || !sameRecord(&got, &r) {
 			t.Fatalf("largest record: %v", err)
 		}
 	}
 
 	// Too short, or a length that disagrees with the bytes.
-	b := encodeRecord(t, 5, &logRec{kind: recEntry, payload: []byte("p")})
-	for _, cut := range [][]byte{nil, b[:recHeader], b[:recHeader+recFixed], b[:len(b)-1], append(slices.Clone(b), 0)} {
-		if _, err := decodeRecord(cut, segSeed(5)); err == nil {
+	b := encodeRecord(t, 5, &Record{Kind: KindEntry, Payload: []byte("p")})
+	for _, cut := range [][]byte{nil, b[:HeaderSize], b[:HeaderSize+recFixed], b[:len(b)-1], append(slices.Clone(b), 0)} {
+		if _, err := DecodeRecord(cut, Seed(5)); err == nil {
 			t.Fatalf("%d bytes of a %d-byte record decode", len(cut), len(b))
 		}
 	}
@@ -221,12 +226,12 @@ func TestLogRecordBitFlips(t *testing.T) {
 		for bit := range 8 * len(b) {
 			d := slices.Clone(b)
 			d[bit/8] ^= 1 << (bit % 8)
-			if got, err := decodeRecord(d, segSeed(3)); err == nil {
+			if got, err := DecodeRecord(d, Seed(3)); err == nil {
 				t.Fatalf("record %d with bit %d flipped decodes as %+v", i, bit, got)
 			}
 		}
 		for _, seg := range []uint64{0, 1, 2, 4, 1 << 32, 3 | 1<<63, ^uint64(0)} {
-			if _, err := decodeRecord(b, segSeed(seg)); err == nil {
+			if _, err := DecodeRecord(b, Seed(seg)); err == nil {
 				t.Fatalf("record %d of segment 3 decodes as one of segment %d", i, seg)
 			}
 		}
@@ -234,31 +239,31 @@ func TestLogRecordBitFlips(t *testing.T) {
 	// The bytes the checksum does not fix are checked too: a kind, flags
 	// or reserved byte the layout does not know, and names longer than the
 	// body, with a checksum that matches.
-	base := encodeRecord(t, 3, &logRec{kind: recEntry, channel: "ch", sub: "s", payload: []byte("p")})
+	base := encodeRecord(t, 3, &Record{Kind: KindEntry, Channel: "ch", Sub: "s", Payload: []byte("p")})
 	reseal := func(b []byte) []byte {
-		binary.LittleEndian.PutUint32(b, crcOf(segSeed(3), b[4:]))
+		binary.LittleEndian.PutUint32(b, crcOf(Seed(3), b[4:]))
 		return b
 	}
 	for name, edit := range map[string]func(b []byte){
-		"kind 0":       func(b []byte) { b[recHeader] = 0 },
-		"kind 3":       func(b []byte) { b[recHeader] = 3 },
-		"unknown flag": func(b []byte) { b[recHeader+1] = 0x80 },
-		"nonzero pad":  func(b []byte) { b[recHeader+3] = 1 },
+		"kind 0":       func(b []byte) { b[HeaderSize] = 0 },
+		"kind 3":       func(b []byte) { b[HeaderSize] = 3 },
+		"unknown flag": func(b []byte) { b[HeaderSize+1] = 0x80 },
+		"nonzero pad":  func(b []byte) { b[HeaderSize+3] = 1 },
 		"channel too long": func(b []byte) {
-			binary.LittleEndian.PutUint16(b[recHeader+36:], 5)
+			binary.LittleEndian.PutUint16(b[HeaderSize+36:], 5)
 		},
-		"sub too long": func(b []byte) { binary.LittleEndian.PutUint16(b[recHeader+38:], 0xffff) },
+		"sub too long": func(b []byte) { binary.LittleEndian.PutUint16(b[HeaderSize+38:], 0xffff) },
 	} {
 		d := slices.Clone(base)
 		edit(d)
-		if _, err := decodeRecord(reseal(d), segSeed(3)); err == nil {
+		if _, err := DecodeRecord(reseal(d), Seed(3)); err == nil {
 			t.Fatalf("%s: decodes", name)
 		}
 	}
 	// The lengths that bound the body: below the fixed part, above the
 	// largest record.
 	for _, n := range []uint32{0, recFixed - 1, maxRecordBody + 1, ^uint32(0)} {
-		h := make([]byte, recHeader)
+		h := make([]byte, HeaderSize)
 		binary.LittleEndian.PutUint32(h[4:], n)
 		if _, ok := recordLen(h); ok {
 			t.Fatalf("body length %d accepted", n)
@@ -270,7 +275,7 @@ func crcOf(seed uint32, b []byte) uint32 { return crc32.Update(seed, castagnoli,
 
 // testLog is a segment log in a test's directory.
 type testLog struct {
-	*segLog
+	*Log
 	t   *testing.T
 	dir string
 }
@@ -279,17 +284,17 @@ type testLog struct {
 // default).
 func openTestLog(t *testing.T, dir string, sync bool, maxSeg int64) *testLog {
 	t.Helper()
-	l, _, err := openSegLog(dir, sync, maxSeg)
+	l, _, err := Open(dir, sync, maxSeg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.close)
+	t.Cleanup(l.Close)
 	return &testLog{l, t, dir}
 }
 
 // loggedRec is a record written to the log and where it went.
 type loggedRec struct {
-	rec  logRec
+	rec  Record
 	off  int64 // the record's start
 	at   int64 // its payload's
 	size int
@@ -297,13 +302,13 @@ type loggedRec struct {
 
 // write appends one batch of records, through room and append as the
 // logger does, and returns them with their places.
-func (l *testLog) write(recs ...logRec) []loggedRec {
+func (l *testLog) write(recs ...Record) []loggedRec {
 	l.t.Helper()
 	n := 0
 	for i := range recs {
-		n += recordSize(&recs[i])
+		n += RecordSize(&recs[i])
 	}
-	seed, err := l.room(n)
+	seed, err := l.Room(n)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -312,33 +317,33 @@ func (l *testLog) write(recs ...logRec) []loggedRec {
 	for _, r := range recs {
 		start := len(buf)
 		var rel int
-		if buf, rel, err = appendRecord(buf, seed, &r); err != nil {
+		if buf, rel, err = AppendRecord(buf, seed, &r); err != nil {
 			l.t.Fatal(err)
 		}
 		out = append(out, loggedRec{rec: r, off: int64(start), at: int64(start + rel), size: len(buf) - start})
 	}
-	at := l.end()
-	if err := l.append(buf); err != nil {
+	at := l.End()
+	if err := l.Append(buf); err != nil {
 		l.t.Fatal(err)
 	}
 	for i := range out {
-		out[i].off += at.off
-		out[i].at += at.off
+		out[i].off += at.Off
+		out[i].at += at.Off
 	}
 	return out
 }
 
-func (l *testLog) path(seg uint64) string { return filepath.Join(l.dir, segName(seg)) }
+func (l *testLog) path(seg uint64) string { return filepath.Join(l.dir, Name(seg)) }
 
 // entries returns n records of a channel, seqs from first, payloads of
 // size bytes each distinct.
-func entries(first uint64, n, size int) []logRec {
-	var out []logRec
+func entries(first uint64, n, size int) []Record {
+	var out []Record
 	for i := range n {
 		seq := first + uint64(i)
 		p := bytes.Repeat([]byte{byte(seq)}, size)
 		copy(p, fmt.Sprintf("entry %d|", seq))
-		out = append(out, logRec{kind: recEntry, seq: seq, ts: int64(seq), channel: chA, sub: "alice", payload: p})
+		out = append(out, Record{Kind: KindEntry, Seq: seq, TS: int64(seq), Channel: chanA, Sub: "alice", Payload: p})
 	}
 	return out
 }
@@ -347,24 +352,24 @@ func entries(first uint64, n, size int) []logRec {
 // of the directory.
 func scanAll(t *testing.T, dir string, seg uint64, off int64) ([]loggedRec, int64) {
 	t.Helper()
-	l, _, err := openSegLog(dir, false, 0)
+	l, _, err := Open(dir, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.close()
-	f, err := l.file(seg)
+	defer l.Close()
+	f, err := l.File(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []loggedRec
-	end, err := l.scan(seg, off, func(r *logRec, at int64) error {
+	end, err := l.Scan(seg, off, func(r *Record, at int64) error {
 		// The payload aliases the scan's buffer: keep a copy, and check
 		// that at is where the file holds it.
 		c := *r
-		c.payload = slices.Clone(r.payload)
-		onDisk := make([]byte, len(c.payload))
-		if _, err := f.ReadAt(onDisk, at); err != nil || !bytes.Equal(onDisk, c.payload) {
-			t.Fatalf("seq %d: the file at %d does not hold its payload (%v)", r.seq, at, err)
+		c.Payload = slices.Clone(r.Payload)
+		onDisk := make([]byte, len(c.Payload))
+		if _, err := f.ReadAt(onDisk, at); err != nil || !bytes.Equal(onDisk, c.Payload) {
+			t.Fatalf("seq %d: the file at %d does not hold its payload (%v)", r.Seq, at, err)
 		}
 		got = append(got, loggedRec{rec: c, at: at})
 		return nil
@@ -384,7 +389,7 @@ func checkScan(t *testing.T, got []loggedRec, gotEnd int64, want []loggedRec, en
 	}
 	for i := range want {
 		if !sameRecord(&got[i].rec, &want[i].rec) || got[i].at != want[i].at {
-			t.Fatalf("record %d: got seq %d at %d, want seq %d at %d", i, got[i].rec.seq, got[i].at, want[i].rec.seq, want[i].at)
+			t.Fatalf("record %d: got seq %d at %d, want seq %d at %d", i, got[i].rec.Seq, got[i].at, want[i].rec.Seq, want[i].at)
 		}
 	}
 	if gotEnd != end {
@@ -401,7 +406,7 @@ func TestSegLogTornTail(t *testing.T) {
 	write := func(t *testing.T) (string, []loggedRec) {
 		dir := t.TempDir()
 		l := openTestLog(t, dir, true, 0)
-		if err := l.startSegment(seg); err != nil {
+		if err := l.StartSegment(seg); err != nil {
 			t.Fatal(err)
 		}
 		var recs []loggedRec
@@ -409,10 +414,10 @@ func TestSegLogTornTail(t *testing.T) {
 		recs = append(recs, l.write(entries(6, 1, 0)...)...)
 		recs = append(recs, l.write(sampleRecords()[:4]...)...)
 		recs = append(recs, l.write(entries(100, 3, 2000)...)...)
-		if end := l.end(); end != (logPos{seg, recs[len(recs)-1].off + int64(recs[len(recs)-1].size)}) {
+		if end := l.End(); end != (Pos{seg, recs[len(recs)-1].off + int64(recs[len(recs)-1].size)}) {
 			t.Fatalf("log end %v after the records", end)
 		}
-		l.close()
+		l.Close()
 		return dir, recs
 	}
 	endOf := func(r loggedRec) int64 { return r.off + int64(r.size) }
@@ -426,58 +431,58 @@ func TestSegLogTornTail(t *testing.T) {
 		{"intact", func(t *testing.T, path string, recs []loggedRec) int { return len(recs) }},
 		{"truncated in a payload", func(t *testing.T, path string, recs []loggedRec) int {
 			k := len(recs) - 1
-			truncate(t, path, recs[k].at+10)
+			filedamage.Truncate(t, path, recs[k].at+10)
 			return k
 		}},
 		{"truncated in a header", func(t *testing.T, path string, recs []loggedRec) int {
 			k := len(recs) - 2
-			truncate(t, path, recs[k].off+5)
+			filedamage.Truncate(t, path, recs[k].off+5)
 			return k
 		}},
 		{"truncated at a record's end", func(t *testing.T, path string, recs []loggedRec) int {
-			truncate(t, path, endOf(recs[3]))
+			filedamage.Truncate(t, path, endOf(recs[3]))
 			return 4
 		}},
 		{"truncated to nothing", func(t *testing.T, path string, recs []loggedRec) int {
-			truncate(t, path, 0)
+			filedamage.Truncate(t, path, 0)
 			return 0
 		}},
 		{"last byte cut", func(t *testing.T, path string, recs []loggedRec) int {
-			truncate(t, path, endOf(recs[len(recs)-1])-1)
+			filedamage.Truncate(t, path, endOf(recs[len(recs)-1])-1)
 			return len(recs) - 1
 		}},
 		{"part of a record zeroed", func(t *testing.T, path string, recs []loggedRec) int {
 			k := len(recs) - 3
-			writeAt(t, path, make([]byte, 40), recs[k].off+20)
+			filedamage.WriteAt(t, path, make([]byte, 40), recs[k].off+20)
 			return k
 		}},
 		{"whole record zeroed, later ones intact", func(t *testing.T, path string, recs []loggedRec) int {
-			writeAt(t, path, make([]byte, recs[2].size), recs[2].off)
+			filedamage.WriteAt(t, path, make([]byte, recs[2].size), recs[2].off)
 			return 2
 		}},
 		{"payload byte flipped", func(t *testing.T, path string, recs []loggedRec) int {
 			k := len(recs) - 1
-			flipAt(t, path, recs[k].at+int64(len(recs[k].rec.payload))-1)
+			filedamage.FlipAt(t, path, recs[k].at+int64(len(recs[k].rec.Payload))-1)
 			return k
 		}},
 		{"first record's checksum flipped", func(t *testing.T, path string, recs []loggedRec) int {
-			flipAt(t, path, 0)
+			filedamage.FlipAt(t, path, 0)
 			return 0
 		}},
 		{"length made huge", func(t *testing.T, path string, recs []loggedRec) int {
 			b := binary.LittleEndian.AppendUint32(nil, maxRecordBody+1)
-			writeAt(t, path, b, recs[1].off+4)
+			filedamage.WriteAt(t, path, b, recs[1].off+4)
 			return 1
 		}},
 		{"length pointing past the file", func(t *testing.T, path string, recs []loggedRec) int {
 			k := len(recs) - 1
 			b := binary.LittleEndian.AppendUint32(nil, uint32(firstSegment))
-			writeAt(t, path, b, recs[k].off+4)
+			filedamage.WriteAt(t, path, b, recs[k].off+4)
 			return k
 		}},
 		{"length pointing into the next record", func(t *testing.T, path string, recs []loggedRec) int {
-			b := binary.LittleEndian.AppendUint32(nil, uint32(recs[0].size+recs[1].size-recHeader))
-			writeAt(t, path, b, recs[0].off+4)
+			b := binary.LittleEndian.AppendUint32(nil, uint32(recs[0].size+recs[1].size-HeaderSize))
+			filedamage.WriteAt(t, path, b, recs[0].off+4)
 			return 0
 		}},
 		{"garbage after the end", func(t *testing.T, path string, recs []loggedRec) int {
@@ -485,7 +490,7 @@ func TestSegLogTornTail(t *testing.T) {
 			for i := range g {
 				g[i] = byte(i*7 + 3)
 			}
-			writeAt(t, path, g, endOf(recs[len(recs)-1]))
+			filedamage.WriteAt(t, path, g, endOf(recs[len(recs)-1]))
 			return len(recs)
 		}},
 		{"a plausible header after the end", func(t *testing.T, path string, recs []loggedRec) int {
@@ -493,19 +498,19 @@ func TestSegLogTornTail(t *testing.T) {
 			r := recs[0]
 			b := encodeRecord(t, seg, &r.rec)
 			b[len(b)-1] ^= 0x40
-			writeAt(t, path, b, endOf(recs[len(recs)-1]))
+			filedamage.WriteAt(t, path, b, endOf(recs[len(recs)-1]))
 			return len(recs)
 		}},
 		{"past the end of the file", func(t *testing.T, path string, recs []loggedRec) int {
 			// A record that ends at the file's end, with nothing after.
-			truncate(t, path, endOf(recs[len(recs)-1]))
+			filedamage.Truncate(t, path, endOf(recs[len(recs)-1]))
 			return len(recs)
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir, recs := write(t)
-			k := c.hit(t, filepath.Join(dir, segName(seg)), recs)
+			k := c.hit(t, filepath.Join(dir, Name(seg)), recs)
 			got, end := scanAll(t, dir, seg, 0)
 			want := recs[:k]
 			wantEnd := int64(0)
@@ -531,13 +536,13 @@ func TestSegLogTornTail(t *testing.T) {
 func TestSegLogScanStops(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, false, 0)
-	if err := l.startSegment(1); err != nil {
+	if err := l.StartSegment(1); err != nil {
 		t.Fatal(err)
 	}
 	recs := l.write(entries(1, 4, 10)...)
 	stop := fmt.Errorf("stop")
 	n := 0
-	end, err := l.scan(1, 0, func(r *logRec, at int64) error {
+	end, err := l.Scan(1, 0, func(r *Record, at int64) error {
 		if n++; n == 3 {
 			return stop
 		}
@@ -546,7 +551,7 @@ func TestSegLogScanStops(t *testing.T) {
 	if err != stop || end != recs[2].off {
 		t.Fatalf("scan stopped at %d with %v, want %d and the callback's error", end, err, recs[2].off)
 	}
-	if _, err := l.scan(99, 0, func(*logRec, int64) error { return nil }); err == nil {
+	if _, err := l.Scan(99, 0, func(*Record, int64) error { return nil }); err == nil {
 		t.Fatal("a scan of a segment that does not exist succeeded")
 	}
 }
@@ -557,7 +562,7 @@ func TestSegLogScanStops(t *testing.T) {
 func TestSegLogRotation(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, false, 0)
-	if err := l.startSegment(1); err != nil {
+	if err := l.StartSegment(1); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(l.path(1)); err != nil || fi.Size() != firstSegment {
@@ -565,15 +570,15 @@ func TestSegLogRotation(t *testing.T) {
 	}
 	var bySeg = map[uint64][]loggedRec{}
 	for i := range 20 {
-		before := l.end()
+		before := l.End()
 		recs := l.write(entries(uint64(1+100*i), 100, 2000)...) // ~200 KiB a batch
-		seg := l.end().seg
-		if seg != before.seg && recs[0].off != 0 {
+		seg := l.End().Seg
+		if seg != before.Seg && recs[0].off != 0 {
 			t.Fatalf("batch %d began at %d of segment %d after a rotation", i, recs[0].off, seg)
 		}
 		bySeg[seg] = append(bySeg[seg], recs...)
 	}
-	segs := l.list()
+	segs := l.List()
 	if len(segs) < 3 {
 		t.Fatalf("segments %v after 4 MB", segs)
 	}
@@ -594,7 +599,7 @@ func TestSegLogRotation(t *testing.T) {
 	if recs[0].off != 0 {
 		t.Fatalf("a batch larger than the segment's room began at %d", recs[0].off)
 	}
-	bySeg[l.end().seg] = append(bySeg[l.end().seg], recs...)
+	bySeg[l.End().Seg] = append(bySeg[l.End().Seg], recs...)
 	for seg, want := range bySeg {
 		got, end := scanAll(t, dir, seg, 0)
 		last := want[len(want)-1]
@@ -611,11 +616,11 @@ func TestSegLogRecycledFile(t *testing.T) {
 		t.Run(fmt.Sprintf("aligned=%v", aligned), func(t *testing.T) {
 			dir := t.TempDir()
 			l := openTestLog(t, dir, false, 0)
-			if err := l.startSegment(1); err != nil {
+			if err := l.StartSegment(1); err != nil {
 				t.Fatal(err)
 			}
 			old := l.write(entries(1, 40, 500)...)
-			oldEnd := l.end().off
+			oldEnd := l.End().Off
 			moveTo := func(want uint64, sp spareSeg) {
 				t.Helper()
 				if sp.err != nil {
@@ -635,7 +640,7 @@ func TestSegLogRecycledFile(t *testing.T) {
 				os.Remove(sp.f.Name())
 			}
 			l.spare = nil
-			l.drop(1)
+			l.Drop(1)
 			if _, err := os.Stat(l.path(1)); err != nil || len(l.free) != 1 {
 				t.Fatalf("segment 1 dropped: %v, free list %v", err, l.free)
 			}
@@ -658,7 +663,7 @@ func TestSegLogRecycledFile(t *testing.T) {
 			}
 			mine := l.write(entries(1000, 10, size)...)
 			mine = append(mine, l.write(entries(1010, 5, size)...)...)
-			end := l.end().off
+			end := l.End().Off
 			if end >= oldEnd {
 				t.Fatal("the new segment is not shorter than the old")
 			}
@@ -672,20 +677,20 @@ func TestSegLogRecycledFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := old[len(old)-1]
-			if _, err := decodeRecord(raw[o.off:o.off+int64(o.size)], segSeed(1)); err != nil {
+			if _, err := DecodeRecord(raw[o.off:o.off+int64(o.size)], Seed(1)); err != nil {
 				t.Fatalf("the recycled file no longer holds segment 1's records (%v): the test proves nothing", err)
 			}
 			got, gotEnd := scanAll(t, dir, 3, 0)
 			checkScan(t, got, gotEnd, mine, end)
 			for _, r := range got {
-				if r.rec.seq < 1000 {
-					t.Fatalf("segment 3 returned segment 1's seq %d", r.rec.seq)
+				if r.rec.Seq < 1000 {
+					t.Fatalf("segment 3 returned segment 1's seq %d", r.rec.Seq)
 				}
 			}
 			// Scanning the recycled file under its old number finds
 			// nothing either: its first records are segment 3's.
 			if aligned {
-				l.close()
+				l.Close()
 				if err := os.Rename(l.path(3), l.path(1)); err != nil {
 					t.Fatal(err)
 				}
@@ -703,7 +708,7 @@ func TestSegLogRecycledFile(t *testing.T) {
 func TestSegLogPinDrop(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, false, firstSegment)
-	if err := l.startSegment(1); err != nil {
+	if err := l.StartSegment(1); err != nil {
 		t.Fatal(err)
 	}
 	written := map[uint64][]loggedRec{}
@@ -715,17 +720,17 @@ func TestSegLogPinDrop(t *testing.T) {
 	// readAll reads a segment's records through the log's files, as a page
 	// does.
 	read := func(seg uint64) error {
-		f, err := l.file(seg)
+		f, err := l.File(seg)
 		if err != nil {
 			return err
 		}
 		for _, r := range written[seg] {
-			b := make([]byte, len(r.rec.payload))
+			b := make([]byte, len(r.rec.Payload))
 			if _, err := f.ReadAt(b, r.at); err != nil {
 				return err
 			}
-			if !bytes.Equal(b, r.rec.payload) {
-				return fmt.Errorf("seq %d reads back as other bytes", r.rec.seq)
+			if !bytes.Equal(b, r.rec.Payload) {
+				return fmt.Errorf("seq %d reads back as other bytes", r.rec.Seq)
 			}
 		}
 		return nil
@@ -756,9 +761,9 @@ func TestSegLogPinDrop(t *testing.T) {
 	if err := read(1); err != nil {
 		t.Fatal(err)
 	}
-	g := l.pin()
-	l.drop(1)
-	l.drop(2)
+	g := l.Pin()
+	l.Drop(1)
+	l.Drop(2)
 	if gone(1) || gone(2) {
 		t.Fatal("a dropped segment went while a read that began before was pinned")
 	}
@@ -769,32 +774,32 @@ func TestSegLogPinDrop(t *testing.T) {
 		t.Fatalf("segment 2 after the drop: %v", err)
 	}
 	// A read pinned after the drop does not hold it.
-	late := l.pin()
-	l.unpin(g)
+	late := l.Pin()
+	l.Unpin(g)
 	if !gone(1) || !gone(2) {
 		t.Fatal("the dropped segments outlived the reads that began before the drop")
 	}
 	// A drop while only the later read runs waits for it: it began
 	// before this drop.
-	l.drop(3)
+	l.Drop(3)
 	if gone(3) {
 		t.Fatal("segment 3 went while a read that began before its drop was pinned")
 	}
 	if err := read(3); err != nil {
 		t.Fatal(err)
 	}
-	l.unpin(late)
+	l.Unpin(late)
 	if !gone(3) {
 		t.Fatal("segment 3 outlived the reads")
 	}
 	// With nothing pinned a drop is immediate. The free list holds at
 	// most maxFree files; the rest are removed.
-	l.drop(4)
+	l.Drop(4)
 	if !gone(4) {
 		t.Fatal("segment 4 kept with no read pinned")
 	}
-	if len(l.free) != maxFree {
-		t.Fatalf("free list %v, want %d files", l.free, maxFree)
+	if len(l.free) != MaxFree {
+		t.Fatalf("free list %v, want %d files", l.free, MaxFree)
 	}
 	removed := 0
 	for seg := uint64(1); seg <= 4; seg++ {
@@ -802,60 +807,24 @@ func TestSegLogPinDrop(t *testing.T) {
 			removed++
 		}
 	}
-	if removed != 4-maxFree {
-		t.Fatalf("%d of 4 dropped files removed, want %d", removed, 4-maxFree)
+	if removed != 4-MaxFree {
+		t.Fatalf("%d of 4 dropped files removed, want %d", removed, 4-MaxFree)
 	}
 	// Nested pins of one generation: the segment waits for both.
-	g1, g2 := l.pin(), l.pin()
-	l.drop(5)
-	l.unpin(g1)
+	g1, g2 := l.Pin(), l.Pin()
+	l.Drop(5)
+	l.Unpin(g1)
 	if gone(5) {
 		t.Fatal("segment 5 went while a second read of the same generation ran")
 	}
-	l.unpin(g2)
+	l.Unpin(g2)
 	if !gone(5) {
 		t.Fatal("segment 5 outlived both reads")
 	}
 	// The current segment, 6, is untouched by all this.
 	recs := l.write(entries(9000, 3, 100)...)
-	got, end := scanAll(t, dir, l.end().seg, recs[0].off)
-	checkScan(t, got, end, recs, l.end().off)
-}
-
-func truncate(t *testing.T, path string, n int64) {
-	t.Helper()
-	if err := os.Truncate(path, n); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeAt(t *testing.T, path string, b []byte, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flipAt(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
+	got, end := scanAll(t, dir, l.End().Seg, recs[0].off)
+	checkScan(t, got, end, recs, l.End().Off)
 }
 
 // takeSpare returns the segment prepared after the current one, starting

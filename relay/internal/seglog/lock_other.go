@@ -1,6 +1,6 @@
 //go:build !unix
 
-package relay
+package seglog
 
 import "os"
 
@@ -11,4 +11,4 @@ func lockShared(*os.File) error { return nil }
 
 func tryLockExclusive(*os.File) bool { return true }
 
-func unlock(*os.File) {}
+func unlockFile(*os.File) {}
