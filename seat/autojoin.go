@@ -317,7 +317,7 @@ func (s *Seat) externalCommit(ctx context.Context, ch string, gi, sig []byte, id
 	if _, _, err := rolesIn(g.Extensions()); err != nil {
 		return nil, fmt.Errorf("seat: the room %s carries roles that cannot be read: %w", ch, err)
 	}
-	conn, err := s.roomPublisher(ctx, ch)
+	conn, err := s.roomPub(ctx, ch)
 	if err != nil {
 		return nil, err
 	}

@@ -412,7 +412,7 @@ func (s *Seat) addOffers(ctx context.Context, r *room) error {
 			}
 			continue // not an offer this member adds (or added already)
 		}
-		conn, err := s.roomPublisher(ctx, r.channel)
+		conn, err := s.roomPub(ctx, r.channel)
 		if err != nil {
 			return err
 		}

@@ -394,10 +394,15 @@ type Publisher struct {
 // Publish publishes payload on channel (the publisher's own) and returns
 // its seq once the relay has made it durable.
 func (p *Publisher) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
+	return p.publishID(ctx, channel, payload, newPublishID())
+}
+
+// publishID is Publish with the publish id id: a publish whose answer was
+// lost elsewhere is asked for again with its own id, and stored once.
+func (p *Publisher) publishID(ctx context.Context, channel string, payload []byte, id string) (uint64, error) {
 	if channel != p.channel {
 		return 0, fmt.Errorf("seat: a publisher on %q cannot publish on %q", p.channel, channel)
 	}
-	id := newPublishID()
 	var err error
 	for try := 1; ; try++ {
 		conn := p.current()
@@ -621,12 +626,23 @@ func (c *Conn) Subscribe(ctx context.Context, channel string) error {
 // answer lost with the connection is not retried here (a [Publisher]
 // reconnects for it).
 func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
-	id := newPublishID()
+	seq, err := c.publishID(ctx, channel, payload, newPublishID())
+	var lost *lostAnswer
+	if errors.As(err, &lost) {
+		return 0, lost.err
+	}
+	return seq, err
+}
+
+// publishID is Publish with the publish id id; an answer lost with the
+// connection is a *lostAnswer, for the caller to ask again elsewhere with
+// the same id.
+func (c *Conn) publishID(ctx context.Context, channel string, payload []byte, id string) (uint64, error) {
 	for try := 1; ; try++ {
 		seq, err := c.publishOnce(ctx, channel, payload, id)
 		var lost *lostAnswer
 		if errors.As(err, &lost) {
-			return 0, lost.err
+			return 0, err
 		}
 		if err == nil || !retryable(err) || try == publishTries {
 			return seq, err

@@ -110,6 +110,10 @@ func (r *Room) Invite(ctx context.Context, o *InviteOptions) (string, error) {
 	var tok string
 	var err error
 	if o.Auto {
+		// A commit: through a watch of the home, if one runs.
+		if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handAutoInvite, Room: r.name, Uses: o.Uses, TTL: o.TTL}); ok {
+			return rep.Token, r.done(rep.err())
+		}
 		tok, err = r.s.autoInviteTo(ctx, r.name, o.Uses, o.TTL)
 	} else {
 		tok, err = r.s.inviteTo(ctx, r.name, o.Uses, o.TTL)
@@ -150,6 +154,9 @@ func (r *Room) Admit(ctx context.Context) ([]Admitted, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handAdmit, Room: r.name}); ok {
+		return rep.Admitted, r.done(rep.err())
+	}
 	a, err := r.s.admitJoiners(ctx, r.name)
 	return a, r.done(err)
 }
@@ -189,6 +196,9 @@ func (r *Room) Add(ctx context.Context, person string, o *AddOptions) ([]Added, 
 func (r *Room) addBy(ctx context.Context, person, token string) ([]Added, error) {
 	if token == "" && strings.HasPrefix(person, addTokenPrefix) {
 		person, token = "", person
+	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handAdd, Room: r.name, Member: person, Token: token}); ok {
+		return rep.Added, rep.err()
 	}
 	return r.s.addPerson(ctx, r.name, person, token)
 }
@@ -253,6 +263,13 @@ func (r *Room) Remove(ctx context.Context, did string) (Removal, error) {
 	if err := r.begin(); err != nil {
 		return Removal{}, err
 	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handRemove, Room: r.name, Member: did}); ok {
+		var rm Removal
+		if rep.Removal != nil {
+			rm = *rep.Removal
+		}
+		return rm, r.done(rep.err())
+	}
 	rm, err := r.s.removeMember(ctx, r.name, did)
 	return rm, r.done(err)
 }
@@ -270,6 +287,9 @@ func (r *Room) Leave(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handLeave, Room: r.name}); ok {
+		return r.done(rep.err())
+	}
 	return r.done(r.s.leaveRoom(ctx, r.name))
 }
 
@@ -280,6 +300,9 @@ func (r *Room) Leave(ctx context.Context) error {
 func (r *Room) Rejoin(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
+	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handRejoin, Room: r.name}); ok {
+		return r.done(rep.err())
 	}
 	return r.done(r.s.rejoinRoom(ctx, r.name))
 }
@@ -314,6 +337,9 @@ func (r *Room) AddAdmin(ctx context.Context, did string) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handAddAdmin, Room: r.name, Member: did}); ok {
+		return r.done(rep.err())
+	}
 	return r.done(r.s.addAdmin(ctx, r.name, did))
 }
 
@@ -322,6 +348,9 @@ func (r *Room) AddAdmin(ctx context.Context, did string) error {
 func (r *Room) RemoveAdmin(ctx context.Context, did string) error {
 	if err := r.begin(); err != nil {
 		return err
+	}
+	if rep, ok := r.s.handOff(ctx, handoffRequest{Kind: handRemoveAdmin, Room: r.name, Member: did}); ok {
+		return r.done(rep.err())
 	}
 	return r.done(r.s.removeAdmin(ctx, r.name, did))
 }

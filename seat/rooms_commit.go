@@ -175,7 +175,9 @@ func (s *Seat) endDeparted(ctx context.Context, r *room, before []mls.Member, co
 // On stale_epoch it discards the commit, catches up and returns the
 // stale error so the caller rebuilds its commit on the new epoch.
 func (s *Seat) publishCommit(ctx context.Context, r *room, commit []byte, leaving []string) error {
-	conn, err := s.roomPublisher(ctx, r.channel)
+	// On the connection of a watch of the room in this process, if one
+	// runs (watchpub.go).
+	conn, err := s.roomPub(ctx, r.channel)
 	if err != nil {
 		r.g.DiscardCommit()
 		return err

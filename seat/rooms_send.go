@@ -12,8 +12,8 @@ import (
 func (s *Seat) sendText(ctx context.Context, name, text string) (uint64, error) {
 	// A watch of this home running in another process sends it on its
 	// connection, among its cover (handoff.go).
-	if seq, ok, err := s.sendViaWatch(ctx, name, text); ok {
-		return seq, err
+	if rep, ok := s.handOff(ctx, handoffRequest{Kind: handSend, Room: name, Text: text}); ok {
+		return rep.Seq, rep.err()
 	}
 	// With none, on a connection that looks like a watch's (oneshot.go).
 	if seq, ok, err := s.sendAsCover(ctx, name, text); ok {
@@ -74,20 +74,12 @@ func (s *Seat) sendInRoom(ctx context.Context, r *room, plain []byte, hist func(
 		return 0, err
 	}
 	// A watch in this process sends on its connection, as its cover.
-	var pub interface {
-		Publish(ctx context.Context, channel string, payload []byte) (uint64, error)
+	_, watched := s.watchConn(r.channel)
+	pub, err := s.roomPub(ctx, r.channel)
+	if err != nil {
+		return 0, err
 	}
-	wc, watched := s.watchConn(r.channel)
-	if watched {
-		pub = wc
-	} else {
-		p, err := s.roomPublisher(ctx, r.channel)
-		if err != nil {
-			return 0, err
-		}
-		defer p.Close()
-		pub = p
-	}
+	defer pub.Close()
 	seq, err := pub.Publish(ctx, r.channel, ct)
 	if err != nil {
 		return 0, err

@@ -68,7 +68,11 @@ type Seat struct {
 	// channels they follow; handoff is set while it takes sends from
 	// other processes of the home (handoff.go).
 	watchConns map[string]*Conn
-	handoff    bool
+	// watchSubs are the live watch connections of this process, each
+	// with the channels beyond its rooms it subscribed to, for pushes of
+	// the log (watchpub.go).
+	watchSubs map[*Conn]map[string]bool
+	handoff   bool
 
 	// addCheck, when set (under the room lock, only while this seat
 	// builds a Commit), must accept the identity of every member the
@@ -498,7 +502,21 @@ func (s *Seat) Push(ctx context.Context) (int, error) { return s.PushWith(ctx, n
 
 // PushWith is Push, calling progress (if set) after each batch with the
 // batches sent and their total.
+//
+// A watch of this home running in another process pushes them on its
+// connection (handoff.go); progress then hears only the end.
 func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (int, error) {
+	if rep, ok := s.handOff(ctx, handoffRequest{Kind: handPush}); ok {
+		if progress != nil && rep.Batches > 0 {
+			progress(rep.Batches, rep.Batches)
+		}
+		return rep.Pushed, rep.err()
+	}
+	return s.push(ctx, progress)
+}
+
+// push is PushWith in this process.
+func (s *Seat) push(ctx context.Context, progress func(sent, total int)) (int, error) {
 	ch, err := s.SyncChannel(ctx)
 	if err != nil {
 		return 0, err
@@ -523,7 +541,15 @@ func (s *Seat) PushWith(ctx context.Context, progress func(sent, total int)) (in
 	if err != nil {
 		return 0, err
 	}
-	conn, err := s.relay(cred).DialPublisher(ctx, ch)
+	// On a watch's connection in this process, if one runs (watchpub.go):
+	// only once the home is connected, when the channel is its
+	// account's (a refused subscription would end the watch's
+	// connection).
+	onWatch := func(context.Context) *Conn { return nil }
+	if _, err := s.st.meta(ctx, "seat_credential"); err == nil || s.IsLinked() {
+		onWatch = s.syncOnWatch(ch)
+	}
+	conn, err := newWatchPub(ctx, ch, onWatch, func(ctx context.Context) (*Publisher, error) { return s.relay(cred).DialPublisher(ctx, ch) })
 	if err != nil {
 		return 0, revokedOr(err)
 	}

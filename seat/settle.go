@@ -186,7 +186,7 @@ func (s *Seat) proposeLeave(ctx context.Context, r *room) error {
 	if err := s.catchUp(ctx, r, nil); err != nil {
 		return err
 	}
-	conn, err := s.roomPublisher(ctx, r.channel)
+	conn, err := s.roomPub(ctx, r.channel)
 	if err != nil {
 		return err
 	}

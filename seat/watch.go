@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -279,8 +280,8 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 			return false, err
 		}
 	}
-	s.setWatchConn(chans, conn)
-	defer s.setWatchConn(chans, nil)
+	s.setWatchConn(chans, conn, true)
+	defer s.setWatchConn(chans, conn, false)
 	if o.OnEvent != nil {
 		o.OnEvent(WatchEvent{Connected: true})
 	}
@@ -364,6 +365,12 @@ func (s *Seat) watchOnce(ctx context.Context, chans []string, everyRoom bool, o 
 		case p, ok := <-conn.Pushes():
 			if !ok {
 				return true, notMemberRoom(conn.Err(), chans)
+			}
+			if !slices.Contains(chans, p.Channel) {
+				// The sync channel, which a push through this
+				// connection subscribed it to (watchpub.go): the
+				// other devices' batches are for a pull.
+				continue
 			}
 			if err := s.applyPush(ctx, p, onMsg); err != nil {
 				return true, err
