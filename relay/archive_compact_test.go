@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 // TestLogPinnedSegmentsCompacted is a publisher who keeps every segment
@@ -51,10 +52,10 @@ func TestLogPinnedSegmentsCompacted(t *testing.T) {
 	}
 	written := int64(rounds * (burst + 1) * 1000)
 
-	stored := settled(t, tr).storedBytes()
+	stored := settled(t, tr).StoredBytes()
 	// The compactor's bound, and the current segment, the one prepared
 	// next and the files kept for reuse.
-	bound := 2*stored + (compactSlack+2+seglog.MaxFree)*seg
+	bound := 2*stored + (sqlitearchive.CompactSlack+2+seglog.MaxFree)*seg
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n, total := segFootprint(t, path)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 // TestArchiveWriteFailureStops plants a row where the channel's next
@@ -121,7 +123,7 @@ func plantAndBurst(t *testing.T, tr *testRelay, c *wsClient) []uint64 {
 			t.Fatalf("unexpected frame %v", m)
 		}
 	}
-	if slices.Contains(acked, planted) && tr.arch.(*archive).seglog == nil {
+	if slices.Contains(acked, planted) && tr.arch.(*sqlitearchive.Archive).Log() == nil {
 		t.Fatalf("seq %d acked, but it is the planted row", planted)
 	}
 	return acked

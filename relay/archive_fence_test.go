@@ -33,7 +33,7 @@ func testResetFence(t *testing.T, be *testBackend) {
 	c.publishAck(chA, publicMessage(gid, 1000, 3))
 	stale(c, 3, 1001)
 
-	if err := tr.arch.resetFence(chA, 3, 0); err != nil {
+	if err := tr.arch.ResetFence(chA, 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	stale(c, 1001, 3)
@@ -42,7 +42,7 @@ func testResetFence(t *testing.T, be *testBackend) {
 	stale(c, 3, 4)
 
 	// A reset on a channel that never saw a commit sets the fence too.
-	if err := tr.arch.resetFence(chB, 7, 0); err != nil {
+	if err := tr.arch.ResetFence(chB, 7, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.subscribe(chB)
@@ -56,7 +56,7 @@ func testResetFence(t *testing.T, be *testBackend) {
 	stale2(0, 7)
 
 	// The epoch nothing could ever follow is refused, and changes nothing.
-	if err := tr.arch.resetFence(chA, math.MaxUint64, 0); err == nil {
+	if err := tr.arch.ResetFence(chA, math.MaxUint64, 0); err == nil {
 		t.Fatal("reset to MaxUint64 accepted")
 	}
 	stale(c, 5, 4)
@@ -89,7 +89,7 @@ func testResetFenceOrdered(t *testing.T, be *testBackend) {
 	for range 50 {
 		c.expect(map[string]any{"type": "ok", "message": "published"})
 	}
-	if err := tr.arch.resetFence(chA, 10, 0); err != nil {
+	if err := tr.arch.ResetFence(chA, 10, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.publishAck(chA, publicMessage(gid, 10, 3))
@@ -124,9 +124,9 @@ func testFenceOutlivesTTL(t *testing.T, be *testBackend) {
 	now = now.Add(time.Second)
 	mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
-	for tr.arch.used("alice") != 0 {
+	for tr.arch.Used("alice") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("alice still uses %d bytes after her entries expired", tr.arch.used("alice"))
+			t.Fatalf("alice still uses %d bytes after her entries expired", tr.arch.Used("alice"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -52,7 +52,7 @@ func testFirstEpochBounded(t *testing.T, be *testBackend) {
 
 	// A fence reset to the last epoch but one: the commit there would
 	// move the fence past every epoch, so it is refused too.
-	if err := tr.arch.resetFence(chA, math.MaxUint64-1, 0); err != nil {
+	if err := tr.arch.ResetFence(chA, math.MaxUint64-1, 0); err != nil {
 		t.Fatal(err)
 	}
 	a.publishAck(chA, publicMessage(gid, math.MaxUint64-1, 3)) // expects MaxUint64 next
@@ -106,7 +106,7 @@ func testAccountQuota(t *testing.T, be *testBackend) {
 	bob.expect(map[string]any{"type": "message", "seq": s2, "channel": chQ})
 	bob.expect(map[string]any{"type": "message", "seq": s3})
 	bob.expectQuiet()
-	if got := settled(t, tr).used("alice"); got != 900 {
+	if got := settled(t, tr).Used("alice"); got != 900 {
 		t.Fatalf("alice uses %d bytes, want 900", got)
 	}
 	// Bob fills chA, whose cap (4) evicts alice's oldest entries there.
@@ -116,10 +116,10 @@ func testAccountQuota(t *testing.T, be *testBackend) {
 		bob.publishAck(chA, []byte(fmt.Sprint("bob ", i)))
 		alice.expect(map[string]any{"type": "message", "channel": chA})
 	}
-	if got := settled(t, tr).used("alice"); got != 615 {
+	if got := settled(t, tr).Used("alice"); got != 615 {
 		t.Fatalf("after eviction alice uses %d bytes, want 615", got)
 	}
-	if got := settled(t, tr).used("bob"); got != 0 {
+	if got := settled(t, tr).Used("bob"); got != 0 {
 		t.Fatalf("bob, who pays for no channel, uses %d bytes", got)
 	}
 	alice.publishAck(chQ, p('d'))
@@ -135,7 +135,7 @@ func testAccountQuota(t *testing.T, be *testBackend) {
 	bob.c.CloseNow()
 	tr.stop(t)
 	tr = be.start(t, cfg)
-	if got, bobs := settled(t, tr).used("alice"), settled(t, tr).used("bob"); got != 915 || bobs != 0 {
+	if got, bobs := settled(t, tr).Used("alice"), settled(t, tr).Used("bob"); got != 915 || bobs != 0 {
 		t.Fatalf("after a clean restart alice uses %d, bob %d", got, bobs)
 	}
 	if be.nats != nil {
@@ -159,7 +159,7 @@ func testAccountQuota(t *testing.T, be *testBackend) {
 	db.Exec(`UPDATE state SET value = 0 WHERE key = 'usage_clean'`) // as a crash leaves it
 	db.Close()
 	tr = be.start(t, cfg)
-	if got := settled(t, tr).used("alice"); got != 915 {
+	if got := settled(t, tr).Used("alice"); got != 915 {
 		t.Fatalf("after an unclean restart alice uses %d, want 915", got)
 	}
 }
@@ -183,9 +183,9 @@ func testQuotaFreedByTTL(t *testing.T, be *testBackend) {
 	now = now.Add(time.Second)
 	mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
-	for tr.arch.used("alice") != 0 {
+	for tr.arch.Used("alice") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("alice still uses %d bytes after her entry expired", tr.arch.used("alice"))
+			t.Fatalf("alice still uses %d bytes after her entry expired", tr.arch.Used("alice"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -232,7 +232,7 @@ func BenchmarkOpenRecomputeUsage(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if got := s.arch.used("account-1"); got != rows/50*1024 {
+		if got := s.arch.Used("account-1"); got != rows/50*1024 {
 			b.Fatalf("account-1 uses %d bytes", got)
 		}
 		s.Close(context.Background())
@@ -277,7 +277,7 @@ func TestQuotaMatchesArchive(t *testing.T) {
 			rows.Close()
 			ok := true
 			for _, s := range subs {
-				if tr.arch.used(s) != want[s] {
+				if tr.arch.Used(s) != want[s] {
 					ok = false
 				}
 			}
@@ -286,7 +286,7 @@ func TestQuotaMatchesArchive(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				for _, s := range subs {
-					t.Errorf("%s: %s uses %d bytes, the archive holds %d", when, s, tr.arch.used(s), want[s])
+					t.Errorf("%s: %s uses %d bytes, the archive holds %d", when, s, tr.arch.Used(s), want[s])
 				}
 				t.FailNow()
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/filedamage"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 const chLog = "acme/payments/ledger"
@@ -311,7 +312,7 @@ func storedUsage(t *testing.T, tr *testRelay, sub string) int64 {
 func checkUsage(t *testing.T, tr *testRelay, sub, when string) {
 	t.Helper()
 	stored := storedUsage(t, tr, sub) // first: the indexer credits what it deletes
-	if got := tr.arch.used(sub); got != stored {
+	if got := tr.arch.Used(sub); got != stored {
 		t.Fatalf("%s: %s's usage is %d, the archive holds %d", when, sub, got, stored)
 	}
 }
@@ -615,7 +616,7 @@ func TestLogCleanRestart(t *testing.T) {
 		if got := queryInt(t, tr.db, `SELECT count(*) FROM messages`); got != rows {
 			t.Fatalf("run %d: %d rows after the reopen, %d before", run, got, rows)
 		}
-		if got := tr.arch.used("alice"); got != saved {
+		if got := tr.arch.Used("alice"); got != saved {
 			t.Fatalf("run %d: alice's usage %d after a clean reopen, saved %d: the open replayed or recomputed", run, got, saved)
 		}
 		checkServed(t, tr.URL, acked)
@@ -639,10 +640,10 @@ func TestLogReplayFenceReset(t *testing.T) {
 	p := newLogPublisher(t, tr.URL, nil)
 	p.publish(chA, 30, 200, 3, false) // commits at epochs 0..9
 	p.publish(chLog, 5, 200, 0, true)
-	if err := tr.arch.resetFence(chA, 4, 0); err != nil {
+	if err := tr.arch.ResetFence(chA, 4, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.arch.resetFence(chLog, 1000, 0); err != nil {
+	if err := tr.arch.ResetFence(chLog, 1000, 0); err != nil {
 		t.Fatal(err)
 	}
 	p.epoch[chA] = 4
@@ -733,7 +734,7 @@ func TestLogPinnedPage(t *testing.T) {
 	const capN, size = 16, 256 << 10
 	path := filepath.Join(t.TempDir(), "relay.db")
 	tr := startRelay(t, Config{DBPath: path, NoSync: true, ArchiveCap: capN, MaxPageBytes: 16 << 20})
-	a := tr.arch.(*archive)
+	a := tr.arch.(*sqlitearchive.Archive)
 	p := newLogPublisher(t, tr.URL, nil)
 	p.publish(chA, capN, size, 0, false)
 	first := slices.Clone(p.acked)
@@ -759,7 +760,7 @@ func TestLogPinnedPage(t *testing.T) {
 	// The page stalls at its first 64 KiB. The cap pushes out every
 	// entry it is reading, and the first segment they were in is dropped.
 	oldest := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages WHERE channel = ?`, chA))
-	dropped := func() (doomed, listed bool) { return a.seglog.Dropping(oldest) }
+	dropped := func() (doomed, listed bool) { return a.Log().Dropping(oldest) }
 	for round := 0; ; round++ {
 		if doomed, listed := dropped(); doomed || !listed {
 			break
@@ -901,7 +902,7 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 	}
 	p.publish(chLog, 5, 2000, 0, true)
 	settled(t, tr)
-	a := tr.arch.(*archive)
+	a := tr.arch.(*sqlitearchive.Archive)
 	src := uint64(queryInt(t, tr.db, `SELECT min(seg) FROM messages`))
 	saved, err := os.ReadFile(filepath.Join(logDir(path), seglog.Name(src)))
 	if err != nil {
@@ -911,7 +912,7 @@ func testLogReplayMoves(t *testing.T, torn bool) {
 	if len(before) < 2 {
 		t.Fatalf("%d entries to move", len(before))
 	}
-	if err := a.moveSegment(src); err != nil {
+	if err := a.MoveSegment(src); err != nil {
 		t.Fatal(err)
 	}
 	settled(t, tr)
@@ -1116,7 +1117,7 @@ func TestLogReplayFromSnapshot(t *testing.T) {
 	}
 	p.publish(chA, 30, 500, 4, true)
 	p.publish(chLog, 10, 500, 0, false)
-	if err := tr.arch.resetFence(chLog, 77, 0); err != nil {
+	if err := tr.arch.ResetFence(chLog, 77, 0); err != nil {
 		t.Fatal(err)
 	}
 	p.epoch[chLog] = 77

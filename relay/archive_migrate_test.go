@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bytes"
-	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 // oldArchive makes a file-backed archive as a relay from before the log
@@ -143,11 +143,11 @@ func TestMigrationDropsSenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const before = 5 // the migrations of an archive that kept a sender per row
-	if len(migrations) != before+1 {
-		t.Fatalf("%d migrations: this test builds the archive of the %d before the senders went", len(migrations), before)
+	const before = 5 // the sqlitearchive.Migrations of an archive that kept a sender per row
+	if len(sqlitearchive.Migrations) != before+1 {
+		t.Fatalf("%d sqlitearchive.Migrations: this test builds the archive of the %d before the senders went", len(sqlitearchive.Migrations), before)
 	}
-	if err := sqlitedb.Migrate(t.Context(), db, migrations[:before]); err != nil {
+	if err := sqlitedb.Migrate(t.Context(), db, sqlitearchive.Migrations[:before]); err != nil {
 		t.Fatal(err)
 	}
 	const first, second = "sender-first-4f1c9a", "sender-second-8b2e07"
@@ -173,7 +173,7 @@ func TestMigrationDropsSenders(t *testing.T) {
 	for _, e := range want {
 		total += int64(len(e.payload))
 	}
-	if got, other := tr.arch.used(first), tr.arch.used(second); got != total || other != 0 {
+	if got, other := tr.arch.Used(first), tr.arch.Used(second); got != total || other != 0 {
 		t.Fatalf("the channel's payer uses %d bytes (want %d), the other sender %d (want 0)", got, total, other)
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; {
@@ -195,97 +195,6 @@ func TestMigrationDropsSenders(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// TestMovePageBounded: a page of moves holds at most movePageBytes of
-// payloads (up to the row that reaches it), not compactPage rows of
-// whatever size: its rows are read before their moves go to the logger,
-// and a page of the largest handshakes would be gigabytes. Every entry
-// is still moved, page after page, and served whole.
-func TestMovePageBounded(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	tr := startRelay(t, Config{DBPath: path, NoSync: true})
-	p := newLogPublisher(t, tr.URL, nil)
-	p.plain = true
-	const size = 512 << 10
-	perPage := movePageBytes / size
-	n := 2*perPage + 3 // three pages by bytes, one by rows
-	p.publish(chLog, n, size, 0, false)
-	settled(t, tr)
-	a := tr.arch.(*archive)
-	before := places(t, tr)
-
-	// The entries' rows, paged like moveSegment's, from whatever
-	// segment each is in (the compactor leaves a log this small alone).
-	after := int64(0)
-	scan := func(rows *sql.Rows, r *pubReq) (bool, error) {
-		var seg uint64
-		var at int64
-		if err := rows.Scan(&after, &r.channel, &r.seq, &r.hdr.entryType, &r.ts, &seg, &at, &r.size); err != nil {
-			return false, err
-		}
-		f, err := a.seglog.File(seg)
-		if err != nil {
-			return false, err
-		}
-		r.from, r.payload = seglog.Pos{Seg: seg, Off: at}, make([]byte, r.size)
-		_, err = f.ReadAt(r.payload, at)
-		return err == nil, err
-	}
-	var pages []int
-	for {
-		read, moved, err := a.movePage(`SELECT id, channel, seq, entry_type, ts, seg, at, size FROM messages
-			WHERE channel = ? AND id > ? ORDER BY id LIMIT ?`, []any{chLog, after}, scan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if read == 0 {
-			break
-		}
-		if moved != read {
-			t.Fatalf("a page moved %d of its %d rows", moved, read)
-		}
-		pages = append(pages, read)
-		if len(pages) > n {
-			t.Fatal("the pages do not end")
-		}
-	}
-	if want := []int{perPage, perPage, 3}; !slices.Equal(pages, want) {
-		t.Fatalf("pages of %v rows of %d KiB, want %v (%d MiB a page)", pages, size>>10, want, movePageBytes>>20)
-	}
-	settled(t, tr)
-	checkServed(t, tr.URL, p.acked)
-	if now := places(t, tr); len(now) != n || len(now) != len(before) {
-		t.Fatalf("%d entries' rows after the moves, %d before, want %d", len(now), len(before), n)
-	} else {
-		for seq, at := range before {
-			if now[seq] == at {
-				t.Fatalf("entry %d still at %v", seq, at)
-			}
-		}
-	}
-}
-
-// places returns where each chLog entry's payload is in the log, by seq.
-func places(t *testing.T, tr *testRelay) map[int64]seglog.Pos {
-	t.Helper()
-	rows, err := tr.db.Query(`SELECT seq, seg, at FROM messages WHERE channel = ?`, chLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	m := make(map[int64]seglog.Pos)
-	for rows.Next() {
-		var seq, seg, at int64
-		if err := rows.Scan(&seq, &seg, &at); err != nil {
-			t.Fatal(err)
-		}
-		m[seq] = seglog.Pos{Seg: uint64(seg), Off: at}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // TestOlderSegmentsLoseTheirSenders upgrades a file-backed archive whose

@@ -10,13 +10,14 @@ import (
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 // LogDir is the folder of the log of a file-backed archive whose SQLite
 // file is dbPath (Config.DBPath): the payloads are there, and the file
 // holds the index. The two make one archive, to be kept, copied and
 // restored together.
-func LogDir(dbPath string) string { return dbPath + "-log" }
+func LogDir(dbPath string) string { return sqlitearchive.LogDir(dbPath) }
 
 // BackupArchive writes a consistent copy of the file-backed archive at
 // src (the Config.DBPath of a relay that may be running, in this process

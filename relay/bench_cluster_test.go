@@ -325,7 +325,7 @@ func BenchmarkClusterNodeStart(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/entries, "heap-B/entry")
-		if got := s.arch.used("account-0"); got != entries/50*benchPayload {
+		if got := s.arch.Used("account-0"); got != entries/50*benchPayload {
 			b.Fatalf("account-0 uses %d bytes after the replay", got)
 		}
 		s.Close(context.Background())

@@ -30,7 +30,7 @@ func mintPayer(t testing.TB, sub, org, grp string, at time.Time) string {
 // charged but not yet mirrored) once the archive has settled.
 func budgetOf(t testing.TB, tr *testRelay, scope, key string) int64 {
 	t.Helper()
-	return settled(t, tr).held(scope, key)
+	return settled(t, tr).Held(scope, key)
 }
 
 // waitBudget waits until a budget holds want bytes: on JetStream the

@@ -227,13 +227,13 @@ func TestClusterFenceResetOnce(t *testing.T) {
 	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
 	b.auth(mint(t, "bob", ""))
 	a.publishAck(ch, publicMessage(gid, 1000, 3)) // a jammer far ahead
-	if err := nodes[0].arch.resetFence(ch, 5, 7); err != nil {
+	if err := nodes[0].arch.ResetFence(ch, 5, 7); err != nil {
 		t.Fatal(err)
 	}
 	b.expect(map[string]any{"type": "message", "entry_type": 1})
 	a.publishAck(ch, publicMessage(gid, 5, 3))
 	b.expect(map[string]any{"type": "message", "entry_type": 1})
-	if err := nodes[1].arch.resetFence(ch, 5, 7); err != nil { // the same event, late
+	if err := nodes[1].arch.ResetFence(ch, 5, 7); err != nil { // the same event, late
 		t.Fatal(err)
 	}
 	b.publish(ch, publicMessage(gid, 5, 3))
@@ -241,7 +241,7 @@ func TestClusterFenceResetOnce(t *testing.T) {
 		t.Fatalf("after the late reset: stale_epoch %v, want 6", m["epoch"])
 	}
 	// A later event does apply.
-	if err := nodes[1].arch.resetFence(ch, 2, 8); err != nil {
+	if err := nodes[1].arch.ResetFence(ch, 2, 8); err != nil {
 		t.Fatal(err)
 	}
 	b.publishAck(ch, publicMessage(gid, 2, 3))
@@ -661,7 +661,7 @@ func TestClusterQuota(t *testing.T) {
 	late := startRelay(t, withJS(cfg, n.URL, "CLUSTER", 0))
 	late.inCluster = true
 	for _, node := range append(nodes, late) {
-		if got := node.arch.used("alice"); got != 900 {
+		if got := node.arch.Used("alice"); got != 900 {
 			t.Fatalf("a node counts %d bytes for alice, want 900", got)
 		}
 	}
@@ -677,9 +677,9 @@ func TestClusterQuota(t *testing.T) {
 	}
 	for _, node := range append(nodes, late) {
 		deadline := time.Now().Add(10 * time.Second)
-		for node.arch.used("alice") != int64(3*len("bob 0")) || node.arch.used("bob") != 0 {
+		for node.arch.Used("alice") != int64(3*len("bob 0")) || node.arch.Used("bob") != 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("a node still counts %d bytes for alice", node.arch.used("alice"))
+				t.Fatalf("a node still counts %d bytes for alice", node.arch.Used("alice"))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -31,7 +31,7 @@ func (s *Server) NextEpoch(ctx context.Context, ch string) (epoch uint64, known 
 		return 0, false, errors.New("relay: closed")
 	}
 	defer s.gate.Leave()
-	return s.arch.nextEpoch(ctx, ch)
+	return s.arch.NextEpoch(ctx, ch)
 }
 
 // fenceAnswer is the body of GET /v1/internal/fence.
@@ -61,7 +61,7 @@ func (s *Server) handleInternalFence(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_channel", "channel must be org/namespace/service")
 		return
 	}
-	epoch, known, err := s.arch.nextEpoch(r.Context(), name)
+	epoch, known, err := s.arch.NextEpoch(r.Context(), name)
 	if err != nil {
 		s.log.Error("relay: fence read failed", "err", err)
 		s.logRequest(r, http.StatusServiceUnavailable)

@@ -36,7 +36,7 @@ func testNextEpoch(t *testing.T, be *testBackend) {
 	c.publish(chA, publicMessage(gid, 9, 3)) // refused: moves nothing
 	c.expectError("stale_epoch")
 	want(tr, chA, 2, true)
-	if err := tr.arch.resetFence(chA, 5, 0); err != nil {
+	if err := tr.arch.ResetFence(chA, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	want(tr, chA, 5, true)

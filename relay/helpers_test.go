@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 var testSecret = []byte("relay-test-secret-0123456789abcdef")
@@ -320,11 +321,11 @@ func welcome() []byte { return append([]byte{0, 1, 0, 3}, "welcome-body"...) }
 // settled returns tr's archive once everything pushed or acknowledged so
 // far is in its index: a file-backed archive acknowledges an entry once
 // it is in the log, and indexes it after.
-func settled(t testing.TB, tr *testRelay) archiver {
+func settled(t testing.TB, tr *testRelay) backend.Archiver {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tr.arch.waitVisible(ctx); err != nil {
+	if err := tr.arch.WaitVisible(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return tr.arch

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // hub maps channels to their live subscribers. Fan-out takes a snapshot of a
@@ -116,55 +118,37 @@ func (h *hub) unsubscribeLocked(ch string, c *conn) bool {
 	return false
 }
 
-// fanout queues the encoded push frame on every subscriber of ch except
-// origin (a publisher does not get its own message back). Subscribers whose
-// queue is full are disconnected as slow consumers.
+// Fanout queues the encoded push frame on every subscriber of ch except
+// the connection from (0 for none: a publisher does not get its own
+// message back). Subscribers whose queue is full are disconnected as slow
+// consumers (backend.Hub).
 //
-// pb is the lent buffer the frame was built in (lendPushPrefix), or nil: it
-// goes back to its pool once every queue is done with the frame, and
-// fan-out holds one reference meanwhile.
-func (h *hub) fanout(ch string, frame []byte, pb *pushBuf, origin *conn) {
+// pb is the lent buffer the frame was built in (backend.LendPushPrefix),
+// or nil: it goes back to its pool once every queue is done with the
+// frame, and fan-out holds one reference meanwhile.
+func (h *hub) Fanout(ch string, frame []byte, pb *backend.PushBuf, from uint64) {
 	h.mu.RLock()
 	subs := h.chans[ch]
 	h.mu.RUnlock()
 	n := 0
-	if !pb.holds(frame) {
+	if !pb.Holds(frame) {
 		pb = nil
 	}
 	if pb != nil {
-		pb.refs.Store(1)
+		pb.Share()
 	}
 	now := time.Now().UnixNano()
 	for _, c := range subs {
-		if c != origin {
+		if from == 0 || c.id != from {
 			if pb != nil {
-				pb.refs.Add(1)
+				pb.Ref()
 			}
 			c.touch(now)
 			c.pushLent(frame, pb)
 			n++
 		}
 	}
-	pb.release()
-	h.delivered.Add(uint64(n))
-	h.deliveredBytes.Add(uint64(n) * uint64(len(frame)))
-}
-
-// fanoutExcept is fanout for a frame whose publisher is named by its
-// conn id (0 for none), as a cluster's archive delivers it.
-func (h *hub) fanoutExcept(ch string, frame []byte, origin uint64) {
-	h.mu.RLock()
-	subs := h.chans[ch]
-	h.mu.RUnlock()
-	n := 0
-	now := time.Now().UnixNano()
-	for _, c := range subs {
-		if origin == 0 || c.id != origin {
-			c.touch(now)
-			c.push(frame)
-			n++
-		}
-	}
+	pb.Release()
 	h.delivered.Add(uint64(n))
 	h.deliveredBytes.Add(uint64(n) * uint64(len(frame)))
 }
@@ -190,7 +174,3 @@ func (h *hub) all() []*conn {
 	}
 	return out
 }
-
-// FanoutExcept is fanoutExcept, for an archive of another package
-// (backend.Hub).
-func (h *hub) FanoutExcept(ch string, frame []byte, origin uint64) { h.fanoutExcept(ch, frame, origin) }

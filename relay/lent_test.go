@@ -22,23 +22,23 @@ import (
 // not lent has no buffer, and one that outgrew its buffer is no longer
 // held by it (fan-out then leaves both to the collector).
 func TestLentFrameHeld(t *testing.T) {
-	f, pb := lendPushPrefix(chA, 100)
+	f, pb := backend.LendPushPrefix(chA, 100)
 	f = append(f, bytes.Repeat([]byte("A"), 100)...)
 	f = backend.PushSuffix(f, 1<<63, EntryApp, 1<<62)
-	if pb == nil || !pb.holds(f) {
+	if pb == nil || !pb.Holds(f) {
 		t.Fatal("a lent frame is not held by its buffer")
 	}
-	if pb.holds(backend.PushPrefix(chA, 10)) || pb.holds(nil) {
+	if pb.Holds(backend.PushPrefix(chA, 10)) || pb.Holds(nil) {
 		t.Fatal("a buffer holds a frame that is not its own")
 	}
-	pb.refs.Store(1)
-	pb.release()
-	if f, pb := lendPushPrefix(chA, 128<<10); pb != nil || len(f) == 0 {
+	pb.Share()
+	pb.Release()
+	if f, pb := backend.LendPushPrefix(chA, 128<<10); pb != nil || len(f) == 0 {
 		t.Fatal("a frame larger than every class was lent")
 	}
-	g, gb := lendPushPrefix(chA, 10)
+	g, gb := backend.LendPushPrefix(chA, 10)
 	g = append(g, bytes.Repeat([]byte("B"), 4<<10)...) // past its buffer: copied
-	if gb.holds(g) {
+	if gb.Holds(g) {
 		t.Fatal("a frame that left its buffer is held by it")
 	}
 }

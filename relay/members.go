@@ -175,7 +175,7 @@ func (s *Server) resetFences(ctx context.Context, evs []ChannelEvent) error {
 		if _, ok := s.cfg.Members.(*MemberSet); ok {
 			id = 0
 		}
-		if err := s.arch.resetFence(e.Channel, e.Epoch, id); err != nil {
+		if err := s.arch.ResetFence(e.Channel, e.Epoch, id); err != nil {
 			return fmt.Errorf("fence reset of %s: %w", e.Channel, err)
 		}
 		s.log.Info("relay: commit fence reset", "channel", e.Channel, "epoch", e.Epoch)

@@ -83,15 +83,16 @@ func (rc *relayCounters) admissionRefused(share string) {
 	}
 }
 
-// observeCommit records a group commit of the SQLite archive.
-func (rc *relayCounters) observeCommit(d time.Duration) {
+// ObserveCommit records a group commit of the SQLite archive
+// (backend.Metrics).
+func (rc *relayCounters) ObserveCommit(d time.Duration) {
 	if rc != nil && rc.m != nil {
 		rc.m.ArchiveCommit(d)
 	}
 }
 
-// sweep counts a run of the SQLite archive's TTL sweep.
-func (rc *relayCounters) sweep() {
+// Swept counts a run of the SQLite archive's TTL sweep (backend.Metrics).
+func (rc *relayCounters) Swept() {
 	if rc != nil {
 		rc.sweeps.Add(1)
 	}
@@ -240,8 +241,8 @@ func (s *Server) Stats() Stats {
 		PingTimeoutsTotal:       rc.pingTimeouts.Load(),
 		SlowConsumersTotal:      rc.slow.Load(),
 		ArchiveSweepsTotal:      rc.sweeps.Load(),
-		StoredBytes:             s.arch.storedBytes(),
-		BackendUp:               s.arch.up(),
+		StoredBytes:             s.arch.StoredBytes(),
+		BackendUp:               s.arch.Up(),
 		ReadErrorsTotal:         rc.readErrors.Load(),
 	}
 	s.hub.mu.RLock()
@@ -259,7 +260,7 @@ func (s *Server) Stats() Stats {
 	for i, r := range append(slices.Clone(publishResults), "error") {
 		st.Publishes = append(st.Publishes, Count{r, rc.published[i].Load()})
 	}
-	u, l := s.arch.budgetUse()
+	u, l := s.arch.BudgetUse()
 	for i, scope := range backend.Scopes {
 		b := BudgetStats{Scope: scope, Size: []int64{l.Account, l.Group, l.Org, l.Server}[i], QuotaRefusalsTotal: rc.quotaRefused[i].Load()}
 		if scope == backend.ScopeServer {

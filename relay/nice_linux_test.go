@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 	"golang.org/x/sys/unix"
 )
 
 // TestCommitterRunsNicer checks that the archive's committer runs on a
-// thread committerNice steps nicer than the process, and that the thread
+// thread CommitterNice steps nicer than the process, and that the thread
 // ends with the archive, so no other goroutine ever runs at its priority.
 func TestCommitterRunsNicer(t *testing.T) {
 	// Threads start at the nice of the thread that made them, and the
@@ -39,18 +40,18 @@ func TestCommitterRunsNicer(t *testing.T) {
 		t.Skipf("setpriority on a thread is refused here: %v", err)
 	}
 	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), NoSync: true})
-	a := tr.arch.(*archive)
+	a := tr.arch.(*sqlitearchive.Archive)
 	var tid int
 	for deadline := time.Now().Add(5 * time.Second); tid == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the committer did not lower its thread's priority")
 		}
-		tid = int(a.committerTID.Load())
+		tid = a.CommitterThread()
 	}
 	if tid == unix.Gettid() {
 		t.Fatal("the committer runs on the test's thread")
 	}
-	if got, want := threadNice(t, tid), min(base+committerNice, 19); got != want {
+	if got, want := threadNice(t, tid), min(base+sqlitearchive.CommitterNice, 19); got != want {
 		t.Fatalf("committer thread %d runs at nice %d, want %d (others at %d)", tid, got, want, base)
 	}
 	// The archive still works from that thread.

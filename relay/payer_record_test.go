@@ -34,7 +34,7 @@ func TestPayerRecordOnce(t *testing.T) {
 		t.Fatalf("the payer record names %q, want alice", rec)
 	}
 	for _, node := range nodes {
-		if got, other := node.arch.used("alice"), node.arch.used("bob"); got != int64(len("from bob")+len("from alice")) || other != 0 {
+		if got, other := node.arch.Used("alice"), node.arch.Used("bob"); got != int64(len("from bob")+len("from alice")) || other != 0 {
 			t.Fatalf("a node charges alice %d bytes and bob %d, want %d and 0", got, other, len("from bob")+len("from alice"))
 		}
 	}
@@ -62,13 +62,13 @@ func TestPayerFromOlderEntries(t *testing.T) {
 	}
 	tr := startRelay(t, withJS(Config{OpenChannels: true}, n.URL, stream, 0))
 	old := int64(len("old entry one") + len("old entry two"))
-	if got := tr.arch.used("carol"); got != old {
+	if got := tr.arch.Used("carol"); got != old {
 		t.Fatalf("the older entries' payer uses %d bytes, want %d", got, old)
 	}
 	c := dialWS(t, tr.URL, "/ws/"+ch)
 	c.auth(mint(t, "dave", ""))
 	c.publishAck(ch, []byte("new"))
-	if got, other := tr.arch.used("carol"), tr.arch.used("dave"); got != old+3 || other != 0 {
+	if got, other := tr.arch.Used("carol"), tr.arch.Used("dave"); got != old+3 || other != 0 {
 		t.Fatalf("carol uses %d bytes and dave %d, want %d and 0", got, other, old+3)
 	}
 	if rec := payerRecord(t, n.URL, stream, ch); rec != "carol" {

@@ -42,7 +42,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if s.gate.Closed() {
 		return errors.New("the relay is shutting down")
 	}
-	if err := s.arch.ready(ctx); err != nil {
+	if err := s.arch.Ready(ctx); err != nil {
 		return err
 	}
 	now := time.Now()

@@ -290,7 +290,7 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	db    *sql.DB
-	arch  archiver
+	arch  backend.Archiver
 	hub   *hub
 	mux   *http.ServeMux
 	start time.Time
@@ -372,27 +372,26 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.mem = s.newMembersPoller()
 	}
 	s.cfg.Logger = log
-	s.arch, err = openArchiver(ctx, db, s.hub, &s.cfg)
+	s.arch, err = openArchiver(ctx, db, s.hub, counters, &s.cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	s.log.Info("relay: archive budgets", "account", s.cfg.AccountQuota, "group", s.cfg.GroupBudget,
 		"org", s.cfg.OrgBudget, "server", s.cfg.ServerBudget)
-	s.arch.useCounters(counters) // before start: its goroutines read them
-	s.lendFrames = s.arch.lendsFrames()
-	s.maxHandshake = s.arch.handshakeLimit()
+	s.lendFrames = s.arch.LendsFrames()
+	s.maxHandshake = s.arch.HandshakeLimit()
 	s.largeReadLimit = frameLimit(s.maxHandshake)
 	s.largeWeight = largeFrameWeight(s.maxHandshake)
 	s.large = semaphore.NewWeighted(cfg.LargeFrameBudget)
 	if err := s.loadRevoked(ctx); err != nil {
-		s.arch.close()
+		s.arch.Close()
 		db.Close()
 		return nil, err
 	}
 	if s.mem != nil {
 		if err := s.loadMembers(ctx); err != nil {
-			s.arch.close()
+			s.arch.Close()
 			db.Close()
 			return nil, err
 		}
@@ -404,14 +403,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// database to close.
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.Watch(s); err != nil {
-			s.arch.close()
+			s.arch.Close()
 			db.Close()
 			return nil, fmt.Errorf("relay: metrics: %w", err)
 		}
 	}
 	// The pipeline stops when its input is closed, never by cancellation,
 	// so Close flushes everything that was accepted.
-	s.arch.start()
+	s.arch.Start()
 	if cfg.Revocations != nil {
 		s.bg.Go(func() { s.rev.run(s.bgCtx, cfg.RevocationPoll) })
 	}
@@ -549,8 +548,8 @@ func (s *Server) Close(ctx context.Context) error {
 	// No request is left to poll, and once the pollers are gone nothing
 	// can reset a fence, so the writer can drain and stop.
 	s.bg.Wait()
-	s.arch.stop()
-	s.arch.close()
+	s.arch.Stop()
+	s.arch.Close()
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -655,7 +654,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 	}
 	// Whatever was pushed before this read began is in it (see
 	// commitMark).
-	if err := s.arch.waitVisible(r.Context()); err != nil {
+	if err := s.arch.WaitVisible(r.Context()); err != nil {
 		s.logRequest(r, http.StatusServiceUnavailable)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request ended before the archive caught up")
 		return
@@ -668,7 +667,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, appOnly bool
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
 	}
-	started, err := s.arch.writePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
+	started, err := s.arch.WritePage(r.Context(), w, begin, name, since, limit, s.cfg.MaxPageBytes, appOnly)
 	if err != nil {
 		s.counters.readErrors.Add(1)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
 const chA = "acme/payments/agent-v1"
@@ -682,7 +683,7 @@ func TestArchiveFileSettings(t *testing.T) {
 		var mode string
 		tr.db.QueryRow("PRAGMA page_size").Scan(&ps)
 		tr.db.QueryRow("PRAGMA journal_mode").Scan(&mode)
-		if ps != archivePageSize || mode != "wal" {
+		if ps != sqlitearchive.PageSize || mode != "wal" {
 			t.Fatalf("page size %d, journal mode %s", ps, mode)
 		}
 		tr.stop(t)

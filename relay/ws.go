@@ -50,10 +50,6 @@ const (
 	// the push frame's tail built in place (pushSuffix).
 	frameSlack = 256
 
-	// maxInflightBytes bounds the payload bytes held between the readers
-	// and the archive; a publisher past it waits.
-	maxInflightBytes = 64 << 20
-
 	// writeTimeout bounds one socket write; a peer that accepts nothing for
 	// this long is cut off.
 	writeTimeout = 10 * time.Second
@@ -133,8 +129,8 @@ type conn struct {
 
 	mu          sync.Mutex // guards the following fields
 	q           [][]byte
-	qBufs       []*pushBuf // per frame in q: its lent buffer, or nil
-	spareBufs   []*pushBuf
+	qBufs       []*backend.PushBuf // per frame in q: its lent buffer, or nil
+	spareBufs   []*backend.PushBuf
 	qBytes      int // bytes in q
 	qLarge      int // bytes in q of frames over readLimit
 	qSlots      int // answers in q holding a slot
@@ -177,7 +173,7 @@ func (c *conn) reply(f []byte) {
 	if c.pending.Load() > 0 {
 		c.slots <- struct{}{}
 		c.pending.Add(1)
-		c.srv.arch.submit(&pubReq{c: c, reply: f})
+		c.srv.arch.Submit(backend.Request{Conn: c, Reply: f})
 		return
 	}
 	c.push(f)

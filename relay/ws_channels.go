@@ -136,12 +136,14 @@ func (c *conn) publish(name, b64, id []byte) {
 	c.slots <- struct{}{}
 	c.pending.Add(1)
 	s.counters.publishedBytes.Add(uint64(n))
-	s.arch.acquire(int64(len(payload)))
-	r := &pubReq{c: c, sub: c.payer, channel: ch, payload: payload, hdr: hdr, frame: f, buf: pb, weight: int64(len(payload))}
+	s.arch.Acquire(int64(len(payload)))
+	r := backend.Request{Conn: c, Sub: c.payer, Channel: ch, Payload: payload,
+		EntryType: hdr.entryType, Commit: hdr.commit, Epoch: hdr.epoch,
+		Frame: f, Buf: pb, Weight: int64(len(payload))}
 	if len(id) > 0 {
-		r.id = dedupKey(c.sub, ch, string(id))
+		r.ID = dedupKey(c.sub, ch, string(id))
 	}
-	s.arch.submit(r)
+	s.arch.Submit(r)
 }
 
 func handshakeTooLarge(max int) string {
@@ -154,7 +156,7 @@ func handshakeTooLarge(max int) string {
 // publish frame's own head when that is long enough ({"type":"publish",
 // "channel":… before the payload is exactly as long as the push frame's
 // head), so a large handshake is held once as base64, not twice.
-func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
+func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *backend.PushBuf) {
 	if b := c.rbuf; b != nil && len(b64) > 0 {
 		off := cap(b) - cap(b64)
 		head := backend.PushPrefix(ch, 0)
@@ -165,7 +167,7 @@ func (c *conn) pushFrame(ch string, b64 []byte, lend bool) ([]byte, *pushBuf) {
 		}
 	}
 	if lend {
-		f, pb := lendPushPrefix(ch, len(b64))
+		f, pb := backend.LendPushPrefix(ch, len(b64))
 		return append(f, b64...), pb
 	}
 	return append(backend.PushPrefix(ch, len(b64)), b64...), nil

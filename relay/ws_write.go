@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
 // push queues a frame; the frame is shared and must not be modified. A full
@@ -16,7 +17,7 @@ func (c *conn) push(f []byte) { c.enqueue(f, false, nil) }
 // pushLent is push for a frame holding a reference to its lent buffer pb
 // (nil for none), which the queue gives back once the frame is written or
 // dropped.
-func (c *conn) pushLent(f []byte, pb *pushBuf) { c.enqueue(f, false, pb) }
+func (c *conn) pushLent(f []byte, pb *backend.PushBuf) { c.enqueue(f, false, pb) }
 
 // pushAnswer queues the answer to a request that holds one of c.slots; the
 // slot is freed once the answer is written to the socket (or dropped), so
@@ -26,11 +27,11 @@ func (c *conn) pushAnswer(f []byte) {
 	c.enqueue(f, true, nil)
 }
 
-func (c *conn) enqueue(f []byte, slot bool, pb *pushBuf) {
+func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		pb.release()
+		pb.Release()
 		if slot {
 			<-c.slots
 		}
@@ -42,7 +43,7 @@ func (c *conn) enqueue(f []byte, slot bool, pb *pushBuf) {
 		c.closeReason = "slow consumer: send queue full"
 		c.dropLocked()
 		c.mu.Unlock()
-		pb.release()
+		pb.Release()
 		if slot {
 			<-c.slots
 		}
@@ -90,9 +91,9 @@ func (c *conn) dropLocked() {
 }
 
 // releaseBufs gives back the references of a queue's lent buffers.
-func releaseBufs(bufs []*pushBuf) {
+func releaseBufs(bufs []*backend.PushBuf) {
 	for i, pb := range bufs {
-		pb.release()
+		pb.Release()
 		bufs[i] = nil
 	}
 }
@@ -244,7 +245,8 @@ func (c *frameConn) writeFrames(msgs [][]byte, pack bool) error {
 func (c *conn) ID() uint64 { return c.id }
 
 // Answer sends the answer to one of the connection's publishes and ends
-// it (backend.Conn), as the SQLite archive's answers do.
+// it (backend.Conn). It is queued before pending drops, so a reply the
+// reader sends directly can never overtake it.
 func (c *conn) Answer(f []byte) {
 	c.pushAnswer(f)
 	c.pending.Add(-1)

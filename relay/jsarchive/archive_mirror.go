@@ -461,3 +461,7 @@ func (a *archive) floorsOf(name string, since, first, hw uint64, cutoff int64, a
 
 // HandshakeLimit is the largest handshake payload the NATS servers admit.
 func (a *archive) HandshakeLimit() int { return a.maxHandshake }
+
+// LendsFrames is false: the archive builds each push frame from the
+// stream's message, which every relay of the stream delivers.
+func (a *archive) LendsFrames() bool { return false }

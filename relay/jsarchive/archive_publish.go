@@ -52,10 +52,10 @@ func (a *archive) deliver(m jetstream.Msg) {
 	f := backend.PushPrefix(ch, base64.StdEncoding.EncodedLen(len(data)))
 	f = base64.StdEncoding.AppendEncode(f, data)
 	f = backend.PushSuffix(f, seq, et, ts)
-	a.hub.FanoutExcept(ch, f, from)
+	a.hub.Fanout(ch, f, nil, from)
 }
 
-func (a *archive) Submit(r *backend.Request) { a.reqs <- r }
+func (a *archive) Submit(r backend.Request) { a.reqs <- &r }
 
 func (a *archive) Acquire(n int64) { a.inflight.Acquire(context.Background(), n) }
 
@@ -326,7 +326,7 @@ func (a *archive) ResetFence(channel string, epoch uint64, id int64) error {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
 	}
 	done := make(chan error, 1)
-	a.Submit(&backend.Request{Channel: channel, Fence: true, ResetTo: epoch, ResetID: id, Done: done})
+	a.Submit(backend.Request{Channel: channel, Fence: true, ResetTo: epoch, ResetID: id, Done: done})
 	return <-done
 }
 

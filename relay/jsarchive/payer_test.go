@@ -34,7 +34,7 @@ func startNATS(t *testing.T) string {
 // nobody is a hub without subscribers.
 type nobody struct{}
 
-func (nobody) FanoutExcept(string, []byte, uint64) {}
+func (nobody) Fanout(string, []byte, *backend.PushBuf, uint64) {}
 
 // openTest opens an archive on the stream of the NATS at url, as a relay
 // would, until the test ends.

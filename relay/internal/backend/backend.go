@@ -1,9 +1,10 @@
-// Package backend is the seam between the relay and an archive kept
-// outside package relay (relay/jsarchive, on NATS JetStream): the request
-// an archive stores, the interface it implements, what the relay gives it
-// to open, and the pieces both build their answers and pages from. The
-// relay's own SQLite archive keeps the same contract (docs/RELAY.md) and
-// is tested with the same suite.
+// Package backend is the seam between the relay and its archives (the
+// SQLite archive, relay/internal/sqlitearchive, the default, and
+// relay/jsarchive, on NATS JetStream): the request an archive stores, the
+// interface it implements, what the relay gives it to open, and the pieces
+// they build their answers, push frames and pages from. Every archive
+// keeps the contract docs/RELAY.md states and is tested with the same
+// suite.
 package backend
 
 import (
@@ -31,9 +32,19 @@ type Conn interface {
 
 // A Hub delivers entries to the relay's subscribers.
 type Hub interface {
-	// FanoutExcept pushes frame to the channel's subscribers but the
-	// connection from (0 for none).
-	FanoutExcept(channel string, frame []byte, from uint64)
+	// Fanout pushes frame to the channel's subscribers but the
+	// connection from (0 for none). buf is the lent buffer the frame was
+	// built in (Request.Buf), or nil; Fanout takes it over.
+	Fanout(channel string, frame []byte, buf *PushBuf, from uint64)
+}
+
+// Metrics are the figures an archive reports to the relay's metrics;
+// optional.
+type Metrics interface {
+	// ObserveCommit records one group commit and how long it took.
+	ObserveCommit(d time.Duration)
+	// Swept counts one run of the TTL sweep.
+	Swept()
 }
 
 // A Request is one publish (or reply, or fence reset) for an archive, in
@@ -58,6 +69,12 @@ type Request struct {
 	// Weight is what the request holds of the archive's in-flight bytes
 	// (Archiver.Acquire), given back when it is answered.
 	Weight int64
+	// Frame is the push frame of the publish up to its payload
+	// (PushPrefix and the payload's base64), and Buf the lent buffer it
+	// was built in or nil, for an archive that LendsFrames: it completes
+	// the frame (PushSuffix) and hands both to Hub.Fanout.
+	Frame []byte
+	Buf   *PushBuf
 
 	// Fence, with ResetTo and ResetID (the directory feed event's id, 0
 	// for none), makes the request a fence reset, answered on Done.
@@ -71,14 +88,13 @@ type Request struct {
 	Refused []byte
 }
 
-// An Archiver is an archive behind a relay; relay's own SQLite archive
-// keeps the same contract. Its methods are safe for concurrent use but
+// An Archiver is an archive behind a relay. Its methods are safe for concurrent use but
 // Start, Stop and Close.
 type Archiver interface {
 	// Start starts the archive's goroutines.
 	Start()
 	// Submit queues a request; it blocks while the queue is full.
-	Submit(r *Request)
+	Submit(r Request)
 	// Acquire holds n payload bytes until the request is answered.
 	Acquire(n int64)
 	// ResetFence makes a channel expect epoch next; id is the
@@ -110,6 +126,10 @@ type Archiver interface {
 	// HandshakeLimit is the largest handshake payload the archive
 	// stores.
 	HandshakeLimit() int
+	// LendsFrames reports whether the archive completes and fans out the
+	// push frames of the requests (Request.Frame, Request.Buf) rather
+	// than building its own.
+	LendsFrames() bool
 	// Stop closes the input and returns once every request accepted is
 	// answered.
 	Stop()
@@ -143,6 +163,8 @@ type Env struct {
 	// ReadyCheckEvery is how long an answer of the backend stands for
 	// Ready; SweepInterval how often the archive sweeps what expired.
 	ReadyCheckEvery, SweepInterval time.Duration
+	// Metrics, if set, receives the archive's figures.
+	Metrics Metrics
 }
 
 // A Backend opens an archive for a relay (relay.Config.Archive).

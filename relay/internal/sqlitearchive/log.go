@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skytale-oss/skytale/relay/internal/backend"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
@@ -19,7 +20,7 @@ var emptyBlob = []byte{}
 // the index does not hold yet, and starts the segment this run appends to.
 // It runs before the archive's goroutines start, while the writer still
 // commits with a full sync.
-func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int64) error {
+func (a *Archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int64) error {
 	l, segs, err := seglog.Open(dir, sync, maxSeg)
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ func (a *archive) openLog(ctx context.Context, dir string, sync bool, maxSeg int
 // compactor moves the entries out of the segments below it
 // (moveSenderSegments), and the log removes their files instead of
 // reusing them, so no file of the archive keeps those names.
-func (a *archive) loadSenderless(ctx context.Context, next uint64) error {
+func (a *Archive) loadSenderless(ctx context.Context, next uint64) error {
 	var from int64
 	err := a.w.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'senderless_from'`).Scan(&from)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -92,7 +93,7 @@ func (a *archive) loadSenderless(ctx context.Context, next uint64) error {
 // moveSenderSegments moves the entries of every segment below the
 // first senderless one (see loadSenderless) to the end of the log; the
 // indexer's collection then removes the emptied files.
-func (a *archive) moveSenderSegments() error {
+func (a *Archive) moveSenderSegments() error {
 	var moved int
 	for _, seg := range a.seglog.List() {
 		if seg >= a.seglog.NoReuseBelow || seg >= a.seglog.Current() {
@@ -103,7 +104,7 @@ func (a *archive) moveSenderSegments() error {
 			return errStopping
 		default:
 		}
-		if err := a.moveSegment(seg); err != nil {
+		if err := a.MoveSegment(seg); err != nil {
 			return err
 		}
 		moved++
@@ -118,7 +119,7 @@ func (a *archive) moveSenderSegments() error {
 // not have: the database file without its log folder (LogDir), or with
 // a damaged one. Serving it would hand out other bytes, or none, as the
 // entries' payloads.
-func (a *archive) checkSegments(ctx context.Context, segs []uint64) error {
+func (a *Archive) checkSegments(ctx context.Context, segs []uint64) error {
 	for seg := int64(-1); ; {
 		err := a.w.QueryRowContext(ctx, `SELECT seg FROM messages WHERE seg > ? ORDER BY seg LIMIT 1`, seg).Scan(&seg)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -135,7 +136,7 @@ func (a *archive) checkSegments(ctx context.Context, segs []uint64) error {
 }
 
 // loadApplied reads the log position the index holds up to.
-func (a *archive) loadApplied(ctx context.Context) (seglog.Pos, error) {
+func (a *Archive) loadApplied(ctx context.Context) (seglog.Pos, error) {
 	var pos seglog.Pos
 	rows, err := a.w.QueryContext(ctx, `SELECT key, value FROM state WHERE key IN ('log_seg', 'log_off')`)
 	if err != nil {
@@ -162,7 +163,7 @@ func (a *archive) loadApplied(ctx context.Context) (seglog.Pos, error) {
 // then records next as the position the index holds up to, all in one
 // transaction. A segment's torn tail was never acknowledged, and nothing
 // is ever written after it: the next segment is a new run's.
-func (a *archive) replay(ctx context.Context, segs []uint64, from, next seglog.Pos) (err error) {
+func (a *Archive) replay(ctx context.Context, segs []uint64, from, next seglog.Pos) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next seglog.P
 					int64(seg), at, int64(len(r.Payload))); err != nil {
 					return err
 				}
-				if r.EntryType != EntryApp {
+				if r.EntryType != backend.EntryApp {
 					handshakes[r.Channel] = true
 				}
 			}
@@ -252,7 +253,7 @@ func (a *archive) replay(ctx context.Context, segs []uint64, from, next seglog.P
 // of them below the one the index is applying, which holds the log's end.
 // Their removal waits for a synced commit (the deletes that emptied them
 // must not be taken back by a crash) and for the reads that began before.
-func (a *archive) collectSegments(ctx context.Context) {
+func (a *Archive) collectSegments(ctx context.Context) {
 	if a.seglog == nil || a.failure() != nil {
 		return
 	}
@@ -286,7 +287,7 @@ func (a *archive) collectSegments(ctx context.Context) {
 
 // syncedCommit commits a transaction with a full sync of the writer's
 // WAL, which makes every earlier commit durable too.
-func (a *archive) syncedCommit(ctx context.Context) error {
+func (a *Archive) syncedCommit(ctx context.Context) error {
 	if _, err := a.w.ExecContext(ctx, "PRAGMA synchronous=FULL"); err != nil {
 		return err
 	}
@@ -303,13 +304,13 @@ func (a *archive) syncedCommit(ctx context.Context) error {
 // but one entry a quiet channel keeps would hold a whole segment, and a
 // publisher who spreads entries over quiet channels could so keep every
 // segment written within the TTL. Once the segments hold more than twice
-// the payload bytes stored (plus compactSlack), the compactor moves the
+// the payload bytes stored (plus CompactSlack), the compactor moves the
 // live entries of the emptiest old segment to the end of the log, through
 // the logger like a publish (seglog.FlagMoved), and the indexer points their rows
 // at the new place; the emptied segment is then removed. Each move of a
 // segment under half full frees more than it writes.
 const (
-	compactSlack = 4   // segments of the largest size
+	CompactSlack = 4   // segments of the largest size
 	compactPage  = 256 // rows moved at a time
 	// movePageBytes bounds the payloads a page of moves holds: a page
 	// ends at the row that reaches it. A page's rows are read before
@@ -320,8 +321,8 @@ const (
 
 // runCompactor runs compact when the indexer starts a new segment and at
 // every sweep interval, until stop.
-func (a *archive) runCompactor() {
-	t := time.NewTicker(sweepInterval(a.ttl))
+func (a *Archive) runCompactor() {
+	t := time.NewTicker(a.sweepEvery)
 	defer t.Stop()
 	if err := a.migrateInline(); err != nil && !errors.Is(err, errStopping) {
 		a.log.Error("relay: moving the archive's older payloads into its log failed", "err", err)
@@ -346,13 +347,13 @@ var errStopping = errors.New("relay: archive stopping")
 
 // compactLog moves the live entries of the emptiest old segments, until
 // the log would be back within twice what the archive stores.
-func (a *archive) compactLog() error {
+func (a *Archive) compactLog() error {
 	segs, sizes := a.seglog.Footprint()
 	var total int64
 	for _, n := range sizes {
 		total += n
 	}
-	bound := 2*a.storedBytes() + compactSlack*a.seglog.MaxSegment()
+	bound := 2*a.StoredBytes() + CompactSlack*a.seglog.MaxSegment()
 	if total <= bound {
 		return nil
 	}
@@ -391,7 +392,7 @@ func (a *archive) compactLog() error {
 		if total <= bound {
 			break
 		}
-		if err := a.moveSegment(v.seg); err != nil {
+		if err := a.MoveSegment(v.seg); err != nil {
 			return err
 		}
 		total += v.live - v.size
@@ -399,8 +400,8 @@ func (a *archive) compactLog() error {
 	return nil
 }
 
-// moveSegment moves every entry stored in seg to the end of the log.
-func (a *archive) moveSegment(seg uint64) error {
+// MoveSegment moves every entry stored in seg to the end of the log.
+func (a *Archive) MoveSegment(seg uint64) error {
 	g := a.seglog.Pin()
 	defer a.seglog.Unpin(g)
 	f, err := a.seglog.File(seg)
@@ -438,7 +439,7 @@ func (a *archive) moveSegment(seg uint64) error {
 // stays as it is, served from its row until the cap or the TTL removes
 // it. The database file keeps its size (SQLite reuses the freed pages for
 // later rows; VACUUM, or a backup, gives them back).
-func (a *archive) migrateInline() error {
+func (a *Archive) migrateInline() error {
 	after := int64(0)
 	var moved, kept int
 	for {
@@ -467,7 +468,7 @@ func (a *archive) migrateInline() error {
 // ends at the row that brings its payloads to movePageBytes (scan has
 // paged past it). It returns once their records are flushed, with how
 // many rows it read and how many it moved.
-func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubReq) (bool, error)) (read, moved int, err error) {
+func (a *Archive) movePage(query string, args []any, scan func(*sql.Rows, *pubReq) (bool, error)) (read, moved int, err error) {
 	select {
 	case <-a.quit:
 		return 0, 0, errStopping
@@ -500,7 +501,7 @@ func (a *archive) movePage(query string, args []any, scan func(*sql.Rows, *pubRe
 	for _, r := range page {
 		// Held like a publish's payload until the logger has it.
 		r.weight, r.done = r.size, done
-		a.acquire(r.size)
+		a.Acquire(r.size)
 		a.submit(r)
 	}
 	for range page {

@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // committer.
 type chanState struct {
 	name     string
-	payer    string // whom the channel's entries are charged to (budget.go); set once, by the sequencer
+	payer    string // whom the channel's entries are charged to (relay/budget.go); set once, by the sequencer
 	seq      uint64 // last assigned
 	reserved uint64 // ceiling promised to the committer
 	hasEpoch bool
@@ -118,7 +118,7 @@ func raise(f *atomic.Uint64, v uint64) {
 
 // submit queues a request for the writer. It blocks while the queue is full,
 // which is the backpressure a fast publisher feels.
-func (a *archive) submit(r *pubReq) { a.reqs <- r }
+func (a *Archive) submit(r *pubReq) { a.reqs <- r }
 
 // The archive runs as a two-stage pipeline, each stage one goroutine:
 //
@@ -135,11 +135,11 @@ func (a *archive) submit(r *pubReq) { a.reqs <- r }
 // number a subscriber has seen, and a commit is never delivered before the
 // epoch it moves to is durable, so a crash cannot fork a group.
 // Acknowledgements always wait for the commit.
-func (a *archive) runSequencer() {
+func (a *Archive) runSequencer() {
 	defer close(a.seqd)
 	for r := range a.reqs {
 		a.mark.taken()
-		ch, origin, pb := r.channel, r.c, r.buf
+		ch, origin, pb := r.channel, connID(r.c), r.buf
 		live := a.sequence(r)
 		// The committer first, the push after. The goroutine readied
 		// last is the one this thread runs next once the sequencer
@@ -149,7 +149,7 @@ func (a *archive) runSequencer() {
 		// committer is taken by the other thread or runs right after.
 		a.seqd <- r
 		if live != nil {
-			a.hub.fanout(ch, live, pb, origin)
+			a.hub.Fanout(ch, live, pb, origin)
 		}
 	}
 }
@@ -157,7 +157,7 @@ func (a *archive) runSequencer() {
 // sequence numbers a request. It returns the push frame of an
 // application entry that may go to subscribers at once (before its
 // commit); other entries keep their frame for the committer to deliver.
-func (a *archive) sequence(r *pubReq) []byte {
+func (a *Archive) sequence(r *pubReq) []byte {
 	if r.reply != nil || r.move {
 		return nil
 	}
@@ -214,7 +214,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 	if r.hdr.commit {
 		st.hasEpoch, st.epoch, r.dirty = true, r.hdr.epoch+1, true
 	}
-	ts := coarseMillis(a.now(), a.granularity)
+	ts := backend.CoarseMillis(a.now(), a.granularity)
 	if ts < a.lastTS {
 		ts = a.lastTS // ts grows with insertion order; the TTL sweep relies on it
 	}
@@ -231,7 +231,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 	}
 	r.reserved, r.hasEpoch, r.epoch = st.reserved, st.hasEpoch, st.epoch
 	r.frame = backend.PushSuffix(r.frame, r.seq, r.hdr.entryType, ts)
-	if r.hdr.entryType == EntryApp && r.seq <= st.durable.Load() && st.held.Load() == 0 {
+	if r.hdr.entryType == backend.EntryApp && r.seq <= st.durable.Load() && st.held.Load() == 0 {
 		f := r.frame
 		r.frame = nil
 		return f
@@ -244,7 +244,7 @@ func (a *archive) sequence(r *pubReq) []byte {
 // state returns the sequencer's view of a channel, loading it on first
 // use; after a restart the sequence continues above the durable ceiling.
 // It returns nil when the archive cannot be read.
-func (a *archive) state(name string) *chanState {
+func (a *Archive) state(name string) *chanState {
 	if st := a.states[name]; st != nil {
 		return st
 	}
@@ -263,7 +263,7 @@ func (a *archive) state(name string) *chanState {
 
 // loadRuns loads a channel's newest cap application seqs, inside the
 // committer's transaction and before it adds any.
-func (a *archive) loadRuns(ctx context.Context, st *chanState) error {
+func (a *Archive) loadRuns(ctx context.Context, st *chanState) error {
 	rows, err := a.loadApp.QueryContext(ctx, st.name, int64(a.cap))
 	if err != nil {
 		return err
@@ -314,7 +314,7 @@ func (a *archive) loadRuns(ctx context.Context, st *chanState) error {
 
 // readFloor returns the cap floor reads of a channel apply: the
 // committer's when it has loaded the channel, else the archive's.
-func (a *archive) readFloor(ctx context.Context, name string) (uint64, error) {
+func (a *Archive) readFloor(ctx context.Context, name string) (uint64, error) {
 	if f, ok := a.floors.Load(name); ok {
 		return f.(*atomic.Uint64).Load(), nil
 	}

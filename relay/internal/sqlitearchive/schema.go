@@ -1,15 +1,16 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
-var migrations = []string{
+// Migrations are the relay's database's (append only): the archive's
+// tables and the relay's own (revoked, members, state), which a relay on
+// another archive keeps in the same schema.
+var Migrations = []string{
 	`CREATE TABLE messages (
 		id         INTEGER PRIMARY KEY,
 		channel    TEXT    NOT NULL,
@@ -56,7 +57,7 @@ var migrations = []string{
 	UPDATE messages SET size = length(payload);
 	CREATE INDEX messages_seg ON messages (seg, at) WHERE seg IS NOT NULL;`,
 	// No sender per entry: the bytes of a channel's entries are charged
-	// to the channel's payer (budget.go), kept once per channel, and the
+	// to the channel's payer (relay/budget.go), kept once per channel, and the
 	// per-entry account goes. The payer of a channel that has entries is
 	// the account of its oldest; the figures saved at the last shutdown
 	// were per sender, so they are recounted.
@@ -67,51 +68,12 @@ var migrations = []string{
 	UPDATE state SET value = 0 WHERE key = 'usage_clean';`,
 }
 
-// Defaults of the archive's zero Config fields.
-const (
-	DefaultMaxFirstEpoch = 1 << 32
-	DefaultAccountQuota  = 256 << 20
-	DefaultMaxPageBytes  = 4 << 20
-)
-
-// DefaultTimeGranularity is the default of Config.TimeGranularity.
-const DefaultTimeGranularity = time.Second
-
-// MaxTimeGranularity is the coarsest Config.TimeGranularity: seats order
-// device revocations against entry times to that grain.
-const MaxTimeGranularity = time.Second
-
-// coarseMillis is t in Unix milliseconds, rounded down to a multiple of
-// g (at least a millisecond).
-func coarseMillis(t time.Time, g time.Duration) int64 {
-	ms := t.UnixMilli()
-	if step := g.Milliseconds(); step > 1 {
-		ms -= ms % step
-	}
-	return ms
-}
-
-// archiveDefaults fills and checks the Config fields the archive applies.
-func archiveDefaults(cfg *Config) error {
-	if cfg.AccountQuota < 0 || cfg.MaxPageBytes < 0 || cfg.OrgBudget < 0 || cfg.GroupBudget < 0 || cfg.ServerBudget < 0 {
-		return errors.New("relay: negative limit in Config")
-	}
-	if cfg.TimeGranularity < 0 || cfg.TimeGranularity > MaxTimeGranularity {
-		return errors.New("relay: TimeGranularity in Config must be from 0 to a second")
-	}
-	setDefault(&cfg.TimeGranularity, DefaultTimeGranularity)
-	setDefault(&cfg.MaxFirstEpoch, DefaultMaxFirstEpoch)
-	setDefault(&cfg.AccountQuota, DefaultAccountQuota)
-	setDefault(&cfg.MaxPageBytes, DefaultMaxPageBytes)
-	return nil
-}
-
-// archivePageSize is the page size of a new archive file. A transaction
+// PageSize is the page size of a new archive file. A transaction
 // writes every page it changes whole, and most of the indexer's are small
 // (rows of about 100 bytes, the payloads being in the log): SQLite's
 // default. (16 KiB served the payloads in the rows; a file made then keeps
 // its pages.)
-const archivePageSize = 4096
+const PageSize = 4096
 
 // setPageSize gives a new, empty database file the archive's page size. The
 // page size of a WAL database is fixed, so the file leaves WAL mode for the
@@ -121,7 +83,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&tables); err != nil || tables > 0 {
 		return err
 	}
-	for _, q := range []string{"PRAGMA journal_mode=DELETE", fmt.Sprintf("PRAGMA page_size=%d", archivePageSize), "VACUUM"} {
+	for _, q := range []string{"PRAGMA journal_mode=DELETE", fmt.Sprintf("PRAGMA page_size=%d", PageSize), "VACUUM"} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			c.ExecContext(ctx, "PRAGMA journal_mode=WAL")
 			return err
@@ -136,7 +98,7 @@ func setPageSize(ctx context.Context, c *sql.Conn) error {
 
 // prepare prepares the archive's statements: on the writer's connection
 // w those the committer runs, on the pool db those reads run.
-func (a *archive) prepare(ctx context.Context, db *sql.DB, w *sql.Conn) error {
+func (a *Archive) prepare(ctx context.Context, db *sql.DB, w *sql.Conn) error {
 	for _, s := range []struct {
 		dst   **sql.Stmt
 		query string

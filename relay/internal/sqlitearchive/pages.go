@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (w *logWindow) ReadAt(p []byte, off int64) (int, error) {
 	return copy(p, w.buf), nil
 }
 
-// writePage writes the JSON body of GET /v1/messages (appOnly) or GET
+// WritePage writes the JSON body of GET /v1/messages (appOnly) or GET
 // /v1/sync to w: the entries of a channel after since, up to limit of
 // them and up to maxBytes of body (but always one entry, if there is one),
 // and has_more, which is true when either bound cut the page, truncated
@@ -53,7 +53,7 @@ func (w *logWindow) ReadAt(p []byte, off int64) (int, error) {
 // answered, before the first byte of the body; started reports whether it
 // was. An error after that leaves a partial body, which the caller can
 // only abort.
-func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
+func (a *Archive) WritePage(ctx context.Context, w io.Writer, begin func(), name string, since uint64, limit, maxBytes int, appOnly bool) (started bool, err error) {
 	if a.seglog != nil {
 		// Before the snapshot: no segment its rows point into goes
 		// while the page is read.
@@ -141,7 +141,7 @@ func (a *archive) writePage(ctx context.Context, w io.Writer, begin func(), name
 // stored but past the TTL cutoff or below the cap floor. Seqs are not
 // contiguous, so this never compares since with the oldest seq: a gap
 // below the oldest entry is not a loss.
-func (a *archive) cutOff(ctx context.Context, tx *sql.Tx, name string, since uint64, cutoff int64, floor uint64, appOnly bool) (bool, uint64, error) {
+func (a *Archive) cutOff(ctx context.Context, tx *sql.Tx, name string, since uint64, cutoff int64, floor uint64, appOnly bool) (bool, uint64, error) {
 	var oldest int64
 	q := a.oldestAll
 	if appOnly {

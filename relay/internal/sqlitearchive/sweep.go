@@ -1,11 +1,10 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"slices"
-	"time"
 )
 
 // deleteRows adds what the rows a delete will remove hold per account
@@ -19,13 +18,9 @@ func deleteRows(ctx context.Context, sum, del *sql.Stmt, freed map[string]int64,
 	return err
 }
 
-// sweepInterval is how often the archives sweep expired entries (and the
-// compactor looks at the log's size): every 30 s, or every TTL if shorter.
-func sweepInterval(ttl time.Duration) time.Duration { return min(ttl, 30*time.Second) }
-
 // trimHandshakes deletes a channel's handshake entries past the cap, and
 // adds what they held per account to freed.
-func (a *archive) trimHandshakes(ctx context.Context, name string, freed map[string]int64) error {
+func (a *Archive) trimHandshakes(ctx context.Context, name string, freed map[string]int64) error {
 	var below int64
 	err := a.hsFloor.QueryRowContext(ctx, name, int64(a.cap)).Scan(&below)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -42,8 +37,8 @@ func (a *archive) trimHandshakes(ctx context.Context, name string, freed map[str
 
 // sweepTTL deletes entries older than the TTL. ts grows with the row id, so
 // the expired rows are exactly those before the first unexpired one.
-func (a *archive) sweepTTL(ctx context.Context) {
-	a.counters.sweep()
+func (a *Archive) sweepTTL(ctx context.Context) {
+	a.swept()
 	cutoff := a.now().Add(-a.ttl).UnixMilli()
 	var below int64
 	err := a.sweepTo.QueryRowContext(ctx, cutoff).Scan(&below)
@@ -86,7 +81,7 @@ func (a *archive) sweepTTL(ctx context.Context) {
 
 // sweptTo returns, per channel, the highest seq the sweep of the rows with
 // ids below below deletes.
-func (a *archive) sweptTo(ctx context.Context, below int64) (map[string]uint64, error) {
+func (a *Archive) sweptTo(ctx context.Context, below int64) (map[string]uint64, error) {
 	rows, err := a.sweepMax.QueryContext(ctx, below)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type loggedBatch struct {
 // entries and answers the batch. An acknowledged entry is thus in the log,
 // which an open replays into the index; reads wait for the indexer (see
 // commitMark), so an acknowledged entry is also readable.
-func (a *archive) runLogger() {
+func (a *Archive) runLogger() {
 	defer close(a.logged)
 	for r := range a.seqd {
 		// A new slice each time: the indexer owns it after.
@@ -32,7 +32,7 @@ func (a *archive) runLogger() {
 			t0 := time.Now()
 			var lerr error
 			end, lerr = a.appendLog(batch)
-			a.counters.observeCommit(time.Since(t0))
+			a.observeCommit(time.Since(t0))
 			if lerr != nil {
 				err = a.fail(fmt.Errorf("relay: archive log: %w", lerr))
 			}
@@ -52,7 +52,7 @@ const maxLogBuf = 4 << 20
 // appendLog writes a batch's records to the log and flushes them. Each
 // stored entry learns where its payload is, and lets go of the payload:
 // the indexer needs only its place.
-func (a *archive) appendLog(batch []*pubReq) (seglog.Pos, error) {
+func (a *Archive) appendLog(batch []*pubReq) (seglog.Pos, error) {
 	n := 0
 	for _, r := range batch {
 		if rec, ok := logRecord(r); ok {
@@ -148,7 +148,7 @@ func (ib *indexBatch) add(lb loggedBatch) {
 
 // gather adds the batches waiting, up to maxIndexBatch rows; true once
 // the logger has stopped.
-func (a *archive) gather(ib *indexBatch) bool {
+func (a *Archive) gather(ib *indexBatch) bool {
 	for len(ib.rows) < maxIndexBatch {
 		select {
 		case lb, ok := <-a.logged:
@@ -166,9 +166,9 @@ func (a *archive) gather(ib *indexBatch) bool {
 // runIndexer is the second committer stage of a file-backed archive: it
 // writes the rows of what the logger flushed, as many of its batches as
 // are waiting in one transaction, without syncing (the log is durable).
-func (a *archive) runIndexer(ctx context.Context) {
-	a.committerTID.Store(int64(lowerPriority(committerNice)))
-	sweep := time.NewTicker(sweepInterval(a.ttl))
+func (a *Archive) runIndexer(ctx context.Context) {
+	a.committerTID.Store(int64(lowerPriority(CommitterNice)))
+	sweep := time.NewTicker(a.sweepEvery)
 	defer sweep.Stop()
 	var rows []*pubReq
 	collected := a.applied.Seg

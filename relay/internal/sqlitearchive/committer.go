@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
 )
 
-// committerNice is how much nicer than the rest of the process the
+// CommitterNice is how much nicer than the rest of the process the
 // committer's thread runs (Linux). Its transactions (SQLite's CPU work and
 // an fsync per batch) are what delays pushes when the CPU is contended:
 // the committer works on every publish, pushes do not wait for it, and a
@@ -23,14 +23,14 @@ import (
 // cores, tally serve beside Centrifugo, 6 interleaved rounds: latency 1→1
 // p99 483 → 208 µs and p50 65 → 41 µs; durable 16×64 0.99× and 1×1 0.94×
 // (docs/BENCHMARKS-NOTES.md, "The tail, third look").
-const committerNice = 10
+const CommitterNice = 10
 
 // runCommitter is the committer of an archive in memory: it writes and
 // answers each batch. It returns when the sequencer has stopped and
 // everything it passed on is committed and answered.
-func (a *archive) runCommitter(ctx context.Context) {
-	a.committerTID.Store(int64(lowerPriority(committerNice)))
-	sweep := time.NewTicker(sweepInterval(a.ttl))
+func (a *Archive) runCommitter(ctx context.Context) {
+	a.committerTID.Store(int64(lowerPriority(CommitterNice)))
+	sweep := time.NewTicker(a.sweepEvery)
 	defer sweep.Stop()
 	batch := make([]*pubReq, 0, 64)
 	for {
@@ -51,7 +51,7 @@ func (a *archive) runCommitter(ctx context.Context) {
 
 // drain adds to batch what the sequencer has passed on, up to maxBatch,
 // without waiting.
-func (a *archive) drain(batch []*pubReq) []*pubReq {
+func (a *Archive) drain(batch []*pubReq) []*pubReq {
 	for len(batch) < maxBatch {
 		select {
 		case r, ok := <-a.seqd:
@@ -66,12 +66,12 @@ func (a *archive) drain(batch []*pubReq) []*pubReq {
 	return batch
 }
 
-func (a *archive) commit(ctx context.Context, batch []*pubReq) {
+func (a *Archive) commit(ctx context.Context, batch []*pubReq) {
 	err := a.failure()
 	if err == nil {
 		t0 := time.Now()
 		werr := a.write(ctx, batch, seglog.Pos{})
-		a.counters.observeCommit(time.Since(t0))
+		a.observeCommit(time.Since(t0))
 		if werr != nil {
 			err = a.fail(fmt.Errorf("relay: archive write: %w", werr))
 		}
@@ -85,7 +85,7 @@ func (a *archive) commit(ctx context.Context, batch []*pubReq) {
 // has moved past state that is not durable, so carrying on could reuse an
 // epoch. Every further publish is refused until a restart reloads durable
 // state. It returns the first failure.
-func (a *archive) fail(err error) error {
+func (a *Archive) fail(err error) error {
 	a.failMu.Lock()
 	defer a.failMu.Unlock()
 	if a.failed == nil {
@@ -95,16 +95,18 @@ func (a *archive) fail(err error) error {
 	return a.failed
 }
 
-func (a *archive) ready(context.Context) error {
+// Ready returns nil until a write fails.
+func (a *Archive) Ready(context.Context) error {
 	if a.failure() != nil {
 		return errors.New("the archive stopped after a failed write; restart the relay")
 	}
 	return nil
 }
 
-func (a *archive) up() bool { return a.failure() == nil }
+// Up reports whether no write has failed.
+func (a *Archive) Up() bool { return a.failure() == nil }
 
-func (a *archive) failure() error {
+func (a *Archive) failure() error {
 	a.failMu.Lock()
 	defer a.failMu.Unlock()
 	return a.failed
@@ -113,7 +115,7 @@ func (a *archive) failure() error {
 // release follows a batch's flush (err nil) or its failure: it raises the
 // durable ceilings, delivers the entries that waited for durability and
 // answers every request, in arrival order.
-func (a *archive) release(batch []*pubReq, err error) {
+func (a *Archive) release(batch []*pubReq, err error) {
 	if err == nil {
 		for _, r := range batch {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
@@ -127,7 +129,7 @@ func (a *archive) release(batch []*pubReq, err error) {
 	for _, r := range batch {
 		if r.held {
 			if err == nil {
-				a.hub.fanout(r.channel, r.frame, r.buf, r.c)
+				a.hub.Fanout(r.channel, r.frame, r.buf, connID(r.c))
 			}
 			r.st.held.Add(-1)
 		}
@@ -144,7 +146,7 @@ func (a *archive) release(batch []*pubReq, err error) {
 // pushes queued behind it. A busy committer (a large batch) does not
 // yield: there every pause of the committer is throughput lost, and the
 // other thread takes the writers anyway.
-func (a *archive) yield(batch []*pubReq) {
+func (a *Archive) yield(batch []*pubReq) {
 	if len(batch) <= yieldBatch {
 		runtime.Gosched()
 	}
@@ -156,7 +158,7 @@ const yieldBatch = 64
 // write stores a batch in one transaction. With a log, the rows point
 // into it and the transaction records end, the log position it holds up
 // to; in memory, the rows hold the payloads.
-func (a *archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (err error) {
+func (a *Archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (err error) {
 	if _, err := a.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -173,7 +175,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (e
 	handshake := make(map[*chanState]bool)
 	var freed map[string]int64 // bytes deleted per account
 	for _, r := range batch {
-		if r.st != nil && !r.st.loaded && r.reply == nil && r.refused == nil && !r.fence && r.hdr.entryType == EntryApp {
+		if r.st != nil && !r.st.loaded && r.reply == nil && r.refused == nil && !r.fence && r.hdr.entryType == backend.EntryApp {
 			if err := a.loadRuns(ctx, r.st); err != nil {
 				return err
 			}
@@ -302,7 +304,7 @@ func (a *archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (e
 
 // writeChannelRows writes the channel rows that changed in a batch, each
 // from the last request of its channel.
-func (a *archive) writeChannelRows(ctx context.Context, rows map[*chanState]*pubReq, dirty map[*chanState]bool) error {
+func (a *Archive) writeChannelRows(ctx context.Context, rows map[*chanState]*pubReq, dirty map[*chanState]bool) error {
 	for st, r := range rows {
 		if !dirty[st] {
 			continue
@@ -318,7 +320,7 @@ func (a *archive) writeChannelRows(ctx context.Context, rows map[*chanState]*pub
 	return nil
 }
 
-func (a *archive) answer(r *pubReq, err error) {
+func (a *Archive) answer(r *pubReq, err error) {
 	if r.weight > 0 {
 		a.inflight.Release(r.weight)
 	}
@@ -346,16 +348,36 @@ func (a *archive) answer(r *pubReq, err error) {
 	default:
 		f = backend.AckFrame(r.seq)
 	}
-	// Queued before pending drops, so a reply the reader sends directly
-	// can never overtake it.
-	r.c.pushAnswer(f)
-	r.c.pending.Add(-1)
+	r.c.Answer(f)
+}
+
+// connID is the id of the connection c (0 for none), whose own entry
+// fan-out skips.
+func connID(c backend.Conn) uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.ID()
+}
+
+// observeCommit records a group commit of d in the relay's metrics.
+func (a *Archive) observeCommit(d time.Duration) {
+	if a.metrics != nil {
+		a.metrics.ObserveCommit(d)
+	}
+}
+
+// swept counts a run of the TTL sweep in the relay's metrics.
+func (a *Archive) swept() {
+	if a.metrics != nil {
+		a.metrics.Swept()
+	}
 }
 
 // finish records the exact last sequence number of every channel, so a
 // clean restart continues without a gap. It runs after the sequencer has
 // stopped.
-func (a *archive) finish(ctx context.Context) {
+func (a *Archive) finish(ctx context.Context) {
 	if a.failure() != nil {
 		return
 	}

@@ -1,4 +1,18 @@
-package relay
+// Package sqlitearchive is the relay's default archive: SQLite for the
+// index and the channels' rows, and, for an archive in a file, a segment
+// log (relay/internal/seglog) beside it that every acknowledged batch is
+// durable in with one fdatasync. The relay opens it through the
+// backend.Backend that New returns, as it opens every archive.
+//
+// The files, one job each: archive.go (the type, Open, the request,
+// fences), schema.go (migrations, prepared statements), sequencer.go
+// (seqs, reserved blocks, the fence check, live delivery), index.go (the
+// logger and the indexer), committer.go (the batch transaction, the
+// answers, the in-memory committer), log.go (replay, segment collection,
+// the compactor), quota.go (usage per payer), sweep.go (the TTL), pages.go
+// (the catch-up reads), dedup.go (publish ids), visible.go (what a read
+// waits for), run.go (the goroutines and the backend.Archiver methods).
+package sqlitearchive
 
 import (
 	"context"
@@ -32,13 +46,23 @@ const (
 	insertRows = 32
 	// rowCols is the columns of one inserted row.
 	rowCols = 8
+	// maxInflightBytes bounds the payload bytes held between the relay's
+	// readers and the answers; a publisher past it waits (Acquire).
+	maxInflightBytes = 64 << 20
 )
+
+// header is what the relay read of a payload's cleartext MLS header.
+type header struct {
+	entryType uint8
+	commit    bool   // the content type is commit: the fence checks its epoch
+	epoch     uint64 // a commit's
+}
 
 // pubReq is one publish (or, with reply set, one reply that must leave in
 // order after the conn's earlier publishes) queued for the archive.
 type pubReq struct {
-	c *conn
-	// sub is the payer (budget.go): the publishing account, with its org
+	c backend.Conn // nil for the archive's own requests
+	// sub is the payer (relay/budget.go): the publishing account, with its org
 	// and group, until the sequencer makes it the channel's payer, whom
 	// the entry is charged to. It is never stored with the entry.
 	sub     string
@@ -46,8 +70,8 @@ type pubReq struct {
 	id      string // the scoped key of the publish's "id" (dedupKey), or ""
 	payload []byte // nil once the entry is in the log
 	hdr     header
-	frame   []byte   // push frame up to the payload; completed by the sequencer
-	buf     *pushBuf // the lent buffer frame was built in, or nil
+	frame   []byte           // push frame up to the payload; completed by the sequencer
+	buf     *backend.PushBuf // the lent buffer frame was built in, or nil
 	reply   []byte
 	weight  int64 // held in archive.inflight until answered
 
@@ -83,25 +107,27 @@ type pubReq struct {
 	inline bool
 }
 
-// archive is the SQLite store. The committer goroutine owns every write;
+// Archive is the SQLite store. The committer goroutine owns every write;
 // see runSequencer for the pipeline.
-type archive struct {
+type Archive struct {
 	db  *sql.DB
 	w   *sql.Conn
-	hub *hub
+	hub backend.Hub
 	cap uint64
 	ttl time.Duration
 
 	evictChunk    uint64 // rows the cap eviction deletes at a time, at least
 	maxFirstEpoch uint64
-	budget        backend.Limits // the archive budgets (budget.go)
+	budget        backend.Limits // the archive budgets (relay/budget.go)
 
-	counters *relayCounters // the relay's metrics; nil records nothing
+	metrics      backend.Metrics // the relay's metrics; nil records nothing
+	maxHandshake int             // the largest handshake payload
+	sweepEvery   time.Duration   // how often the TTL sweep runs
 
 	usageMu sync.Mutex     // guards usage
 	usage   *backend.Tally // payload bytes stored (or being stored) per payer and budget
 	now     func() time.Time
-	// granularity is Config.TimeGranularity: entries' ts are rounded
+	// granularity is relay.Config.TimeGranularity: entries' ts are rounded
 	// down to it.
 	granularity time.Duration
 	log         *slog.Logger
@@ -163,46 +189,80 @@ type archive struct {
 	run sqliteRun
 }
 
-func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive, error) {
-	if err := archiveDefaults(cfg); err != nil {
-		return nil, err
+// Config is where the archive keeps its data.
+type Config struct {
+	// DB is the relay's SQLite database, which the archive migrates and
+	// writes through one connection of its own.
+	DB *sql.DB
+	// Path is DB's file ("" for one in memory, which has no log); the log
+	// is LogDir(Path).
+	Path string
+	// NoSync leaves out every flush: an ack then means written, not
+	// durable (tests and benchmarks).
+	NoSync bool
+	// Segment is the size log segments grow to (0 for
+	// seglog.DefaultMaxSegment); tests make it small.
+	Segment int64
+}
+
+// New returns the backend that opens the archive cfg describes.
+func New(cfg Config) backend.Backend { return opener{cfg} }
+
+type opener struct{ cfg Config }
+
+func (o opener) Open(ctx context.Context, env backend.Env) (backend.Archiver, error) {
+	a, err := openArchive(ctx, o.cfg, env)
+	if err != nil {
+		return nil, err // not a nil *Archive in an Archiver
 	}
+	return a, nil
+}
+
+// LogDir is the folder of the log of the archive in the database file
+// dbPath.
+func LogDir(dbPath string) string { return dbPath + "-log" }
+
+func openArchive(ctx context.Context, cfg Config, env backend.Env) (*Archive, error) {
+	db := cfg.DB
 	w, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("relay: archive connection: %w", err)
 	}
-	if cfg.DBPath != "" {
+	if cfg.Path != "" {
 		if err := setPageSize(ctx, w); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("relay: archive page size: %w", err)
 		}
 	}
-	if err := sqlitedb.Migrate(ctx, db, migrations); err != nil {
+	if err := sqlitedb.Migrate(ctx, db, Migrations); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	a := &archive{
+	a := &Archive{
 		db:            db,
 		w:             w,
-		hub:           h,
-		cap:           uint64(cfg.ArchiveCap),
-		evictChunk:    max(1, uint64(cfg.ArchiveCap)/16),
-		maxFirstEpoch: cfg.MaxFirstEpoch,
+		hub:           env.Hub,
+		metrics:       env.Metrics,
+		cap:           uint64(env.Cap),
+		evictChunk:    max(1, uint64(env.Cap)/16),
+		maxFirstEpoch: env.MaxFirstEpoch,
+		maxHandshake:  env.MaxHandshakePayload,
+		sweepEvery:    env.SweepInterval,
 		usage:         backend.NewTally(),
 		loaded:        make(map[string]*chanState),
-		ttl:           cfg.ArchiveTTL,
-		now:           cfg.Now,
-		granularity:   cfg.TimeGranularity,
-		log:           cfg.Logger,
+		ttl:           env.TTL,
+		now:           env.Now,
+		granularity:   env.Granularity,
+		log:           env.Logger,
 		reqs:          make(chan *pubReq, maxBatch),
 		inflight:      semaphore.NewWeighted(maxInflightBytes),
 		seqd:          make(chan *pubReq, maxBatch),
 		mark:          newCommitMark(),
 		states:        make(map[string]*chanState),
-		dedup:         newDedup(backend.DupWindow(cfg.ArchiveTTL)),
+		dedup:         newDedup(backend.DupWindow(env.TTL)),
 	}
-	fail := func(err error) (*archive, error) {
-		a.close()
+	fail := func(err error) (*Archive, error) {
+		a.Close()
 		return nil, fmt.Errorf("relay: archive: %w", err)
 	}
 	if cfg.NoSync {
@@ -222,8 +282,8 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 	if err := a.prepare(ctx, db, w); err != nil {
 		return fail(err)
 	}
-	if cfg.DBPath != "" {
-		if err := a.openLog(ctx, LogDir(cfg.DBPath), !cfg.NoSync, cfg.logSegment); err != nil {
+	if cfg.Path != "" {
+		if err := a.openLog(ctx, LogDir(cfg.Path), !cfg.NoSync, cfg.Segment); err != nil {
 			return fail(err)
 		}
 	}
@@ -235,11 +295,11 @@ func openArchive(ctx context.Context, db *sql.DB, h *hub, cfg *Config) (*archive
 	if err := a.loadUsage(ctx); err != nil {
 		return fail(err)
 	}
-	a.budget = budgetLimits(cfg, a.usage.Total)
+	a.budget = env.Budgets(a.usage.Total)
 	return a, nil
 }
 
-func (a *archive) closeStmts() {
+func (a *Archive) closeStmts() {
 	for _, s := range []*sql.Stmt{a.insert, a.insertN, a.evict, a.evictHS, a.upsert, a.load, a.readApp, a.readAll, a.loadApp, a.floorQ, a.sweep,
 		a.evictSum, a.hsFloor, a.evictHSSum, a.sweepTo, a.sweepSum, a.sweepMax,
 		a.dropApp, a.dropHS, a.dropSweep, a.dropsQ, a.oldestApp, a.oldestAll, a.firstApp, a.firstAll,
@@ -250,11 +310,11 @@ func (a *archive) closeStmts() {
 	}
 }
 
-// nextEpoch returns the commit epoch the channel expects next, and false
+// NextEpoch returns the commit epoch the channel expects next, and false
 // when it has had no commit (nor fence reset) yet. A fence the sequencer
 // has moved but not yet made durable is not seen: a commit counts once it
 // could be acknowledged.
-func (a *archive) nextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
+func (a *Archive) NextEpoch(ctx context.Context, channel string) (uint64, bool, error) {
 	if v, ok := a.fences.Load(channel); ok {
 		return v.(uint64), true, nil
 	}
@@ -271,13 +331,13 @@ func (a *archive) nextEpoch(ctx context.Context, channel string) (uint64, bool, 
 	return uint64(epoch.Int64), epoch.Valid, nil
 }
 
-// resetFence is the owner's recovery of a jammed commit fence: from now on
+// ResetFence is the owner's recovery of a jammed commit fence: from now on
 // the channel expects a commit at epoch and refuses every other one as
 // stale. It goes through the pipeline like a publish, so it is ordered with
 // the publishes around it, and returns once the new fence is durable (or
 // the archive failed to store it). It must not be called once the
 // relay's Close has begun closing the archive's input.
-func (a *archive) resetFence(channel string, epoch uint64, _ int64) error {
+func (a *Archive) ResetFence(channel string, epoch uint64, _ int64) error {
 	if epoch == math.MaxUint64 {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
 	}
@@ -286,7 +346,7 @@ func (a *archive) resetFence(channel string, epoch uint64, _ int64) error {
 	return <-done
 }
 
-func (a *archive) close() {
+func (a *Archive) Close() {
 	a.closeStmts()
 	a.w.Close()
 	if a.seglog != nil {

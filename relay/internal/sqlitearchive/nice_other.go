@@ -1,6 +1,6 @@
 //go:build !linux
 
-package relay
+package sqlitearchive
 
 // lowerPriority does nothing where a thread's priority cannot be set on
 // its own (elsewhere setpriority applies to the whole process).

@@ -1,4 +1,4 @@
-package relay
+package sqlitearchive
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // loadUsage restores the bytes each payer (account, org and group; see
-// budget.go) has stored. Keeping the
+// relay/budget.go) has stored. Keeping the
 // figures current in the usage table would add a write to every commit,
 // the hot path, so the committer keeps them in memory and saves them at a
 // clean shutdown (finish). A clean start loads that table, one row per
@@ -17,7 +17,7 @@ import (
 // over the archive (BenchmarkOpenRecomputeUsage: about 2 s per million
 // rows of 1 KiB on a busy 2-core machine). The clean mark is cleared
 // before anything is written, so a crash after this start recomputes too.
-func (a *archive) loadUsage(ctx context.Context) error {
+func (a *Archive) loadUsage(ctx context.Context) error {
 	var clean int64
 	err := a.w.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'usage_clean'`).Scan(&clean)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -53,7 +53,7 @@ func (a *archive) loadUsage(ctx context.Context) error {
 // charge reserves n bytes of a payer's budgets for a publish; it returns
 // the scope of the budget they would pass, or "" once they are reserved.
 // Called by the sequencer.
-func (a *archive) charge(payerStr string, n int64) string {
+func (a *Archive) charge(payerStr string, n int64) string {
 	p := backend.ParsePayer(payerStr)
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
@@ -65,7 +65,7 @@ func (a *archive) charge(payerStr string, n int64) string {
 }
 
 // credit returns bytes freed by deletes to their payers' budgets.
-func (a *archive) credit(freed map[string]int64) {
+func (a *Archive) credit(freed map[string]int64) {
 	if len(freed) == 0 {
 		return
 	}
@@ -76,20 +76,20 @@ func (a *archive) credit(freed map[string]int64) {
 	}
 }
 
-// used returns the bytes an account has stored.
-func (a *archive) used(sub string) int64 {
+// Used returns the bytes an account has stored.
+func (a *Archive) Used(sub string) int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
 	return a.usage.Account[sub]
 }
 
-func (a *archive) storedBytes() int64 {
+func (a *Archive) StoredBytes() int64 {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
 	return a.usage.Total
 }
 
-func (a *archive) budgetUse() (backend.BudgetUse, backend.Limits) {
+func (a *Archive) BudgetUse() (backend.BudgetUse, backend.Limits) {
 	a.usageMu.Lock()
 	defer a.usageMu.Unlock()
 	return a.usage.Use(), a.budget
@@ -114,7 +114,7 @@ func addFreed(ctx context.Context, stmt *sql.Stmt, freed map[string]int64, args 
 
 // saveUsage stores the accounts' usage and marks it current (see
 // loadUsage), inside finish's transaction.
-func (a *archive) saveUsage(ctx context.Context) error {
+func (a *Archive) saveUsage(ctx context.Context) error {
 	if _, err := a.w.ExecContext(ctx, `DELETE FROM usage`); err != nil {
 		return err
 	}
