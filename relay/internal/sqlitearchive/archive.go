@@ -58,10 +58,23 @@ type header struct {
 	epoch     uint64 // a commit's
 }
 
-// pubReq is one publish (or, with reply set, one reply that must leave in
-// order after the conn's earlier publishes) queued for the archive.
+// reqKind tells apart the requests that travel the pipeline. They share
+// one queue because each keeps its place among the others: a reply leaves
+// after the connection's earlier publishes, a fence reset applies between
+// the commits around it, a move is logged in order with the publishes.
+type reqKind uint8
+
+const (
+	kindPublish reqKind = iota // an entry to number, store and deliver
+	kindReply                  // reply, sent once the connection's earlier publishes are answered
+	kindFence                  // a fence reset (ResetFence)
+	kindMove                   // a stored entry the compactor moves
+)
+
+// pubReq is one request queued for the archive, of one kind.
 type pubReq struct {
-	c backend.Conn // nil for the archive's own requests
+	kind reqKind
+	c    backend.Conn // nil for the archive's own requests
 	// sub is the payer (relay/budget.go): the publishing account, with its org
 	// and group, until the sequencer makes it the channel's payer, whom
 	// the entry is charged to. It is never stored with the entry.
@@ -72,12 +85,11 @@ type pubReq struct {
 	hdr     header
 	frame   []byte           // push frame up to the payload; completed by the sequencer
 	buf     *backend.PushBuf // the lent buffer frame was built in, or nil
-	reply   []byte
-	weight  int64 // held in archive.inflight until answered
+	reply   []byte           // kindReply: the frame
+	weight  int64            // held in archive.inflight until answered
 
-	// A fence reset (resetFence) instead of a publish: the channel expects
-	// resetTo next; done receives the commit's result.
-	fence   bool
+	// kindFence: the channel expects resetTo next; done receives the
+	// commit's result (as it does for the archive's own publishes).
 	resetTo uint64
 	resetID int64 // the feed event's id; 0 for none
 	done    chan error
@@ -99,10 +111,9 @@ type pubReq struct {
 	seg uint64
 	at  int64
 
-	// A stored entry the compactor moves (compact) from where its
+	// kindMove: a stored entry the compactor moves from where its
 	// payload was, from, or from its row (inline: an entry stored before
 	// the log, see migrateInline); done receives the flush's result.
-	move   bool
 	from   seglog.Pos
 	inline bool
 }
@@ -342,7 +353,7 @@ func (a *Archive) ResetFence(channel string, epoch uint64, _ int64) error {
 		return errors.New("relay: fence reset: the epoch after the last one cannot be expected")
 	}
 	done := make(chan error, 1)
-	a.submit(&pubReq{channel: channel, fence: true, resetTo: epoch, done: done})
+	a.submit(&pubReq{kind: kindFence, channel: channel, resetTo: epoch, done: done})
 	return <-done
 }
 

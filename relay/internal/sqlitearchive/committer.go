@@ -121,7 +121,7 @@ func (a *Archive) release(batch []*pubReq, err error) {
 			if r.dirty && r.st != nil && r.reserved > r.st.durable.Load() {
 				r.st.durable.Store(r.reserved)
 			}
-			if r.dirty && r.st != nil && r.hasEpoch && r.refused == nil && (r.fence || r.hdr.commit) {
+			if r.dirty && r.st != nil && r.hasEpoch && r.refused == nil && (r.kind == kindFence || r.hdr.commit) {
 				a.fences.Store(r.channel, r.epoch)
 			}
 		}
@@ -175,7 +175,7 @@ func (a *Archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (e
 	handshake := make(map[*chanState]bool)
 	var freed map[string]int64 // bytes deleted per account
 	for _, r := range batch {
-		if r.st != nil && !r.st.loaded && r.reply == nil && r.refused == nil && !r.fence && r.hdr.entryType == backend.EntryApp {
+		if r.st != nil && !r.st.loaded && r.kind == kindPublish && r.refused == nil && r.hdr.entryType == backend.EntryApp {
 			if err := a.loadRuns(ctx, r.st); err != nil {
 				return err
 			}
@@ -183,7 +183,7 @@ func (a *Archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (e
 	}
 	args := a.args[:0]
 	for _, r := range batch {
-		if r.move {
+		if r.kind == kindMove {
 			from := any(int64(r.from.Seg))
 			if r.inline {
 				from = nil
@@ -194,10 +194,10 @@ func (a *Archive) write(ctx context.Context, batch []*pubReq, end seglog.Pos) (e
 			a.moved = true
 			continue
 		}
-		if r.reply != nil || r.refused != nil || r.st == nil {
+		if r.kind == kindReply || r.refused != nil || r.st == nil {
 			continue
 		}
-		if r.fence {
+		if r.kind == kindFence {
 			rows[r.st] = r
 			dirty[r.st] = true
 			continue
@@ -325,7 +325,7 @@ func (a *Archive) answer(r *pubReq, err error) {
 		a.inflight.Release(r.weight)
 	}
 	if r.done != nil {
-		if err == nil && r.fence && r.st == nil {
+		if err == nil && r.kind == kindFence && r.st == nil {
 			err = errors.New("relay: archive: the channel's state cannot be read")
 		}
 		r.done <- err

@@ -78,7 +78,7 @@ func (a *Archive) appendLog(batch []*pubReq) (seglog.Pos, error) {
 		if buf, rel, err = seglog.AppendRecord(buf, seed, &rec); err != nil {
 			return seglog.Pos{}, err
 		}
-		if !r.fence {
+		if r.kind != kindFence {
 			// The record holds the payload now. (After a failed
 			// append nothing reads either: the batch is refused.)
 			r.seg, r.at, r.payload = at.Seg, at.Off+int64(start+rel), nil
@@ -97,16 +97,16 @@ func (a *Archive) appendLog(batch []*pubReq) (seglog.Pos, error) {
 // logRecord returns the log record of a request, or false for one that
 // stores nothing.
 func logRecord(r *pubReq) (seglog.Record, bool) {
-	if r.move {
+	if r.kind == kindMove {
 		return seglog.Record{Kind: seglog.KindEntry, Flags: seglog.FlagMoved, EntryType: r.hdr.entryType, Seq: r.seq, TS: r.ts,
 			Channel: r.channel, Payload: r.payload}, true
 	}
-	if r.reply != nil || r.refused != nil || r.st == nil {
+	if r.kind == kindReply || r.refused != nil || r.st == nil {
 		return seglog.Record{}, false
 	}
 	rec := seglog.Record{Kind: seglog.KindEntry, EntryType: r.hdr.entryType, Seq: r.seq, TS: r.ts,
 		Reserved: r.reserved, Epoch: r.epoch, Channel: r.channel, Payload: r.payload}
-	if r.fence {
+	if r.kind == kindFence {
 		rec = seglog.Record{Kind: seglog.KindChan, Reserved: r.reserved, Epoch: r.epoch, Channel: r.channel}
 	}
 	if r.dirty {

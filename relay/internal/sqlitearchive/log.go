@@ -482,7 +482,7 @@ func (a *Archive) movePage(query string, args []any, scan func(*sql.Rows, *pubRe
 	var held int64
 	for held < movePageBytes && rows.Next() {
 		read++
-		r := &pubReq{move: true}
+		r := &pubReq{kind: kindMove}
 		ok, err := scan(rows, r)
 		if err != nil {
 			rows.Close()

@@ -13,8 +13,12 @@ var _ backend.Archiver = (*Archive)(nil)
 // Submit queues a publish, or a reply to leave after the connection's
 // earlier publishes; it blocks while the queue is full.
 func (a *Archive) Submit(br backend.Request) {
+	kind := kindPublish
+	if br.Reply != nil {
+		kind = kindReply
+	}
 	a.submit(&pubReq{
-		c: br.Conn, sub: br.Sub, channel: br.Channel, id: br.ID, payload: br.Payload,
+		kind: kind, c: br.Conn, sub: br.Sub, channel: br.Channel, id: br.ID, payload: br.Payload,
 		hdr:   header{entryType: br.EntryType, commit: br.Commit, epoch: br.Epoch},
 		frame: br.Frame, buf: br.Buf, reply: br.Reply, weight: br.Weight,
 	})

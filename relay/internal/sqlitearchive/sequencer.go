@@ -158,7 +158,7 @@ func (a *Archive) runSequencer() {
 // application entry that may go to subscribers at once (before its
 // commit); other entries keep their frame for the committer to deliver.
 func (a *Archive) sequence(r *pubReq) []byte {
-	if r.reply != nil || r.move {
+	if r.kind == kindReply || r.kind == kindMove {
 		return nil
 	}
 	st := a.state(r.channel)
@@ -166,7 +166,7 @@ func (a *Archive) sequence(r *pubReq) []byte {
 		return nil
 	}
 	r.st = st
-	if r.fence {
+	if r.kind == kindFence {
 		// The committer keeps the channel's row from the batch's last
 		// request: it carries the payer too.
 		r.sub = st.payer
