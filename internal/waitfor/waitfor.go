@@ -49,6 +49,11 @@ func Nil(t testing.TB, timeout time.Duration, check func() error) {
 
 var errNotYet = errors.New("not yet")
 
+// Poll is [Nil] for a caller that is not a [testing.TB] (a testscript
+// command) or must not fail the test itself (another goroutine): it
+// returns nil once check does, or check's last error after timeout.
+func Poll(timeout time.Duration, check func() error) error { return poll(timeout, check) }
+
 // poll calls check until it returns nil, and returns nil then; once
 // timeout has passed since the start it returns check's last error.
 func poll(timeout time.Duration, check func() error) error {
