@@ -163,7 +163,7 @@ func TestAbuseSoak(t *testing.T) {
 		honest.Add(1)
 		go func() { defer honest.Done(); s.honestWorker(ctx, w) }()
 	}
-	time.Sleep(dur)
+	time.Sleep(dur) // time passes: the attacks and honest seats run side by side for dur
 	s.stopped.Store(true)
 	cancel()
 	honest.Wait()

@@ -371,7 +371,7 @@ func TestContractHoles(t *testing.T) {
 	if r := send(frame{Type: "publish", Channel: ch, Payload: "YQ=="}); r.Type != "ok" {
 		t.Fatalf("publish before expiry: %+v", r)
 	}
-	time.Sleep(time.Until(now.Add(3 * time.Second)))
+	time.Sleep(time.Until(now.Add(3 * time.Second))) // time passes: past the short token's expiry
 	wsjson.Write(ctx, c, frame{Type: "publish", Channel: ch, Payload: "Yg=="})
 	for {
 		var f frame

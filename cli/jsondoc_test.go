@@ -257,13 +257,9 @@ func TestCLIJSONIsDocumented(t *testing.T) {
 	admitInterval = 100 * time.Millisecond
 	tok = field(t, mustTally(t, with(alice, "--json", "room", "invite", "ops")...), "token")
 	carolJoin := d.start(with(carol, "room", "join", "acme/rooms/ops", tok)...)
-	for {
-		out := d.run("room admit", with(alice, "room", "admit", "ops")...)
-		if strings.Contains(out, carolID) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the join request is on its way
-	}
+	eventually(t, "alice to admit carol", func() bool {
+		return strings.Contains(d.run("room admit", with(alice, "room", "admit", "ops")...), carolID)
+	})
 	d.check("room join", carolJoin.next(t))
 	if err := <-carolJoin.done; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // The README's walk-throughs run as the scripts in testdata/readme, one
@@ -108,17 +110,16 @@ func cmdAwait(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: await FILE NAME REGEXP")
 	}
 	re := regexp.MustCompile(args[2])
-	deadline := time.Now().Add(time.Minute)
-	for {
+	err := waitfor.Poll(time.Minute, func() error {
 		b, _ := os.ReadFile(ts.MkAbs(args[0]))
 		if m := re.FindSubmatch(b); len(m) >= 2 {
 			ts.Setenv(args[1], string(m[1]))
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("%s never matched %q; it holds %q", args[0], args[2], b)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("%s never matched %q; it holds %q", args[0], args[2], b)
+	})
+	if err != nil {
+		ts.Fatalf("%v", err)
 	}
 }
 
@@ -129,8 +130,7 @@ func cmdReady(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: ready")
 	}
 	for _, base := range []string{ts.Getenv("TALLY_API_URL"), ts.Getenv("TALLY_RELAY_URL")} {
-		deadline := time.Now().Add(time.Minute)
-		for {
+		err := waitfor.Poll(time.Minute, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/health", nil)
 			resp, err := http.DefaultClient.Do(req)
@@ -139,12 +139,12 @@ func cmdReady(ts *testscript.TestScript, neg bool, args []string) {
 			}
 			cancel()
 			if err == nil && resp.StatusCode == http.StatusOK {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				ts.Fatalf("%s/health never answered 200: %v", base, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return fmt.Errorf("%s/health never answered 200: %v", base, err)
+		})
+		if err != nil {
+			ts.Fatalf("%v", err)
 		}
 	}
 }

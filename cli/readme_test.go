@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestReadmeQuickStart checks the two commands the README opens with: the
@@ -75,20 +78,16 @@ func TestReadmeQuickStart(t *testing.T) {
 		}
 	}()
 	for _, u := range []string{"http://127.0.0.1:3100/health", "http://127.0.0.1:8443/health"} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		waitfor.Nil(t, 20*time.Second, func() error {
 			resp, err := http.Get(u)
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
-					break
+					return nil
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never answered: %v", u, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("%s never answered: %v", u, err)
+		})
 	}
 	for _, f := range []string{"jwt_secret", "internal_secret", "directory.db", "relay.db"} {
 		if _, err := os.Stat(filepath.Join(dir, "tally-data", f)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -73,12 +74,7 @@ func (b *background) stop(t *testing.T) error {
 // eventually waits until cond holds.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, cond, "timed out waiting for %s", what)
 }
 
 // newHome makes a signed-in seat home in org and returns its global flags
@@ -284,7 +280,7 @@ func TestCLIRoomAdmitWatchAndInterruptedJoin(t *testing.T) {
 	// Ctrl-C while waiting: a clean stop, and the same command resumes.
 	join := startTally(append(carol, "room", "join", "acme/rooms/ops", tok)...)
 	eventually(t, "join to wait", func() bool { return strings.Contains(join.errw.String(), "waiting") })
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // time passes: the interrupt comes while the join waits, not as it starts
 	if err := join.stop(t); !errors.Is(err, context.Canceled) || !strings.Contains(join.errw.String(), "stopped waiting") {
 		t.Fatalf("interrupted join: %v (%s)", err, join.errw.String())
 	}

@@ -17,6 +17,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/skytale-oss/skytale/internal/pgtest"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestServeOnPostgresAndNATS runs `tally serve` with the directory on a
@@ -97,18 +98,16 @@ func TestServeMetrics(t *testing.T) {
 	mustTally(t, append(home, "init")...)
 	mustTally(t, append(home, "signin", "--org", "acme")...)
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	waitfor.Nil(t, 10*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			break
+		if err != nil {
+			return fmt.Errorf("no metrics at %s: %v", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no metrics at %s: %v", addr, err)
-		}
-	}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return nil
+	})
 	for _, want := range []string{`skytale_directory_requests_total{code="201",route="POST /v1/accounts"} 1`, "skytale_relay_connections", "go_goroutines",
 		`skytale_directory_budget_limit_bytes{scope="org"} 3.145728e+06`, "skytale_directory_budget_used_bytes "} {
 		if !strings.Contains(body, want) {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 func hexSecret() string {
@@ -39,17 +41,15 @@ func statusOf(t *testing.T, url string) (int, string) {
 // waitGet polls GET url until it answers want, failing after a minute.
 func waitGet(t *testing.T, url string, want int) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, body := statusOf(t, url)
-		if code == want {
-			return body
+	var body string
+	waitfor.Nil(t, time.Minute, func() error {
+		var code int
+		if code, body = statusOf(t, url); code != want {
+			return fmt.Errorf("GET %s: %d %s, want %d", url, code, body, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %d %s, want %d", url, code, body, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 // TestServeQuietKeepsWarnings: --quiet drops the request lines and
@@ -80,13 +80,8 @@ func TestServeQuietKeepsWarnings(t *testing.T) {
 	for range 3 {
 		statusOf(t, p.relURL+"/health")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.log.String(), "poll failed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("--quiet hid the relay's warnings:\n%s", p.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, func() bool { return strings.Contains(p.log.String(), "poll failed") },
+		"--quiet hid the relay's warnings:\n%s", p.log)
 	if strings.Contains(p.log.String(), "path=/health") || strings.Contains(p.log.String(), "path=/ready") {
 		t.Fatalf("--quiet logged request lines:\n%s", p.log)
 	}
@@ -123,13 +118,8 @@ func TestServeReadyOnHealthListener(t *testing.T) {
 	}
 	waitGet(t, relURL+"/ready", http.StatusOK)
 	statusOf(t, relURL+"/health")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(log.String(), "path=/health") {
-		if time.Now().After(deadline) {
-			t.Fatalf("without --quiet no request line was logged:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, func() bool { return strings.Contains(log.String(), "path=/health") },
+		"without --quiet no request line was logged:\n%s", log)
 }
 
 // TestServeWaitsForNATS: tally serve started while its NATS is down does
