@@ -152,11 +152,13 @@ func TestDoneClaimsGo(t *testing.T) {
 	}
 }
 
-// TestSupersededMembershipEventsGo: past the retention, the channel feed
-// keeps only the last change of each account's membership of a channel
-// (and the fence resets): a reader that applies the feed from any cursor,
-// the start included, ends with the same members as one that read every
-// event as it came.
+// TestSupersededMembershipEventsGo: the channel feed keeps only the last
+// change of each account's membership of a channel (and the fence
+// resets), from the moment a later change supersedes an earlier one: a
+// reader that read the feed as it stood at any moment, and then reads on
+// from the feed as it stands now, ends with the same members as one that
+// read every event as it came. A directory that kept superseded events
+// loses them at its next sweep.
 func TestSupersededMembershipEventsGo(t *testing.T) {
 	e := newEnv(t, nil)
 	ownerID, owner := e.account("acme")
@@ -164,15 +166,38 @@ func TestSupersededMembershipEventsGo(t *testing.T) {
 	bID, _ := e.account("initech")
 	const ch = "acme/rooms/churn"
 	e.channel(owner, ch)
-	for range 3 {
-		want(t, e.addMember(owner, ch, aID), 200, "")
-		want(t, e.do("DELETE", membersPath(ch, aID), owner, nil), 200, "")
+	// What a reader at each moment saw; every event as it came.
+	seen := [][]feed.Event{e.events()}
+	var all []feed.Event
+	step := func(status int) {
+		t.Helper()
+		if status != 200 {
+			t.Fatalf("status %d", status)
+		}
+		now := e.events()
+		seen = append(seen, now)
+		all = append(all, now[len(now)-1])
 	}
-	want(t, e.addMember(owner, ch, aID), 200, "") // a is in
-	want(t, e.addMember(owner, ch, bID), 200, "")
-	want(t, e.do("DELETE", membersPath(ch, bID), owner, nil), 200, "") // b is out
-	want(t, e.do("POST", "/v1/channels/fence", owner, map[string]any{"channel": ch, "epoch": 3}), 200, "")
-	all := e.events()
+	all = append(all, seen[0]...)
+	for range 3 {
+		step(e.addMember(owner, ch, aID).status)
+		step(e.do("DELETE", membersPath(ch, aID), owner, nil).status)
+	}
+	step(e.addMember(owner, ch, aID).status) // a is in
+	step(e.addMember(owner, ch, bID).status)
+	step(e.do("DELETE", membersPath(ch, bID), owner, nil).status) // b is out
+	step(e.do("POST", "/v1/channels/fence", owner, map[string]any{"channel": ch, "epoch": 3}).status)
+	wantKept := fmt.Sprintf("member_added %[1]s %[2]s 0\nmember_added %[1]s %[3]s 0\nmember_removed %[1]s %[4]s 0\nfence_reset %[1]s  3\n", ch, ownerID, aID, bID)
+	kept := e.events()
+	if got := feedString(kept); got != wantKept {
+		t.Fatalf("the feed kept:\n%s", got)
+	}
+	if _, err := e.s.store.sweep(t.Context(), e.clock.Now(), DefaultRetention); err != nil {
+		t.Fatal(err)
+	}
+	if got := feedString(e.events()); got != wantKept {
+		t.Fatalf("after a sweep the feed kept:\n%s", got)
+	}
 	// apply applies evs to the members in (a new set when nil).
 	apply := func(evs []feed.Event, in map[string]bool) map[string]bool {
 		in = maps.Clone(in)
@@ -189,30 +214,15 @@ func TestSupersededMembershipEventsGo(t *testing.T) {
 		}
 		return in
 	}
-	sweep := func() {
-		if _, err := e.s.store.sweep(t.Context(), e.clock.Now(), DefaultRetention); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sweep()
-	if got := e.events(); len(got) != len(all) {
-		t.Fatalf("within the retention the sweep left %d of %d events", len(got), len(all))
-	}
-	e.clock.Advance(DefaultRetention + time.Second)
-	sweep()
-	kept := e.events()
-	if got := feedString(kept); got != fmt.Sprintf("member_added %[1]s %[2]s 0\nmember_added %[1]s %[3]s 0\nmember_removed %[1]s %[4]s 0\nfence_reset %[1]s  3\n", ch, ownerID, aID, bID) {
-		t.Fatalf("the feed kept:\n%s", got)
-	}
-	// A reader at any cursor of the full feed (it applied every event up
-	// to it) that reads the rest from the swept feed ends where a reader
-	// of the full feed does.
 	full := apply(all, nil)
-	for _, c := range append([]int64{0}, ids(all)...) {
-		got := apply(all[:indexOf(all, c)], nil)
-		got = apply(after(kept, c), got)
-		if !maps.Equal(got, full) {
-			t.Fatalf("a reader at cursor %d ends with %v, a reader of the full feed with %v", c, got, full)
+	for k, then := range seen {
+		// Every cursor within what the reader saw then.
+		for _, c := range append([]int64{0}, ids(then)...) {
+			got := apply(then[:indexOf(then, c)], nil)
+			got = apply(after(kept, c), got)
+			if !maps.Equal(got, full) {
+				t.Fatalf("a reader at cursor %d of the feed after step %d ends with %v, a reader of every event with %v", c, k, got, full)
+			}
 		}
 	}
 }

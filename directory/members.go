@@ -221,8 +221,22 @@ func identityAccounts(ctx context.Context, q txn, chID, identity string) ([]stri
 // before every lower one is visible. Its time is kept to the second: the
 // feed is ordered by id, and nothing needs to know more of when someone
 // joined or left.
+//
+// A membership event supersedes the earlier ones of the same account in
+// the same channel, which go in the same transaction: the feed's readers
+// (the relays) keep, per channel and account, what the last event says,
+// so a superseded event changes nothing for a reader at any cursor (one
+// behind it applies the later event instead; one past it applied it and
+// applies the later one too). What stays of a membership's history is its
+// last change.
 func writeEvent(ctx context.Context, tx txn, kind, channel, account string, epoch uint64, now time.Time) error {
 	now = now.Truncate(time.Second)
+	if kind == feed.MemberAdded || kind == feed.MemberRemoved {
+		if _, err := tx.exec(ctx, `DELETE FROM channel_events WHERE channel = ? AND account_id = ?
+			AND kind IN ('member_added', 'member_removed')`, channel, account); err != nil {
+			return err
+		}
+	}
 	id, err := tx.b.NextID(ctx, tx.tx, "channel_events")
 	if err != nil {
 		return err

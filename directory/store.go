@@ -472,14 +472,9 @@ func (s *store) revokedSince(ctx context.Context, after int64, limit int) ([]str
 // requests created more than retention ago (expired), invites and device
 // grants that expired more than retention ago, the API keys of grants
 // that expired before their credential was delivered, and the membership
-// events older than retention that a later event of the same account in
-// the same channel supersedes.
-//
-// The feed's readers (the relays) keep, per channel and account, what the
-// last event says, so a superseded event changes nothing for a reader at
-// any cursor: one behind it applies the later event instead, one past it
-// applied it and applies the later one too. What stays of a membership's
-// history is its last change; fence resets are kept.
+// events that a later event of the same account in the same channel
+// supersedes (writeEvent deletes them as it writes the later one; these
+// are left from a directory that kept them).
 func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duration) (int64, error) {
 	cutoff := now.Add(-retention).UnixNano()
 	var total int64
@@ -496,8 +491,8 @@ func (s *store) sweep(ctx context.Context, now time.Time, retention time.Duratio
 			{`DELETE FROM invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM federation_invites WHERE expires_at < ?`, []any{cutoff}},
 			{`DELETE FROM org_invites WHERE expires_at < ?`, []any{cutoff}},
-			{`DELETE FROM channel_events WHERE kind IN ('member_added', 'member_removed') AND created_at < ?
-			  AND id NOT IN (SELECT max(id) FROM channel_events WHERE kind IN ('member_added', 'member_removed') GROUP BY channel, account_id)`, []any{cutoff}},
+			{`DELETE FROM channel_events WHERE kind IN ('member_added', 'member_removed')
+			  AND id NOT IN (SELECT max(id) FROM channel_events WHERE kind IN ('member_added', 'member_removed') GROUP BY channel, account_id)`, nil},
 		}
 		for _, st := range stmts {
 			n, err := tx.execN(ctx, st.q, st.args...)

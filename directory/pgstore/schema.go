@@ -354,6 +354,9 @@ CREATE TABLE device_revocations (
 	PRIMARY KEY (person, signing_key)
 );
 `,
+	// A membership event supersedes the earlier ones of its account and
+	// channel, which go as it is written (writeEvent): found by this index.
+	`CREATE INDEX channel_events_membership ON channel_events (channel, account_id);`,
 }
 
 // pgMigrationLock is the advisory lock (one 64-bit key, "skytale" in
