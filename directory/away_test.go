@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -454,18 +456,17 @@ func TestAwaySweep(t *testing.T) {
 	}
 	// Past the join-request retention, well within the inbox's.
 	e.clock.Advance(29 * 24 * time.Hour)
-	time.Sleep(30 * time.Millisecond) // several sweeps
+	time.Sleep(30 * time.Millisecond) // time passes: several sweeps
 	if en, cl := count(); en != 1 || cl != 1 {
 		t.Fatalf("%d entries, %d claims before the inbox retention passed", en, cl)
 	}
 	e.clock.Advance(24*time.Hour + time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for en, cl := count(); en != 0 || cl != 0; en, cl = count() {
-		if time.Now().After(deadline) {
-			t.Fatalf("sweep left %d entries, %d claims", en, cl)
+	waitfor.Nil(t, 5*time.Second, func() error {
+		if en, cl := count(); en != 0 || cl != 0 {
+			return fmt.Errorf("sweep left %d entries, %d claims", en, cl)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	r := e.do("GET", "/v1/keypackages", target, nil)
 	if fmt.Sprint(r.body["devices"]) != "[map[device:"+e.dev(target, "laptop")+" last_resort:true one_time:0]]" {
 		t.Fatalf("stock after the sweep %s", r)

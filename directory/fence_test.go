@@ -2,6 +2,7 @@ package directory
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay"
 )
 
@@ -72,17 +74,13 @@ func newFencedEnv(t testing.TB, mod func(*Config)) *fencedEnv {
 func (e *fencedEnv) setFence(owner, ch string, epoch uint64) {
 	e.t.Helper()
 	want(e.t, e.do("POST", "/v1/channels/fence", owner, map[string]any{"channel": ch, "epoch": epoch}), 200, "")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Nil(e.t, 10*time.Second, func() error {
 		got, known, err := e.relay.NextEpoch(context.Background(), ch)
 		if err == nil && known && got == epoch {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the relay's fence of %s is %d (known %v, %v), want %d", ch, got, known, err, epoch)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("the relay's fence of %s is %d (known %v, %v), want %d", ch, got, known, err, epoch)
+	})
 }
 
 func putGI(ch string, epoch uint64, data string) map[string]any {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestConcurrentJoinsNeverOverUseAnInvite fires 20 joins at once at an
@@ -88,7 +90,7 @@ func TestSweep(t *testing.T) {
 		e.queryRow(`SELECT COUNT(*) FROM join_requests`).Scan(&n)
 		return n
 	}
-	time.Sleep(30 * time.Millisecond) // several sweeps, nothing is old enough yet
+	time.Sleep(30 * time.Millisecond) // time passes: several sweeps, nothing is old enough yet
 	if n := count(); n != 2 {
 		t.Fatalf("%d requests before the retention passed", n)
 	}
@@ -97,13 +99,12 @@ func TestSweep(t *testing.T) {
 	want(t, r, 201, "")
 	fresh := r.str("request_id")
 	e.clock.Advance(time.Hour + time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for count() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sweep left %d requests", count())
+	waitfor.Nil(t, 5*time.Second, func() error {
+		if n := count(); n != 1 {
+			return fmt.Errorf("sweep left %d requests", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	want(t, e.do("GET", "/v1/channels/welcome/"+done, owner, nil), 404, "not_found")
 	want(t, e.do("GET", "/v1/channels/welcome/"+stale, owner, nil), 404, "not_found")
 	want(t, e.do("GET", "/v1/channels/welcome/"+fresh, owner, nil), 200, "")
@@ -114,7 +115,7 @@ func TestCloseStopsSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // time passes: sweeps run before the close
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Close(ctx); err != nil {

@@ -3,6 +3,7 @@ package dirmetrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/skytale-oss/skytale/directory/pgstore"
 	"github.com/skytale-oss/skytale/internal/metricstest"
 	"github.com/skytale-oss/skytale/internal/pgtest"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestNoLabelNamesAnyone: after requests of two orgs, a channel, joins,
@@ -58,20 +60,16 @@ func TestOneDirectoryPerRegistry(t *testing.T) {
 // minute.
 func waitReady(c client, want int, what string) {
 	c.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitfor.Nil(c.t, time.Minute, func() error {
 		got, body := c.do("GET", "/ready", "", nil)
-		if got == want {
-			if want != http.StatusOK && (str(body, "error") != "unavailable" || str(body, "message") == "") {
-				c.t.Fatalf("%s: /ready %d %v", what, got, body)
-			}
-			return
+		if got != want {
+			return fmt.Errorf("%s: /ready %d %v, want %d", what, got, body, want)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: /ready %d %v, want %d", what, got, body, want)
+		if want != http.StatusOK && (str(body, "error") != "unavailable" || str(body, "message") == "") {
+			c.t.Fatalf("%s: /ready %d %v", what, got, body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBackendFollowsPostgres: a directory on a PostgreSQL server of its
