@@ -14,6 +14,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -137,13 +138,13 @@ func benchRoomOn(b *testing.B, st *skytaletest.Stack) (alice, bob *seat.Seat, ro
 	}
 	joined := make(chan error, 1)
 	go func() { _, err := bob.Room(room).Join(ctx, tok, &seat.JoinOptions{Wait: time.Minute}); joined <- err }()
-	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
+	waitfor.True(b, time.Minute, func() bool {
 		a, err := alice.Room("bench").Admit(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		n = len(a)
-	}
+		return len(a) > 0
+	}, "alice admitted no join request in a minute")
 	if err := <-joined; err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -74,19 +75,11 @@ func TestCoverStorageCost(t *testing.T) {
 	t.Cleanup(func() { watcher.Close(context.Background()) })
 	w := startWatch(t, watcher, room)
 	const frames = 300
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if n, _, _ := entries(); n-n0 >= frames {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the watch sent too little cover in a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.True(t, time.Minute, func() bool { n, _, _ := entries(); return n-n0 >= frames },
+		"the watch sent too little cover in a minute")
 	w.stop()
 	n1, b1, _ := entries()
-	time.Sleep(100 * time.Millisecond) // a checkpoint
+	time.Sleep(100 * time.Millisecond) // time passes: a checkpoint of the planes' files (nothing tells when one is done)
 	disk1 := sqliteSize(t, dir)
 	perEntry := float64(b1-b0) / float64(n1-n0)
 	diskPerEntry := float64(disk1-disk0) / float64(n1-n0)

@@ -40,7 +40,7 @@ func approveFrom(t *testing.T, approver, device *seat.Seat) (seat.DeviceApproval
 		r, err := device.WaitDevice(ctx, g)
 		done <- result{r, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // let it poll while pending at least once
+	time.Sleep(50 * time.Millisecond) // time passes: the device polls (every 20 ms) while pending at least once
 	// The approver sees the device before approving; a fingerprint that is
 	// not the device's approves nothing.
 	p, err := approver.PendingDevice(ctx, g.UserCode)

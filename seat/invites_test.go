@@ -355,6 +355,8 @@ func TestDirectoryCannotForgeInvites(t *testing.T) {
 			}
 			// The owner resets the fence the last refused join moved.
 			identities(t, alice, room)
+			// Time passes for the reset to reach the relay: another
+			// attempt at once would only move the fence again.
 			time.Sleep(20 * time.Millisecond)
 		}
 		for _, m := range []*member{alice, bob} {

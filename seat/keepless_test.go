@@ -17,6 +17,7 @@ import (
 
 	"github.com/skytale-oss/skytale"
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/padding"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -166,8 +167,7 @@ func TestDeviceOfferIsPadded(t *testing.T) {
 // checkpoint every few milliseconds here), and in log.
 func countIn(t *testing.T, dir, log string, needles []string) []int {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	waitfor.True(t, 15*time.Second, func() bool {
 		wal := false
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && strings.HasSuffix(p, "-wal") {
@@ -177,14 +177,8 @@ func countIn(t *testing.T, dir, log string, needles []string) []int {
 			}
 			return nil
 		})
-		if !wal {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the WAL files were not checkpointed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !wal
+	}, "the WAL files were not checkpointed")
 	counts := make([]int, len(needles))
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -263,7 +257,7 @@ func TestOneShotSendLooksLikeCover(t *testing.T) {
 	t.Cleanup(func() { watcher.Close(context.Background()) })
 	w := startWatch(t, watcher, room)
 	w.connected(t)
-	time.Sleep(100 * time.Millisecond) // a few cover frames
+	time.Sleep(100 * time.Millisecond) // time passes: a few cover frames go out at the 20 ms mean interval
 	counts := func() map[string]int {
 		l := lb.String()
 		return map[string]int{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -57,25 +58,21 @@ func relayRefuses(t *testing.T, st *skytaletest.Stack, key, ch string) bool {
 		tok, _, err := dc.Token(ctx)
 		return tok, err
 	}}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	return waitfor.Poll(15*time.Second, func() error {
 		conn, err := rc.Dial(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = conn.Subscribe(ctx, ch)
 		conn.Close()
-		if err != nil {
-			if !errors.Is(err, seat.ErrNotMember) {
-				t.Fatalf("the subscription was refused for another reason: %v", err)
-			}
-			return true
+		if err == nil {
+			return errors.New("the subscription was accepted")
 		}
-		if time.Now().After(deadline) {
-			return false
+		if !errors.Is(err, seat.ErrNotMember) {
+			t.Fatalf("the subscription was refused for another reason: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}) == nil
 }
 
 // TestLyingInviteJoinerLosesItsMembership: carol holds an auto invite of

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -283,18 +285,14 @@ func TestRevokedDeviceIsOut(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the revoked laptop's socket stays open")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Nil(t, 10*time.Second, func() error {
 		_, _, err := rc.Sync(ctx, ch, 0, 10)
 		var ae *seat.APIError
 		if errors.As(err, &ae) && ae.Status == 403 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay still serves the revoked laptop's token: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("the relay still serves the revoked laptop's token: %v", err)
+	})
 	// Its own commands say revoked.
 	if _, err := laptop.Pull(ctx, nil); !errors.Is(err, seat.ErrRevoked) {
 		t.Fatalf("the laptop's pull: %v", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/cover"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -168,28 +169,19 @@ func TestOneShotSendsCannotBeToldFromCover(t *testing.T) {
 	// Cover only: a watch's connections (the first, opened after the
 	// watch's own start-up, left out).
 	wt := startWatch(t, s, room)
-	deadline := time.Now().Add(time.Minute)
 	var coverConns []wireConn
-	for {
+	waitfor.Nil(t, time.Minute, func() error {
 		cs, _ := w.closed(1)
 		if len(cs) >= n {
 			coverConns = cs[:n]
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch closed %d connections in a minute, want %d: it does not open them again after a lifetime", len(cs), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("the watch closed %d connections in a minute, want %d: it does not open them again after a lifetime", len(cs), n)
+	})
 	wt.stop()
 	// Let the watch's last connection close before the sends begin.
-	for {
-		cs, opened := w.closed(0)
-		if len(cs) == opened {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, time.Minute, func() bool { cs, opened := w.closed(0); return len(cs) == opened },
+		"the watch's last connection is still open a minute after it stopped")
 
 	// One-shot sends, no watch running (the first left out as well).
 	_, first := w.closed(0)
@@ -202,17 +194,14 @@ func TestOneShotSendsCannotBeToldFromCover(t *testing.T) {
 		}
 	}
 	var sendConns []wireConn
-	for {
+	waitfor.True(t, time.Minute, func() bool {
 		cs, opened := w.closed(first + 1)
 		if opened-first < n+1 {
 			t.Fatalf("%d sends opened %d connections", n+1, opened-first)
 		}
-		if len(cs) == opened-first-1 {
-			sendConns = cs
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		sendConns = cs
+		return len(cs) == opened-first-1
+	}, "the sends' connections are still open a minute after the last send")
 
 	var lifeC, lifeS []float64
 	var seqC, seqS []string

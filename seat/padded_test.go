@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/padding"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -248,8 +250,7 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 	if _, err := bob.Room(room).Join(ctx, "", &seat.JoinOptions{Wait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	waitfor.Nil(t, 15*time.Second, func() error {
 		left := map[string][]string{}
 		if f := piecesIn(t, dir, welcome); len(f) > 0 {
 			left["Welcome"] = f
@@ -258,13 +259,10 @@ func TestConsumedWelcomeIsGoneFromTheStack(t *testing.T) {
 			left["key package"] = f
 		}
 		if len(left) == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the join and checkpoints, still in the directory's files: %v", left)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("after the join and checkpoints, still in the directory's files: %v", left)
+	})
 	converse(t, room, alice, bob, "hi", "hello")
 }
 

@@ -58,7 +58,7 @@ func TestConnRefreshesItsToken(t *testing.T) {
 	}
 	defer stale.Close()
 
-	// Wait past three lifetimes of the first tokens.
+	// Time passes: past three lifetimes of the first tokens.
 	time.Sleep(time.Until(first.Add(4 * time.Second)))
 	for i := range 3 {
 		if _, err := pub.Publish(ctx, ch, []byte("after expiry")); err != nil {
@@ -111,7 +111,7 @@ func TestWatchOutlivesShortTokens(t *testing.T) {
 	if ev := <-events; !ev.Connected {
 		t.Fatalf("first watch event: %+v", ev)
 	}
-	time.Sleep(7 * time.Second) // three token lifetimes and more
+	time.Sleep(7 * time.Second) // time passes: three token lifetimes and more
 	sendTo(t, alice, room, "still listening?")
 	select {
 	case m := <-msgs:

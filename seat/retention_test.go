@@ -57,7 +57,7 @@ func TestCoverCannotEatTheLog(t *testing.T) {
 		text := fmt.Sprintf("real message %d", i)
 		sendTo(t, watchers[i%len(watchers)], room, text)
 		sent = append(sent, text)
-		time.Sleep(time.Duration(float64(15*time.Minute) / speedup))
+		time.Sleep(time.Duration(float64(15*time.Minute) / speedup)) // time passes: a quarter hour of the sped-up day
 	}
 
 	msgs, err := offline.Room(room).Sync(ctx)

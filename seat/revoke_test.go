@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
 )
@@ -66,17 +67,10 @@ func TestRevokedAccountRefused(t *testing.T) {
 	}
 	// The relay learns the revocation within its poll interval; from then
 	// on the tokens alice's first handle cached are refused too.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.True(t, 10*time.Second, func() bool {
 		_, err := alice.Room(room).Send(ctx, "hello after")
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("room message of a revoked account still accepted after 10s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err != nil
+	}, "room message of a revoked account still accepted after 10s")
 	// Bob takes in what got through before the relay learned it; from now
 	// on nothing does.
 	received(t, bob, room)

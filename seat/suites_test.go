@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/mls"
 	"github.com/skytale-oss/skytale/seat"
 	"github.com/skytale-oss/skytale/skytaletest"
@@ -77,18 +78,11 @@ func TestRoomSuites(t *testing.T) {
 	if w, err := dir.PollWelcome(ctx, reqPQ); err != nil || w != nil {
 		t.Fatalf("a Welcome for the skipped request: %d bytes, %v", len(w), err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.True(t, 10*time.Second, func() bool {
 		w, err := dir.PollWelcome(ctx, reqClassic)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no Welcome for the classic request")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return w != nil
+	}, "no Welcome for the classic request")
 }

@@ -138,7 +138,7 @@ func TestWatch(t *testing.T) {
 	if got[0].Sender != alice.did || got[1].Sender != bob.did || got[0].Room != room {
 		t.Fatalf("senders: %+v", got)
 	}
-	time.Sleep(300 * time.Millisecond) // cover flows
+	time.Sleep(300 * time.Millisecond) // time passes: cover flows at the 20 ms mean interval
 	w.stop()
 
 	// Offline: a message, a commit (dave joins), a message in the new epoch.
@@ -153,7 +153,7 @@ func TestWatch(t *testing.T) {
 	w.connected(t)
 	sendTo(t, dave, room, "d1")
 	w.expectMsgs(t, "d1")
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // time passes: cover flows again
 	w.stop()
 
 	// Cover never reaches anyone's history.
@@ -242,7 +242,7 @@ func TestWatchNoCover(t *testing.T) {
 	}
 	w := startWatch(t, alice.Seat, room)
 	w.connected(t)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // time passes: long enough for cover at a 1 ms interval, were it on
 	w.stop()
 	tok := st.Token(t, alice.acct.APIKey)
 	rc := &seat.RelayClient{BaseURL: st.RelayURL, Token: func(context.Context) (string, error) { return tok, nil }}
@@ -326,7 +326,7 @@ func TestWatchReconnects(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, text)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // time passes: the sends spread over the watch's cover
 	}
 	w.stop()
 
