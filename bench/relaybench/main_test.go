@@ -177,7 +177,7 @@ func TestNATSServerGone(t *testing.T) {
 		_, err := fanout(t.Context(), n, o, 3, 8)
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // within the warm-up
+	time.Sleep(300 * time.Millisecond) // time passes: into the warm-up
 	ns.Shutdown()
 	if err := <-done; err == nil {
 		t.Fatal("fan-out went on without its server")
@@ -250,7 +250,7 @@ func startCentrifugo(t *testing.T, publish bool) (url, config string) {
 		if i == 200 {
 			t.Fatalf("centrifugo does not listen on %s", addr)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // centrifugo is still starting: dial again (this module keeps off the library's internal helpers)
 	}
 	return "http://" + addr, config
 }

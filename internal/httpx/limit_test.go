@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 func listen(t *testing.T, o LimitOptions) *LimitListener {
@@ -237,9 +239,7 @@ func TestLimitListenerIdlePerAddr(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		// The server marks the connection idle after the client has its
 		// answer: wait for that, so the idle list's order is the test's.
-		for !idleNow(l, c) {
-			time.Sleep(time.Millisecond)
-		}
+		waitfor.True(t, 10*time.Second, func() bool { return idleNow(l, c) }, "the server never marked the connection idle")
 		return c
 	}
 	first := get("127.0.7.1")
@@ -292,9 +292,7 @@ func TestLimitListenerClosesQuietestAtTotalCap(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the idle connection's request: %v", err)
 	}
-	for l.Active() != 3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, func() bool { return l.Active() == 3 }, "the listener never held the 3 connections")
 
 	// Two newcomers are served in turn: the silent connection goes first
 	// (quiet longest), then the idle one.
@@ -347,9 +345,7 @@ func TestLimitListenerClosesFromTheBusiestNetwork(t *testing.T) {
 	lone := dialFrom(t, l, "127.0.11.1")
 	get(lone, "the lone network's request")
 	crowd := []net.Conn{dialFrom(t, l, "127.0.10.1"), dialFrom(t, l, "127.0.10.2"), dialFrom(t, l, "127.0.10.3")}
-	for l.Active() != 4 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, func() bool { return l.Active() == 4 }, "the listener never held the 4 connections")
 	get(dialFrom(t, l, "127.0.12.1"), "the newcomer at the cap")
 	closedUnread(t, crowd[0], "the crowd's quiet longest")
 	get(lone, "the lone network's connection after the newcomer")

@@ -89,7 +89,7 @@ func TestServerOutlivesLockedThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	time.Sleep(300 * time.Millisecond) // a kill would come a little later
+	time.Sleep(300 * time.Millisecond) // time passes: a kill would come a little later
 	if err := s.admin.PingContext(context.Background()); err != nil {
 		t.Fatalf("the server is gone with the thread that started it: %v", err)
 	}
