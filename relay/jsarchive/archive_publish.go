@@ -373,15 +373,5 @@ func (a *archive) answer(r *backend.Request, seq uint64, err error) {
 	if r.Conn == nil {
 		return
 	}
-	f := r.Reply
-	switch {
-	case f != nil:
-	case r.Refused != nil:
-		f = r.Refused
-	case err != nil:
-		f = backend.ErrorFrame("internal", "the archive could not store the message")
-	default:
-		f = backend.AckFrame(seq)
-	}
-	r.Conn.Answer(f)
+	r.Conn.Answer(backend.AnswerFrame(r.Reply, r.Refused, seq, err != nil))
 }

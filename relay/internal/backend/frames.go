@@ -16,6 +16,23 @@ func AckFrame(seq uint64) []byte {
 	return append(b, '}')
 }
 
+// AnswerFrame is the answer to a request: its reply, if it is one; else
+// refused, the refusal the archive decided (a fence, a budget) or the ack
+// it repeats (a publish id seen before), if any; else "internal" when the
+// request failed to be stored, or the ack of seq.
+func AnswerFrame(reply, refused []byte, seq uint64, failed bool) []byte {
+	switch {
+	case reply != nil:
+		return reply
+	case refused != nil:
+		return refused
+	case failed:
+		return ErrorFrame("internal", "the archive could not store the message")
+	default:
+		return AckFrame(seq)
+	}
+}
+
 // ErrorFrame refuses with code and message.
 func ErrorFrame(code, message string) []byte {
 	b, _ := json.Marshal(struct {

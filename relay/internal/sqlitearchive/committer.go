@@ -334,21 +334,13 @@ func (a *Archive) answer(r *pubReq, err error) {
 	if r.c == nil {
 		return
 	}
-	f := r.reply
-	switch {
-	case f != nil:
-	case r.dup && err != nil:
+	refused := r.refused
+	if r.dup && err != nil {
 		// The first publish with the id is in this failed batch or an
 		// earlier one (the archive fails and stops): not stored.
-		f = backend.ErrorFrame("internal", "the archive could not store the message")
-	case r.refused != nil:
-		f = r.refused
-	case err != nil || r.st == nil:
-		f = backend.ErrorFrame("internal", "the archive could not store the message")
-	default:
-		f = backend.AckFrame(r.seq)
+		refused = nil
 	}
-	r.c.Answer(f)
+	r.c.Answer(backend.AnswerFrame(r.reply, refused, r.seq, err != nil || r.st == nil))
 }
 
 // connID is the id of the connection c (0 for none), whose own entry
