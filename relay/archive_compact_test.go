@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
 	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
@@ -56,20 +57,16 @@ func TestLogPinnedSegmentsCompacted(t *testing.T) {
 	// The compactor's bound, and the current segment, the one prepared
 	// next and the files kept for reuse.
 	bound := 2*stored + (sqlitearchive.CompactSlack+2+seglog.MaxFree)*seg
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Nil(t, 20*time.Second, func() error {
 		n, total := segFootprint(t, path)
 		if total <= bound {
 			t.Logf("%d KiB written, %d KiB stored, log %d segments, %d KiB (bound %d KiB)", written>>10, stored>>10, n, total>>10, bound>>10)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log holds %d segments, %d KiB, for %d KiB stored: over the bound of %d KiB", n, total>>10, stored>>10, bound>>10)
+			return nil
 		}
 		// Compaction runs as segments fill: keep the log moving.
 		c.publishAck(chA, []byte("tick"))
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the log holds %d segments, %d KiB, for %d KiB stored: over the bound of %d KiB", n, total>>10, stored>>10, bound>>10)
+	})
 
 	check := func(tr *testRelay, when string) {
 		t.Helper()

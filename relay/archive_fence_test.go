@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestResetFence: the owner's fence reset makes the channel expect the
@@ -123,13 +126,12 @@ func testFenceOutlivesTTL(t *testing.T, be *testBackend) {
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for tr.arch.Used("alice") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("alice still uses %d bytes after her entries expired", tr.arch.Used("alice"))
+	waitfor.Nil(t, 20*time.Second, func() error {
+		if used := tr.arch.Used("alice"); used != 0 {
+			return fmt.Errorf("alice still uses %d bytes after her entries expired", used)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, m := httpGet(t, tr.URL+"/v1/sync?channel="+chA, tok); len(m["entries"].([]any)) != 0 {
 		t.Fatalf("expired entries served: %v", m)
 	}
@@ -140,12 +142,11 @@ func testFenceOutlivesTTL(t *testing.T, be *testBackend) {
 	c.publishAck(chA, publicMessage(gid, 3, 3))
 	if _, ok := jsConfig(tr.cfg); ok {
 		// The sweep leaves the newest handshake message only.
-		deadline := time.Now().Add(20 * time.Second)
-		for n, _ := storedMsgs(t, tr, chA, true); n > 2; n, _ = storedMsgs(t, tr, chA, true) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d handshake messages kept past the TTL", n)
+		waitfor.Nil(t, 20*time.Second, func() error {
+			if n, _ := storedMsgs(t, tr, chA, true); n > 2 {
+				return fmt.Errorf("%d handshake messages kept past the TTL", n)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }

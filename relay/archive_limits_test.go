@@ -3,15 +3,18 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestFirstEpochBounded: a first commit far ahead of any group, or at the
@@ -182,13 +185,12 @@ func testQuotaFreedByTTL(t *testing.T, be *testBackend) {
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for tr.arch.Used("alice") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("alice still uses %d bytes after her entry expired", tr.arch.Used("alice"))
+	waitfor.Nil(t, 20*time.Second, func() error {
+		if used := tr.arch.Used("alice"); used != 0 {
+			return fmt.Errorf("alice still uses %d bytes after her entry expired", used)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	c.publishAck(chA, bytes.Repeat([]byte{3}, 1000))
 }
 
@@ -261,8 +263,7 @@ func TestQuotaMatchesArchive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	check := func(tr *testRelay, when string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		waitfor.Nil(t, 10*time.Second, func() error {
 			want := map[string]int64{}
 			rows, err := tr.db.Query(`SELECT c.payer, sum(m.size) FROM messages m JOIN channels c ON c.name = m.channel GROUP BY c.payer`)
 			if err != nil {
@@ -276,22 +277,19 @@ func TestQuotaMatchesArchive(t *testing.T) {
 			}
 			rows.Close()
 			ok := true
+			var report []string
 			for _, s := range subs {
-				if tr.arch.Used(s) != want[s] {
+				used := tr.arch.Used(s)
+				if used != want[s] {
 					ok = false
 				}
+				report = append(report, fmt.Sprintf("%s: %s uses %d bytes, the archive holds %d", when, s, used, want[s]))
 			}
 			if ok {
-				return
+				return nil
 			}
-			if time.Now().After(deadline) {
-				for _, s := range subs {
-					t.Errorf("%s: %s uses %d bytes, the archive holds %d", when, s, tr.arch.Used(s), want[s])
-				}
-				t.FailNow()
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return errors.New(strings.Join(report, "\n"))
+		})
 	}
 	for round := range 4 {
 		tr := startRelay(t, cfg)
@@ -324,18 +322,14 @@ func TestQuotaMatchesArchive(t *testing.T) {
 				// the sweep then cuts into what the cap evicts next.
 				advance(time.Duration(40+rng.IntN(60)) * time.Millisecond)
 				cutoff := clock().Add(-cfg.ArchiveTTL).UnixMilli()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
+				waitfor.Nil(t, 10*time.Second, func() error {
 					var old int
 					tr.db.QueryRow(`SELECT count(*) FROM messages WHERE ts < ?`, cutoff).Scan(&old)
-					if old == 0 {
-						break
+					if old != 0 {
+						return fmt.Errorf("%d expired rows are not swept", old)
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%d expired rows are not swept", old)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					return nil
+				})
 				check(tr, fmt.Sprintf("round %d step %d after a sweep", round, step))
 			} else {
 				advance(time.Millisecond)

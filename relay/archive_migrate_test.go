@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/seglog"
 	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
@@ -48,16 +49,12 @@ func oldArchive(t *testing.T, cfg Config) []logEntry {
 // awaitMigrated waits until no row of tr's archive holds its payload.
 func awaitMigrated(t *testing.T, tr *testRelay) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL OR length(payload) > 0`)
-		if n == 0 {
-			break
+	waitfor.Nil(t, 20*time.Second, func() error {
+		if n := queryInt(t, tr.db, `SELECT count(*) FROM messages WHERE seg IS NULL OR length(payload) > 0`); n != 0 {
+			return fmt.Errorf("%d rows still hold their payloads", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still hold their payloads", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	settled(t, tr)
 }
 
@@ -176,7 +173,7 @@ func TestMigrationDropsSenders(t *testing.T) {
 	if got, other := tr.arch.Used(first), tr.arch.Used(second); got != total || other != 0 {
 		t.Fatalf("the channel's payer uses %d bytes (want %d), the other sender %d (want 0)", got, total, other)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	waitfor.Nil(t, 15*time.Second, func() error {
 		var left []string
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -187,14 +184,11 @@ func TestMigrationDropsSenders(t *testing.T) {
 			}
 			return nil
 		})
-		if len(left) == 0 {
-			break
+		if len(left) != 0 {
+			return fmt.Errorf("a sender who pays for nothing is still named in %v", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a sender who pays for nothing is still named in %v", left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestOlderSegmentsLoseTheirSenders upgrades a file-backed archive whose
@@ -284,16 +278,12 @@ func TestOlderSegmentsLoseTheirSenders(t *testing.T) {
 
 	tr = startRelay(t, cfg)
 	checkServed(t, tr.URL, p.acked)
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		left := holding()
-		if len(left) == 0 {
-			break
+	waitfor.Nil(t, 15*time.Second, func() error {
+		if left := holding(); len(left) != 0 {
+			return fmt.Errorf("the sender is still named in %v", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sender is still named in %v", left)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	settled(t, tr)
 	checkServed(t, tr.URL, p.acked)
 }

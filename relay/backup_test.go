@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestBackupArchiveWhileWriting copies a relay's archive while a
@@ -73,12 +75,7 @@ func TestBackupArchiveWhileWriting(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 
 	for i := range 3 {
-		for deadline := time.Now().Add(10 * time.Second); snapshot()[quietCh(3)] <= 2*i+1; {
-			if time.Now().After(deadline) {
-				t.Fatal("the publisher makes no progress")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.True(t, 10*time.Second, func() bool { return snapshot()[quietCh(3)] > 2*i+1 }, "the publisher makes no progress")
 		before := snapshot()
 		dst := filepath.Join(t.TempDir(), "relay.db")
 		if err := BackupArchive(context.Background(), path, dst); err != nil {

@@ -417,7 +417,7 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 		for i := range n {
 			conns[i] = rawSubscriber(b, addr, "/ws/bench/idle/chan", tok)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // time passes: the sockets settle before the heap is read
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		used := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)

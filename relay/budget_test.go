@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/skytale-oss/skytale/internal/datadir"
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/sqlitedb"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
@@ -38,17 +40,12 @@ func budgetOf(t testing.TB, tr *testRelay, scope, key string) int64 {
 // little after the publish is acknowledged.
 func waitBudget(t testing.TB, tr *testRelay, when, scope, key string, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := budgetOf(t, tr, scope, key)
-		if got == want {
-			return
+	waitfor.Nil(t, 10*time.Second, func() error {
+		if got := budgetOf(t, tr, scope, key); got != want {
+			return fmt.Errorf("%s: %s %q holds %d bytes, want %d", when, scope, key, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s %q holds %d bytes, want %d", when, scope, key, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBudgetsAddUp: accounts that each stay under their quota together
@@ -155,14 +152,13 @@ func testBudgetsAddUp(t *testing.T, be *testBackend) {
 	mu.Lock()
 	now = now.Add(2 * time.Hour)
 	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for budgetOf(t, tr, backend.ScopeServer, "") != 0 || budgetOf(t, tr, backend.ScopeGroup, "g1") != 0 || budgetOf(t, tr, backend.ScopeOrg, "o1") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the sweep the archive holds %d bytes, g1 %d, o1 %d", budgetOf(t, tr, backend.ScopeServer, ""),
-				budgetOf(t, tr, backend.ScopeGroup, "g1"), budgetOf(t, tr, backend.ScopeOrg, "o1"))
+	waitfor.Nil(t, 20*time.Second, func() error {
+		server, g1, o1 := budgetOf(t, tr, backend.ScopeServer, ""), budgetOf(t, tr, backend.ScopeGroup, "g1"), budgetOf(t, tr, backend.ScopeOrg, "o1")
+		if server != 0 || g1 != 0 || o1 != 0 {
+			return fmt.Errorf("after the sweep the archive holds %d bytes, g1 %d, o1 %d", server, g1, o1)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	tr.stop(t)
 	tr = be.start(t, cfg)
 	// The cap: c2's channel keeps 4 entries, so its fifth publish evicts

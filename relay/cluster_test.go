@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
@@ -275,17 +276,12 @@ func TestClusterMembersAndRevocation(t *testing.T) {
 	refusedEverywhere := func(sub string) {
 		t.Helper()
 		for _, node := range nodes {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				code, _ := httpGet(t, node.URL+"/v1/sync?channel="+ch, mint(t, sub, ""))
-				if code == http.StatusForbidden {
-					break
+			waitfor.Nil(t, 10*time.Second, func() error {
+				if code, _ := httpGet(t, node.URL+"/v1/sync?channel="+ch, mint(t, sub, "")); code != http.StatusForbidden {
+					return fmt.Errorf("%s still served by a node: %d", sub, code)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s still served by a node: %d", sub, code)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 		}
 	}
 	ms.Remove(ch, "bob")
@@ -323,21 +319,17 @@ func TestClusterNATSRestart(t *testing.T) {
 	n.restart()
 
 	// Publishes during the reconnect may fail; one goes through soon.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Nil(t, 20*time.Second, func() error {
 		a.publish(ch, []byte("after"))
 		m := a.recv()
-		if m["message"] == "published" {
-			if seq := uint64(m["seq"].(float64)); seq <= last {
-				t.Fatalf("seq %d after the restart, not above %d", seq, last)
-			}
-			break
+		if m["message"] != "published" {
+			return fmt.Errorf("no publish accepted after the restart: %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no publish accepted after the restart: %v", m)
+		if seq := uint64(m["seq"].(float64)); seq <= last {
+			t.Fatalf("seq %d after the restart, not above %d", seq, last)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, node := range nodes {
 		_, m := httpGet(t, node.URL+"/v1/messages?channel="+ch+"&limit=500", tok)
 		got := map[uint64]string{}
@@ -357,17 +349,10 @@ func TestClusterNATSRestart(t *testing.T) {
 	// Live delivery from the other node works again.
 	b := dialWS(t, nodes[1].URL, "/ws/"+ch)
 	b.auth(mint(t, "bob", ""))
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	waitfor.True(t, 20*time.Second, func() bool {
 		b.publish(ch, []byte("from b"))
-		if m := b.recv(); m["message"] == "published" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node B accepts no publish after the restart")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return b.recv()["message"] == "published"
+	}, "node B accepts no publish after the restart")
 	for {
 		m := a.recv()
 		if m["type"] == "message" && m["payload"] == base64.StdEncoding.EncodeToString([]byte("from b")) {
@@ -568,13 +553,12 @@ func TestClusterNodeKill(t *testing.T) {
 	}
 	count := func() int { amu.Lock(); defer amu.Unlock(); return len(acked) }
 	waitFor := func(k int) {
-		deadline := time.Now().Add(30 * time.Second)
-		for count() < k {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d publishes acknowledged", count())
+		waitfor.Nil(t, 30*time.Second, func() error {
+			if n := count(); n < k {
+				return fmt.Errorf("only %d publishes acknowledged", n)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFor(150)
 	nodes[1].kill(t)
@@ -616,13 +600,8 @@ func TestJetStreamFenceOutlivesMaxAge(t *testing.T) {
 	c.auth(mint(t, "alice", ""))
 	c.publishAck(chA, publicMessage(gid, 0, 3))
 	c.publishAck(chA, []byte("chat"))
-	deadline := time.Now().Add(30 * time.Second)
-	for n, _ := storedMsgs(t, tr, chA, false); n != 0; n, _ = storedMsgs(t, tr, chA, false) {
-		if time.Now().After(deadline) {
-			t.Fatal("MaxAge never removed the application entry")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, func() bool { n, _ := storedMsgs(t, tr, chA, false); return n == 0 },
+		"MaxAge never removed the application entry")
 	c.publish(chA, publicMessage(gid, 0, 3))
 	if m := c.expectError("stale_epoch"); m["epoch"].(float64) != 1 {
 		t.Fatalf("after MaxAge: stale_epoch %v, want 1", m["epoch"])
@@ -676,13 +655,12 @@ func TestClusterQuota(t *testing.T) {
 		b.expect(map[string]any{"type": "message"})
 	}
 	for _, node := range append(nodes, late) {
-		deadline := time.Now().Add(10 * time.Second)
-		for node.arch.Used("alice") != int64(3*len("bob 0")) || node.arch.Used("bob") != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("a node still counts %d bytes for alice", node.arch.Used("alice"))
+		waitfor.Nil(t, 10*time.Second, func() error {
+			if node.arch.Used("alice") != int64(3*len("bob 0")) || node.arch.Used("bob") != 0 {
+				return fmt.Errorf("a node still counts %d bytes for alice", node.arch.Used("alice"))
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	b.publishAck(ch, p('y'))
 }
@@ -842,17 +820,12 @@ func TestNATSKillDurability(t *testing.T) {
 
 	tok := mint(t, "reader", "")
 	var got map[uint64]syncEntry
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the relay reconnects on its own
-		code, _ := httpGet(t, tr.URL+"/v1/sync?channel="+chA+"&limit=1", tok)
-		if code == 200 {
-			break
+	waitfor.Nil(t, 30*time.Second, func() error { // the relay reconnects on its own
+		if code, _ := httpGet(t, tr.URL+"/v1/sync?channel="+chA+"&limit=1", tok); code != 200 {
+			return fmt.Errorf("reads still fail after the restart: %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reads still fail after the restart: %d", code)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	got = readChannel(t, tr.URL, chA, tok)
 	for seq, p := range acked {
 		if !bytes.Equal(got[seq].payload, p) {
@@ -864,7 +837,7 @@ func TestNATSKillDurability(t *testing.T) {
 	}
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(tok)
-	for {
+	waitfor.Nil(t, 30*time.Second, func() error {
 		// Answers leave in order: this one waits until the publishes
 		// lost in flight have timed out.
 		c.publish(chA, []byte("after the crash"))
@@ -872,16 +845,13 @@ func TestNATSKillDurability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m["message"] == "published" {
-			if seq := uint64(m["seq"].(float64)); seq <= maxSeen {
-				t.Fatalf("seq %d after the crash reuses a number already seen (max %d)", seq, maxSeen)
-			}
-			break
+		if m["message"] != "published" {
+			return fmt.Errorf("no publish accepted after the restart: %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no publish accepted after the restart: %v", m)
+		if seq := uint64(m["seq"].(float64)); seq <= maxSeen {
+			t.Fatalf("seq %d after the crash reuses a number already seen (max %d)", seq, maxSeen)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("%d acked, %d archived after the kill", len(acked), len(got))
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // authBatch authenticates asking for coalesced pushes.
@@ -224,12 +226,12 @@ func TestBatchSlowConsumerDropped(t *testing.T) {
 		n++
 		pub.publishAck(chA, payload)
 	}
-	for deadline := time.Now().Add(20 * time.Second); got.Load() != int64(n); {
-		if time.Now().After(deadline) {
-			t.Fatalf("fast subscriber received %d of %d", got.Load(), n)
+	waitfor.Nil(t, 20*time.Second, func() error {
+		if g := got.Load(); g != int64(n) {
+			return fmt.Errorf("fast subscriber received %d of %d", g, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBatchOnlyAtAuth: batch in a later frame changes nothing, and a

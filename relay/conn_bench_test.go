@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // BenchmarkFanoutMembers is BenchmarkFanout with channel gating on: the
@@ -80,7 +82,7 @@ func BenchmarkUnauthConnMemory(b *testing.B) {
 		}
 		// Wait until the relay has read what was sent: every socket's
 		// bytes are in its buffers once the heap stops growing.
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // time passes: nothing counts the bytes a socket has read
 		after := sampleMem()
 		held := tr.adm.unauthCount()
 		if held != n {
@@ -92,13 +94,7 @@ func BenchmarkUnauthConnMemory(b *testing.B) {
 		for _, c := range conns {
 			c.Close()
 		}
-		for {
-			held = tr.adm.unauthCount()
-			if held == 0 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.True(b, time.Minute, func() bool { return tr.adm.unauthCount() == 0 }, "unauthenticated sockets still held a minute after their close")
 	}
 }
 
@@ -123,7 +119,7 @@ func BenchmarkIdleAuthConnMemory(b *testing.B) {
 		for i := range n {
 			conns[i] = rawSubscriber(b, addr, "/ws/"+ch, toks[i])
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // time passes: the sockets settle before the heap is read
 		after := sampleMem()
 		b.ReportMetric(float64(after.heap-before.heap+after.stack-before.stack)/n, "B/conn")
 		b.ReportMetric(float64(after.rss-before.rss)/n, "rss-B/conn")

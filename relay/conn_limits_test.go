@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // dialFrom opens a WebSocket from the loopback address local (any
@@ -219,15 +220,15 @@ func TestUnauthenticatedSocketCaps(t *testing.T) {
 
 	// A socket that goes away unauthenticated frees its slot too.
 	held[2].c.CloseNow()
-	for {
+	waitfor.True(t, 10*time.Second, func() bool {
 		c, resp, err := dialFrom(t, tr.URL, "/ws", "127.0.0.1")
 		if err == nil {
 			c.auth(mint(t, "carol", ""))
-			break
+			return true
 		}
-		expectRefused(t, resp, err)
-		time.Sleep(10 * time.Millisecond) // the relay has not seen the close yet
-	}
+		expectRefused(t, resp, err) // the relay has not seen the close yet
+		return false
+	}, "the closed unauthenticated socket's slot is still held after 10s")
 }
 
 // TestConnsPerAccount: one account's authenticated sockets are capped; the
@@ -250,16 +251,15 @@ func TestConnsPerAccount(t *testing.T) {
 	b.expect(map[string]any{"type": "message", "seq": 1})
 
 	a2.c.Close(websocket.StatusNormalClosure, "")
-	for {
+	waitfor.True(t, 10*time.Second, func() bool {
 		a4 := dialWS(t, tr.URL, "/ws")
 		a4.send(map[string]string{"type": "auth", "token": tok})
-		if m := a4.recv(); m["type"] == "ok" {
-			break
-		} else if m["code"] != "too_many_connections" {
+		m := a4.recv()
+		if m["type"] != "ok" && m["code"] != "too_many_connections" { // too many: the relay has not seen the close yet
 			t.Fatalf("auth after a close: %v", m)
 		}
-		time.Sleep(10 * time.Millisecond) // the relay has not seen the close yet
-	}
+		return m["type"] == "ok"
+	}, "the closed socket's slot is still held after 10s")
 }
 
 // TestQueueBytesCap: Config.MaxQueueBytes bounds the bytes queued for one
@@ -345,7 +345,7 @@ func TestReauthenticationMovesTimer(t *testing.T) {
 	c.auth(mintTTL(t, "alice", "", first, 2*time.Second)) // exp within (first+1s, first+2s]
 	c.send(map[string]string{"type": "auth", "token": mint(t, "alice", "")})
 	c.expect(map[string]any{"type": "ok", "message": "reauthenticated"})
-	time.Sleep(time.Until(first.Add(2500 * time.Millisecond)))
+	time.Sleep(time.Until(first.Add(2500 * time.Millisecond))) // time passes: past the first token's exp
 	c.publishAck(chA, []byte("after the first exp"))
 }
 

@@ -123,6 +123,6 @@ func testSubscribeThenCatchUpMissesNothing(t *testing.T, be *testBackend) {
 		}
 		had = hi
 		sub.c.CloseNow()
-		time.Sleep(time.Duration(round%3) * time.Millisecond)
+		time.Sleep(time.Duration(round%3) * time.Millisecond) // time passes: the next round starts at a varied moment
 	}
 }

@@ -435,7 +435,7 @@ func TestCrashCampaign(t *testing.T) {
 			ack()
 		}
 		if rng.IntN(2) == 0 {
-			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // time passes: the kill lands at a random point of the work in flight
 		}
 		cmd.Process.Kill()
 		cmd.Wait()

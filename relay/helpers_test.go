@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/backend"
 )
 
@@ -80,22 +82,23 @@ func (tr *testRelay) stop(t testing.TB) {
 // than the test itself) is still alive a moment after Close.
 func checkNoRelayGoroutines(t testing.TB) {
 	t.Helper()
-	var stacks string
-	for range 100 {
+	err := waitfor.Poll(2*time.Second, func() error {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
+		var stacks string
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			if (strings.Contains(g, "skytale/relay.") || strings.Contains(g, "skytale/relay/jsarchive.")) && !strings.Contains(g, "_test.go") {
 				stacks += g + "\n\n"
 			}
 		}
-		if stacks == "" {
-			return
+		if stacks != "" {
+			return fmt.Errorf("relay goroutines left after Close:\n%s", stacks)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
-	t.Errorf("relay goroutines left after Close:\n%s", stacks)
 }
 
 func mint(t testing.TB, sub, ch string) string {

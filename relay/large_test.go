@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
@@ -295,18 +296,18 @@ func TestLargeFrameBudget(t *testing.T) {
 	}
 	budget := int64(DefaultLargeFrameBudget)
 	admitted := budget / tr.largeWeight
-	deadline := time.Now().Add(time.Minute)
-	for tr.counters.largeHeld.Load() != admitted*tr.largeWeight || tr.counters.largeWaiting.Load() != n-admitted {
-		if held := tr.counters.largeHeld.Load(); held > budget {
+	waitfor.Nil(t, time.Minute, func() error {
+		held, waiting := tr.counters.largeHeld.Load(), tr.counters.largeWaiting.Load()
+		if held > budget {
 			t.Fatalf("large frames hold %d bytes, over the budget of %d", held, budget)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("large frames hold %d bytes with %d waiting, want %d frames and %d waiting",
-				tr.counters.largeHeld.Load(), tr.counters.largeWaiting.Load(), admitted, n-admitted)
+		if held != admitted*tr.largeWeight || waiting != n-admitted {
+			return fmt.Errorf("large frames hold %d bytes with %d waiting, want %d frames and %d waiting", held, waiting, admitted, n-admitted)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Let the admitted sockets read what their clients have sent.
+		return nil
+	})
+	// Time passes: the admitted sockets read what their clients have sent
+	// (nothing counts the bytes a socket has read so far).
 	time.Sleep(200 * time.Millisecond)
 	var during runtime.MemStats
 	runtime.GC()
@@ -322,13 +323,12 @@ func TestLargeFrameBudget(t *testing.T) {
 		c.c.CloseNow()
 	}
 	cancel()
-	for tr.counters.largeHeld.Load() != 0 || tr.counters.largeWaiting.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("budget still held (%d bytes, %d waiting) after the clients left",
-				tr.counters.largeHeld.Load(), tr.counters.largeWaiting.Load())
+	waitfor.Nil(t, time.Minute, func() error {
+		if held, waiting := tr.counters.largeHeld.Load(), tr.counters.largeWaiting.Load(); held != 0 || waiting != 0 {
+			return fmt.Errorf("budget still held (%d bytes, %d waiting) after the clients left", held, waiting)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	c := dialLarge(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "last", ""))
 	c.sendRaw(websocket.MessageText, frame)
@@ -419,22 +419,15 @@ func TestLargeCommitSlowSubscriber(t *testing.T) {
 		}
 		checkPush(t, got, chA, b64)
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
+	waitfor.True(t, time.Minute, func() bool {
 		dropped, gone := slowGone()
-		if dropped {
-			break
-		}
-		if gone {
+		if !dropped && gone {
 			// As in testSlowConsumer: under the race detector the relay's
 			// write to it may hit the write deadline first.
 			t.Log("the subscriber that reads nothing was cut off by the write deadline")
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the subscriber that reads nothing was never dropped")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return dropped || gone
+	}, "the subscriber that reads nothing was never dropped")
 	if got := tr.counters.slow.Load(); got > 1 {
 		t.Fatalf("%d subscribers dropped as slow, want only the one that reads nothing", got)
 	}
@@ -508,12 +501,12 @@ func TestLargeFrameTrickleClosed(t *testing.T) {
 	if got := tr.counters.largeRefused.Load(); got != 0 {
 		t.Fatalf("%d large frames refused busy, want none", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); tr.counters.largeHeld.Load() != 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("budget still held: %d", tr.counters.largeHeld.Load())
+	waitfor.Nil(t, 10*time.Second, func() error {
+		if held := tr.counters.largeHeld.Load(); held != 0 {
+			return fmt.Errorf("budget still held: %d", held)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // holdLargeBudget has a socket send half of a large handshake's frame and
@@ -531,11 +524,6 @@ func holdLargeBudget(t *testing.T, tr *testRelay) (*wsClient, io.WriteCloser, []
 	if _, err := w.Write(frame[:len(frame)/2]); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); tr.counters.largeHeld.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the large frame never took the budget")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, func() bool { return tr.counters.largeHeld.Load() != 0 }, "the large frame never took the budget")
 	return hog, w, frame
 }

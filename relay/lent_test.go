@@ -138,7 +138,7 @@ func TestLentFramesKeepTheirBytes(t *testing.T) {
 						if ctx.Err() != nil {
 							return
 						}
-						time.Sleep(100 * time.Microsecond)
+						time.Sleep(100 * time.Microsecond) // flow control, not a wait the test fails on: the context ends it
 					}
 				}
 				f := `{"type":"publish","channel":"` + ch + `","payload":"` + base64.StdEncoding.EncodeToString(payload(ch, k)) + `"}`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skytale-oss/skytale/internal/feed"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 const chOther = "acme/rooms/other"
@@ -137,9 +138,7 @@ func TestMemberAddedWithinOnePoll(t *testing.T) {
 	ms := NewMemberSet()
 	tr := startRelay(t, Config{NoSync: true, Members: ms, MembersPoll: 20 * time.Millisecond})
 	ms.Add(chA, "alice")
-	for !tr.isMember(chA, "alice") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, func() bool { return tr.isMember(chA, "alice") }, "alice is not a member after 10s of 20 ms polls")
 	c := dialWS(t, tr.URL, "/ws/"+chA)
 	c.auth(mint(t, "alice", ""))
 	c.publishAck(chA, []byte("x"))
@@ -231,9 +230,7 @@ func TestOpenReads(t *testing.T) {
 	}
 
 	ms.Remove(chA, "bob")
-	for tr.isMember(chA, "bob") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, func() bool { return !tr.isMember(chA, "bob") }, "bob is still a member after 10s of polls")
 	bob.publish(chA, []byte("x"))
 	bob.expectError("not_a_member")
 	alice.publishAck(chA, []byte("two"))
@@ -362,17 +359,17 @@ func testFenceResetEvent(t *testing.T, be *testBackend) {
 	ms.Remove(chA, "jammer")
 	ms.ResetFence(chA, 5)
 	j.expectError("not_a_member")
-	for {
+	waitfor.True(t, 10*time.Second, func() bool { // the next poll brings the reset
 		o.publish(chA, publicMessage(gid, 5, 3))
 		m := answer()
 		if m["type"] == "ok" {
-			break
+			return true
 		}
 		if m["code"] != "stale_epoch" {
 			t.Fatalf("commit after the reset: %v", m)
 		}
-		time.Sleep(10 * time.Millisecond) // the next poll brings the reset
-	}
+		return false
+	}, "the commit after the reset is still refused after 10s")
 	o.publish(chA, publicMessage(gid, 5, 3))
 	if m := o.expectError("stale_epoch"); m["epoch"].(float64) != 6 {
 		t.Fatalf("after the owner's commit at 5 the fence expects %v", m["epoch"])

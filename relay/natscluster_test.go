@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skytale-oss/skytale/internal/jwt"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/jsarchive"
 )
 
@@ -164,8 +165,8 @@ func (c *natsCluster) streamInfoAt(i int, stream string) (*jetstream.StreamInfo,
 // current, and returns the index of the leader.
 func (c *natsCluster) healthy(stream string) int {
 	c.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	leader := -1
+	waitfor.Nil(c.t, 60*time.Second, func() error {
 		info, err := c.streamInfo(stream)
 		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 2 {
 			ok := true
@@ -175,16 +176,15 @@ func (c *natsCluster) healthy(stream string) int {
 			if ok {
 				for i, n := range c.names {
 					if n == info.Cluster.Leader {
-						return i
+						leader = i
+						return nil
 					}
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("stream %s never became healthy: %v %+v", stream, err, info)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("stream %s never became healthy: %v %+v", stream, err, info)
+	})
+	return leader
 }
 
 // electionWatch measures NATS's own failover, apart from the relays': on
@@ -252,6 +252,8 @@ func (l *ledger) waitFor(t *testing.T, k int, what string) time.Duration {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: only %d of %d publishes acknowledged", what, l.count(), k)
 		}
+		// A short fixed poll, not waitfor's growing one: the wait's
+		// length is a figure the test logs (how long a failover took).
 		time.Sleep(2 * time.Millisecond)
 	}
 	return time.Since(start)
@@ -368,7 +370,7 @@ func readLoop(rs *readStats, urls func() []string, dead func(string) bool, ch st
 			rs.dropped = append(rs.dropped, fmt.Sprintf("status %d", resp.StatusCode))
 		}
 		rs.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // time passes: the reader's pace
 	}
 }
 
@@ -399,7 +401,7 @@ func readWhole(t *testing.T, base, ch, tok string) map[uint64]string {
 			if time.Now().After(deadline) {
 				t.Fatalf("read of %s: %d %v", base, resp.StatusCode, err)
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the node cannot serve the page yet: ask again (one deadline for the whole read)
 			continue
 		}
 		for _, e := range page.Entries {
@@ -473,7 +475,7 @@ func TestNATSClusterFaults(t *testing.T) {
 				if urls()[i] != base {
 					return // its relay was killed
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // time passes: a pause before the publisher starts again
 			}
 		})
 	}

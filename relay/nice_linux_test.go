@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 	"golang.org/x/sys/unix"
 )
@@ -42,12 +43,7 @@ func TestCommitterRunsNicer(t *testing.T) {
 	tr := startRelay(t, Config{DBPath: filepath.Join(t.TempDir(), "relay.db"), NoSync: true})
 	a := tr.arch.(*sqlitearchive.Archive)
 	var tid int
-	for deadline := time.Now().Add(5 * time.Second); tid == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the committer did not lower its thread's priority")
-		}
-		tid = a.CommitterThread()
-	}
+	waitfor.True(t, 5*time.Second, func() bool { tid = a.CommitterThread(); return tid != 0 }, "the committer did not lower its thread's priority")
 	if tid == unix.Gettid() {
 		t.Fatal("the committer runs on the test's thread")
 	}
@@ -67,14 +63,10 @@ func TestCommitterRunsNicer(t *testing.T) {
 		// instead, so it runs nothing else either.
 		return
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committer thread %d still runs after the relay stopped", tid)
-		}
-	}
+	waitfor.True(t, 5*time.Second, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+		return errors.Is(err, os.ErrNotExist)
+	}, "committer thread %d still runs after the relay stopped", tid)
 }
 
 // threadNice reads a thread's nice value from /proc (field 19 of stat).

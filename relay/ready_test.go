@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,23 +12,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // waitStatus polls url until it answers want, failing the test after a
 // minute; it returns the last body.
 func waitStatus(t *testing.T, url string, want int, what string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, m := httpGet(t, url, "")
-		if code == want {
-			return m
+	var m map[string]any
+	waitfor.Nil(t, time.Minute, func() error {
+		var code int
+		if code, m = httpGet(t, url, ""); code != want {
+			return fmt.Errorf("%s: GET %s answers %d %v, want %d", what, url, code, m, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: GET %s answers %d %v, want %d", what, url, code, m, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return m
 }
 
 // TestReadyFollowsNATS: a relay on a real nats-server process is ready

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/skytale-oss/skytale/internal/waitfor"
 	"github.com/skytale-oss/skytale/relay/internal/sqlitearchive"
 )
 
@@ -581,11 +582,12 @@ func testSlowConsumerDisconnected(t *testing.T, be *testBackend) {
 // queue never holds more than two messages.
 func keepUp(t *testing.T, got *atomic.Int64, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); got.Load() < int64(n-1); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fast subscriber has %d of %d messages", got.Load(), n)
+	waitfor.Nil(t, 30*time.Second, func() error {
+		if g := got.Load(); g < int64(n-1) {
+			return fmt.Errorf("the fast subscriber has %d of %d messages", g, n)
 		}
-	}
+		return nil
+	})
 }
 
 func testSlowConsumer(t *testing.T, cfg Config, size int) {
@@ -637,12 +639,12 @@ func testSlowConsumer(t *testing.T, cfg Config, size int) {
 			t.Fatalf("publish %d acked as %d", n, seq)
 		}
 	}
-	for deadline := time.Now().Add(20 * time.Second); got.Load() != int64(n); {
-		if time.Now().After(deadline) {
-			t.Fatalf("fast subscriber received %d of %d", got.Load(), n)
+	waitfor.Nil(t, 20*time.Second, func() error {
+		if g := got.Load(); g != int64(n) {
+			return fmt.Errorf("fast subscriber received %d of %d", g, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	// Now the slow client drains and finds a 1013 close after what was sent.
 	if timedOut {
 		t.Log("slow consumer was cut off by the write deadline")

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/skytale-oss/skytale/internal/waitfor"
 )
 
 // TestNoEntryNamesItsSender: after a channel's first publisher and another
@@ -37,15 +39,10 @@ func testNoEntryNamesItsSender(t *testing.T, be *testBackend) {
 			dir = be.nats.dir
 		} else {
 			settled(t, tr)
-			for deadline := time.Now().Add(15 * time.Second); ; {
-				if fi, err := os.Stat(filepath.Join(dir, "relay.db-wal")); err != nil || fi.Size() == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the WAL was not checkpointed")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitfor.True(t, 15*time.Second, func() bool {
+				fi, err := os.Stat(filepath.Join(dir, "relay.db-wal"))
+				return err != nil || fi.Size() == 0
+			}, "the WAL was not checkpointed")
 		}
 		var np, nm int
 		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {

@@ -302,10 +302,10 @@ func (s *soakSub) run(done *atomic.Bool) {
 		if done.Load() {
 			return
 		}
-		time.Sleep(time.Duration(rand.Int64N(int64(50 * time.Millisecond))))
+		time.Sleep(time.Duration(rand.Int64N(int64(50 * time.Millisecond)))) // time passes: a random stay away
 		s.reconnects++
 		for s.connect() != nil && !done.Load() {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a retry's pace, until the soak ends
 		}
 	}
 	s.connected.Store(false)
