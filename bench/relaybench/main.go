@@ -63,7 +63,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +88,10 @@ type options struct {
 	clientCPU        bool                    // report this process's CPU per measurement
 	fsyncDir         string                  // probe the flush of this folder's disk each round; "" for none
 	metrics          string                  // the skytale serve's metrics URL, to count its archive's flushes
+	idle             []int                   // idle subscribed connections to hold, per case
+	active           []int                   // subscribers of the paced case, per case
+	rate             float64                 // messages a second in the paced case
+	pids             map[string]int          // each target's server process, for its memory
 }
 
 type durableCase struct{ conns, inflight int }
@@ -143,16 +146,17 @@ func main() {
 	flag.StringVar(&cfConfig, "centrifugo-config", "", "Centrifugo's JSON configuration file, for its client.token.hmac_secret_key")
 	flag.StringVar(&o.fsyncDir, "fsync", "", "a folder on the serve's disk (its data folder): each round also measures 4 KiB appends each followed by fdatasync there, the flush a durable ack waits for")
 	flag.StringVar(&o.metrics, "metrics", "", "the skytale serve's metrics URL (tally serve --metrics-addr, then http://ADDR/metrics): the durable cases report the acks per flush of its archive")
+	var idle, active string
+	flag.StringVar(&idle, "idle", "", "idle subscribed connection counts: each target's server memory per connection (needs -pid)")
+	flag.StringVar(&active, "active", "", "subscriber counts of the paced case: one publisher at -rate, the delivery latency")
+	flag.Float64Var(&o.rate, "rate", 10, "messages a second in the paced case (-active)")
+	o.pids = pidsFlag{}
+	flag.Var(pidsFlag(o.pids), "pid", "a target's server process, `NAME=PID` (repeatable), for -idle")
 	flag.Parse()
-	for _, s := range strings.Split(subs, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			fatal(fmt.Errorf("-subs: %q is not a positive count", s))
-		}
-		o.subs = append(o.subs, n)
+	o.subs = counts("-subs", subs)
+	o.idle, o.active = counts("-idle", idle), counts("-active", active)
+	if o.rate <= 0 {
+		fatal(errors.New("-rate must be above 0"))
 	}
 	for _, s := range strings.Split(durable, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -348,7 +352,7 @@ type bench struct {
 
 func run(o options) error {
 	ctx := context.Background()
-	maxSubs := slices.Max(append(slices.Clone(o.subs), 1))
+	maxSubs := slices.Max(slices.Concat(o.subs, o.idle, o.active, []int{1}))
 	names := o.targets
 	if len(names) == 0 {
 		names = []string{"skytale"}
@@ -408,7 +412,7 @@ func run(o options) error {
 		turn := slices.Concat(benches[round%len(benches):], benches[:round%len(benches)])
 		for _, n := range o.subs {
 			for _, b := range turn {
-				r, err := fanout(ctx, b.t, o, n, o.outstanding)
+				r, err := fanout(ctx, b.t, o, n, o.outstanding, 0)
 				if err != nil {
 					return fmt.Errorf("%s: fan-out 1→%d: %w", b.name, n, err)
 				}
@@ -417,12 +421,15 @@ func run(o options) error {
 		}
 		if o.latency {
 			for _, b := range turn {
-				r, err := fanout(ctx, b.t, o, 1, 1)
+				r, err := fanout(ctx, b.t, o, 1, 1, 0)
 				if err != nil {
 					return fmt.Errorf("%s: latency: %w", b.name, err)
 				}
 				add(b, "latency 1→1, 1 in flight", r)
 			}
+		}
+		if err := scale(ctx, o, turn, add); err != nil {
+			return err
 		}
 		for _, d := range o.durable {
 			for _, b := range turn {
@@ -531,8 +538,8 @@ func ratio(a, b time.Duration) float64 {
 }
 
 // fanout runs one publisher to n subscribers with at most k messages
-// outstanding per subscriber.
-func fanout(ctx context.Context, t target, o options, n, k int) (result, error) {
+// outstanding per subscriber, or, with rate, at rate messages a second.
+func fanout(ctx context.Context, t target, o options, n, k int, rate float64) (result, error) {
 	subs, err := t.subscribers(ctx, n)
 	if err != nil {
 		return result{}, err
@@ -616,6 +623,9 @@ func fanout(ctx context.Context, t target, o options, n, k int) (result, error) 
 			}
 		}
 		return nil
+	}
+	if rate > 0 {
+		publish = pacedPublisher(pub, rate, &sent, minRecv)
 	}
 	// Warm up, then measure.
 	if err := publish(time.Now().Add(time.Second)); err != nil {

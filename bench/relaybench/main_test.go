@@ -174,7 +174,7 @@ func TestNATSServerGone(t *testing.T) {
 	defer n.close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := fanout(t.Context(), n, o, 3, 8)
+		_, err := fanout(t.Context(), n, o, 3, 8, 0)
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // time passes: into the warm-up
@@ -325,7 +325,7 @@ func TestCentrifugoPublishRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fanout(t.Context(), c, o, 2, 4); err == nil || !strings.Contains(err.Error(), "refused a publish") {
+	if _, err := fanout(t.Context(), c, o, 2, 4, 0); err == nil || !strings.Contains(err.Error(), "refused a publish") {
 		t.Fatalf("fan-out = %v, want the refusal", err)
 	}
 }

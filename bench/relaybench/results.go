@@ -24,9 +24,14 @@ type result struct {
 	framesPerMsg bool
 	clientCPU    float64 // this process's CPU over the measurement, in cores; 0 when not shown
 	perFlush     float64 // durable: acks per flush of the archive (-metrics); 0 when not measured
+	conns        int     // idle: the connections held
+	grown        int64   // idle: what the server's resident memory grew by, in bytes
 }
 
 func (r result) String() string {
+	if r.conns > 0 {
+		return fmt.Sprintf("%10.0f %-12s (%d connections, +%.1f MiB resident)", r.rate, r.unit, r.conns, float64(r.grown)/(1<<20))
+	}
 	s := fmt.Sprintf("%10.0f %-12s p50 %8s  p99 %8s  p99.9 %8s", r.rate, r.unit, round(r.p50), round(r.p99), round(r.p999))
 	if r.framesPerMsg {
 		s += fmt.Sprintf("  frames/message mean %.1f p50 %d p99 %d max %d", r.batchMean, r.batchP50, r.batchP99, r.batchMax)

@@ -26,8 +26,11 @@
 #	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490
 #
 # relaybench gets -metrics (the acks per flush of the archive in the
-# durable cases) and -fsync WORK/tally-data (each round also measures the
-# disk's 4 KiB write + fdatasync there).
+# durable cases), -fsync WORK/tally-data (each round also measures the
+# disk's 4 KiB write + fdatasync there) and each server's -pid (the
+# memory per connection of -idle N). The scale cases:
+#
+#	sidebyside.sh -subs 1,1000 -latency=false -durable '' -idle 10000 -active 10000 -rate 10
 #	nats-server -a 127.0.0.1 -p 4290 -js -sd WORK/nats  (built from the nats-server in go.mod)
 #	centrifugo -c WORK/centrifugo.json                    (memory engine, no history, port 8590)
 #
@@ -82,6 +85,8 @@ await() {
 "$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
 	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490 &
 pids="$pids $!"
+# Each server's process, for the memory of the idle case (-idle).
+procs=(-pid "skytale=$!")
 
 natsflags=()
 if [ "${NATS_SYNC_ALWAYS:-}" = 1 ]; then
@@ -90,12 +95,14 @@ if [ "${NATS_SYNC_ALWAYS:-}" = 1 ]; then
 fi
 "$work/nats-server" "${natsflags[@]}" -a 127.0.0.1 -p 4290 -js -sd "$work/nats" &
 pids="$pids $!"
+procs+=(-pid "nats=$!")
 
 targets=skytale
 extra=()
 if [ -n "${TALLY_BEFORE:-}" ]; then
 	"$TALLY_BEFORE" serve --data "$work/tally-before-data" --quiet --api-addr 127.0.0.1:3191 --relay-addr 127.0.0.1:8491 &
 	pids="$pids $!"
+	procs+=(-pid "before=$!")
 	targets=$targets,before
 	extra+=(-skytale "before,http://127.0.0.1:3191,http://127.0.0.1:8491,$work/tally-before-data")
 	await 3191
@@ -106,6 +113,7 @@ if [ "${NOFLUSH:-}" = 1 ]; then
 	"$work/tally-noflush" serve --data "$work/tally-noflush-data" --quiet --api-addr 127.0.0.1:3192 --relay-addr 127.0.0.1:8492 \
 		--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 &
 	pids="$pids $!"
+	procs+=(-pid "noflush=$!")
 	targets=$targets,noflush
 	extra+=(-skytale "noflush,http://127.0.0.1:3192,http://127.0.0.1:8492,$work/tally-noflush-data")
 	await 3192
@@ -126,6 +134,7 @@ JSON
 	chmod 600 "$work/centrifugo.json"
 	"$centrifugo" -c "$work/centrifugo.json" &
 	pids="$pids $!"
+	procs+=(-pid "centrifugo=$!")
 	targets=$targets,centrifugo
 	extra+=(-centrifugo http://127.0.0.1:8590 -centrifugo-config "$work/centrifugo.json")
 	await 8590
@@ -138,4 +147,4 @@ await 4290
 "$work/relaybench" -target "$targets" \
 	-api http://127.0.0.1:3190 -relay http://127.0.0.1:8490 -data "$work/tally-data" \
 	-metrics http://127.0.0.1:9490/metrics -fsync "$work/tally-data" \
-	-nats nats://127.0.0.1:4290 "${extra[@]}" "$@"
+	-nats nats://127.0.0.1:4290 "${procs[@]}" "${extra[@]}" "$@"

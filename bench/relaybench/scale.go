@@ -1,0 +1,146 @@
+// The scale cases: many subscribed connections, idle (what each costs the
+// server's memory) or at a steady rate (the delivery latency of one
+// message to all of them).
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// scale runs the idle and paced cases of a round for each bench in turn.
+func scale(ctx context.Context, o options, turn []bench, add func(bench, string, result)) error {
+	for _, n := range o.active {
+		for _, b := range turn {
+			r, err := fanout(ctx, b.t, o, n, 0, o.rate)
+			if err != nil {
+				return fmt.Errorf("%s: paced 1→%d: %w", b.name, n, err)
+			}
+			add(b, fmt.Sprintf("paced 1→%d at %g/s", n, o.rate), r)
+		}
+	}
+	for _, n := range o.idle {
+		for _, b := range turn {
+			r, err := idle(ctx, b, o, n)
+			if err != nil {
+				return fmt.Errorf("%s: idle %d: %w", b.name, n, err)
+			}
+			add(b, fmt.Sprintf("idle %d", n), r)
+		}
+	}
+	return nil
+}
+
+// idleSettle is how long the idle connections are held before the
+// server's memory is read: long enough for its per-connection work
+// (authentication, subscription, first pings) to end.
+const idleSettle = 3 * time.Second
+
+// idle opens n subscribers on b, holds them, and reads what the server's
+// resident memory grew by, per connection.
+func idle(ctx context.Context, b bench, o options, n int) (result, error) {
+	pid, ok := o.pids[b.name]
+	if !ok {
+		return result{}, fmt.Errorf("no -pid %s=PID", b.name)
+	}
+	before, err := rss(pid)
+	if err != nil {
+		return result{}, err
+	}
+	subs, err := b.t.subscribers(ctx, n)
+	if err != nil {
+		return result{}, err
+	}
+	defer func() {
+		for _, s := range subs {
+			s.close()
+		}
+	}()
+	time.Sleep(idleSettle) // time for the server to settle, not an event
+	after, err := rss(pid)
+	if err != nil {
+		return result{}, err
+	}
+	return result{rate: float64(after-before) / float64(n), unit: "B/connection", conns: n, grown: after - before}, nil
+}
+
+// rss is the resident memory of process pid, in bytes (VmRSS).
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("the server's memory: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("the server's memory: %q", v)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("the server's memory: no VmRSS")
+}
+
+// pacedPublisher publishes one message every 1/rate seconds until the time
+// given, counting them in sent; it fails when the slowest subscriber is
+// more than five seconds of messages behind.
+func pacedPublisher(pub publisher, rate float64, sent *int64, minRecv func() int64) func(time.Time) error {
+	every := time.Duration(float64(time.Second) / rate)
+	behind := int64(5*rate) + 1
+	return func(until time.Time) error {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for time.Now().Before(until) {
+			<-tick.C
+			if lag := *sent - minRecv(); lag > behind {
+				return fmt.Errorf("the slowest subscriber is %d messages behind (%d sent)", lag, *sent)
+			}
+			if err := pub.publish(context.Background()); err != nil {
+				return err
+			}
+			*sent++
+		}
+		return nil
+	}
+}
+
+// counts parses a comma list of positive counts for the flag name.
+func counts(name, list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("%s: %q is not a positive count", name, s))
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// pidsFlag collects -pid NAME=PID.
+type pidsFlag map[string]int
+
+func (f pidsFlag) String() string { return "" }
+
+func (f pidsFlag) Set(v string) error {
+	name, p, ok := strings.Cut(v, "=")
+	pid, err := strconv.Atoi(p)
+	if !ok || name == "" || err != nil || pid < 1 {
+		return fmt.Errorf("%q is not NAME=PID", v)
+	}
+	f[name] = pid
+	return nil
+}
