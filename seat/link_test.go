@@ -399,6 +399,11 @@ func TestRevokedDeviceNeverReadmitted(t *testing.T) {
 			t.Fatalf("after the revoked device's offer %s's roster is %v, was %v", m.did, got, before)
 		}
 	}
+	// Bob's own seat, asked to commit the offer, refuses: the device is
+	// revoked.
+	if _, err := seat.AddKeyPackage(bob.Seat, ctx, room, offer[4:]); !errors.Is(err, seat.ErrRevokedDevice) {
+		t.Fatalf("bob's seat commits the revoked device's offer: %v, want ErrRevokedDevice", err)
+	}
 	// Bob's software adds it anyway: alice and carol refuse the Commit.
 	if err := seat.AddToRoom(bob.Seat, ctx, room, offer[4:]); err != nil {
 		t.Fatal(err)

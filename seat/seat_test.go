@@ -101,8 +101,8 @@ func TestTwoHomesSync(t *testing.T) {
 	if err := b.UseAccount(ctx, acct.AccountID, acct.Org, acct.APIKey); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Connect(ctx); err == nil {
-		t.Fatal("second connect of the same identity succeeded")
+	if _, err := b.Connect(ctx); !errors.Is(err, seat.ErrSeatExists) {
+		t.Fatalf("second connect of the same identity: %v, want ErrSeatExists", err)
 	}
 	n, err := b.Pull(ctx, nil)
 	if err != nil || n != 1200 {
