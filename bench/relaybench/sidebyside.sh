@@ -23,7 +23,7 @@
 # The servers:
 #
 #	tally serve --data WORK/tally-data --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
-#	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490
+#	  --relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --max-conns 16384 --metrics-addr 127.0.0.1:9490
 #
 # relaybench gets -metrics (the acks per flush of the archive in the
 # durable cases), -fsync WORK/tally-data (each round also measures the
@@ -83,7 +83,7 @@ await() {
 # The benchmark's sockets all come from 127.0.0.1: the relay's shares per
 # client address and network would refuse the fan-out's 1000 subscribers.
 "$tally" serve --data "$work/tally-data" --quiet --api-addr 127.0.0.1:3190 --relay-addr 127.0.0.1:8490 \
-	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --metrics-addr 127.0.0.1:9490 &
+	--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --max-conns 16384 --metrics-addr 127.0.0.1:9490 &
 pids="$pids $!"
 # Each server's process, for the memory of the idle case (-idle).
 procs=(-pid "skytale=$!")
@@ -111,7 +111,7 @@ fi
 if [ "${NOFLUSH:-}" = 1 ]; then
 	go build -tags benchnoflush -o "$work/tally-noflush" ./cli/tally
 	"$work/tally-noflush" serve --data "$work/tally-noflush-data" --quiet --api-addr 127.0.0.1:3192 --relay-addr 127.0.0.1:8492 \
-		--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 &
+		--relay-conns-per-ip 1000000 --relay-conns-per-net 1000000 --max-conns 16384 &
 	pids="$pids $!"
 	procs+=(-pid "noflush=$!")
 	targets=$targets,noflush
