@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,12 +142,18 @@ func TestAPIDocMatchesFrames(t *testing.T) {
 		codeTypes = append(codeTypes, m[1])
 	}
 	var codeCodes []string
-	// The relay and the archives (package relay/jsarchive and the pieces
-	// both archives build from, relay/internal/backend) send them.
+	// The relay and its archives send them: every package under relay/
+	// (jsarchive, internal/sqlitearchive, internal/backend and any backend
+	// added later).
 	var files []string
-	for _, dir := range []string{"../relay", "../relay/jsarchive", "../relay/internal/backend"} {
-		fs, _ := filepath.Glob(dir + "/*.go")
-		files = append(files, fs...)
+	err = filepath.WalkDir("../relay", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	codeRe := regexp.MustCompile(`(?:[eE]rrorFrame|channelErrorFrame|fail|closeWith\([^"\n]*)\(?"([a-z0-9_]+)"|\{"error", "([a-z_]+)"`)
 	for _, f := range files {

@@ -87,7 +87,7 @@ func checkNoRelayGoroutines(t testing.TB) {
 		buf = buf[:runtime.Stack(buf, true)]
 		var stacks string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if (strings.Contains(g, "skytale/relay.") || strings.Contains(g, "skytale/relay/jsarchive.")) && !strings.Contains(g, "_test.go") {
+			if (strings.Contains(g, "skytale/relay.") || strings.Contains(g, "skytale/relay/jsarchive.") || strings.Contains(g, "skytale/relay/internal/")) && !strings.Contains(g, "_test.go") {
 				stacks += g + "\n\n"
 			}
 		}

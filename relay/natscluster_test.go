@@ -489,6 +489,19 @@ func TestNATSClusterFaults(t *testing.T) {
 		rwg.Go(func() { readLoop(rs, urls, dead, ch, tok, stopR) })
 	}
 
+	// The publishers and readers stop before the test returns, however
+	// it ends: left running, they would publish into the next test.
+	var stopOnce sync.Once
+	stopAll := func() {
+		stopOnce.Do(func() {
+			close(stopP)
+			pwg.Wait()
+			close(stopR)
+			rwg.Wait()
+		})
+	}
+	t.Cleanup(stopAll)
+
 	l.waitFor(t, 100, "start")
 	kinds := []string{"leader", "follower", "pause", "all"}
 	for cycle := range cycles {
@@ -548,10 +561,7 @@ func TestNATSClusterFaults(t *testing.T) {
 	startPub(2, 1)
 	l.waitFor(t, base+100, "relay killed")
 
-	close(stopP)
-	pwg.Wait()
-	close(stopR)
-	rwg.Wait()
+	stopAll()
 	nc.healthy(stream)
 
 	l.mu.Lock()

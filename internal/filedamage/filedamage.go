@@ -3,13 +3,17 @@
 // bytes overwritten, a flipped bit.
 package filedamage
 
-import (
-	"os"
-	"testing"
-)
+import "os"
+
+// T is the part of testing.TB these helpers use (the package does not
+// import testing: library code of this module never does).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // Truncate cuts the file at path to n bytes.
-func Truncate(t testing.TB, path string, n int64) {
+func Truncate(t T, path string, n int64) {
 	t.Helper()
 	if err := os.Truncate(path, n); err != nil {
 		t.Fatal(err)
@@ -17,7 +21,7 @@ func Truncate(t testing.TB, path string, n int64) {
 }
 
 // WriteAt writes b over the file at path from offset off.
-func WriteAt(t testing.TB, path string, b []byte, off int64) {
+func WriteAt(t T, path string, b []byte, off int64) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -30,7 +34,7 @@ func WriteAt(t testing.TB, path string, b []byte, off int64) {
 }
 
 // FlipAt flips one bit of the byte at offset off of the file at path.
-func FlipAt(t testing.TB, path string, off int64) {
+func FlipAt(t T, path string, off int64) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

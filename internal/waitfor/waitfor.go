@@ -9,7 +9,6 @@ package waitfor
 
 import (
 	"errors"
-	"testing"
 	"time"
 )
 
@@ -24,7 +23,7 @@ const (
 // True waits until cond returns true, polling it on the calling goroutine
 // (so cond may call t.Fatal). After timeout it fails t with the message
 // made from format and args.
-func True(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+func True(t T, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	if poll(timeout, func() error {
 		if cond() {
@@ -40,11 +39,19 @@ func True(t testing.TB, timeout time.Duration, cond func() bool, format string, 
 // (so check may call t.Fatal). After timeout it fails t with the last
 // error check returned, so the message tells the state at the end of the
 // wait: check says what it still waits for in that error.
-func Nil(t testing.TB, timeout time.Duration, check func() error) {
+func Nil(t T, timeout time.Duration, check func() error) {
 	t.Helper()
 	if err := poll(timeout, check); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// T is the part of testing.TB these helpers use (the package does not
+// import testing: library code of this module never does).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 var errNotYet = errors.New("not yet")

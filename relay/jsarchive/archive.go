@@ -382,7 +382,7 @@ func open(ctx context.Context, env backend.Env, cfg Config) (*archive, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	if err := a.loadPayers(ctx); err != nil {
+	if err := setupRetry(ctx, "payers", jsSetupWait, a.loadPayers); err != nil {
 		return unreachable(err)
 	}
 	if err := a.replay(ctx); err != nil {
@@ -430,20 +430,36 @@ func (e *natsUnreachable) Unwrap() []error { return []error{ErrUnreachable, e.er
 // JetStream not ready yet (no leader, no responders, a timeout) is tried
 // again until jsSetupWait.
 func bindStream(ctx context.Context, js jetstream.JetStream, scfg jetstream.StreamConfig, explicitReplicas bool) (jetstream.Stream, error) {
+	var stream jetstream.Stream
+	err := setupRetry(ctx, "stream "+scfg.Name, jsSetupTry, func(ctx context.Context) (err error) {
+		stream, err = bindOnce(ctx, js, scfg, explicitReplicas)
+		return err
+	})
+	return stream, err
+}
+
+// setupRetry calls try until it returns nil, for the setup steps a
+// cluster answers only once it has a meta leader and the asset's leader
+// ("JetStream system temporarily unavailable" while it elects them, a
+// timeout while a server is stopped). Each try gets each; after
+// jsSetupWait in all it gives up with try's last error. A streamRefusal
+// returns at once: no retry mends it.
+func setupRetry(ctx context.Context, what string, each time.Duration, try func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, jsSetupWait)
 	defer cancel()
-	name := scfg.Name
 	wait := 50 * time.Millisecond
 	for {
-		stream, err := bindOnce(ctx, js, scfg, explicitReplicas)
+		tctx, tcancel := context.WithTimeout(ctx, each)
+		err := try(tctx)
+		tcancel()
 		var refused *streamRefusal
 		switch {
 		case err == nil:
-			return stream, nil
+			return nil
 		case errors.As(err, &refused):
-			return nil, err
+			return err
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("relay: JetStream stream %s: not created or bound within %v: %w", name, jsSetupWait, err)
+			return fmt.Errorf("relay: JetStream %s: not ready within %v: %w", what, jsSetupWait, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -460,11 +476,9 @@ type streamRefusal struct{ msg string }
 func (e *streamRefusal) Error() string { return e.msg }
 
 func bindOnce(ctx context.Context, js jetstream.JetStream, scfg jetstream.StreamConfig, explicitReplicas bool) (jetstream.Stream, error) {
-	tctx, cancel := context.WithTimeout(ctx, jsSetupTry)
-	defer cancel()
-	stream, err := js.Stream(tctx, scfg.Name)
+	stream, err := js.Stream(ctx, scfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		stream, err = js.CreateStream(tctx, scfg)
+		stream, err = js.CreateStream(ctx, scfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, err // another node created it: bind next time
 		}
@@ -484,7 +498,7 @@ func bindOnce(ctx context.Context, js jetstream.JetStream, scfg jetstream.Stream
 		cur.Duplicates == want.Duplicates && cur.AllowMsgTTL == want.AllowMsgTTL && slices.Equal(cur.Subjects, want.Subjects) {
 		return stream, nil
 	}
-	return js.UpdateStream(tctx, want)
+	return js.UpdateStream(ctx, want)
 }
 
 // UpdateStreamReplicas sets the replica count of a relay cluster's

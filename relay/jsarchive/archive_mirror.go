@@ -133,15 +133,12 @@ func (a *archive) readPayer(ch string) (string, error) {
 // bindPayers creates the payer bucket, with the stream's replicas, if it
 // does not exist, or binds to it.
 func bindPayers(ctx context.Context, js jetstream.JetStream, stream string, replicas int) (jetstream.KeyValue, error) {
-	ctx, cancel := context.WithTimeout(ctx, jsSetupWait)
-	defer cancel()
 	bucket := stream + payersSuffix
-	wait := 50 * time.Millisecond
-	for {
-		tctx, tcancel := context.WithTimeout(ctx, jsSetupTry)
-		kv, err := js.KeyValue(tctx, bucket)
+	var kv jetstream.KeyValue
+	err := setupRetry(ctx, "bucket "+bucket, jsSetupTry, func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			kv, err = js.CreateKeyValue(tctx, jetstream.KeyValueConfig{
+			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket:      bucket,
 				Description: "Skytale relay archive: each channel's payer",
 				History:     1,
@@ -149,35 +146,27 @@ func bindPayers(ctx context.Context, js jetstream.JetStream, stream string, repl
 				Replicas:    replicas,
 			})
 		}
-		tcancel()
-		if err == nil {
-			return kv, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("relay: JetStream bucket %s: not created or bound within %v: %w", bucket, jsSetupWait, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+		return err
+	})
+	return kv, err
 }
 
 // payersSuffix makes the payer bucket's name from the stream's.
 const payersSuffix = "_PAYERS"
 
-// loadPayers reads every payer record into the mirror.
+// loadPayers reads every payer record into the mirror. A try cut off
+// part way is tried again whole (applying a record twice is harmless),
+// with the whole setup time for each try: a large bucket takes long.
 func (a *archive) loadPayers(ctx context.Context) error {
 	w, err := a.payers.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return fmt.Errorf("relay: JetStream payers: %w", err)
+		return err
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("relay: JetStream payers: %w", ctx.Err())
+			return ctx.Err()
 		case e := <-w.Updates():
 			if e == nil {
 				return nil // the records there were at the start
