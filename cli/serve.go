@@ -187,12 +187,14 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 	if o.Quiet {
 		reqLog = slog.New(quietHandler{log.Handler()})
 	}
-	listeners := len(planes)
-	if o.MetricsAddr != "" {
-		listeners++
+	caps := o.connCaps(planes, openFileLimit())
+	for _, p := range planes {
+		if caps[p.name] < o.MaxConns {
+			log.Warn("the open-file limit holds a plane below --max-conns: raise it (ulimit -n, or LimitNOFILE= in a systemd unit) for more connections",
+				"plane", p.name, "open_files", openFileLimit(), "max_conns", caps[p.name], "wanted", o.MaxConns)
+		}
 	}
-	maxConns := o.connCap(listeners)
-	dcfg, rcfg := o.planeConfigs(jwtSecret, internal, reqLog, maxConns)
+	dcfg, rcfg := o.planeConfigs(jwtSecret, internal, reqLog, caps["relay"])
 	reg := o.newRegistry()
 	b := newPlaneBuilder(&o, planes, dcfg, rcfg, jwtSecret, internal, reg)
 	defer b.close(log)
@@ -205,7 +207,7 @@ func serve(ctx context.Context, o serveOptions, logw interface{ Write([]byte) (i
 		return err
 	}
 	planes = o.sidePlanes(planes, reg, internal, errRing, started)
-	if err := o.listen(gctx, g, planes, maxConns, log); err != nil {
+	if err := o.listen(gctx, g, planes, caps, log); err != nil {
 		return err
 	}
 	err = g.Wait()

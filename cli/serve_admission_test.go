@@ -112,3 +112,53 @@ func TestServeCrowdOfNetworksCannotFillListener(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestConnCapsShareTheOpenFileLimit: the listeners' caps together stay
+// below the open-file limit; the relay takes three parts to the
+// directory's one, a plane whose --max-conns fits leaves the rest to the
+// other, and with no known limit every plane gets --max-conns.
+func TestConnCapsShareTheOpenFileLimit(t *testing.T) {
+	both := []plane{{name: "directory"}, {name: "relay"}}
+	cases := []struct {
+		name      string
+		o         serveOptions
+		planes    []plane
+		openFiles int
+		dir, rel  int
+	}{
+		{"no limit known", serveOptions{MaxConns: 4096}, both, 0, 4096, 4096},
+		{"room for both", serveOptions{MaxConns: 4096}, both, 1 << 20, 4096, 4096},
+		// 20000 less the reserve and the metrics: 19616, the relay's three
+		// quarters 14712, and the directory's quarter 4904 fits 4096, so
+		// the relay takes the rest.
+		{"the directory fits its share", serveOptions{MaxConns: 16384, MetricsAddr: "127.0.0.1:0"}, both, 20000, 4904, 14712},
+		{"the directory's want fits", serveOptions{MaxConns: 4096, MetricsAddr: "127.0.0.1:0"}, both, 20000, 4096, 4096},
+		{"the relay's want fits, the directory takes the rest", serveOptions{MaxConns: 9000}, both, 20000, 9000, 9000},
+		{"neither fits", serveOptions{MaxConns: 100000, admissionOptions: admissionOptions{HealthAddr: "127.0.0.1:0"}}, both, 20000, 4952, 14856},
+		{"the relay alone", serveOptions{MaxConns: 100000}, []plane{{name: "relay"}}, 20000, 0, 19872},
+		{"a tiny limit", serveOptions{MaxConns: 4096}, both, 130, 1, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			caps := tc.o.connCaps(tc.planes, tc.openFiles)
+			if caps["directory"] != tc.dir || caps["relay"] != tc.rel {
+				t.Fatalf("directory %d, relay %d; want %d, %d", caps["directory"], caps["relay"], tc.dir, tc.rel)
+			}
+			if tc.openFiles > 0 {
+				sum := fdReserve
+				for _, p := range tc.planes {
+					sum += caps[p.name]
+				}
+				if tc.o.MetricsAddr != "" {
+					sum += caps["metrics"]
+				}
+				if tc.o.HealthAddr != "" {
+					sum += caps["health"]
+				}
+				if sum > tc.openFiles && tc.openFiles > fdReserve+2 {
+					t.Fatalf("the caps and the reserve hold %d files, over the limit %d", sum, tc.openFiles)
+				}
+			}
+		})
+	}
+}

@@ -69,6 +69,10 @@ func (o *serveOptions) listener(p plane, tl net.Listener, maxConns int) (*httpx.
 // descriptors.
 const healthMaxConns = 64
 
+// metricsMaxConns bounds the metrics listener's: its scrapers and the
+// operator's admin page.
+const metricsMaxConns = 256
+
 // healthHandler answers GET /health on the health listener: the relay's
 // answer when it runs here, else the directory's; and GET /ready: 200
 // when every plane served here is ready, else 503 naming the first that
@@ -124,20 +128,20 @@ func (o *serveOptions) sidePlanes(planes []plane, reg *prometheus.Registry, inte
 // listen serves each plane on its address in g until ctx is done, then
 // shuts its server down; it logs each URL as it listens. A listener that
 // cannot be opened is an error, and the ones opened stop with g.
-func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []plane, maxConns int, log *slog.Logger) error {
+func (o *serveOptions) listen(ctx context.Context, g *errgroup.Group, planes []plane, caps map[string]int, log *slog.Logger) error {
 	for _, p := range planes {
 		tl, err := net.Listen("tcp", p.addr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		ln, srv := o.listener(p, tl, maxConns)
+		ln, srv := o.listener(p, tl, caps[p.name])
 		url := "http://" + tl.Addr().String()
 		attrs := []any{"url", url}
 		if p.name == "directory" {
 			attrs = append(attrs, "signup", string(o.signupMode()))
 		}
 		if p.name != "health" {
-			attrs = append(attrs, "max_conns", maxConns)
+			attrs = append(attrs, "max_conns", caps[p.name])
 		}
 		if p.name == "relay" && benchNoFlush {
 			log.Warn("benchmark build: the relay's archive does not fsync, so an ack survives no crash of the machine")

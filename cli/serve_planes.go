@@ -160,15 +160,58 @@ func (o *serveOptions) logStart(planes []plane, log *slog.Logger) {
 	}
 }
 
-// connCap is each listener's connection cap: every open connection is a
-// file descriptor, so the caps of all listeners together stay below the
-// process's limit.
-func (o *serveOptions) connCap(listeners int) int {
-	maxConns := o.MaxConns
-	if n := openFileLimit(); n > 0 {
-		maxConns = max(1, min(maxConns, (n-fdReserve)/listeners))
+// connCaps are the listeners' connection caps, by plane name (planes are
+// the public ones): every open connection is a file descriptor, so the
+// caps of all listeners together stay below openFiles, the process's
+// limit (0 when unknown). The health and metrics listeners take
+// small fixed caps; the public planes share the rest, each up to
+// --max-conns, the relay three parts to the directory's one (its
+// WebSockets live as long as a device is online, the directory's requests
+// a moment), and what one plane does not use goes to the other.
+func (o *serveOptions) connCaps(planes []plane, openFiles int) map[string]int {
+	caps := map[string]int{"health": healthMaxConns, "metrics": metricsMaxConns}
+	budget := openFiles - fdReserve
+	if o.MetricsAddr != "" {
+		budget -= metricsMaxConns
 	}
-	return maxConns
+	if o.HealthAddr != "" {
+		budget -= healthMaxConns
+	}
+	var public []string
+	for _, p := range planes {
+		public = append(public, p.name)
+	}
+	weight := func(name string) int {
+		if name == "relay" {
+			return 3
+		}
+		return 1
+	}
+	// The planes whose --max-conns fits their share take it and leave the
+	// rest to the others, until none fits: those split what is left.
+	for len(public) > 0 {
+		total := 0
+		for _, name := range public {
+			total += weight(name)
+		}
+		var rest []string
+		for _, name := range public {
+			if openFiles <= 0 || o.MaxConns <= budget*weight(name)/total {
+				caps[name] = o.MaxConns
+			} else {
+				rest = append(rest, name)
+			}
+		}
+		if len(rest) == len(public) {
+			for _, name := range rest {
+				caps[name] = max(1, budget*weight(name)/total)
+			}
+			break
+		}
+		budget -= o.MaxConns * (len(public) - len(rest))
+		public = rest
+	}
+	return caps
 }
 
 // planeConfigs are the planes' configurations from o.

@@ -92,6 +92,7 @@ type options struct {
 	active           []int                   // subscribers of the paced case, per case
 	rate             float64                 // messages a second in the paced case
 	pids             map[string]int          // each target's server process, for its memory
+	baseRSS          map[string]int64        // each one's resident memory before the first case
 }
 
 type durableCase struct{ conns, inflight int }
@@ -396,6 +397,11 @@ func run(o options) error {
 			fmt.Printf("round %d  %-10s %-24s %s\n", len(results[name]), b.name, scenario, r)
 		}
 	}
+	if len(o.idle) > 0 {
+		if o.baseRSS, err = baseMemory(o, benches); err != nil {
+			return err
+		}
+	}
 	skipped := map[string]error{} // by target: why it has no durable case
 	var disk []result
 	for round := range o.rounds {
@@ -410,6 +416,11 @@ func run(o options) error {
 		// Each round starts with the next server, so none always runs
 		// first after the machine was quiet.
 		turn := slices.Concat(benches[round%len(benches):], benches[:round%len(benches)])
+		// The scale cases first: the idle one reads the servers' memory,
+		// which the cases before it would have grown.
+		if err := scale(ctx, o, turn, add); err != nil {
+			return err
+		}
 		for _, n := range o.subs {
 			for _, b := range turn {
 				r, err := fanout(ctx, b.t, o, n, o.outstanding, 0)
@@ -427,9 +438,6 @@ func run(o options) error {
 				}
 				add(b, "latency 1→1, 1 in flight", r)
 			}
-		}
-		if err := scale(ctx, o, turn, add); err != nil {
-			return err
 		}
 		for _, d := range o.durable {
 			for _, b := range turn {

@@ -16,17 +16,9 @@ import (
 	"time"
 )
 
-// scale runs the idle and paced cases of a round for each bench in turn.
+// scale runs the idle and paced cases of a round for each bench in turn,
+// the idle ones first.
 func scale(ctx context.Context, o options, turn []bench, add func(bench, string, result)) error {
-	for _, n := range o.active {
-		for _, b := range turn {
-			r, err := fanout(ctx, b.t, o, n, 0, o.rate)
-			if err != nil {
-				return fmt.Errorf("%s: paced 1→%d: %w", b.name, n, err)
-			}
-			add(b, fmt.Sprintf("paced 1→%d at %g/s", n, o.rate), r)
-		}
-	}
 	for _, n := range o.idle {
 		for _, b := range turn {
 			r, err := idle(ctx, b, o, n)
@@ -34,6 +26,15 @@ func scale(ctx context.Context, o options, turn []bench, add func(bench, string,
 				return fmt.Errorf("%s: idle %d: %w", b.name, n, err)
 			}
 			add(b, fmt.Sprintf("idle %d", n), r)
+		}
+	}
+	for _, n := range o.active {
+		for _, b := range turn {
+			r, err := fanout(ctx, b.t, o, n, 0, o.rate)
+			if err != nil {
+				return fmt.Errorf("%s: paced 1→%d: %w", b.name, n, err)
+			}
+			add(b, fmt.Sprintf("paced 1→%d at %g/s", n, o.rate), r)
 		}
 	}
 	return nil
@@ -44,16 +45,36 @@ func scale(ctx context.Context, o options, turn []bench, add func(bench, string,
 // (authentication, subscription, first pings) to end.
 const idleSettle = 3 * time.Second
 
-// idle opens n subscribers on b, holds them, and reads what the server's
-// resident memory grew by, per connection.
+// baseMemory reads each bench's server memory before the run's first
+// case: the idle case's baseline.
+func baseMemory(o options, benches []bench) (map[string]int64, error) {
+	base := map[string]int64{}
+	for _, b := range benches {
+		pid, ok := o.pids[b.name]
+		if !ok {
+			return nil, fmt.Errorf("idle: no -pid %s=PID", b.name)
+		}
+		n, err := rss(pid)
+		if err != nil {
+			return nil, err
+		}
+		base[b.name] = n
+	}
+	return base, nil
+}
+
+// idle opens n subscribers on b, holds them, and reads the server's
+// resident memory per connection: what it holds with them open, less
+// what it held before the run's first case. A server's runtime keeps
+// memory freed in earlier rounds and reuses it, so a growth from the
+// round's own start would read near zero after the first round; from the
+// run's start every round reads the same, provided the idle case runs on
+// fresh servers and first (run it alone for the memory figure: the
+// fan-out cases of earlier rounds leave their buffers held).
 func idle(ctx context.Context, b bench, o options, n int) (result, error) {
 	pid, ok := o.pids[b.name]
 	if !ok {
 		return result{}, fmt.Errorf("no -pid %s=PID", b.name)
-	}
-	before, err := rss(pid)
-	if err != nil {
-		return result{}, err
 	}
 	subs, err := b.t.subscribers(ctx, n)
 	if err != nil {
@@ -69,7 +90,8 @@ func idle(ctx context.Context, b bench, o options, n int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return result{rate: float64(after-before) / float64(n), unit: "B/connection", conns: n, grown: after - before}, nil
+	grown := after - o.baseRSS[b.name]
+	return result{rate: float64(grown) / float64(n), unit: "B/connection", conns: n, grown: grown}, nil
 }
 
 // rss is the resident memory of process pid, in bytes (VmRSS).

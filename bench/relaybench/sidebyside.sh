@@ -41,6 +41,13 @@
 # before the ack, as the relay's archive does.
 set -euo pipefail
 
+# Each connection of the 10,000-subscriber cases is an open file in the
+# server and another in relaybench, and tally serve splits its open-file
+# limit between its listeners: raise the limit where allowed (as root, or
+# up to the hard limit), so the relay's cap (--max-conns less its login
+# reserve) seats them all.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 work=${WORK:-$(mktemp -d)}
