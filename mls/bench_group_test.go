@@ -64,7 +64,17 @@ func getBenchFixture(b *testing.B, cs CipherSuite, n int, full bool) *benchFixtu
 	}
 	b.StopTimer()
 	defer b.StartTimer()
-	f := buildBenchFixture(b, cs, n, full)
+	path := benchFixturePath(cs, n, full)
+	f := (*benchFixture)(nil)
+	if path != "" {
+		f = loadBenchFixture(b, cs, path)
+	}
+	if f == nil {
+		f = buildBenchFixture(b, cs, n, full)
+		if path != "" {
+			saveBenchFixture(b, path, f)
+		}
+	}
 	benchFixtures[key] = f
 	return f
 }
