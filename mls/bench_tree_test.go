@@ -64,8 +64,8 @@ func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
 		t.addLeaf(&ln)
 	}
 	if full {
-		for x := nodeIndex(1); int(x) < len(t.nodes); x += 2 {
-			if t.leaves[x] > 0 {
+		for x := nodeIndex(1); int(x) < t.width(); x += 2 {
+			if t.leavesAt(x) > 0 {
 				t.setNode(x, treeNode{Parent: &parentNodeData{EncryptionKey: derive(x).pub}})
 			}
 		}
@@ -81,7 +81,7 @@ func getBenchTree(b *testing.B, n uint32, full bool) *benchTree {
 func (bt *benchTree) privateFor(l leafIndex) *privateTree {
 	p := &privateTree{self: l, keys: map[nodeIndex]hpkeKeyPair{l.node(): bt.keys[l.node()]}}
 	for _, x := range directPath(l.node(), bt.tree.size()) {
-		if kp, ok := bt.keys[x]; ok && !bt.tree.nodes[x].blank() {
+		if kp, ok := bt.keys[x]; ok && !bt.tree.node(x).blank() {
 			p.keys[x] = kp
 		}
 	}
@@ -234,7 +234,7 @@ func BenchmarkTreeHash(b *testing.B) {
 			b.ReportAllocs()
 			cpu.start()
 			for b.Loop() {
-				clear(t.hashes)
+				t.dropHashes()
 				t.treeHash()
 			}
 			cpu.stop()
@@ -314,5 +314,13 @@ func BenchmarkJoinTreeCheck(b *testing.B) {
 			cpu.stop()
 			cpu.report(b)
 		})
+	}
+}
+
+// dropHashes forgets every cached tree hash of t.
+func (t *ratchetTree) dropHashes() {
+	for i := range t.pages {
+		p, _ := t.writable(nodeIndex(i << treePageBits))
+		clear(p.hashes[:])
 	}
 }

@@ -26,7 +26,7 @@ func FuzzRatchetTree(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n got %x\nwant %x", got, data)
 		}
 		tr.treeHash()
-		for x := range nodeIndex(len(tr.nodes)) {
+		for x := range nodeIndex(tr.width()) {
 			tr.resolution(x, nil)
 		}
 		for l := range leafIndex(tr.size()) {

@@ -177,7 +177,7 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyG
 			structErr = tree.validateStructure()
 		default:
 			l := uint32(i - leafItems)
-			ln := tree.nodes[leafIndex(l).node()].Leaf
+			ln := tree.node(leafIndex(l).node()).Leaf
 			if ln != nil && !ln.verifySignature(s, ctx.GroupID, l) {
 				return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
 			}

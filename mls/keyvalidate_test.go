@@ -244,10 +244,10 @@ func TestRejectLowOrderTreeKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := tree.rootIndex()
-		if tree.nodes[x].Parent == nil {
+		if tree.node(x).Parent == nil {
 			t.Fatal("root is blank")
 		}
-		pn := *tree.nodes[x].Parent
+		pn := *tree.node(x).Parent
 		pn.EncryptionKey = bytes.Clone(lowOrderX25519)
 		tree.setNode(x, treeNode{Parent: &pn})
 		if err := tree.validateStructure(); err == nil {

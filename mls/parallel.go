@@ -106,4 +106,6 @@ const (
 	minParallelHPKE       = 4
 	minParallelKEM        = 4
 	minParallelNodes      = 64
+	// A scan for repeated keys reads a few bytes per node.
+	minParallelKeyScan = 8192
 )

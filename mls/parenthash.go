@@ -16,7 +16,7 @@ var errParentHash = errors.New("mls: parent hash mismatch")
 // the tree hash of S with P's unmerged leaves blanked and removed from all
 // unmerged_leaves lists.
 func (t *ratchetTree) parentHash(p nodeIndex, s nodeIndex) []byte {
-	pn := t.nodes[p].Parent
+	pn := t.node(p).Parent
 	excl := make([]leafIndex, len(pn.UnmergedLeaves))
 	for i, u := range pn.UnmergedLeaves {
 		excl[i] = leafIndex(u)
@@ -42,7 +42,7 @@ func parentHashInput(encryptionKey, parentHash, originalSiblingTreeHash []byte) 
 func (t *ratchetTree) setPathParentHashes(fdp, cp []nodeIndex) []byte {
 	var ph []byte
 	for i := len(fdp) - 1; i >= 0; i-- {
-		old := t.nodes[fdp[i]].Parent
+		old := t.node(fdp[i]).Parent
 		np := &parentNodeData{EncryptionKey: old.EncryptionKey, ParentHash: ph, UnmergedLeaves: old.UnmergedLeaves}
 		t.setNode(fdp[i], treeNode{Parent: np})
 		ph = t.parentHash(fdp[i], cp[i])
@@ -74,15 +74,15 @@ func (t *ratchetTree) verifyParentHashes() error {
 	// link[d] is the parent node that d's parent hash validly links to, or
 	// noLink.
 	const noLink = ^nodeIndex(0)
-	link := make([]nodeIndex, len(t.nodes))
-	parallelChunks(len(t.nodes), minParallelNodes, func(lo, hi int) error {
+	link := make([]nodeIndex, t.width())
+	parallelChunks(t.width(), minParallelNodes, func(lo, hi int) error {
 		// phCache memoizes parentHash(P, S) for each P and side.
 		type side struct{ p, s nodeIndex }
 		phCache := make(map[side][]byte)
 		for i := lo; i < hi; i++ {
 			d := nodeIndex(i)
 			link[d] = noLink
-			nd := t.nodes[d]
+			nd := t.node(d)
 			var dph []byte
 			switch {
 			case nd.Leaf != nil:
@@ -101,10 +101,10 @@ func (t *ratchetTree) verifyParentHashes() error {
 			// Walk up to the first non-blank ancestor P; c is P's child
 			// on the way.
 			c, p := d, parent(d)
-			for t.nodes[p].blank() && p != r {
+			for t.node(p).blank() && p != r {
 				c, p = p, parent(p)
 			}
-			if t.nodes[p].blank() {
+			if t.node(p).blank() {
 				continue
 			}
 			s := sibling(c)
@@ -124,15 +124,15 @@ func (t *ratchetTree) verifyParentHashes() error {
 		}
 		return nil
 	})
-	valid := make([]int, len(t.nodes))
+	valid := make([]int, t.width())
 	for _, p := range link {
 		if p != noLink {
 			valid[p]++
 		}
 	}
-	for i := range t.nodes {
+	for i := range t.width() {
 		x := nodeIndex(i)
-		if t.nodes[x].Parent == nil {
+		if t.node(x).Parent == nil {
 			continue
 		}
 		if c := valid[x]; c != 1 {
@@ -149,7 +149,7 @@ func (t *ratchetTree) verifyParentHashes() error {
 func (t *ratchetTree) unmergedMatch(p, c, d nodeIndex) bool {
 	first, end := subtreeLeaves(c)
 	var want []nodeIndex
-	for _, u := range t.nodes[p].Parent.UnmergedLeaves {
+	for _, u := range t.node(p).Parent.UnmergedLeaves {
 		if leafIndex(u) >= first && leafIndex(u) < end {
 			want = append(want, leafIndex(u).node())
 		}
@@ -166,10 +166,10 @@ func (t *ratchetTree) unmergedMatch(p, c, d nodeIndex) bool {
 // boundedResolution appends the resolution of x to out, giving up (false)
 // as soon as it would exceed limit entries.
 func (t *ratchetTree) boundedResolution(out *[]nodeIndex, x nodeIndex, limit int) bool {
-	if t.filled[x] == 0 {
+	if t.filledAt(x) == 0 {
 		return true
 	}
-	n := t.nodes[x]
+	n := t.node(x)
 	switch {
 	case n.Leaf != nil:
 		*out = append(*out, x)

@@ -530,9 +530,9 @@ func (g *Group) memberIndex() *memberIndex {
 		sigKeys: make(map[string]leafIndex, n),
 		encKeys: make(map[string]nodeIndex, 2*n),
 	}
-	for i := range t.nodes {
+	for i := range t.width() {
 		x := nodeIndex(i)
-		nd := &t.nodes[i]
+		nd := t.node(x)
 		if nd.blank() {
 			continue
 		}

@@ -396,27 +396,62 @@ func checkNewKeysUnique(tree *ratchetTree, nodes []nodeIndex) error {
 			sig[string(n.Leaf.SignatureKey)] = x
 		}
 	}
-	// The scan of the whole tree only reads it and the two maps, so a
-	// large tree is scanned on all CPUs; the error is that of the first
-	// node in tree order that repeats a new key.
-	return parallelChunks(len(tree.nodes), 4*minParallelNodes, func(lo, hi int) error {
+	// The scan of the whole tree only reads it and the two maps. It
+	// compares the key tags of each node first and looks up a node's key
+	// only when its tag may be one of the new keys', so it reads the
+	// pages' tag arrays and few keys. A large tree is scanned on all CPUs;
+	// the error is that of the first node in tree order that repeats a new
+	// key.
+	encF, sigF := newTagFilter(enc), newTagFilter(sig)
+	return parallelChunks(tree.width(), minParallelKeyScan, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
+			p, j := tree.pages[i>>treePageBits], i&(treePageSize-1)
+			et := p.encTag[j]
+			if et == 0 {
+				continue // blank
+			}
 			x := nodeIndex(i)
-			n := tree.nodes[i]
-			if n.blank() {
-				continue
+			if encF.mayHold(et) {
+				if y, ok := enc[string(p.nodes[j].encryptionKey())]; ok && y != x {
+					return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
+				}
 			}
-			if y, ok := enc[string(n.encryptionKey())]; ok && y != x {
-				return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
-			}
-			if n.Leaf != nil {
-				if y, ok := sig[string(n.Leaf.SignatureKey)]; ok && y != x {
+			if st := p.sigTag[j]; st != 0 && sigF.mayHold(st) {
+				if y, ok := sig[string(p.nodes[j].Leaf.SignatureKey)]; ok && y != x {
 					return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
 				}
 			}
 		}
 		return nil
 	})
+}
+
+// tagFilter is a Bloom filter with one hash over the key tags of a set of
+// keys: mayHold is true for the tag of every key in the set and, for other
+// keys, about once in 64.
+type tagFilter struct {
+	bits  []uint64
+	shift uint
+}
+
+func newTagFilter(keys map[string]nodeIndex) tagFilter {
+	lg := uint(10) // at least 1024 bits
+	for 1<<lg < 64*len(keys) {
+		lg++
+	}
+	f := tagFilter{bits: make([]uint64, 1<<(lg-6)), shift: 64 - lg}
+	for k := range keys {
+		i := f.index(keyTag([]byte(k)))
+		f.bits[i>>6] |= 1 << (i & 63)
+	}
+	return f
+}
+
+func (f tagFilter) index(tag uint64) uint64 { return (tag * 0x9e3779b97f4a7c15) >> f.shift }
+
+func (f tagFilter) mayHold(tag uint64) bool {
+	i := f.index(tag)
+	return f.bits[i>>6]&(1<<(i&63)) != 0
 }
 
 // proposalRef computes the ProposalRef of a proposal sent in ac (Section

@@ -330,8 +330,8 @@ func sameGroup(a, b *GroupContext) bool {
 // operations rely on to stay inside the tree: the unmerged_leaves lists.
 // Keys and signatures were checked when the tree was received.
 func checkRestoredTree(t *ratchetTree) error {
-	for x := 1; x < len(t.nodes); x += 2 {
-		if t.nodes[x].Parent == nil {
+	for x := nodeIndex(1); int(x) < t.width(); x += 2 {
+		if t.node(x).Parent == nil {
 			continue
 		}
 		if err := t.checkUnmergedLeaves(nodeIndex(x)); err != nil {
@@ -382,7 +382,7 @@ func sendersOnlyTree(t *ratchetTree) []byte {
 		for x := 0; x <= 2*last; x++ {
 			var ln *LeafNode
 			if x%2 == 0 {
-				ln = t.nodes[x].Leaf
+				ln = t.node(nodeIndex(x)).Leaf
 			}
 			b.optional(ln != nil, func(b *builder) {
 				treeNode{Leaf: &LeafNode{

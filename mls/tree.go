@@ -1,8 +1,10 @@
 package mls
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -25,8 +27,9 @@ import (
 // O(log n) plus the hashing of the changed path.
 //
 // Node contents (*LeafNode, *ParentNode) are never modified in place once
-// they are in a tree: a change replaces the pointer. This keeps clone cheap
-// (it copies pointers) and lets trees share unchanged nodes.
+// they are in a tree: a change replaces the pointer. Clones share the
+// per-node data in copy-on-write pages (see ratchetTree), so a clone costs
+// a copy of the page list and a change to one path O(log n) page copies.
 //
 // A ratchetTree is not safe for concurrent use, not even for reads, because
 // computing a tree hash fills the cache. The parallel checks of this
@@ -123,12 +126,122 @@ func (n *treeNode) unmarshal(p *parser) bool {
 
 // ratchetTree is the public ratchet tree of a group. The zero value is not
 // usable; see newRatchetTree and decodeRatchetTree.
+//
+// The per-node data lives in pages of treePageSize consecutive nodes that
+// clones share: clone copies the list of pages, not the nodes, and a tree
+// copies a page the first time it changes a node in it (copy on write).
+// A page is writable by the tree whose owner it carries; clone gives both
+// trees new owners, so neither writes a page the other can see. A change
+// to one path copies the page holding its lowest levels and one page per
+// level above, so a Commit's tree costs O(log n) pages, not O(n) nodes.
+//
+// The cached hashes are the exception: a tree fills a missing hash in a
+// shared page in place. That is safe because a page is only shared while
+// neither tree changed anything under any node in it (every change drops
+// the cached hashes along its direct path, which copies those pages), so
+// the hash of a node in a shared page is the same in every tree sharing
+// it.
 type ratchetTree struct {
-	s      suite
-	nodes  []treeNode // len(nodes) == nodeWidth(size)
-	hashes [][]byte   // tree hash per node; nil means not computed
-	filled []uint32   // non-blank nodes in the subtree under each node
-	leaves []uint32   // non-blank leaves in the subtree under each node
+	s     suite
+	nodeN int         // number of nodes: nodeWidth(size)
+	pages []*treePage // ceil(nodeN / treePageSize) pages
+	owner *treeOwner  // pages with this owner are this tree's alone
+}
+
+const (
+	treePageBits = 6
+	treePageSize = 1 << treePageBits
+)
+
+// treePage holds the data of treePageSize consecutive nodes.
+type treePage struct {
+	owner  *treeOwner
+	nodes  [treePageSize]treeNode
+	hashes [treePageSize][]byte // tree hash per node; nil means not computed
+	filled [treePageSize]uint32 // non-blank nodes in the subtree under each node
+	leaves [treePageSize]uint32 // non-blank leaves in the subtree under each node
+	// encTag and sigTag are short fingerprints of each node's encryption
+	// key and each leaf's signature key (keyTag), zero for a blank node:
+	// a scan for repeated keys compares these before it looks at keys.
+	encTag [treePageSize]uint64
+	sigTag [treePageSize]uint64
+}
+
+// treeOwner identifies the tree that may write a page. It is not empty, so
+// that distinct owners have distinct addresses.
+type treeOwner struct{ _ byte }
+
+// keyTag is a fingerprint of a public key for quick inequality tests:
+// equal keys have equal tags. It is never zero.
+func keyTag(k []byte) uint64 {
+	var head, tail [8]byte
+	copy(head[:], k)
+	if len(k) > 8 {
+		copy(tail[:], k[len(k)-8:])
+	}
+	return (binary.LittleEndian.Uint64(head[:]) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(tail[:]), 29)) | 1
+}
+
+// width returns the number of nodes, blank or not.
+func (t *ratchetTree) width() int { return t.nodeN }
+
+func (t *ratchetTree) filledAt(x nodeIndex) uint32 {
+	return t.pages[x>>treePageBits].filled[x&(treePageSize-1)]
+}
+
+func (t *ratchetTree) leavesAt(x nodeIndex) uint32 {
+	return t.pages[x>>treePageBits].leaves[x&(treePageSize-1)]
+}
+
+// cachedHash returns the cached tree hash of node x, nil when there is none.
+func (t *ratchetTree) cachedHash(x nodeIndex) []byte {
+	return t.pages[x>>treePageBits].hashes[x&(treePageSize-1)]
+}
+
+// storeHash caches the tree hash of node x, in place even in a shared page
+// (see ratchetTree).
+func (t *ratchetTree) storeHash(x nodeIndex, h []byte) {
+	t.pages[x>>treePageBits].hashes[x&(treePageSize-1)] = h
+}
+
+// writable returns the page of node x, first copying it when another tree
+// may see it.
+func (t *ratchetTree) writable(x nodeIndex) (*treePage, int) {
+	i := int(x >> treePageBits)
+	p := t.pages[i]
+	if p.owner != t.owner {
+		np := new(treePage)
+		*np = *p
+		np.owner = t.owner
+		t.pages[i] = np
+		p = np
+	}
+	return p, int(x & (treePageSize - 1))
+}
+
+// setWidth makes the tree hold w nodes: pages are added or dropped, new
+// nodes are blank, and the nodes past w in the last page are cleared.
+func (t *ratchetTree) setWidth(w int) {
+	if t.owner == nil {
+		t.owner = new(treeOwner)
+	}
+	np := (w + treePageSize - 1) / treePageSize
+	for len(t.pages) < np {
+		t.pages = append(t.pages, &treePage{owner: t.owner})
+	}
+	clear(t.pages[np:])
+	t.pages = t.pages[:np]
+	if w < t.nodeN && w%treePageSize != 0 {
+		p, j := t.writable(nodeIndex(w))
+		var blank treePage
+		copy(p.nodes[j:], blank.nodes[j:])
+		copy(p.hashes[j:], blank.hashes[j:])
+		copy(p.filled[j:], blank.filled[j:])
+		copy(p.leaves[j:], blank.leaves[j:])
+		copy(p.encTag[j:], blank.encTag[j:])
+		copy(p.sigTag[j:], blank.sigTag[j:])
+	}
+	t.nodeN = w
 }
 
 var errTreeDecode = errors.New("mls: malformed ratchet tree")
@@ -148,16 +261,18 @@ func newRatchetTree(s suite, leaf *LeafNode) *ratchetTree {
 }
 
 // size returns the number of leaves, blank or not. It is a power of two.
-func (t *ratchetTree) size() uint32 { return uint32(len(t.nodes)+1) / 2 }
+func (t *ratchetTree) size() uint32 { return uint32(t.nodeN+1) / 2 }
 
 // rootIndex returns the root node index.
 func (t *ratchetTree) rootIndex() nodeIndex { return root(t.size()) }
 
 // memberCount returns the number of non-blank leaves.
-func (t *ratchetTree) memberCount() uint32 { return t.leaves[t.rootIndex()] }
+func (t *ratchetTree) memberCount() uint32 { return t.leavesAt(t.rootIndex()) }
 
 // node returns node x; x must be inside the tree.
-func (t *ratchetTree) node(x nodeIndex) treeNode { return t.nodes[x] }
+func (t *ratchetTree) node(x nodeIndex) treeNode {
+	return t.pages[x>>treePageBits].nodes[x&(treePageSize-1)]
+}
 
 // leafNode returns the LeafNode at leaf l, or nil when l is blank or outside
 // the tree.
@@ -165,45 +280,44 @@ func (t *ratchetTree) leafNode(l leafIndex) *LeafNode {
 	if uint32(l) >= t.size() {
 		return nil
 	}
-	return t.nodes[l.node()].Leaf
+	return t.node(l.node()).Leaf
 }
 
-// clone returns a copy of t that can be changed independently. Node
-// contents are shared, which is safe because they are never modified in
-// place.
+// clone returns a copy of t that can be changed independently. The two
+// share every page until one of them changes it, and node contents are
+// shared, which is safe because they are never modified in place. Clone
+// gives t a new owner too, so t copies a shared page before writing it.
 func (t *ratchetTree) clone() *ratchetTree {
+	t.owner = new(treeOwner)
 	return &ratchetTree{
-		s:      t.s,
-		nodes:  slices.Clone(t.nodes),
-		hashes: slices.Clone(t.hashes),
-		filled: slices.Clone(t.filled),
-		leaves: slices.Clone(t.leaves),
+		s:     t.s,
+		nodeN: t.nodeN,
+		pages: slices.Clone(t.pages),
+		owner: new(treeOwner),
 	}
 }
 
-// resize grows the arrays to hold n leaves (n a power of two, at least the
+// resize grows the tree to hold n leaves (n a power of two, at least the
 // current size). New nodes are blank. Existing per-node data stays valid:
 // subtrees of existing nodes do not change when the tree grows to the right.
 func (t *ratchetTree) resize(n uint32) {
 	w := int(nodeWidth(n))
 	oldRoot := nodeIndex(0)
-	hadNodes := len(t.nodes) > 0
+	hadNodes := t.nodeN > 0
 	if hadNodes {
 		oldRoot = t.rootIndex()
 	}
-	t.nodes = append(t.nodes, make([]treeNode, w-len(t.nodes))...)
-	t.hashes = append(t.hashes, make([][]byte, w-len(t.hashes))...)
-	t.filled = append(t.filled, make([]uint32, w-len(t.filled))...)
-	t.leaves = append(t.leaves, make([]uint32, w-len(t.leaves))...)
+	t.setWidth(w)
 	if !hadNodes {
 		return
 	}
 	// The new parents above the old root cover the old tree plus blank
 	// subtrees; carry the counts up and mark their hashes stale.
-	f, l := t.filled[oldRoot], t.leaves[oldRoot]
+	f, l := t.filledAt(oldRoot), t.leavesAt(oldRoot)
 	for x := oldRoot; x != t.rootIndex(); {
 		x = parent(x)
-		t.filled[x], t.leaves[x], t.hashes[x] = f, l, nil
+		p, j := t.writable(x)
+		p.filled[j], p.leaves[j], p.hashes[j] = f, l, nil
 	}
 }
 
@@ -214,7 +328,7 @@ func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 		panic("mls: internal error: node kind does not match its position")
 	}
 	var df, dl int32
-	switch old, now := t.nodes[x].blank(), n.blank(); {
+	switch old, now := t.node(x).blank(), n.blank(); {
 	case old && !now:
 		df = 1
 	case !old && now:
@@ -223,12 +337,15 @@ func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 	if x.isLeaf() {
 		dl = df
 	}
-	t.nodes[x] = n
+	p, j := t.writable(x)
+	p.nodes[j] = n
+	p.encTag[j], p.sigTag[j] = n.tags()
 	r := t.rootIndex()
 	for {
-		t.hashes[x] = nil
-		t.filled[x] = uint32(int32(t.filled[x]) + df)
-		t.leaves[x] = uint32(int32(t.leaves[x]) + dl)
+		p, j := t.writable(x)
+		p.hashes[j] = nil
+		p.filled[j] = uint32(int32(p.filled[j]) + df)
+		p.leaves[j] = uint32(int32(p.leaves[j]) + dl)
 		if x == r {
 			return
 		}
@@ -236,10 +353,22 @@ func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 	}
 }
 
+// tags returns the key tags of a node: of its encryption key, and of its
+// signature key when it is a leaf; zero for what it does not have.
+func (n treeNode) tags() (enc, sig uint64) {
+	switch {
+	case n.Leaf != nil:
+		return keyTag(n.Leaf.EncryptionKey), keyTag(n.Leaf.SignatureKey)
+	case n.Parent != nil:
+		return keyTag(n.Parent.EncryptionKey), 0
+	}
+	return 0, 0
+}
+
 // blankDirectPath blanks every parent node on the direct path of leaf l.
 func (t *ratchetTree) blankDirectPath(l leafIndex) {
 	for _, x := range directPath(l.node(), t.size()) {
-		if !t.nodes[x].blank() {
+		if !t.node(x).blank() {
 			t.setNode(x, treeNode{})
 		}
 	}
@@ -258,7 +387,7 @@ func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
 		t.resize(2 * t.size())
 	}
 	for _, x := range directPath(l.node(), t.size()) {
-		p := t.nodes[x].Parent
+		p := t.node(x).Parent
 		if p == nil {
 			continue
 		}
@@ -274,13 +403,13 @@ func (t *ratchetTree) addLeaf(leaf *LeafNode) leafIndex {
 // leftmostBlankLeaf finds the leftmost blank leaf in O(log n).
 func (t *ratchetTree) leftmostBlankLeaf() (leafIndex, bool) {
 	x := t.rootIndex()
-	if t.leaves[x] == t.size() {
+	if t.leavesAt(x) == t.size() {
 		return 0, false
 	}
 	for !x.isLeaf() {
 		l := left(x)
 		first, end := subtreeLeaves(l)
-		if t.leaves[l] < uint32(end-first) {
+		if t.leavesAt(l) < uint32(end-first) {
 			x = l
 		} else {
 			x = right(x)
@@ -316,12 +445,8 @@ func (t *ratchetTree) removeLeaf(l leafIndex) error {
 // leaf (§7.7, §12.1.3). The root and right subtree are discarded whether or
 // not the root is blank.
 func (t *ratchetTree) truncate() {
-	for t.size() > 1 && t.leaves[right(t.rootIndex())] == 0 {
-		w := int(nodeWidth(t.size() / 2))
-		clear(t.nodes[w:])
-		clear(t.hashes[w:])
-		t.nodes, t.hashes = t.nodes[:w], t.hashes[:w]
-		t.filled, t.leaves = t.filled[:w], t.leaves[:w]
+	for t.size() > 1 && t.leavesAt(right(t.rootIndex())) == 0 {
+		t.setWidth(int(nodeWidth(t.size() / 2)))
 	}
 }
 
@@ -338,10 +463,10 @@ func (t *ratchetTree) resolution(x nodeIndex, exclude []leafIndex) []nodeIndex {
 }
 
 func (t *ratchetTree) appendResolution(out []nodeIndex, x nodeIndex, exclude []leafIndex) []nodeIndex {
-	if t.filled[x] == 0 {
+	if t.filledAt(x) == 0 {
 		return out
 	}
-	n := t.nodes[x]
+	n := t.node(x)
 	switch {
 	case n.Leaf != nil:
 		if _, found := slices.BinarySearch(exclude, x.leaf()); !found {
@@ -369,7 +494,7 @@ func (t *ratchetTree) filteredDirectPath(l leafIndex) (path, copathNodes []nodeI
 	cp := copath(l.node(), t.size())
 	path, copathNodes = dp[:0], cp[:0]
 	for i := range dp {
-		if t.filled[cp[i]] != 0 {
+		if t.filledAt(cp[i]) != 0 {
 			path = append(path, dp[i])
 			copathNodes = append(copathNodes, cp[i])
 		}
@@ -381,12 +506,13 @@ func (t *ratchetTree) filteredDirectPath(l leafIndex) (path, copathNodes []nodeI
 // (§12.4.3.3): optional<Node> ratchet_tree<V>, without the blank nodes after
 // the last non-blank one.
 func (t *ratchetTree) marshal(b *builder) {
-	last := len(t.nodes) - 1
-	for last >= 0 && t.nodes[last].blank() {
+	last := t.nodeN - 1
+	for last >= 0 && t.node(nodeIndex(last)).blank() {
 		last--
 	}
 	b.vecFunc(func(b *builder) {
-		for _, n := range t.nodes[:last+1] {
+		for x := range nodeIndex(last + 1) {
+			n := t.node(x)
 			b.optional(!n.blank(), n.marshal)
 		}
 	})
@@ -430,17 +556,20 @@ func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
 		n *= 2
 	}
 	t := &ratchetTree{s: s}
-	t.nodes = append(nodes, make([]treeNode, int(nodeWidth(n))-len(nodes))...)
-	t.hashes = make([][]byte, len(t.nodes))
-	t.filled = make([]uint32, len(t.nodes))
-	t.leaves = make([]uint32, len(t.nodes))
+	t.setWidth(int(nodeWidth(n)))
+	for i, nd := range nodes {
+		p := t.pages[i>>treePageBits]
+		j := i & (treePageSize - 1)
+		p.nodes[j] = nd
+		p.encTag[j], p.sigTag[j] = nd.tags()
+	}
 	t.countSubtree(t.rootIndex())
 	return t, nil
 }
 
 // countSubtree fills the per-node counts under x from scratch.
 func (t *ratchetTree) countSubtree(x nodeIndex) (filled, leaves uint32) {
-	if !t.nodes[x].blank() {
+	if !t.node(x).blank() {
 		filled = 1
 		if x.isLeaf() {
 			leaves = 1
@@ -452,6 +581,7 @@ func (t *ratchetTree) countSubtree(x nodeIndex) (filled, leaves uint32) {
 		filled += lf + rf
 		leaves += ll + rl
 	}
-	t.filled[x], t.leaves[x] = filled, leaves
+	p, j := t.writable(x)
+	p.filled[j], p.leaves[j] = filled, leaves
 	return filled, leaves
 }

@@ -237,10 +237,19 @@ func (g *treeSim) check() {
 	if !bytes.Equal(fresh.treeHash(), g.tree.treeHash()) {
 		t.Fatalf("epoch %d: cached tree hash differs from a fresh computation", g.epoch)
 	}
-	if !slices.Equal(fresh.filled, g.tree.filled) || !slices.Equal(fresh.leaves, g.tree.leaves) {
-		t.Fatalf("epoch %d: node counts differ from a fresh count", g.epoch)
+	if fresh.width() != g.tree.width() {
+		t.Fatalf("epoch %d: %d nodes, a fresh decoding has %d", g.epoch, g.tree.width(), fresh.width())
 	}
-	for x := range nodeIndex(len(g.tree.nodes)) {
+	for x := range nodeIndex(g.tree.width()) {
+		if fresh.filledAt(x) != g.tree.filledAt(x) || fresh.leavesAt(x) != g.tree.leavesAt(x) {
+			t.Fatalf("epoch %d: node counts of node %d differ from a fresh count", g.epoch, x)
+		}
+		fp, gp := fresh.pages[x>>treePageBits], g.tree.pages[x>>treePageBits]
+		if j := x & (treePageSize - 1); fp.encTag[j] != gp.encTag[j] || fp.sigTag[j] != gp.sigTag[j] {
+			t.Fatalf("epoch %d: key tags of node %d differ from a fresh decoding", g.epoch, x)
+		}
+	}
+	for x := range nodeIndex(g.tree.width()) {
 		if got, want := g.tree.resolution(x, nil), naiveResolution(g.tree, x); !slices.Equal(got, want) {
 			t.Fatalf("epoch %d: resolution(%d) = %v, want %v", g.epoch, x, got, want)
 		}
@@ -264,7 +273,7 @@ func (g *treeSim) check() {
 
 // naiveResolution is §4.1.1 written directly.
 func naiveResolution(t *ratchetTree, x nodeIndex) []nodeIndex {
-	n := t.nodes[x]
+	n := t.node(x)
 	switch {
 	case n.Leaf != nil:
 		return []nodeIndex{x}
@@ -385,6 +394,52 @@ func TestTreeCloneIndependent(t *testing.T) {
 	}
 }
 
+// TestTreeClonePagesIndependent checks the copy-on-write pages of a tree
+// much larger than a page: after a clone, changes to either tree leave the
+// other as it was, and the hashes either caches, in pages the two may
+// still share, are those of a fresh decoding of each.
+func TestTreeClonePagesIndependent(t *testing.T) {
+	orig := buildCommittedTree(t, 300)
+	before := orig.encode()
+	hash := slices.Clone(orig.treeHash())
+	c := orig.clone()
+	if err := c.removeLeaf(7); err != nil {
+		t.Fatal(err)
+	}
+	c.addLeaf(c.leafNode(0))
+	if err := c.removeLeaf(299); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(orig.encode(), before) || !bytes.Equal(orig.treeHash(), hash) {
+		t.Fatal("changing a clone changed the original")
+	}
+	cEnc, cHash := c.encode(), slices.Clone(c.treeHash())
+	// The original changes after the clone; the clone must not see it.
+	if err := orig.removeLeaf(150); err != nil {
+		t.Fatal(err)
+	}
+	if err := orig.updateLeaf(3, orig.leafNode(4)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(c.encode(), cEnc) || !bytes.Equal(c.treeHash(), cHash) {
+		t.Fatal("changing the original changed its clone")
+	}
+	for _, tr := range []*ratchetTree{orig, c, orig.clone()} {
+		fresh, err := decodeRatchetTree(tr.s, tr.encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fresh.treeHash(), tr.treeHash()) {
+			t.Fatal("cached tree hash differs from a fresh decoding's")
+		}
+		for x := range nodeIndex(tr.width()) {
+			if !bytes.Equal(fresh.hash(x), tr.hash(x)) || fresh.filledAt(x) != tr.filledAt(x) || fresh.leavesAt(x) != tr.leavesAt(x) {
+				t.Fatalf("node %d differs from a fresh decoding", x)
+			}
+		}
+	}
+}
+
 // TestDecodeRatchetTreeStrict checks the encoding rules of §12.4.3.3.
 func TestDecodeRatchetTreeStrict(t *testing.T) {
 	s := treeTestSuite(t)
@@ -453,8 +508,8 @@ func TestVerifyParentHashesRejects(t *testing.T) {
 		}
 	}
 	firstParent := func(tr *ratchetTree) nodeIndex {
-		for x := range nodeIndex(len(tr.nodes)) {
-			if tr.nodes[x].Parent != nil {
+		for x := range nodeIndex(tr.width()) {
+			if tr.node(x).Parent != nil {
 				return x
 			}
 		}
@@ -462,15 +517,15 @@ func TestVerifyParentHashesRejects(t *testing.T) {
 	}
 	tamper("parent key replaced", func(tr *ratchetTree) bool {
 		x := firstParent(tr)
-		p := *tr.nodes[x].Parent
+		p := *tr.node(x).Parent
 		p.EncryptionKey = append([]byte{}, p.EncryptionKey...)
 		p.EncryptionKey[0] ^= 1
 		tr.setNode(x, treeNode{Parent: &p})
 		return x != 0
 	})
 	tamper("unmerged leaf dropped", func(tr *ratchetTree) bool {
-		for x := range nodeIndex(len(tr.nodes)) {
-			p := tr.nodes[x].Parent
+		for x := range nodeIndex(tr.width()) {
+			p := tr.node(x).Parent
 			if p == nil || len(p.UnmergedLeaves) == 0 {
 				continue
 			}
@@ -586,7 +641,7 @@ func TestLargeTreeParentHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := parent(leafIndex(n / 3).node())
-	p := *tr.nodes[x].Parent
+	p := *tr.node(x).Parent
 	p.ParentHash = append([]byte{1}, p.ParentHash...)
 	tr.setNode(x, treeNode{Parent: &p})
 	if err := tr.verifyParentHashes(); !errors.Is(err, errParentHash) {

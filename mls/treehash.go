@@ -7,7 +7,7 @@ import (
 
 // Tree hashes (RFC 9420, §7.8).
 //
-// The hash of every node is cached in ratchetTree.hashes and dropped by
+// The hash of every node is cached in the tree's pages and dropped by
 // setNode along the direct path of a changed node only, so after a change
 // to one path the root hash costs O(log n) hash computations. The first
 // computation over a tree is O(n).
@@ -18,16 +18,16 @@ func (t *ratchetTree) treeHash() []byte { return t.hash(t.rootIndex()) }
 // hash returns the tree hash of the subtree under x, from the cache when it
 // is there. The returned slice must not be modified.
 func (t *ratchetTree) hash(x nodeIndex) []byte {
-	if h := t.hashes[x]; h != nil {
+	if h := t.cachedHash(x); h != nil {
 		return h
 	}
 	var h []byte
 	if x.isLeaf() {
-		h = t.s.hash(leafHashInput(x.leaf(), t.nodes[x].Leaf))
+		h = t.s.hash(leafHashInput(x.leaf(), t.node(x).Leaf))
 	} else {
-		h = t.s.hash(parentHashInputForTree(t.nodes[x].Parent, t.hash(left(x)), t.hash(right(x))))
+		h = t.s.hash(parentHashInputForTree(t.node(x).Parent, t.hash(left(x)), t.hash(right(x))))
 	}
-	t.hashes[x] = h
+	t.storeHash(x, h)
 	return h
 }
 
@@ -69,7 +69,7 @@ func (t *ratchetTree) hashExcluding(x nodeIndex, exclude []leafIndex) []byte {
 	if x.isLeaf() {
 		return t.s.hash(leafHashInput(x.leaf(), nil))
 	}
-	p := t.nodes[x].Parent
+	p := t.node(x).Parent
 	if p != nil {
 		np := *p
 		np.UnmergedLeaves = nil
@@ -98,7 +98,7 @@ func (t *ratchetTree) hashSubtreeRoots() []nodeIndex {
 	}
 	// Level lvl holds the nodes (2^lvl - 1) + k * 2^(lvl+1).
 	roots := make([]nodeIndex, 0, n>>lvl)
-	for x := nodeIndex(1<<lvl - 1); uint32(x) < uint32(len(t.nodes)); x += 1 << (lvl + 1) {
+	for x := nodeIndex(1<<lvl - 1); int(x) < t.width(); x += 1 << (lvl + 1) {
 		roots = append(roots, x)
 	}
 	return roots

@@ -73,10 +73,10 @@ func (g *Group) setPrivate(next *privateTree) {
 // at x.
 func (p *privateTree) keyFor(t *ratchetTree, x nodeIndex) ([]byte, bool) {
 	k, ok := p.keys[x]
-	if !ok || int(x) >= len(t.nodes) {
+	if !ok || int(x) >= t.width() {
 		return nil, false
 	}
-	pub := t.nodes[x].encryptionKey()
+	pub := t.node(x).encryptionKey()
 	if pub == nil || !bytes.Equal(pub, k.pub) {
 		return nil, false
 	}
@@ -263,9 +263,9 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 		r := t.resolution(cp[i], exclude)
 		cts := make([]hpkeCiphertext, len(r))
 		for j, y := range r {
-			targets = append(targets, target{ct: &cts[j], pub: t.nodes[y].encryptionKey(), secret: res.pathSecrets[i].secret})
+			targets = append(targets, target{ct: &cts[j], pub: t.node(y).encryptionKey(), secret: res.pathSecrets[i].secret})
 		}
-		path.Nodes[i] = updatePathNode{EncryptionKey: t.nodes[x].Parent.EncryptionKey, EncryptedPathSecret: cts}
+		path.Nodes[i] = updatePathNode{EncryptionKey: t.node(x).Parent.EncryptionKey, EncryptedPathSecret: cts}
 	}
 	err = parallelFor(len(targets), minParallelHPKE, func(k int) error {
 		tg := &targets[k]
@@ -439,7 +439,7 @@ func (p *privateTree) implantPathSecret(t *ratchetTree, committer leafIndex, x n
 	}
 	keys := make(map[nodeIndex]hpkeKeyPair, len(derived))
 	for k, kp := range derived {
-		if !bytes.Equal(kp.pub, t.nodes[fdp[i+k]].encryptionKey()) {
+		if !bytes.Equal(kp.pub, t.node(fdp[i+k]).encryptionKey()) {
 			return fmt.Errorf("mls: path secret does not match the public key of node %d", fdp[i+k])
 		}
 		keys[fdp[i+k]] = kp

@@ -45,8 +45,9 @@ func (t *ratchetTree) validateStructure() error {
 	}
 	encKeys := make(map[string]nodeIndex)
 	sigKeys := make(map[string]nodeIndex)
-	for i, n := range t.nodes {
+	for i := range t.width() {
 		x := nodeIndex(i)
+		n := t.node(x)
 		if n.blank() {
 			continue
 		}
@@ -78,18 +79,18 @@ func (t *ratchetTree) validateStructure() error {
 // which every non-blank node in between also lists. It needs no
 // cryptography, so a restored state checks it too.
 func (t *ratchetTree) checkUnmergedLeaves(x nodeIndex) error {
-	um := t.nodes[x].Parent.UnmergedLeaves
+	um := t.node(x).Parent.UnmergedLeaves
 	first, end := subtreeLeaves(x)
 	for j, u := range um {
 		if j > 0 && um[j-1] >= u {
 			return fmt.Errorf("%w: unmerged leaves of node %d not strictly increasing", errInvalidTree, x)
 		}
 		l := leafIndex(u)
-		if l < first || l >= end || t.nodes[l.node()].blank() {
+		if l < first || l >= end || t.node(l.node()).blank() {
 			return fmt.Errorf("%w: node %d lists unmerged leaf %d that is blank or not below it", errInvalidTree, x, u)
 		}
 		for y := parent(l.node()); y != x; y = parent(y) {
-			p := t.nodes[y].Parent
+			p := t.node(y).Parent
 			if p == nil {
 				continue
 			}
@@ -114,7 +115,7 @@ func (t *ratchetTree) validateLeafSignatures(groupID []byte) error {
 func (t *ratchetTree) verifyLeafSignatures(groupID []byte, lo, hi uint32) error {
 	return parallelFor(int(hi-lo), minParallelSignatures, func(i int) error {
 		l := lo + uint32(i)
-		ln := t.nodes[leafIndex(l).node()].Leaf
+		ln := t.node(leafIndex(l).node()).Leaf
 		if ln != nil && !ln.verifySignature(t.s, groupID, l) {
 			return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
 		}

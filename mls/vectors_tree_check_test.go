@@ -103,7 +103,7 @@ func checkTreeValidation(data []byte, r *vectorRun) error {
 			if err := expectEqual("tree re-encoding", t.encode(), c.Tree); err != nil {
 				return err
 			}
-			w := len(t.nodes)
+			w := t.width()
 			if len(c.Resolutions) != w || len(c.TreeHashes) != w {
 				return fmt.Errorf("tree has %d nodes, vector gives %d resolutions and %d tree hashes", w, len(c.Resolutions), len(c.TreeHashes))
 			}

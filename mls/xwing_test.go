@@ -401,10 +401,10 @@ func TestXWingRejectBadTreeKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := tree.rootIndex()
-		if tree.nodes[x].Parent == nil {
+		if tree.node(x).Parent == nil {
 			t.Fatal("root is blank")
 		}
-		pn := *tree.nodes[x].Parent
+		pn := *tree.node(x).Parent
 		pn.EncryptionKey = bytes.Clone(badKey)
 		tree.setNode(x, treeNode{Parent: &pn})
 		if err := tree.validateStructure(); err == nil {
@@ -454,17 +454,19 @@ func TestXWingTenThousandMembersFitCodec(t *testing.T) {
 	src := a.cur.tree
 	// Node 1 is the parent of leaves 0 and 1, below the root: it carries
 	// a parent_hash, as all but one parent of a large tree do.
-	leaf, parent := src.nodes[0], src.nodes[1]
+	leaf, parent := src.node(0), src.node(1)
 	if leaf.Leaf == nil || parent.Parent == nil || len(parent.Parent.ParentHash) == 0 {
 		t.Fatal("template nodes missing")
 	}
 	const members = 10000
-	big := &ratchetTree{s: src.s, nodes: make([]treeNode, nodeWidth(members))}
-	for i := range big.nodes {
+	big := &ratchetTree{s: src.s}
+	big.setWidth(int(nodeWidth(members)))
+	for i := range big.width() {
+		p, j := big.writable(nodeIndex(i))
 		if i%2 == 0 {
-			big.nodes[i] = leaf
+			p.nodes[j] = leaf
 		} else {
-			big.nodes[i] = parent
+			p.nodes[j] = parent
 		}
 	}
 	enc := big.encode()
