@@ -31,6 +31,12 @@ func scale(ctx context.Context, o options, turn []bench, add func(bench, string,
 	for _, n := range o.active {
 		for _, b := range turn {
 			r, err := fanout(ctx, b.t, o, n, 0, o.rate)
+			if errors.Is(err, errFellBehind) {
+				// A figure of its own: this server cannot keep the pace,
+				// and the others still run.
+				fmt.Printf("%-10s paced 1→%d: %v\n", b.name, n, err)
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("%s: paced 1→%d: %w", b.name, n, err)
 			}
@@ -125,7 +131,7 @@ func pacedPublisher(pub publisher, rate float64, sent *int64, minRecv func() int
 		for time.Now().Before(until) {
 			<-tick.C
 			if lag := *sent - minRecv(); lag > behind {
-				return fmt.Errorf("the slowest subscriber is %d messages behind (%d sent)", lag, *sent)
+				return fmt.Errorf("%w: the slowest subscriber is %d messages behind (%d sent)", errFellBehind, lag, *sent)
 			}
 			if err := pub.publish(context.Background()); err != nil {
 				return err
@@ -135,6 +141,9 @@ func pacedPublisher(pub publisher, rate float64, sent *int64, minRecv func() int
 		return nil
 	}
 }
+
+// errFellBehind is a paced case whose server cannot keep the pace.
+var errFellBehind = errors.New("fell behind")
 
 // counts parses a comma list of positive counts for the flag name.
 func counts(name, list string) []int {
