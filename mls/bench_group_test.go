@@ -167,14 +167,16 @@ func buildBenchFixture(b testing.TB, cs CipherSuite, n int, full bool) *benchFix
 	return f
 }
 
-// restore returns a fresh copy of a saved state with its tree hashes
-// computed, as a long-lived member would have them.
+// restore returns a fresh copy of a saved state with its tree hashes and
+// credential summary computed, as a long-lived member would have them
+// (a saved state keeps neither).
 func restoreWarm(b *testing.B, state []byte) *Group {
 	g, err := RestoreGroup(state, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	g.cur.tree.treeHash()
+	g.credentials()
 	return g
 }
 

@@ -340,7 +340,7 @@ func (g *Group) createCommit(props []committedProposal, opts *CommitOptions, wf 
 	}
 
 	// Section 12.3: apply the proposals to copies of the tree and context.
-	tree := g.cur.tree.clone()
+	tree := g.nextTree()
 	ctx := *g.cur.ctx
 	ctx.Extensions = slices.Clone(ctx.Extensions)
 	eff, err := g.applyProposals(props, tree, &ctx)

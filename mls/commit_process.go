@@ -357,7 +357,7 @@ func (g *Group) checkCommitterSuccessor(in *incomingCommit) error {
 // which fails for a PSK that is not available, and moves the new
 // GroupContext to the next epoch.
 func (g *Group) applyCommitProposals(in *incomingCommit) error {
-	in.tree = g.cur.tree.clone()
+	in.tree = g.nextTree()
 	in.gc = *g.cur.ctx
 	in.gc.Extensions = slices.Clone(in.gc.Extensions)
 	eff, err := g.applyProposals(in.props, in.tree, &in.gc)

@@ -300,9 +300,6 @@ type Group struct {
 	// signer is sigPriv parsed, made on first use.
 	signer signingKey
 
-	// creds caches the credential summary of credsTree.
-	creds     *credentialSummary
-	credsTree *ratchetTree
 	// index caches the member index of indexTree (proposallist.go).
 	index     *memberIndex
 	indexTree *ratchetTree

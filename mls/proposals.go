@@ -314,19 +314,36 @@ func (g *Group) checkLeafCompat(ln *LeafNode, exts []Extension) error {
 
 // credentialSummary is what the credential checks of Section 7.3 need to
 // know about a tree: the credential types in use, and the types that every
-// member supports.
+// member supports. A summary is never changed once made.
 type credentialSummary struct {
-	inUse          []CredentialType
+	inUse          []CredentialType // in the order of the first leaf using each
+	firstLeaf      []leafIndex      // that first leaf, for each type of inUse
 	supportedByAll []CredentialType
 }
 
-// credentials returns the credential summary of the current tree, computed
-// once per epoch.
+// credentials returns the credential summary of the current tree. The tree
+// keeps it, and the trees of later epochs carry it over while their
+// changes cannot alter it (see afterLeafChange), so a large group computes
+// it again only after a change such as a removal.
 func (g *Group) credentials() *credentialSummary {
-	if g.creds != nil && g.credsTree == g.cur.tree {
-		return g.creds
-	}
 	t := g.cur.tree
+	if t.creds == nil {
+		t.creds = summarizeCredentials(t)
+	}
+	return t.creds
+}
+
+// nextTree returns a copy of the current tree for a Commit to change. The
+// credential summary is computed first, so that the new epoch's tree
+// carries it over (or drops it) with the Commit's changes.
+func (g *Group) nextTree() *ratchetTree {
+	g.credentials()
+	return g.cur.tree.clone()
+}
+
+// summarizeCredentials computes the credential summary of t from its
+// leaves.
+func summarizeCredentials(t *ratchetTree) *credentialSummary {
 	cs := &credentialSummary{}
 	first := true
 	var last []CredentialType
@@ -337,6 +354,7 @@ func (g *Group) credentials() *credentialSummary {
 		}
 		if !slices.Contains(cs.inUse, m.Credential.CredentialType) {
 			cs.inUse = append(cs.inUse, m.Credential.CredentialType)
+			cs.firstLeaf = append(cs.firstLeaf, l)
 		}
 		if first {
 			cs.supportedByAll = slices.Clone(m.Capabilities.Credentials)
@@ -354,8 +372,46 @@ func (g *Group) credentials() *credentialSummary {
 			return !slices.Contains(m.Capabilities.Credentials, ct)
 		})
 	}
-	g.creds, g.credsTree = cs, t
 	return cs
+}
+
+// afterLeafChange returns the summary of the tree once leaf l changed from
+// was to now (nil for a blank leaf), or nil when it is to be computed again
+// from the tree. A leaf that keeps its credential type and the credential
+// types it supports changes nothing; a new leaf of a type in use adds a
+// possibly earlier first leaf and narrows what every member supports; any
+// other change, a removal among them, drops the summary.
+func (cs *credentialSummary) afterLeafChange(l leafIndex, was, now *LeafNode) *credentialSummary {
+	if cs == nil || now == nil {
+		return nil
+	}
+	ct := now.Credential.CredentialType
+	if was != nil {
+		if was.Credential.CredentialType == ct && slices.Equal(was.Capabilities.Credentials, now.Capabilities.Credentials) {
+			return cs
+		}
+		return nil
+	}
+	i := slices.Index(cs.inUse, ct)
+	if i < 0 {
+		return nil
+	}
+	next := &credentialSummary{
+		inUse:     slices.Clone(cs.inUse),
+		firstLeaf: slices.Clone(cs.firstLeaf),
+		supportedByAll: slices.DeleteFunc(slices.Clone(cs.supportedByAll), func(t CredentialType) bool {
+			return !slices.Contains(now.Capabilities.Credentials, t)
+		}),
+	}
+	if l < next.firstLeaf[i] {
+		next.firstLeaf[i] = l
+		// Keep inUse in the order of first leaves.
+		for ; i > 0 && next.firstLeaf[i-1] > l; i-- {
+			next.firstLeaf[i-1], next.firstLeaf[i] = next.firstLeaf[i], next.firstLeaf[i-1]
+			next.inUse[i-1], next.inUse[i] = next.inUse[i], next.inUse[i-1]
+		}
+	}
+	return next
 }
 
 // checkCredentialTypes checks that every member supports the leaf's
@@ -403,22 +459,25 @@ func checkNewKeysUnique(tree *ratchetTree, nodes []nodeIndex) error {
 	// the error is that of the first node in tree order that repeats a new
 	// key.
 	encF, sigF := newTagFilter(enc), newTagFilter(sig)
-	return parallelChunks(tree.width(), minParallelKeyScan, func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			p, j := tree.pages[i>>treePageBits], i&(treePageSize-1)
-			et := p.encTag[j]
-			if et == 0 {
-				continue // blank
-			}
-			x := nodeIndex(i)
-			if encF.mayHold(et) {
-				if y, ok := enc[string(p.nodes[j].encryptionKey())]; ok && y != x {
-					return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
+	pages, width := tree.pages, tree.width()
+	return parallelChunks(len(pages), minParallelKeyScan/treePageSize, func(lo, hi int) error {
+		for pi := lo; pi < hi; pi++ {
+			p := pages[pi]
+			n := min(treePageSize, width-pi*treePageSize)
+			for j, kt := range p.keyTags[:n] {
+				if kt == 0 {
+					continue // blank
 				}
-			}
-			if st := p.sigTag[j]; st != 0 && sigF.mayHold(st) {
-				if y, ok := sig[string(p.nodes[j].Leaf.SignatureKey)]; ok && y != x {
-					return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+				x := nodeIndex(pi*treePageSize + j)
+				if encF.mayHold(uint32(kt >> 32)) {
+					if y, ok := enc[string(p.nodes[j].encryptionKey())]; ok && y != x {
+						return fmt.Errorf("%w: encryption key of node %d already in the tree", ErrInvalidCommit, y)
+					}
+				}
+				if st := uint32(kt); st != 0 && sigF.mayHold(st) {
+					if y, ok := sig[string(p.nodes[j].Leaf.SignatureKey)]; ok && y != x {
+						return fmt.Errorf("%w: signature key of node %d already in the tree", ErrInvalidCommit, y)
+					}
 				}
 			}
 		}
@@ -447,11 +506,13 @@ func newTagFilter(keys map[string]nodeIndex) tagFilter {
 	return f
 }
 
-func (f tagFilter) index(tag uint64) uint64 { return (tag * 0x9e3779b97f4a7c15) >> f.shift }
+func (f tagFilter) index(tag uint32) uint64 {
+	return (uint64(tag) * 0x9e3779b97f4a7c15) >> f.shift
+}
 
-func (f tagFilter) mayHold(tag uint64) bool {
+func (f tagFilter) mayHold(tag uint32) bool {
 	i := f.index(tag)
-	return f.bits[i>>6]&(1<<(i&63)) != 0
+	return f.bits[(i>>6)&uint64(len(f.bits)-1)]&(1<<(i&63)) != 0
 }
 
 // proposalRef computes the ProposalRef of a proposal sent in ac (Section

@@ -146,6 +146,9 @@ type ratchetTree struct {
 	nodeN int         // number of nodes: nodeWidth(size)
 	pages []*treePage // ceil(nodeN / treePageSize) pages
 	owner *treeOwner  // pages with this owner are this tree's alone
+	// creds is the credential summary of the leaves (proposals.go), nil
+	// until it is asked for and after a change that may alter it.
+	creds *credentialSummary
 }
 
 const (
@@ -160,11 +163,11 @@ type treePage struct {
 	hashes [treePageSize][]byte // tree hash per node; nil means not computed
 	filled [treePageSize]uint32 // non-blank nodes in the subtree under each node
 	leaves [treePageSize]uint32 // non-blank leaves in the subtree under each node
-	// encTag and sigTag are short fingerprints of each node's encryption
-	// key and each leaf's signature key (keyTag), zero for a blank node:
-	// a scan for repeated keys compares these before it looks at keys.
-	encTag [treePageSize]uint64
-	sigTag [treePageSize]uint64
+	// keyTags holds short fingerprints (keyTag) of each node's keys: its
+	// encryption key's in the high half, a leaf's signature key's in the
+	// low half; zero for a blank node. A scan for repeated keys reads
+	// these, and a node's keys only when a fingerprint may match.
+	keyTags [treePageSize]uint64
 }
 
 // treeOwner identifies the tree that may write a page. It is not empty, so
@@ -173,13 +176,14 @@ type treeOwner struct{ _ byte }
 
 // keyTag is a fingerprint of a public key for quick inequality tests:
 // equal keys have equal tags. It is never zero.
-func keyTag(k []byte) uint64 {
+func keyTag(k []byte) uint32 {
 	var head, tail [8]byte
 	copy(head[:], k)
 	if len(k) > 8 {
 		copy(tail[:], k[len(k)-8:])
 	}
-	return (binary.LittleEndian.Uint64(head[:]) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(tail[:]), 29)) | 1
+	h := binary.LittleEndian.Uint64(head[:]) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(tail[:]), 29)
+	return uint32(h^h>>32) | 1
 }
 
 // width returns the number of nodes, blank or not.
@@ -238,8 +242,7 @@ func (t *ratchetTree) setWidth(w int) {
 		copy(p.hashes[j:], blank.hashes[j:])
 		copy(p.filled[j:], blank.filled[j:])
 		copy(p.leaves[j:], blank.leaves[j:])
-		copy(p.encTag[j:], blank.encTag[j:])
-		copy(p.sigTag[j:], blank.sigTag[j:])
+		copy(p.keyTags[j:], blank.keyTags[j:])
 	}
 	t.nodeN = w
 }
@@ -294,6 +297,7 @@ func (t *ratchetTree) clone() *ratchetTree {
 		nodeN: t.nodeN,
 		pages: slices.Clone(t.pages),
 		owner: new(treeOwner),
+		creds: t.creds,
 	}
 }
 
@@ -336,10 +340,11 @@ func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 	}
 	if x.isLeaf() {
 		dl = df
+		t.creds = t.creds.afterLeafChange(x.leaf(), t.node(x).Leaf, n.Leaf)
 	}
 	p, j := t.writable(x)
 	p.nodes[j] = n
-	p.encTag[j], p.sigTag[j] = n.tags()
+	p.keyTags[j] = n.tags()
 	r := t.rootIndex()
 	for {
 		p, j := t.writable(x)
@@ -353,16 +358,17 @@ func (t *ratchetTree) setNode(x nodeIndex, n treeNode) {
 	}
 }
 
-// tags returns the key tags of a node: of its encryption key, and of its
-// signature key when it is a leaf; zero for what it does not have.
-func (n treeNode) tags() (enc, sig uint64) {
+// tags returns the key tags of a node as its page keeps them: of its
+// encryption key in the high half and, for a leaf, of its signature key in
+// the low half; zero for a blank node.
+func (n treeNode) tags() uint64 {
 	switch {
 	case n.Leaf != nil:
-		return keyTag(n.Leaf.EncryptionKey), keyTag(n.Leaf.SignatureKey)
+		return uint64(keyTag(n.Leaf.EncryptionKey))<<32 | uint64(keyTag(n.Leaf.SignatureKey))
 	case n.Parent != nil:
-		return keyTag(n.Parent.EncryptionKey), 0
+		return uint64(keyTag(n.Parent.EncryptionKey)) << 32
 	}
-	return 0, 0
+	return 0
 }
 
 // blankDirectPath blanks every parent node on the direct path of leaf l.
@@ -561,7 +567,7 @@ func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
 		p := t.pages[i>>treePageBits]
 		j := i & (treePageSize - 1)
 		p.nodes[j] = nd
-		p.encTag[j], p.sigTag[j] = nd.tags()
+		p.keyTags[j] = nd.tags()
 	}
 	t.countSubtree(t.rootIndex())
 	return t, nil

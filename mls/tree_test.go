@@ -245,7 +245,7 @@ func (g *treeSim) check() {
 			t.Fatalf("epoch %d: node counts of node %d differ from a fresh count", g.epoch, x)
 		}
 		fp, gp := fresh.pages[x>>treePageBits], g.tree.pages[x>>treePageBits]
-		if j := x & (treePageSize - 1); fp.encTag[j] != gp.encTag[j] || fp.sigTag[j] != gp.sigTag[j] {
+		if j := x & (treePageSize - 1); fp.keyTags[j] != gp.keyTags[j] {
 			t.Fatalf("epoch %d: key tags of node %d differ from a fresh decoding", g.epoch, x)
 		}
 	}
