@@ -305,6 +305,26 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if s.gate.Closed() {
 		c.closeWith(websocket.StatusGoingAway, "relay shutting down", nil, true)
 	}
+	// The socket is served on a goroutine of its own and the handler
+	// returns: net/http then lets go of what it held for the upgrade
+	// request (its write buffer, the parsed request, the stack its serve
+	// goroutine grew), which each idle socket would otherwise keep for its
+	// whole life. The gate's entry moves to that goroutine, so Close still
+	// waits for it; a closing gate (the socket is being told to go) keeps
+	// it here.
+	if s.gate.Enter() {
+		go func() {
+			defer s.gate.Leave()
+			s.serveConn(c, pathChannel)
+		}()
+		return
+	}
+	s.serveConn(c, pathChannel)
+}
+
+// serveConn reads and answers an upgraded socket's frames until it ends,
+// then lets go of it.
+func (s *Server) serveConn(c *conn, pathChannel string) {
 	timer := time.AfterFunc(s.cfg.AuthTimeout, func() {
 		if !c.authed.Load() {
 			s.log.Info("relay: authentication timeout", "remote", c.remote)
