@@ -225,6 +225,19 @@ func (s *cipherSuite) aeadKeyLen() int   { return s.nk }
 func (s *cipherSuite) aeadNonceLen() int { return s.nn }
 
 func (s *cipherSuite) hash(data []byte) []byte {
+	// The one-shot functions need no hash state on the heap; tree hashes
+	// are computed by the tens of thousands.
+	switch s.nh {
+	case sha256.Size:
+		h := sha256.Sum256(data)
+		return h[:]
+	case sha512.Size384:
+		h := sha512.Sum384(data)
+		return h[:]
+	case sha512.Size:
+		h := sha512.Sum512(data)
+		return h[:]
+	}
 	h := s.newHash()
 	h.Write(data)
 	return h.Sum(nil)
