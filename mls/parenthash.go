@@ -26,7 +26,7 @@ func (t *ratchetTree) parentHash(p nodeIndex, s nodeIndex) []byte {
 
 // parentHashInput encodes ParentHashInput (§7.9).
 func parentHashInput(encryptionKey, parentHash, originalSiblingTreeHash []byte) []byte {
-	var b builder
+	b := builder{b: make([]byte, 0, 12+len(encryptionKey)+len(parentHash)+len(originalSiblingTreeHash))}
 	b.vec(encryptionKey)
 	b.vec(parentHash)
 	b.vec(originalSiblingTreeHash)

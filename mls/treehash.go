@@ -35,6 +35,9 @@ func (t *ratchetTree) hash(x nodeIndex) []byte {
 // optional<LeafNode>.
 func leafHashInput(l leafIndex, leaf *LeafNode) []byte {
 	var b builder
+	if leaf != nil {
+		b.b = make([]byte, 0, 8+leaf.sizeHint())
+	}
 	b.u8(uint8(nodeTypeLeaf))
 	b.u32(uint32(l))
 	b.optional(leaf != nil, func(b *builder) { leaf.marshal(b) })
@@ -45,7 +48,11 @@ func leafHashInput(l leafIndex, leaf *LeafNode) []byte {
 // optional<ParentNode>, left_hash and right_hash. (It is named to keep it
 // apart from ParentHashInput of §7.9.)
 func parentHashInputForTree(p *parentNodeData, leftHash, rightHash []byte) []byte {
-	var b builder
+	n := 16 + len(leftHash) + len(rightHash)
+	if p != nil {
+		n += len(p.EncryptionKey) + len(p.ParentHash) + 4*len(p.UnmergedLeaves)
+	}
+	b := builder{b: make([]byte, 0, n)}
 	b.u8(uint8(nodeTypeParent))
 	b.optional(p != nil, func(b *builder) { p.marshal(b) })
 	b.vec(leftHash)
