@@ -70,7 +70,11 @@ func largeFrameWeight(n int) int64 { return frameLimit(n) + frameSlack + int64(n
 
 // conn is one WebSocket client. Its reader goroutine handles frames in
 // order; its writer goroutine drains the bounded send queue, writing every
-// frame queued since its last wakeup with a single socket write.
+// frame queued since it last looked with a single socket write. The writer
+// runs only while there is something to write: it starts when a frame is
+// queued to an empty queue (or the socket starts closing), and ends when
+// it finds the queue empty, so an idle socket holds no writer goroutine
+// and no stack for it.
 type conn struct {
 	srv    *Server
 	id     uint64 // unique in the process; names the publisher to the other relays of a cluster
@@ -120,7 +124,9 @@ type conn struct {
 	pending atomic.Int64
 	slots   chan struct{} // one per request in the archive; bounds pending
 
-	wake chan struct{} // capacity 1
+	// wrote is closed when the writer has sent the close frame (or a
+	// write failed): no writer starts after that.
+	wrote chan struct{}
 
 	// rbuf is the frame being handled when it is over readLimit: its
 	// buffer is not reused, so publish builds the push frame in it.
@@ -140,6 +146,8 @@ type conn struct {
 	closeReason string
 	final       []byte      // sent before the close frame
 	linger      *time.Timer // cuts an evicted socket's close handshake short
+	writing     bool        // a writer goroutine runs
+	wroteAll    bool        // the writer has ended for good (wrote is closed)
 }
 
 // closeWith starts closing the connection: final (if any) is sent, then a
@@ -158,8 +166,11 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string, final []byte,
 	if drop {
 		c.dropLocked()
 	}
+	start := c.startWriterLocked()
 	c.mu.Unlock()
-	c.signal()
+	if start {
+		go c.writeLoop()
+	}
 }
 
 func (c *conn) isClosing() bool {
@@ -260,7 +271,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		id:     connIDs.Add(1),
 		remote: r.RemoteAddr,
 		subs:   make(map[string]bool),
-		wake:   make(chan struct{}, 1),
+		wrote:  make(chan struct{}),
 		// At most half the send queue may be waiting for archive answers,
 		// so a commit's burst of acks always fits the queue.
 		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
@@ -332,15 +343,14 @@ func (s *Server) serveConn(c *conn, pathChannel string) {
 				backend.ErrorFrame("auth_timeout", "no auth frame within the time limit"), true)
 		}
 	})
-	var wg sync.WaitGroup
-	wg.Go(c.writeLoop)
 	c.readLoop(pathChannel)
 	timer.Stop()
 	c.stopExpiry()
 	c.stopPings()
 	s.adm.leave(c)
+	// Closing starts a writer if none runs; it ends with the close frame.
 	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
-	wg.Wait()
+	<-c.wrote
 	c.stopLinger()
 	c.ws.CloseNow()
 	s.hub.remove(c, c.subs)

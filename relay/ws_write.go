@@ -42,6 +42,7 @@ func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 		c.closeCode = websocket.StatusTryAgainLater
 		c.closeReason = "slow consumer: send queue full"
 		c.dropLocked()
+		start := c.startWriterLocked()
 		c.mu.Unlock()
 		pb.Release()
 		if slot {
@@ -49,7 +50,9 @@ func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 		}
 		c.srv.counters.slow.Add(1)
 		c.srv.log.Info("relay: slow consumer disconnected", "remote", c.remote, "sub", c.sub)
-		c.signal()
+		if start {
+			go c.writeLoop()
+		}
 		return
 	}
 	c.q = append(c.q, f)
@@ -61,10 +64,10 @@ func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 	if slot {
 		c.qSlots++
 	}
-	first := len(c.q) == 1
+	start := c.startWriterLocked()
 	c.mu.Unlock()
-	if first {
-		c.signal()
+	if start {
+		go c.writeLoop()
 	}
 }
 
@@ -104,21 +107,34 @@ func (c *conn) releaseSlots(n int) {
 	}
 }
 
-func (c *conn) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// startWriterLocked reports whether the caller must start the writer
+// (go c.writeLoop()) once it has let go of c.mu: when none runs and none
+// has ended for good. c.mu is held.
+func (c *conn) startWriterLocked() bool {
+	if c.writing || c.wroteAll {
+		return false
 	}
+	c.writing = true
+	return true
 }
 
+// writeLoop writes what is queued until it finds the queue empty, and
+// ends then; or, once the socket is closing, sends the final frame and
+// the close frame and ends for good.
 func (c *conn) writeLoop() {
-	for range c.wake {
+	for {
 		c.mu.Lock()
 		batch, bufs, slots := c.q, c.qBufs, c.qSlots
+		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
+		if len(batch) == 0 && !closing {
+			// Nothing left: the next frame queued starts a writer again.
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
 		c.q, c.qBytes, c.qLarge, c.qSlots = c.spare[:0], 0, 0, 0
 		c.qBufs = c.spareBufs[:0]
 		c.spare, c.spareBufs = nil, nil
-		closing, code, reason, final := c.closing, c.closeCode, c.closeReason, c.final
 		c.mu.Unlock()
 
 		if len(batch) > 0 {
@@ -134,6 +150,7 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 			if err != nil {
+				c.endWriter()
 				c.closeWith(websocket.StatusInternalError, "write failed", nil, true)
 				c.ws.CloseNow()
 				return
@@ -144,9 +161,19 @@ func (c *conn) writeLoop() {
 				c.writeBatch([][]byte{final})
 			}
 			c.ws.Close(code, reason)
+			c.endWriter()
 			return
 		}
 	}
+}
+
+// endWriter marks the writer ended for good: no writer starts again, and
+// whoever waits on c.wrote goes on.
+func (c *conn) endWriter() {
+	c.mu.Lock()
+	c.writing, c.wroteAll = false, true
+	c.mu.Unlock()
+	close(c.wrote)
 }
 
 // writeBatch writes frames as WebSocket text messages with one socket
