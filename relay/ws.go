@@ -127,6 +127,9 @@ type conn struct {
 	// wrote is closed when the writer has sent the close frame (or a
 	// write failed): no writer starts after that.
 	wrote chan struct{}
+	// writer is writeLoop as a func value made once: go c.writer() then
+	// allocates nothing, where go c.writeLoop() makes a closure each time.
+	writer func()
 
 	// rbuf is the frame being handled when it is over readLimit: its
 	// buffer is not reused, so publish builds the push frame in it.
@@ -169,7 +172,7 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string, final []byte,
 	start := c.startWriterLocked()
 	c.mu.Unlock()
 	if start {
-		go c.writeLoop()
+		go c.writer()
 	}
 }
 
@@ -276,6 +279,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		// so a commit's burst of acks always fits the queue.
 		slots: make(chan struct{}, max(1, s.cfg.SendQueue/2)),
 	}
+	c.writer = c.writeLoop
 	c.adm.keys = s.clientKeys(r)
 	victim, refused := s.adm.admit(c)
 	if refused != "" {

@@ -51,7 +51,7 @@ func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 		c.srv.counters.slow.Add(1)
 		c.srv.log.Info("relay: slow consumer disconnected", "remote", c.remote, "sub", c.sub)
 		if start {
-			go c.writeLoop()
+			go c.writer()
 		}
 		return
 	}
@@ -67,7 +67,7 @@ func (c *conn) enqueue(f []byte, slot bool, pb *backend.PushBuf) {
 	start := c.startWriterLocked()
 	c.mu.Unlock()
 	if start {
-		go c.writeLoop()
+		go c.writer()
 	}
 }
 
@@ -108,7 +108,7 @@ func (c *conn) releaseSlots(n int) {
 }
 
 // startWriterLocked reports whether the caller must start the writer
-// (go c.writeLoop()) once it has let go of c.mu: when none runs and none
+// (go c.writer()) once it has let go of c.mu: when none runs and none
 // has ended for good. c.mu is held.
 func (c *conn) startWriterLocked() bool {
 	if c.writing || c.wroteAll {
