@@ -43,11 +43,16 @@ func retryWait(method string, err error, attempt int) (time.Duration, bool) {
 }
 
 // parseRetryAfter reads a Retry-After of whole seconds (the form both
-// planes send); anything else is 0.
+// planes send); anything else is 0. A wait longer than maxRetryAfterKept
+// (a daily limit says hours) is kept as that bound, so the caller still
+// learns that the wait is long rather than that there is none.
 func parseRetryAfter(v string) time.Duration {
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 || n > 3600 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
 		return 0
 	}
-	return time.Duration(n) * time.Second
+	return time.Duration(min(n, int64(maxRetryAfterKept/time.Second))) * time.Second
 }
+
+// maxRetryAfterKept bounds the Retry-After an APIError carries.
+const maxRetryAfterKept = 7 * 24 * time.Hour
