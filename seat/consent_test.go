@@ -142,12 +142,7 @@ func TestRoomAddRefusesAnotherPersonsOffer(t *testing.T) {
 func TestRoomPendingAndDecline(t *testing.T) {
 	ctx := context.Background()
 	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	dave := newMember(t, st, "daveco")
-	tok, err := dave.ContactToken(ctx, time.Hour, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, dave, tok := aliceAndDave(t, st, 2)
 	var rooms []string
 	for _, name := range []string{"ops", "noise"} {
 		room, err := alice.Room(name).Create(ctx, nil)
@@ -189,4 +184,16 @@ func TestRoomPendingAndDecline(t *testing.T) {
 	if p, err := dave.PendingRooms(ctx); err != nil || len(p) != 0 {
 		t.Fatalf("pending after: %+v %v", p, err)
 	}
+}
+
+// aliceAndDave starts the add-token cases on st: alice of acme, and dave
+// of daveco with an add-token of his good for uses adds.
+func aliceAndDave(t *testing.T, st *skytaletest.Stack, uses int) (alice, dave *member, tok seat.ContactToken) {
+	t.Helper()
+	alice, dave = newMember(t, st, "acme"), newMember(t, st, "daveco")
+	tok, err := dave.ContactToken(context.Background(), time.Hour, uses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alice, dave, tok
 }

@@ -126,13 +126,7 @@ func TestRateLimitedIsMatched(t *testing.T) {
 // directory answers not_allowed, ErrNotAllowed, as for no token.)
 func TestAddWithABadAddToken(t *testing.T) {
 	ctx := context.Background()
-	st := skytaletest.NewStack(t)
-	alice := newMember(t, st, "acme")
-	dave := newMember(t, st, "daveco")
-	tok, err := dave.ContactToken(ctx, time.Hour, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, dave, tok := aliceAndDave(t, skytaletest.NewStack(t), 1)
 	var rooms []string
 	for _, name := range []string{"ops", "noise"} {
 		room, err := alice.Room(name).Create(ctx, nil)
