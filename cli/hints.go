@@ -32,8 +32,6 @@ func hint(err error) error {
 		return &usageError{"this home already has a seed", "use another --home, or `tally backup` to see it"}
 	case errors.Is(err, seat.ErrNotSignedIn):
 		return &usageError{"not signed in", "run `tally signin`"}
-	case errors.Is(err, seat.ErrNotConnected):
-		return &usageError{"not connected", "run `tally connect`"}
 	case errors.Is(err, seat.ErrSignedIn):
 		return &usageError{"this home is already signed in", "use another --home for another account"}
 	case errors.Is(err, seat.ErrNoDirectoryURL):

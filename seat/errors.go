@@ -19,8 +19,11 @@ var (
 	// none; SignIn or UseAccount gives it one.
 	ErrNotSignedIn = errors.New("seat: not signed in")
 
-	// ErrNotConnected: the call needs the home's sync channel, which Connect
-	// registers.
+	// ErrNotConnected was the refusal of a call that needed Connect first.
+	//
+	// Deprecated: no call returns it: a home that has not connected
+	// pushes and pulls with its account's key. It goes in the next
+	// release.
 	ErrNotConnected = errors.New("seat: not connected")
 
 	// ErrSignedIn: SignIn on a home that has an account already.

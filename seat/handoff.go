@@ -158,7 +158,6 @@ var handoffErrors = map[string]error{
 	"removed":             ErrRemovedRoom,
 	"not_member":          ErrNotMember,
 	"not_signed_in":       ErrNotSignedIn,
-	"not_connected":       ErrNotConnected,
 	"no_seed":             ErrNoSeed,
 	"no_directory_url":    ErrNoDirectoryURL,
 	"no_relay_url":        ErrNoRelayURL,
