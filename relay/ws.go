@@ -312,7 +312,13 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(s.cfg.PreAuthReadLimit)
 	c.mu.Lock() // an eviction's linger timer may read cc
 	c.ws, c.cc = ws, hw.cc
+	// An eviction while the upgrade ran found no socket to write to: the
+	// writer that closes it (or writes what came first) starts now.
+	start := (c.closing || len(c.q) > 0) && c.startWriterLocked()
 	c.mu.Unlock()
+	if start {
+		go c.writer()
+	}
 	// client is the address admission counts: the remote one, or behind
 	// a trusted proxy the one it forwards for.
 	s.log.Info("relay: connection opened", "remote", c.remote, "client", c.adm.keys.Addr, "path", s.logPath(r))
@@ -404,5 +410,9 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	h.cc = &frameConn{Conn: nc}
-	return h.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(h.cc, 512)), nil
+	br := brw.Reader
+	if h.cc.idle = idleFor(nc, br); h.cc.idle != nil {
+		br = bufio.NewReaderSize(h.cc, minBufio) // the bytes br held are the idle reader's
+	}
+	return h.cc, bufio.NewReadWriter(br, bufio.NewWriterSize(h.cc, 512)), nil
 }

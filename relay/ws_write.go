@@ -108,10 +108,11 @@ func (c *conn) releaseSlots(n int) {
 }
 
 // startWriterLocked reports whether the caller must start the writer
-// (go c.writer()) once it has let go of c.mu: when none runs and none
-// has ended for good. c.mu is held.
+// (go c.writer()) once it has let go of c.mu: when none runs, none has
+// ended for good, and the upgrade has given the socket (before that,
+// handleWS starts it if the socket is closing by then). c.mu is held.
 func (c *conn) startWriterLocked() bool {
-	if c.writing || c.wroteAll {
+	if c.writing || c.wroteAll || c.cc == nil {
 		return false
 	}
 	c.writing = true
@@ -193,6 +194,16 @@ func (c *conn) writeBatch(frames [][]byte) error {
 type frameConn struct {
 	net.Conn
 	mu sync.Mutex // serializes writes
+	// idle, when set, reads the socket instead of Conn.Read, holding no
+	// buffer while the socket is idle (idleread.go).
+	idle *idleReader
+}
+
+func (c *frameConn) Read(p []byte) (int, error) {
+	if c.idle != nil {
+		return c.idle.Read(p)
+	}
+	return c.Conn.Read(p)
 }
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
