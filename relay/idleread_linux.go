@@ -33,6 +33,15 @@ type idleReader struct {
 	rc   syscall.RawConn
 	buf  *[]byte // the bytes read and not yet taken, buf[r:w]; nil when none
 	r, w int
+
+	// One read's arguments and results, for readFD, which is made once
+	// (a closure per read would allocate its captured variables).
+	p      []byte
+	direct bool
+	got    *[]byte
+	n      int
+	serr   error
+	readFD func(fd uintptr) bool
 }
 
 func newIdleReader(tc *net.TCPConn) (*idleReader, error) {
@@ -40,7 +49,34 @@ func newIdleReader(tc *net.TCPConn) (*idleReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &idleReader{rc: rc}, nil
+	ir := &idleReader{rc: rc}
+	ir.readFD = ir.readOnce
+	return ir, nil
+}
+
+// readOnce is RawConn.Read's function: it reads into ir.p, or into a
+// pooled buffer (ir.got) unless ir.direct, and when the socket is empty
+// gives the buffer back and returns false, for the poller to wait.
+func (ir *idleReader) readOnce(fd uintptr) bool {
+	dst := ir.p
+	if !ir.direct {
+		ir.got = idleBufs.Get().(*[]byte)
+		dst = *ir.got
+	}
+	for {
+		ir.n, ir.serr = unix.Read(int(fd), dst)
+		if ir.serr != unix.EINTR {
+			break
+		}
+	}
+	if ir.serr == unix.EAGAIN {
+		if ir.got != nil {
+			idleBufs.Put(ir.got)
+			ir.got = nil
+		}
+		return false // empty: the poller waits, and this runs again
+	}
+	return true
 }
 
 // stash keeps b (at most idleBufSize bytes) as the first bytes to read.
@@ -55,31 +91,10 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	}
 	if ir.buf == nil {
 		// A read as large as the pooled buffer goes straight into p.
-		direct := len(p) >= idleBufSize
-		var buf *[]byte
-		var n int
-		var serr error
-		err := ir.rc.Read(func(fd uintptr) bool {
-			dst := p
-			if !direct {
-				buf = idleBufs.Get().(*[]byte)
-				dst = *buf
-			}
-			for {
-				n, serr = unix.Read(int(fd), dst)
-				if serr != unix.EINTR {
-					break
-				}
-			}
-			if serr == unix.EAGAIN {
-				if buf != nil {
-					idleBufs.Put(buf)
-					buf = nil
-				}
-				return false // empty: the poller waits, and this runs again
-			}
-			return true
-		})
+		ir.p, ir.direct, ir.got = p, len(p) >= idleBufSize, nil
+		err := ir.rc.Read(ir.readFD)
+		direct, buf, n, serr := ir.direct, ir.got, ir.n, ir.serr
+		ir.p, ir.got, ir.serr = nil, nil, nil
 		switch {
 		case err != nil:
 			// Closed, or past the read deadline: the buffer went back
