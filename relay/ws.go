@@ -410,9 +410,5 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	h.cc = &frameConn{Conn: nc}
-	br := brw.Reader
-	if h.cc.idle = idleFor(nc, br); h.cc.idle != nil {
-		br = bufio.NewReaderSize(h.cc, minBufio) // the bytes br held are the idle reader's
-	}
-	return h.cc, bufio.NewReadWriter(br, bufio.NewWriterSize(h.cc, 512)), nil
+	return h.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(h.cc, 512)), nil
 }

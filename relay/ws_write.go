@@ -194,16 +194,6 @@ func (c *conn) writeBatch(frames [][]byte) error {
 type frameConn struct {
 	net.Conn
 	mu sync.Mutex // serializes writes
-	// idle, when set, reads the socket instead of Conn.Read, holding no
-	// buffer while the socket is idle (idleread.go).
-	idle *idleReader
-}
-
-func (c *frameConn) Read(p []byte) (int, error) {
-	if c.idle != nil {
-		return c.idle.Read(p)
-	}
-	return c.Conn.Read(p)
 }
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}

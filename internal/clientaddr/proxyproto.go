@@ -239,11 +239,6 @@ type proxyConn struct {
 
 func (c *proxyConn) RemoteAddr() net.Addr { return c.remote }
 
-// Inner is the proxy's connection: the PROXY header was read off it to
-// the byte, so what follows is c's, unbuffered, and a reader may read it
-// from there directly (the relay's idle sockets do).
-func (c *proxyConn) Inner() net.Conn { return c.Conn }
-
 // CloseWrite half-closes the TCP connection, as the HTTP server does
 // before closing one it answered with an error.
 func (c *proxyConn) CloseWrite() error {

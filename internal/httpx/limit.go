@@ -346,10 +346,6 @@ type limitConn struct {
 	quietSince time.Time
 }
 
-// Inner is the connection c counts: its bytes are c's, unbuffered, so a
-// reader may read them from it directly (the relay's idle sockets do).
-func (c *limitConn) Inner() net.Conn { return c.Conn }
-
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
