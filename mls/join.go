@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync/atomic"
 )
 
 // This file joins groups: from a Welcome (RFC 9420, Section 12.4.3.1) and
@@ -145,21 +143,7 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyG
 	if treeData == nil {
 		return nil, nil, fmt.Errorf("%w: no ratchet tree", ErrInvalidWelcome)
 	}
-	// Section 12.4.3.1 and 7.3: every leaf signature, and the GroupInfo
-	// signature with the signer's key, are checked. The first ones are
-	// checked on another CPU while the tree is still being decoded
-	// (earlyLeafChecks); the rest below.
-	early := startEarlyLeafChecks(s, ctx.GroupID, leafIndex(gi.Signer), verifyGI)
-	var onLeaf func(leafIndex, *LeafNode)
-	if early != nil {
-		onLeaf = early.leaf
-	}
-	tree, err := decodeRatchetTreeWith(s, treeData, onLeaf)
-	leafFrom := uint32(0) // the leaves below it are checked
-	if early != nil {
-		early.stop()
-		leafFrom = uint32(early.next)
-	}
+	tree, err := decodeRatchetTree(s, treeData)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidWelcome, err)
 	}
@@ -180,15 +164,10 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyG
 	structItem := hashItems + len(roots)
 	leafItems := structItem + 1
 	var giErr, structErr error
-	sigErr := parallelFor(leafItems+int(tree.size()-leafFrom), minParallelNodes, func(i int) error {
+	sigErr := parallelFor(leafItems+int(tree.size()), minParallelNodes, func(i int) error {
 		switch {
 		case i == giItem:
-			if early != nil && early.giDone {
-				if !early.giOK {
-					giErr = errGroupInfoSignature
-					return giErr
-				}
-			} else if !verifyGI(signer.SignatureKey) {
+			if !verifyGI(signer.SignatureKey) {
 				giErr = errGroupInfoSignature
 				return giErr
 			}
@@ -197,7 +176,7 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyG
 		case i == structItem:
 			structErr = tree.validateStructure()
 		default:
-			l := leafFrom + uint32(i-leafItems)
+			l := uint32(i - leafItems)
 			ln := tree.node(leafIndex(l).node()).Leaf
 			if ln != nil && !ln.verifySignature(s, ctx.GroupID, l) {
 				return fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, l)
@@ -207,10 +186,6 @@ func newGroupFromInfo(s suite, gi *GroupInfo, treeData []byte, c Config, verifyG
 	})
 	if giErr != nil {
 		return nil, nil, fmt.Errorf("%w: group info signature", ErrInvalidSignature)
-	}
-	if early != nil && early.sigErr != nil {
-		// A lower leaf than any checked since.
-		sigErr = early.sigErr
 	}
 	if !bytes.Equal(tree.treeHash(), ctx.TreeHash) {
 		return nil, nil, fmt.Errorf("%w: tree hash mismatch", ErrInvalidWelcome)
@@ -442,94 +417,4 @@ func joinExternal(groupInfo []byte, bundle *KeyPackageBundle, treeData []byte, c
 		return nil, nil, err
 	}
 	return g, msg, nil
-}
-
-// earlyLeafChecks checks the first leaves of a joiner's ratchet tree
-// while the rest of it is decoded: their signatures (Section 7.3), in
-// leaf order, and the GroupInfo signature (Section 12.4.3.1) as soon as
-// the signer's leaf is decoded. The decoder hands leaves over in batches
-// and never waits for them; once it is done, stop ends the checks after
-// the leaf in progress, and the caller checks every leaf from next on.
-type earlyLeafChecks struct {
-	s        suite
-	groupID  []byte
-	signer   leafIndex
-	verifyGI func(signerKey []byte) bool
-
-	batches chan []earlyLeaf
-	batch   []earlyLeaf // being filled by the decoder
-	full    bool        // a batch found no room: no more are handed over
-	halt    atomic.Bool
-	done    chan struct{}
-
-	// The outcome, for the caller once stop has returned.
-	next   leafIndex // every non-blank leaf below next was checked
-	giDone bool      // the GroupInfo signature was checked,
-	giOK   bool      // and it is valid
-	sigErr error     // the lowest leaf whose signature is bad
-}
-
-type earlyLeaf struct {
-	l  leafIndex
-	ln *LeafNode
-}
-
-const earlyLeafBatch = 32
-
-// startEarlyLeafChecks starts the checks on a goroutine of their own,
-// or returns nil when there is only one CPU.
-func startEarlyLeafChecks(s suite, groupID []byte, signer leafIndex, verifyGI func([]byte) bool) *earlyLeafChecks {
-	if runtime.GOMAXPROCS(0) < 2 {
-		return nil
-	}
-	e := &earlyLeafChecks{
-		s: s, groupID: groupID, signer: signer, verifyGI: verifyGI,
-		batches: make(chan []earlyLeaf, 1024),
-		done:    make(chan struct{}),
-	}
-	go e.run()
-	return e
-}
-
-// leaf hands over a decoded non-blank leaf; the decoder calls it in leaf
-// order.
-func (e *earlyLeafChecks) leaf(l leafIndex, ln *LeafNode) {
-	if e.full {
-		return
-	}
-	e.batch = append(e.batch, earlyLeaf{l: l, ln: ln})
-	if len(e.batch) < earlyLeafBatch {
-		return
-	}
-	select {
-	case e.batches <- e.batch:
-		e.batch = make([]earlyLeaf, 0, earlyLeafBatch)
-	default:
-		e.full = true
-	}
-}
-
-func (e *earlyLeafChecks) run() {
-	defer close(e.done)
-	for b := range e.batches {
-		for _, it := range b {
-			if e.halt.Load() {
-				return
-			}
-			if it.l == e.signer && !e.giDone {
-				e.giOK, e.giDone = e.verifyGI(it.ln.SignatureKey), true
-			}
-			if e.sigErr == nil && !it.ln.verifySignature(e.s, e.groupID, uint32(it.l)) {
-				e.sigErr = fmt.Errorf("%w: bad signature on leaf %d", errInvalidTree, it.l)
-			}
-			e.next = it.l + 1
-		}
-	}
-}
-
-// stop ends the checks and waits for their goroutine to finish.
-func (e *earlyLeafChecks) stop() {
-	e.halt.Store(true)
-	close(e.batches)
-	<-e.done
 }

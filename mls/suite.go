@@ -104,7 +104,6 @@ type suite interface {
 	aeadSeal(key, nonce, aad, pt []byte) ([]byte, error)
 	aeadOpen(key, nonce, aad, ct []byte) ([]byte, error)
 	hpkeSeal(pub, info, aad, pt []byte) (kemOutput, ct []byte, err error)
-	hpkeSealer(info []byte) func(pub, pt []byte) (kemOutput, ct []byte, err error)
 	hpkeOpen(priv, kemOutput, info, aad, ct []byte) ([]byte, error)
 	hpkeDeriveKeyPair(ikm []byte) (priv, pub []byte, err error)
 	hpkeGenerateKeyPair() (priv, pub []byte, err error)

@@ -533,13 +533,6 @@ func (t *ratchetTree) encode() []byte { return marshal(t) }
 // with blank nodes to the next full size. Decoding checks the encoding only;
 // see validate for the checks a joiner must make.
 func decodeRatchetTree(s suite, data []byte) (*ratchetTree, error) {
-	return decodeRatchetTreeWith(s, data, nil)
-}
-
-// decodeRatchetTreeWith is decodeRatchetTree, calling leaf (when not nil)
-// with every non-blank leaf as soon as it is decoded, in order. A joiner
-// starts checking leaves with it while the rest of the tree decodes.
-func decodeRatchetTreeWith(s suite, data []byte, leaf func(leafIndex, *LeafNode)) (*ratchetTree, error) {
 	var nodes []treeNode
 	p := newParser(data)
 	ok := p.vecList(func(p *parser) bool {
@@ -551,9 +544,6 @@ func decodeRatchetTreeWith(s suite, data []byte, leaf func(leafIndex, *LeafNode)
 		x := nodeIndex(len(nodes))
 		if present && ((n.Leaf != nil) != x.isLeaf()) {
 			return false
-		}
-		if leaf != nil && n.Leaf != nil {
-			leaf(x.leaf(), n.Leaf)
 		}
 		nodes = append(nodes, n)
 		return len(nodes) <= int(nodeWidth(maxTreeLeaves))

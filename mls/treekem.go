@@ -267,12 +267,9 @@ func (t *ratchetTree) generateUpdatePathFrom(leafSecret []byte, priv *privateTre
 		}
 		path.Nodes[i] = updatePathNode{EncryptionKey: t.node(x).Parent.EncryptionKey, EncryptedPathSecret: cts}
 	}
-	// EncryptWithLabel (RFC 9420, Section 5.1.3) to every target, under
-	// the one EncryptContext of the path.
-	seal := s.hpkeSealer(encryptContext("UpdatePathNode", ctx))
 	err = parallelFor(len(targets), minParallelHPKE, func(k int) error {
 		tg := &targets[k]
-		kem, ct, err := seal(tg.pub, tg.secret)
+		kem, ct, err := encryptWithLabel(s, tg.pub, "UpdatePathNode", ctx, tg.secret)
 		if err != nil {
 			return err
 		}
