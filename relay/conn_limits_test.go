@@ -15,6 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/skytale-oss/skytale/relay/internal/backend"
+
 	"github.com/skytale-oss/skytale/internal/jwt"
 	"github.com/skytale-oss/skytale/internal/waitfor"
 )
@@ -393,4 +395,27 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// TestNoWriterBeforeTheUpgrade: a socket evicted (or told to close) while
+// its upgrade still runs has no connection to write to yet, so closing it
+// starts no writer and a frame queued then is dropped; handleWS starts the
+// writer that sends the close once the upgrade gives the socket.
+func TestNoWriterBeforeTheUpgrade(t *testing.T) {
+	c := &conn{wrote: make(chan struct{}), slots: make(chan struct{}, 1)}
+	started := make(chan struct{}, 4)
+	c.writer = func() { started <- struct{}{} }
+	c.closeWith(websocket.StatusTryAgainLater, "relay full", backend.ErrorFrame("evicted", "the relay is full"), true)
+	c.enqueue([]byte(`{"type":"push"}`), false, nil)
+	c.mu.Lock()
+	writing, queued := c.writing, len(c.q)
+	c.mu.Unlock()
+	if writing || queued != 0 {
+		t.Fatalf("before the upgrade: a writer marked running %v, %d frames queued", writing, queued)
+	}
+	select {
+	case <-started:
+		t.Fatal("a writer started before the upgrade gave the socket")
+	default:
+	}
 }

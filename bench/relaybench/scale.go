@@ -78,9 +78,9 @@ func baseMemory(o options, benches []bench) (map[string]int64, error) {
 // fresh servers and first (run it alone for the memory figure: the
 // fan-out cases of earlier rounds leave their buffers held).
 func idle(ctx context.Context, b bench, o options, n int) (result, error) {
-	pid, ok := o.pids[b.name]
+	base, ok := o.baseRSS[b.name]
 	if !ok {
-		return result{}, fmt.Errorf("no -pid %s=PID", b.name)
+		return result{}, fmt.Errorf("no memory of %s before the first case (-pid %s=PID)", b.name, b.name)
 	}
 	subs, err := b.t.subscribers(ctx, n)
 	if err != nil {
@@ -92,11 +92,11 @@ func idle(ctx context.Context, b bench, o options, n int) (result, error) {
 		}
 	}()
 	time.Sleep(idleSettle) // time for the server to settle, not an event
-	after, err := rss(pid)
+	after, err := rss(o.pids[b.name])
 	if err != nil {
 		return result{}, err
 	}
-	grown := after - o.baseRSS[b.name]
+	grown := after - base
 	return result{rate: float64(grown) / float64(n), unit: "B/connection", conns: n, grown: grown}, nil
 }
 
