@@ -46,7 +46,7 @@ set -euo pipefail
 # limit between its listeners: raise the limit where allowed (as root, or
 # up to the hard limit), so the relay's cap (--max-conns less its login
 # reserve) seats them all.
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
